@@ -1,0 +1,123 @@
+"""The event catalog: every versioned JSON Schema kvlog knows, loaded from schema files.
+
+The schema files are the source of truth; everything else (typed constructors, validators, the
+migration chain) is derived from what this module loads. A catalog is a directory laid out as
+``<event>/v<N>.json`` plus shared definitions in ``_common.json``; users can load their own.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import orjson
+from referencing import Registry, Resource
+from referencing.jsonschema import DRAFT202012
+
+from kvlog._resources import data_dir
+from kvlog.errors import CatalogError, UnknownEventError
+
+SCHEMA_BASE_URI = "https://kvlog.dev/schemas/"
+_VERSION_FILE = re.compile(r"^v([1-9][0-9]*)\.json$")
+
+Schema = Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class Catalog:
+    """Schemas by event name and version, plus the registry that resolves their ``$ref``s."""
+
+    schemas: Mapping[str, Mapping[int, Schema]]
+    shared: Mapping[str, Schema] = field(default_factory=dict)
+    paths: Mapping[tuple[str, int], Path] = field(default_factory=dict)
+
+    @classmethod
+    def load(cls, directories: Iterable[Path]) -> Catalog:
+        """Load every schema under ``directories``; a later directory may add events, never replace them."""
+        schemas: dict[str, dict[int, Schema]] = {}
+        shared: dict[str, Schema] = {}
+        paths: dict[tuple[str, int], Path] = {}
+        for directory in directories:
+            if not directory.is_dir():
+                raise CatalogError(f"{directory}: not a catalog directory")
+            for path in sorted(directory.glob("_*.json")):
+                shared[_read(path)["$id"]] = _read(path)
+            for path in sorted(directory.glob("*/v*.json")):
+                match = _VERSION_FILE.match(path.name)
+                if match is None:
+                    raise CatalogError(f"{path}: schema files are named v<N>.json")
+                event, version = path.parent.name, int(match.group(1))
+                if (event, version) in paths:
+                    raise CatalogError(f"{path}: {event}@{version} is already defined by {paths[event, version]}")
+                schemas.setdefault(event, {})[version] = _read(path)
+                paths[event, version] = path
+        return cls(schemas=schemas, shared=shared, paths=paths)
+
+    def events(self) -> list[str]:
+        """Event names, sorted."""
+        return sorted(self.schemas)
+
+    def versions(self, event: str) -> list[int]:
+        """Versions of ``event``, ascending."""
+        return sorted(self._versions_of(event))
+
+    def latest(self, event: str) -> int:
+        """The current version of ``event``."""
+        return max(self._versions_of(event))
+
+    def at_catalog_version(self, event: str, catalog_version: int) -> int | None:
+        """The version of ``event`` in catalog release ``catalog_version``: its newest version not above it."""
+        eligible = [v for v in self._versions_of(event) if v <= catalog_version]
+        return max(eligible) if eligible else None
+
+    def schema(self, event: str, version: int) -> Schema:
+        """The schema of ``event@version``."""
+        versions = self._versions_of(event)
+        if version not in versions:
+            known = ", ".join(str(v) for v in sorted(versions))
+            raise UnknownEventError(f"unknown version {version} of event {event!r} (known: {known})")
+        return versions[version]
+
+    @property
+    def registry(self) -> Registry[Any]:
+        """A registry holding every schema by ``$id``, so relative ``$ref``s resolve offline."""
+        return _registry(self)
+
+    def _versions_of(self, event: str) -> Mapping[int, Schema]:
+        try:
+            return self.schemas[event]
+        except KeyError:
+            raise UnknownEventError(f"unknown event {event!r}") from None
+
+    def __hash__(self) -> int:
+        return id(self)
+
+
+@cache
+def _registry(catalog: Catalog) -> Registry[Any]:
+    documents = [*catalog.shared.values()]
+    documents += [schema for versions in catalog.schemas.values() for schema in versions.values()]
+    resources = [(doc["$id"], Resource.from_contents(doc, default_specification=DRAFT202012)) for doc in documents]
+    return Registry().with_resources(resources)
+
+
+def _read(path: Path) -> dict[str, Any]:
+    try:
+        document = orjson.loads(path.read_bytes())
+    except OSError as exc:
+        raise CatalogError(f"{path}: cannot read: {exc.strerror}") from None
+    except orjson.JSONDecodeError as exc:
+        raise CatalogError(f"{path}: invalid JSON: {exc}") from None
+    if not isinstance(document, dict) or not isinstance(document.get("$id"), str):
+        raise CatalogError(f"{path}: a schema must be a JSON object with a string $id")
+    return document
+
+
+@cache
+def default_catalog() -> Catalog:
+    """Kvlog's own catalog, as shipped."""
+    return Catalog.load([data_dir("schemas")])
