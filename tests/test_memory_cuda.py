@@ -1,0 +1,299 @@
+"""The CUDA backend on a real GPU: every byte the driver reports is the byte the arena bookkeeps.
+
+These tests run on the device machine (``pytest -m cuda``). Without a GPU or cuda-bindings they skip,
+unless ``KVLOG_REQUIRE_CUDA=1`` says a GPU must be there, in which case a missing one is a failure.
+Free-memory deltas are read straight from ``cuMemGetInfo``, never from the backend under test, and
+no new kernel is launched inside a measured window (lazy module loading would allocate).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import pytest
+
+pytestmark = pytest.mark.cuda
+
+GiB = 1 << 30
+MiB = 1 << 20
+
+
+def _gpu_or_skip() -> tuple[Any, Any]:
+    reason = None
+    try:
+        import torch  # noqa: PLC0415
+        from cuda.bindings import driver  # noqa: PLC0415
+    except ImportError as missing:  # CI has neither torch's CUDA build nor cuda-bindings
+        reason = f"cuda-bindings or torch missing: {missing}"
+    else:
+        if not torch.cuda.is_available():
+            reason = "no CUDA GPU visible to torch"
+    if reason is not None:
+        if os.environ.get("KVLOG_REQUIRE_CUDA") == "1":
+            pytest.fail(f"KVLOG_REQUIRE_CUDA=1 but {reason}", pytrace=False)
+        pytest.skip(reason, allow_module_level=True)
+    return torch, driver
+
+
+torch, driver = _gpu_or_skip()
+
+from kvlog.memory.backend import BackendError  # noqa: E402
+from kvlog.memory.cuda_backend import CudaBackend  # noqa: E402
+
+
+def driver_free() -> int:
+    """Free device memory straight from the driver, in the primary context torch made current."""
+    err, free, _total = driver.cuMemGetInfo()
+    assert err == driver.CUresult.CUDA_SUCCESS, err
+    return int(free)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def warm_cuda() -> None:
+    """Initialise torch's context and load the kernels the tests use before anything is measured.
+
+    Lazy module loading allocates device memory (about 90 MiB) at a kernel's first launch.
+    """
+    probe = torch.zeros(1 << 20, dtype=torch.float16, device="cuda")
+    for dtype in (torch.float16, torch.bfloat16, torch.float32, torch.uint8):
+        warm = probe.to(dtype)
+        warm.fill_(1)
+        warm.copy_(warm * 2 + 1)
+        assert bool(torch.equal(warm, warm.clone()))
+        warm.cpu()
+    torch.arange(8, device="cuda", dtype=torch.float32).view(torch.uint8).sum()
+    torch.cuda.synchronize()
+
+
+@pytest.fixture
+def backend() -> Iterator[CudaBackend]:
+    yield CudaBackend(0)
+
+
+def test_granularity_is_the_drivers_and_two_mib_on_h200(backend: CudaBackend) -> None:
+    prop = driver.CUmemAllocationProp()
+    prop.type = driver.CUmemAllocationType.CU_MEM_ALLOCATION_TYPE_PINNED
+    prop.location.type = driver.CUmemLocationType.CU_MEM_LOCATION_TYPE_DEVICE
+    prop.location.id = 0
+    err, minimum = driver.cuMemGetAllocationGranularity(
+        prop, driver.CUmemAllocationGranularity_flags.CU_MEM_ALLOC_GRANULARITY_MINIMUM
+    )
+    assert err == driver.CUresult.CUDA_SUCCESS
+    assert backend.granularity == minimum
+    if "H200" in torch.cuda.get_device_name(0):
+        assert backend.granularity == 2 * MiB
+    assert backend.name == "cuda"
+    assert backend.handle_type == "NONE"
+
+
+def test_reserving_one_tib_costs_no_device_memory(backend: CudaBackend) -> None:
+    before = driver_free()
+    base = backend.reserve(1 << 40)
+    assert driver_free() == before
+    assert base % backend.granularity == 0
+    measured = backend.measure(base, 1 << 40)
+    assert measured is not None
+    assert (measured.nbytes, measured.source) == (0, "cuMemGetInfo")
+    backend.release(base, 1 << 40)
+    assert driver_free() == before
+
+
+def test_commits_in_steps_match_the_drivers_free_memory(backend: CudaBackend) -> None:
+    g = backend.granularity
+    steps = [g, 3 * g, 64 * MiB, 190 * MiB, 1 * GiB, 3 * GiB]
+    steps.append(8 * GiB - sum(steps))
+    base = backend.reserve(16 * GiB)
+    before = driver_free()
+    offset = 0
+    for calls, nbytes in enumerate(steps, start=1):
+        backend.map(base + offset, nbytes)
+        offset += nbytes
+        delta = before - driver_free()
+        # The driver may spend page-table memory on new mappings: at most one granule per allocation.
+        assert offset <= delta <= offset + calls * g, (offset, delta)
+        measured = backend.measure(base, 16 * GiB)
+        assert measured is not None
+        assert measured.nbytes == delta
+    assert offset == 8 * GiB
+    # One handle per granule: any granule-aligned subrange inside a commit can be given back.
+    middle = base + 5 * GiB + 7 * g
+    backend.unmap(middle, 3 * g)
+    delta = before - driver_free()
+    assert 8 * GiB - 3 * g <= delta <= 8 * GiB - 3 * g + len(steps) * g
+    backend.map(middle, 3 * g)
+    backend.unmap(base, 8 * GiB)
+    assert driver_free() == before
+    measured = backend.measure(base, 16 * GiB)
+    assert measured is not None
+    assert measured.nbytes == 0
+    backend.release(base, 16 * GiB)
+
+
+def test_out_of_memory_mid_commit_rolls_back_exactly(backend: CudaBackend) -> None:
+    """Fill the GPU with torch until 3 GiB are left, then commit 8 GiB: cuMemCreate really fails."""
+    hog = torch.empty(driver_free() - 3 * GiB, dtype=torch.uint8, device="cuda")
+    try:
+        base = backend.reserve(16 * GiB)
+        before = driver_free()
+        assert before < 8 * GiB
+        with pytest.raises(BackendError) as failure:
+            backend.map(base, 8 * GiB)
+        assert failure.value.call == "cuMemCreate"
+        assert failure.value.code == "CUDA_ERROR_OUT_OF_MEMORY"
+        assert driver_free() == before
+        measured = backend.measure(base, 16 * GiB)
+        assert measured is not None
+        assert measured.nbytes == 0
+        # Nothing of the failed call is left behind: the same range maps and unmaps cleanly.
+        backend.map(base, GiB)
+        backend.unmap(base, GiB)
+        assert driver_free() == before
+        backend.release(base, 16 * GiB)
+    finally:
+        del hog
+        torch.cuda.empty_cache()
+
+
+def test_tensors_are_zero_copy_and_kernels_read_what_kernels_wrote(backend: CudaBackend) -> None:
+    g = backend.granularity
+    base = backend.reserve(8 * g)
+    backend.map(base, 4 * g)
+    halves = backend.tensor(base, (4 * g // 2,), torch.bfloat16)
+    assert halves.data_ptr() == base
+    assert halves.device == torch.device("cuda", 0)
+    halves.copy_(torch.arange(halves.numel(), device="cuda").to(torch.bfloat16))
+    # A second view at an offset aliases the first: writes through one are read through the other.
+    words = backend.tensor(base + g, (g // 4,), torch.float32)
+    assert words.data_ptr() == base + g
+    expected = halves[g // 2 : g].clone().view(torch.float32)
+    assert torch.equal(words, expected)
+    words.fill_(3.5)
+    assert torch.equal(halves[g // 2 : g].view(torch.float32), torch.full_like(words, 3.5))
+    reference = torch.arange(g // 2, device="cuda").to(torch.bfloat16)
+    assert torch.equal(halves[: g // 2], reference)
+    assert torch.equal(halves[: g // 2].cpu(), reference.cpu())
+    grid = backend.tensor(base, (2, 3, 4), torch.float16)
+    assert grid.shape == (2, 3, 4) and grid.is_contiguous()
+    del halves, words, grid, expected, reference
+    backend.unmap(base, 4 * g)
+    backend.release(base, 8 * g)
+
+
+def test_a_cuda_graph_captured_before_growth_replays_after_it(backend: CudaBackend) -> None:
+    """Committing more of a reservation never moves what a captured graph points at."""
+    g = backend.granularity
+    base = backend.reserve(64 * g)
+    backend.map(base, 2 * g)
+    source = backend.tensor(base, (g // 4,), torch.float32)
+    target = backend.tensor(base + g, (g // 4,), torch.float32)
+    source.fill_(1.0)
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        target.copy_(source * 2 + 1)
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        target.copy_(source * 2 + 1)
+    backend.map(base + 2 * g, 62 * g)
+    source.fill_(5.0)
+    graph.replay()
+    torch.cuda.synchronize()
+    assert torch.equal(target, torch.full_like(target, 11.0))
+    del graph, source, target
+    backend.unmap(base, 64 * g)
+    backend.release(base, 64 * g)
+
+
+def test_concurrent_maps_from_threads_keep_exact_accounting(backend: CudaBackend) -> None:
+    g = backend.granularity
+    threads_n, per_thread = 8, 32 * g
+    base = backend.reserve(threads_n * per_thread)
+    before = driver_free()
+
+    def commit(index: int) -> None:
+        for step in range(0, per_thread, 4 * g):
+            backend.map(base + index * per_thread + step, 4 * g)
+
+    with ThreadPoolExecutor(threads_n) as pool:
+        for done in [pool.submit(commit, i) for i in range(threads_n)]:
+            done.result()
+    delta = before - driver_free()
+    assert threads_n * per_thread <= delta <= threads_n * per_thread + threads_n * 8 * g
+    measured = backend.measure(base, threads_n * per_thread)
+    assert measured is not None
+    assert measured.nbytes == delta
+    backend.unmap(base, threads_n * per_thread)
+    assert driver_free() == before
+    backend.release(base, threads_n * per_thread)
+
+
+def test_misuse_is_refused_before_the_driver_sees_it(backend: CudaBackend) -> None:
+    g = backend.granularity
+    base = backend.reserve(4 * g)
+    backend.map(base, 2 * g)
+    with pytest.raises(ValueError, match="already mapped"):
+        backend.map(base + g, 2 * g)
+    with pytest.raises(ValueError, match="not mapped"):
+        backend.unmap(base + g, 2 * g)
+    with pytest.raises(ValueError, match="not inside a reservation"):
+        backend.map(base + 4 * g, g)
+    with pytest.raises(ValueError, match="granularity"):
+        backend.map(base + 2 * g, g // 2)
+    with pytest.raises(ValueError, match="still has mapped granules"):
+        backend.release(base, 4 * g)
+    assert backend.measure(base, 2 * g) is None
+    backend.unmap(base, 2 * g)
+    backend.release(base, 4 * g)
+
+
+def test_exportable_handles_when_the_device_supports_them() -> None:
+    supported = driver.cuDeviceGetAttribute(
+        driver.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED, 0
+    )
+    if not supported[1]:
+        with pytest.raises(BackendError, match="POSIX_FD"):
+            CudaBackend(0, handle_type="POSIX_FD")
+        return
+    backend = CudaBackend(0, handle_type="POSIX_FD")
+    assert backend.handle_type == "POSIX_FD"
+    base = backend.reserve(backend.granularity)
+    backend.map(base, backend.granularity)
+    view = backend.tensor(base, (16,), torch.int32)
+    view.fill_(7)
+    assert int(view.sum()) == 112
+    del view
+    backend.unmap(base, backend.granularity)
+    backend.release(base, backend.granularity)
+
+
+def test_works_before_torch_initialises_cuda_and_shares_its_context() -> None:
+    """A fresh process: the backend makes the primary context current; torch then uses the same one."""
+    program = """
+import torch
+from cuda.bindings import driver
+from kvlog.memory.cuda_backend import CudaBackend
+backend = CudaBackend(0)
+assert not torch.cuda.is_initialized()
+g = backend.granularity
+base = backend.reserve(4 * g)
+backend.map(base, 4 * g)
+_, ours = driver.cuCtxGetCurrent()
+view = backend.tensor(base, (g // 4,), torch.float32)
+view.fill_(2.0)
+assert float(view.sum()) == 2.0 * (g // 4)
+_, torchs = driver.cuCtxGetCurrent()
+assert int(ours) == int(torchs) != 0, (ours, torchs)
+del view
+backend.unmap(base, 4 * g)
+backend.release(base, 4 * g)
+print("ok")
+"""
+    done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "ok"
