@@ -1,0 +1,21 @@
+"""The memory runtime: a VMM arena over CUDA or host memory, and KV pools built on it.
+
+Importing this package needs torch (the ``torch`` extra); the CUDA backend is imported only by
+``VmmArena.cuda`` and needs the ``cuda`` extra. ``import kvlog`` alone never gets here.
+"""
+
+from __future__ import annotations
+
+from kvlog.memory.arena import ArenaChange, ArenaError, VmmArena
+from kvlog.memory.backend import Backend, BackendError, Measurement
+from kvlog.memory.host_backend import HostBackend
+
+__all__ = [
+    "ArenaChange",
+    "ArenaError",
+    "Backend",
+    "BackendError",
+    "HostBackend",
+    "Measurement",
+    "VmmArena",
+]

@@ -1,0 +1,143 @@
+"""Linux virtual memory as a ``VmmArena`` backend: the CUDA VMM semantics, testable without a GPU.
+
+Reserving is ``mmap(PROT_NONE, MAP_NORESERVE)``: address space with neither pages nor commit charge,
+like ``cuMemAddressReserve``. Committing makes a range read-write and populates it at once
+(``MADV_POPULATE_WRITE``), so the memory is really held when the call returns, like ``cuMemCreate``
++ ``cuMemMap``. Decommitting maps a fresh ``PROT_NONE|MAP_NORESERVE`` range over the old one with
+``MAP_FIXED``: that drops the pages *and* the commit charge in one step, which ``MADV_DONTNEED`` alone
+does not do, and keeps the addresses reserved.
+
+Measurement sums ``Rss`` over the arena's mappings in ``/proc/self/smaps``: the kernel's own count of
+resident pages. Each reservation is fenced by a read-only guard page on either side so that the
+kernel never merges an arena's mappings with a neighbour's, which would make its Rss unattributable.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import os
+import re
+from math import prod
+from pathlib import Path
+from typing import Final
+
+import torch
+
+from kvlog.memory.backend import BackendError, BackendName, Measurement
+
+# Linux ABI values, identical on x86_64 and aarch64 (Python's mmap module lacks some of them).
+PROT_NONE: Final = 0x0
+PROT_READ: Final = 0x1
+PROT_WRITE: Final = 0x2
+MAP_PRIVATE: Final = 0x02
+MAP_FIXED: Final = 0x10
+MAP_ANONYMOUS: Final = 0x20
+MAP_NORESERVE: Final = 0x4000
+MADV_POPULATE_WRITE: Final = 23
+
+PAGE_SIZE: Final = os.sysconf("SC_PAGE_SIZE")
+_MAP_FAILED: Final = ctypes.c_void_p(-1).value
+_SMAPS = Path("/proc/self/smaps")
+_VMA_RSS = re.compile(rb"^([0-9a-f]+)-([0-9a-f]+) [^\n]*\n(?:[^\n]*\n)*?Rss:\s+(\d+) kB", re.MULTILINE)
+
+_libc = ctypes.CDLL(None, use_errno=True)
+_libc.mmap.restype = ctypes.c_void_p
+_libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+_libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+_libc.mprotect.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+_libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+
+
+def _os_error(call: str) -> BackendError:
+    code = ctypes.get_errno()
+    return BackendError(call, errno.errorcode.get(code, str(code)), os.strerror(code))
+
+
+def _mmap(address: int | None, nbytes: int, prot: int, flags: int) -> int:
+    result = _libc.mmap(address, nbytes, prot, flags, -1, 0)
+    if result is None or result == _MAP_FAILED:
+        raise _os_error("mmap")
+    return int(result)
+
+
+def _check(call: str, result: int) -> None:
+    if result != 0:
+        raise _os_error(call)
+
+
+class HostBackend:
+    """Anonymous private memory of this process, reserved, committed and given back by the page."""
+
+    name: BackendName = "host"
+    device: int | None = None
+    handle_type: str | None = None
+
+    def __init__(self, granularity: int | None = None) -> None:
+        """``granularity`` defaults to the page size; a larger one must be a multiple of it."""
+        granularity = PAGE_SIZE if granularity is None else granularity
+        if granularity <= 0 or granularity % PAGE_SIZE:
+            raise ValueError(f"host granularity must be a positive multiple of the page size {PAGE_SIZE}")
+        self.granularity = granularity
+        self._populate = True
+
+    def reserve(self, nbytes: int) -> int:
+        """Address space between two guard pages; neither costs memory nor commit charge."""
+        outer = _mmap(None, nbytes + 2 * PAGE_SIZE, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE)
+        base = outer + PAGE_SIZE
+        if _libc.mprotect(base, nbytes, PROT_NONE) != 0:
+            error = _os_error("mprotect")
+            _libc.munmap(outer, nbytes + 2 * PAGE_SIZE)
+            raise error
+        return base
+
+    def map(self, address: int, nbytes: int) -> None:
+        """Read-write and populated; on any failure the range is reserved-only again."""
+        try:
+            _check("mprotect", _libc.mprotect(address, nbytes, PROT_READ | PROT_WRITE))
+            self._fill(address, nbytes)
+        except BackendError:
+            self.unmap(address, nbytes)
+            raise
+
+    def _fill(self, address: int, nbytes: int) -> None:
+        """Populate now rather than on first touch, so that committed means held."""
+        if self._populate:
+            if _libc.madvise(address, nbytes, MADV_POPULATE_WRITE) == 0:
+                return
+            if ctypes.get_errno() != errno.EINVAL:  # EINVAL: a kernel before 5.14, without the advice
+                raise _os_error("madvise(MADV_POPULATE_WRITE)")
+            self._populate = False
+        ctypes.memset(address, 0, nbytes)
+
+    def unmap(self, address: int, nbytes: int) -> None:
+        """Replace the range by a fresh reservation: pages and commit charge go back to the kernel."""
+        _mmap(address, nbytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED)
+
+    def release(self, base: int, nbytes: int) -> None:
+        """Unmap the reservation and its guard pages."""
+        _check("munmap", _libc.munmap(base - PAGE_SIZE, nbytes + 2 * PAGE_SIZE))
+
+    def measure(self, base: int, nbytes: int) -> Measurement | None:
+        """Rss of the mappings inside ``[base, base + nbytes)``; None if one straddles its edge with pages in it."""
+        return smaps_rss(base, base + nbytes)
+
+    def tensor(self, address: int, shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
+        """``torch.frombuffer`` over a ctypes array at ``address``; the tensor keeps the array alive."""
+        nbytes = prod(shape) * dtype.itemsize
+        buffer = (ctypes.c_ubyte * nbytes).from_address(address)
+        return torch.frombuffer(buffer, dtype=dtype).view(shape)
+
+
+def smaps_rss(start: int, end: int) -> Measurement | None:
+    """Resident bytes of this process's mappings that lie inside ``[start, end)``, per ``/proc/self/smaps``."""
+    total = 0
+    for match in _VMA_RSS.finditer(_SMAPS.read_bytes()):
+        vma_start, vma_end = int(match[1], 16), int(match[2], 16)
+        if vma_end <= start or vma_start >= end:
+            continue
+        rss = int(match[3]) * 1024
+        if rss and (vma_start < start or vma_end > end):
+            return None
+        total += rss
+    return Measurement(total, "smaps_rss")
