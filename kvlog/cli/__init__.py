@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from kvlog import __version__
+from kvlog.cli.check import check
 from kvlog.cli.demo import demo
 from kvlog.cli.schema import schema
 from kvlog.cli.validate import validate
@@ -19,3 +20,4 @@ def main() -> None:
 main.add_command(validate)
 main.add_command(schema)
 main.add_command(demo)
+main.add_command(check)

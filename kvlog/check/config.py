@@ -1,0 +1,89 @@
+"""Where the catalog to check lives: a directory, a project's ``[tool.kvlog]`` table, or kvlog's own."""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from kvlog._resources import data_dir
+from kvlog.errors import KvlogError
+
+
+class ConfigError(KvlogError):
+    """The path to check holds no catalog, or its ``[tool.kvlog]`` table is malformed."""
+
+
+@dataclass(frozen=True)
+class Target:
+    """The directories one ``kvlog check`` run reads; ``migrations``/``corpus`` are None when there are none."""
+
+    schemas: Path
+    migrations: Path | None
+    corpus: Path | None
+    mode: str | None = None
+
+
+def resolve_target(path: Path | None) -> Target:
+    """``path`` (or the working directory, falling back to kvlog's shipped catalog) as a ``Target``.
+
+    A project says where its catalog is in ``pyproject.toml``::
+
+        [tool.kvlog]
+        schemas = "telemetry/schemas"
+        migrations = "telemetry/migrations"
+        corpus = "tests/corpus"          # optional: golden logs replayed by the corpus rule
+        compatibility = "full"           # optional: the default --mode
+    """
+    if path is not None:
+        if not path.is_dir():
+            raise ConfigError(f"{path}: not a directory")
+        table = _tool_table(path / "pyproject.toml")
+        if table is not None:
+            return _from_table(path, table)
+        if (path / "schemas").is_dir():
+            return Target(
+                path / "schemas", _optional_dir(path / "migrations"), _optional_dir(path / "tests" / "corpus")
+            )
+        raise ConfigError(f"{path}: holds neither schemas/ nor a pyproject.toml with a [tool.kvlog] table")
+    table = _tool_table(Path("pyproject.toml"))
+    if table is not None:
+        return _from_table(Path(), table)
+    return Target(data_dir("schemas"), _optional_dir(data_dir("migrations")), None)
+
+
+def _tool_table(pyproject: Path) -> dict[str, Any] | None:
+    if not pyproject.is_file():
+        return None
+    try:
+        document = tomllib.loads(pyproject.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise ConfigError(f"{pyproject}: cannot read: {exc}") from None
+    table = document.get("tool", {}).get("kvlog")
+    if table is not None and not isinstance(table, dict):
+        raise ConfigError(f"{pyproject}: [tool.kvlog] must be a table")
+    return table
+
+
+def _from_table(root: Path, table: dict[str, Any]) -> Target:
+    where = root / "pyproject.toml"
+    for key in ("schemas", "migrations", "corpus", "compatibility"):
+        if key in table and not isinstance(table[key], str):
+            raise ConfigError(f"{where}: [tool.kvlog] {key} must be a string")
+    if "schemas" not in table:
+        raise ConfigError(f'{where}: [tool.kvlog] needs schemas = "<directory>" for kvlog check')
+    schemas = root / table["schemas"]
+    if not schemas.is_dir():
+        raise ConfigError(f"{where}: [tool.kvlog] schemas = {table['schemas']!r} is not a directory")
+    migrations = root / table["migrations"] if "migrations" in table else None
+    if migrations is not None and not migrations.is_dir():
+        raise ConfigError(f"{where}: [tool.kvlog] migrations = {table['migrations']!r} is not a directory")
+    corpus = root / table["corpus"] if "corpus" in table else None
+    if corpus is not None and not corpus.is_dir():
+        raise ConfigError(f"{where}: [tool.kvlog] corpus = {table['corpus']!r} is not a directory")
+    return Target(schemas, migrations, corpus, table.get("compatibility"))
+
+
+def _optional_dir(path: Path) -> Path | None:
+    return path if path.is_dir() else None

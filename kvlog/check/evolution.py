@@ -1,0 +1,192 @@
+"""Rules across time: released versions never change, and a new version is compatible or migrated to.
+
+The catalog at a git ref is the release record. A version present there is immutable, because
+logs and parsers in the field were written against it; a version added since must be compatible
+with its predecessors under the chosen mode, unless a migration carries the old events across, in
+which case kvlog (unlike a schema registry) accepts the change and says which migration covers it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import orjson
+
+from kvlog.check.compat import Incompatibility, incompatibilities
+from kvlog.check.findings import Finding
+from kvlog.check.schemawalk import ANNOTATIONS, strip_annotations
+from kvlog.check.snapshot import SchemaFile, Snapshot, locate
+
+Mode = Literal["backward", "backward_transitive", "forward", "forward_transitive", "full", "full_transitive", "none"]
+MODES: tuple[Mode, ...] = (
+    "backward",
+    "backward_transitive",
+    "forward",
+    "forward_transitive",
+    "full",
+    "full_transitive",
+    "none",
+)
+Direction = Literal["backward", "forward"]
+# cover(event, from_version, to_version): how events of from_version are carried to to_version, or None.
+Cover = Callable[[str, int, int], str | None]
+_MISSING = object()
+
+
+def comparable(resolved: Any) -> Any:
+    """A dereferenced event schema reduced to what decides validity, minus its own version constant."""
+    schema = strip_annotations(resolved)
+    if isinstance(schema, dict) and isinstance(schema.get("properties"), dict):
+        schema = {**schema, "properties": {**schema["properties"], "schema_version": {}}}
+    return schema
+
+
+def pairs_to_check(versions: list[int], new: int, mode: Mode) -> list[tuple[int, Direction]]:
+    """The (older version, direction) pairs ``mode`` asks of ``new``: its predecessor, or all older ones."""
+    if mode == "none":
+        return []
+    older = [v for v in versions if v < new]
+    if not older:
+        return []
+    against = older if mode.endswith("_transitive") else [max(older)]
+    directions: list[Direction] = {"backward": ["backward"], "forward": ["forward"], "full": ["backward", "forward"]}[
+        mode.removesuffix("_transitive")  # type: ignore[assignment]
+    ]
+    return [(old, direction) for old in sorted(against, reverse=True) for direction in directions]
+
+
+def version_incompatibilities(
+    old: Any, new: Any, old_version: int, new_version: int, direction: Direction
+) -> list[Incompatibility]:
+    """Backward: can readers of ``new`` read ``old`` events; forward: can readers of ``old`` read ``new`` ones."""
+    if direction == "backward":
+        return incompatibilities(comparable(old), comparable(new), f"v{old_version}", f"v{new_version}")
+    return incompatibilities(comparable(new), comparable(old), f"v{new_version}", f"v{old_version}")
+
+
+@dataclass(frozen=True)
+class Evolution:
+    """The catalog now and at the release it is compared with, each with its dereferenced schemas."""
+
+    current: Snapshot
+    released: Snapshot
+    resolved_now: dict[tuple[str, int], Any]
+    resolved_then: dict[tuple[str, int], Any]
+
+    def check(self, mode: Mode, cover: Cover) -> list[Finding]:
+        """Immutability of what was released, and compatibility (or migration) of what was added since."""
+        findings: list[Finding] = []
+        for event, versions in sorted(self.released.versions.items()):
+            for version, then in sorted(versions.items()):
+                now = self.current.versions.get(event, {}).get(version)
+                if now is None:
+                    siblings = self.current.versions.get(event, {})
+                    display = next(iter(siblings.values())).display if siblings else then.display
+                    message = (
+                        f"{event}@{version} was released at {self.released.label} and has been removed ({then.rel})"
+                    )
+                    findings.append(Finding("KV203", message, display))
+                else:
+                    findings += self._immutable(event, version, then, now)
+        for event, versions in sorted(self.current.versions.items()):
+            for new in sorted(versions):
+                if new in self.released.versions.get(event, {}) or (event, new) not in self.resolved_now:
+                    continue
+                for old, direction in pairs_to_check(sorted(versions), new, mode):
+                    if (event, old) in self.resolved_now:
+                        findings += self._compatibility(event, old, new, direction, mode=mode, cover=cover)
+        return findings
+
+    def _immutable(self, event: str, version: int, then: SchemaFile, now: SchemaFile) -> list[Finding]:
+        key = (event, version)
+        own = diff(strip_annotations(then.document), strip_annotations(now.document))
+        if key in self.resolved_then and key in self.resolved_now:
+            semantic = diff(strip_annotations(self.resolved_then[key]), strip_annotations(self.resolved_now[key]))
+        else:
+            semantic = own
+        ref = self.released.label
+        if semantic:
+            through = "" if own else " (through a shared definition)"
+            following = max(self.current.versions[event]) + 1
+            return [
+                Finding(
+                    "KV201",
+                    f"{event}@{version} was released at {ref} and must not change{through}: "
+                    f"{describe_change(pointer, old, new)}; add v{following} (with a migration) instead",
+                    now.display,
+                    locate(now.text, pointer),
+                )
+                for pointer, old, new in semantic
+            ]
+        reworded = diff(then.document, now.document)
+        if not reworded:
+            return []
+        changes = "; ".join(describe_change(pointer, old, new) for pointer, old, new in reworded)
+        message = f"{event}@{version} was released at {ref}; its annotations changed: {changes}"
+        return [Finding("KV202", message, now.display, locate(now.text, reworded[0][0]))]
+
+    def _compatibility(
+        self, event: str, old: int, new: int, direction: Direction, *, mode: Mode, cover: Cover
+    ) -> list[Finding]:
+        found = version_incompatibilities(
+            self.resolved_now[event, old], self.resolved_now[event, new], old, new, direction
+        )
+        if not found:
+            return []
+        file = self.current.versions[event][new]
+        reasons = "; ".join(str(inc) for inc in found)
+        line = locate(file.text, ("properties", found[0].location.split(".")[0]))
+        carried = cover(event, old, new) if direction == "backward" else cover(event, new, old)
+        if carried is not None:
+            message = f"{event}@{new} is not {direction}-compatible with v{old} ({reasons}); covered by {carried}"
+            return [Finding("KV205", message, file.display, line)]
+        remedy = (
+            f"a migration v{old} -> v{new}" if direction == "backward" else f"an invertible migration v{old} -> v{new}"
+        )
+        message = (
+            f"{event}@{new} is not {direction}-compatible with v{old} under --mode {mode}: {reasons}; add {remedy}"
+        )
+        return [Finding("KV204", message, file.display, line)]
+
+
+def diff(old: Any, new: Any, path: tuple[str, ...] = ()) -> list[tuple[tuple[str, ...], Any, Any]]:
+    """Every place two JSON documents differ, as (pointer, old value, new value); absent values are ``_MISSING``."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        out = []
+        for key in [*old, *(k for k in new if k not in old)]:
+            out += diff(old.get(key, _MISSING), new.get(key, _MISSING), (*path, key))
+        return out
+    if isinstance(old, list) and isinstance(new, list) and len(old) == len(new):
+        return [change for i, (a, b) in enumerate(zip(old, new, strict=True)) for change in diff(a, b, (*path, str(i)))]
+    same = type(old) is type(new) and old == new
+    return [] if same else [(path, old, new)]
+
+
+def describe_change(pointer: tuple[str, ...], old: Any, new: Any) -> str:
+    """Name the field a change is in and say what changed: ``field reserved_va_bytes: type changed from ...``."""
+    fields: list[str] = []
+    keyword: list[str] = []
+    index = 0
+    while index < len(pointer):
+        if pointer[index] == "properties" and index + 1 < len(pointer):
+            fields.append(pointer[index + 1])
+            keyword = []
+            index += 2
+            continue
+        keyword.append(pointer[index])
+        index += 1
+    where = f"field {'.'.join(fields)}" if fields else "schema root"
+    what = "/".join(keyword) or "definition"
+    if old is _MISSING:
+        return f"{where}: {what} added ({_show(new)})"
+    if new is _MISSING:
+        return f"{where}: {what} removed (was {_show(old)})"
+    kind = " (annotation)" if keyword and keyword[-1] in ANNOTATIONS else ""
+    return f"{where}: {what}{kind} changed from {_show(old)} to {_show(new)}"
+
+
+def _show(value: Any) -> str:
+    text = orjson.dumps(value).decode()
+    return text if len(text) <= 80 else text[:77] + "..."

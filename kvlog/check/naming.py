@@ -1,0 +1,124 @@
+"""Naming rules: the promises kvlog's events make in their field names (bytes are integers, states are enums)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from typing import Any
+
+from kvlog.check.findings import Finding
+from kvlog.check.schemawalk import DerefError, dereference, map_subschemas
+from kvlog.check.snapshot import SchemaFile, Snapshot, locate
+
+_UNIT_SUFFIX = re.compile(r"_(?:[kmgtp]i?b|bytes?_[kmgt]i?b)$", re.IGNORECASE)
+_STATE_FIELD = re.compile(r"(?:^|_)(?:state|status|kind|mode)$")
+_BYTES_DEF = re.compile(r"#/\$defs/bytes$")
+# *_bytes, plus numpy's and torch's established spelling ``nbytes``.
+_BYTES_NAME = re.compile(r"(?:_bytes|^nbytes|_nbytes)$")
+# Differences of two byte counts may be negative; their names say so.
+_SIGNED_BYTES = re.compile(r"(?:delta|discrepancy)_bytes$")
+
+
+def check_naming(snapshot: Snapshot) -> list[Finding]:
+    """Every property of every file (shared definitions included, each checked once, where it is written)."""
+    findings: list[Finding] = []
+    for file in snapshot.all_files():
+        for name, raw, pointer in _properties(file.document, ()):
+            findings += _check_property(snapshot, file, name, raw, pointer)
+    return findings
+
+
+def _properties(schema: Any, path: tuple[str, ...]) -> Iterator[tuple[str, Any, tuple[str, ...]]]:
+    """Every (name, subschema, pointer) under a ``properties`` keyword, at any depth."""
+    found: list[tuple[str, Any, tuple[str, ...]]] = []
+
+    def visit(sub: Any, sub_path: tuple[str, ...]) -> Any:
+        if len(sub_path) >= 2 and sub_path[-2] == "properties":
+            found.append((sub_path[-1], sub, sub_path))
+        map_subschemas(sub, visit, sub_path)
+        return sub
+
+    map_subschemas(schema, visit, path)
+    yield from found
+
+
+def _check_property(
+    snapshot: Snapshot, file: SchemaFile, name: str, raw: Any, pointer: tuple[str, ...]
+) -> list[Finding]:
+    if raw is False:
+        return []
+    line = locate(file.text, pointer)
+    where = f"{name} ({'/'.join(pointer)})"
+    findings = []
+    if _UNIT_SUFFIX.search(name):
+        findings.append(
+            Finding("KV102", f"{where}: sizes are integer bytes; name it *_bytes, not {name}", file.display, line)
+        )
+    if not _BYTES_NAME.search(name) and _refers_to_bytes(raw):
+        findings.append(Finding("KV103", f"{where} is a byte count ($defs/bytes); name it *_bytes", file.display, line))
+    try:
+        schema = dereference(raw, snapshot.registry, file.document["$id"])
+    except DerefError:
+        return findings  # reported once by the structure rules
+    if _BYTES_NAME.search(name):
+        signed = bool(_SIGNED_BYTES.search(name))
+        problem = _integer_problem(schema, signed)
+        if problem is not None:
+            what = "an integer" if signed else "a non-negative integer"
+            findings.append(Finding("KV101", f"{where} must be {what} (or null): {problem}", file.display, line))
+    if _STATE_FIELD.search(name) and not _is_enumerated(schema):
+        findings.append(Finding("KV104", f"{where} is a state field; declare its values with enum", file.display, line))
+    return findings
+
+
+def _refers_to_bytes(schema: Any) -> bool:
+    if not isinstance(schema, dict):
+        return False
+    if isinstance(schema.get("$ref"), str) and _BYTES_DEF.search(schema["$ref"]):
+        return True
+    return any(_refers_to_bytes(branch) for key in ("anyOf", "oneOf", "allOf") for branch in schema.get(key, []))
+
+
+def _integer_problem(schema: Any, signed: bool) -> str | None:
+    if schema is False:
+        return None
+    if not isinstance(schema, dict) or not schema:
+        return "it accepts any value"
+    for key in ("anyOf", "oneOf"):
+        if key in schema:
+            # Every alternative must keep the promise.
+            return next((p for p in (_integer_problem(b, signed) for b in schema[key]) if p is not None), None)
+    if "allOf" in schema and "type" not in schema:
+        # One conjunct keeping the promise is enough.
+        problems = [_integer_problem(b, signed) for b in schema["allOf"]]
+        return None if None in problems else problems[0]
+    if schema.get("type") == "object" and "additionalProperties" in schema and not schema.get("properties"):
+        # A map of byte counts (e.g. field name -> uncertainty): its values carry the promise.
+        return _integer_problem(schema["additionalProperties"], signed)
+    values = [schema["const"]] if "const" in schema else schema.get("enum")
+    if values is not None:
+        bad = [v for v in values if v is not None and not (type(v) is int and (signed or v >= 0))]
+        return f"it allows {bad[0]!r}" if bad else None
+    types = schema.get("type")
+    if types is None:
+        return "it declares no type"
+    types = {types} if isinstance(types, str) else set(types)
+    if not types <= {"integer", "null"}:
+        return f"its type is {sorted(types)}"
+    if "integer" in types and not signed:
+        minimum = schema.get("minimum")
+        exclusive = schema.get("exclusiveMinimum")
+        if not ((minimum is not None and minimum >= 0) or (exclusive is not None and exclusive >= -1)):
+            return "it has no minimum of 0"
+    return None
+
+
+def _is_enumerated(schema: Any) -> bool:
+    if not isinstance(schema, dict):
+        return schema is False
+    if "enum" in schema or "const" in schema:
+        return True
+    branches = schema.get("anyOf") or schema.get("oneOf")
+    if branches:
+        return all(_is_enumerated(b) or (isinstance(b, dict) and b.get("type") == "null") for b in branches)
+    return False

@@ -1,0 +1,96 @@
+"""Rendering findings for people (text), GitHub Actions (workflow commands), CI dashboards (JUnit) and tools (JSON)."""
+
+from __future__ import annotations
+
+from typing import Literal
+from xml.etree import ElementTree
+
+import orjson
+
+from kvlog.check.findings import RULES, Finding, count_errors
+from kvlog.check.runner import Report
+
+Format = Literal["text", "github", "junit", "json"]
+_GITHUB_COMMAND = {"error": "error", "warning": "warning", "note": "notice"}
+
+
+def render(report: Report, output_format: Format) -> str:
+    """The report in ``output_format``; text and github end with a newline when non-empty."""
+    if output_format == "json":
+        return orjson.dumps([_as_json(f) for f in report.findings], option=orjson.OPT_INDENT_2).decode() + "\n"
+    if output_format == "junit":
+        return junit(report)
+    lines = [(_github if output_format == "github" else _text)(finding) for finding in report.findings]
+    return "".join(f"{line}\n" for line in lines)
+
+
+def summary(report: Report) -> str:
+    """One line: what was checked and what was found."""
+    levels = [f.level for f in report.findings]
+    errors, warnings, notes = levels.count("error"), levels.count("warning"), levels.count("note")
+    skipped = "".join(f"; skipped {family}xx ({why})" for family, why in sorted(report.skipped.items()))
+    return (
+        f"kvlog check: {errors} errors, {warnings} warnings, {notes} notes "
+        f"({report.schema_files} schema files, {report.migration_steps} migration steps, "
+        f"{report.corpus_files} corpus files{skipped})"
+    )
+
+
+def _text(finding: Finding) -> str:
+    return f"{finding.location()}: {finding.rule} {finding.level}: {finding.message}"
+
+
+def _escape_data(text: str) -> str:
+    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def _escape_property(text: str) -> str:
+    return _escape_data(text).replace(":", "%3A").replace(",", "%2C")
+
+
+def _github(finding: Finding) -> str:
+    properties = []
+    if finding.file is not None:
+        properties.append(f"file={_escape_property(finding.file)}")
+    if finding.line is not None:
+        properties.append(f"line={finding.line}")
+    properties.append(f"title={_escape_property(f'{finding.rule} {RULES[finding.rule].name}')}")
+    return f"::{_GITHUB_COMMAND[finding.level]} {','.join(properties)}::{_escape_data(finding.message)}"
+
+
+def _as_json(finding: Finding) -> dict[str, object]:
+    rule = RULES[finding.rule]
+    return {
+        "rule": finding.rule,
+        "name": rule.name,
+        "level": finding.level,
+        "file": finding.file,
+        "line": finding.line,
+        "message": finding.message,
+    }
+
+
+def junit(report: Report) -> str:
+    """One test case per rule: failed with its error findings, skipped when its family did not run."""
+    suite = ElementTree.Element("testsuite", name="kvlog check", tests=str(len(RULES)))
+    failures = skipped = 0
+    for rule in RULES.values():
+        case = ElementTree.SubElement(suite, "testcase", classname="kvlog.check", name=f"{rule.id} {rule.name}")
+        mine = [f for f in report.findings if f.rule == rule.id]
+        reason = report.skipped.get(rule.id[:3])
+        if reason is not None and not mine:
+            ElementTree.SubElement(case, "skipped", message=reason)
+            skipped += 1
+            continue
+        if count_errors(mine):
+            failures += 1
+            failure = ElementTree.SubElement(case, "failure", message=f"{count_errors(mine)} {rule.summary} violations")
+            failure.text = "\n".join(_text(f) for f in mine if f.level == "error")
+        others = [_text(f) for f in mine if f.level != "error"]
+        if others:
+            ElementTree.SubElement(case, "system-out").text = "\n".join(others)
+    suite.set("failures", str(failures))
+    suite.set("skipped", str(skipped))
+    suite.set("errors", "0")
+    ElementTree.indent(suite)
+    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ElementTree.tostring(suite, encoding="unicode") + "\n"

@@ -1,0 +1,58 @@
+"""One ``kvlog check`` run: read the catalog (and the release it is compared with), apply every rule."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from kvlog.check.config import Target
+from kvlog.check.evolution import Evolution, Mode
+from kvlog.check.findings import Finding
+from kvlog.check.gitref import files_at_ref
+from kvlog.check.naming import check_naming
+from kvlog.check.snapshot import Snapshot
+from kvlog.check.structure import check_structure
+
+
+@dataclass(frozen=True)
+class Options:
+    """What to check and how strictly."""
+
+    target: Target
+    mode: Mode = "backward"
+    against: str | None = None
+    corpus: Path | None = None
+
+
+@dataclass
+class Report:
+    """The findings of a run and which rule families were skipped, with why (for JUnit and the summary)."""
+
+    findings: list[Finding] = field(default_factory=list)
+    skipped: dict[str, str] = field(default_factory=dict)
+    schema_files: int = 0
+    migration_steps: int = 0
+    corpus_files: int = 0
+
+
+def run_check(options: Options) -> Report:
+    """Apply every rule that the options make applicable; raise ``KvlogError`` only for unusable options."""
+    report = Report()
+    current = Snapshot.from_directory(options.target.schemas)
+    report.schema_files = len(current.all_files()) + len(current.findings)
+    structure, resolved = check_structure(current)
+    report.findings += current.findings + structure + check_naming(current)
+    if options.against is None:
+        report.skipped["KV2"] = "needs --against GIT_REF"
+    else:
+        files, prefix = files_at_ref(options.target.schemas, options.against)
+        released = Snapshot.from_files(
+            options.against, files, {rel: f"{options.against}:{prefix}{rel}" for rel in files}
+        )
+        _, resolved_then = check_structure(released)
+        report.findings += Evolution(current, released, resolved, resolved_then).check(options.mode, _no_cover)
+    return report
+
+
+def _no_cover(_event: str, _from: int, _to: int) -> str | None:
+    return None

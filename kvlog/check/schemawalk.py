@@ -1,0 +1,137 @@
+"""Walking JSON Schemas by keyword, so that data (``enum`` values, property names) is never taken for schema.
+
+Dereferencing, normalising and the naming rules all need to visit subschemas and only subschemas: a
+property called ``description`` or an enum value holding a ``"$ref"`` key is data, not a keyword.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from referencing import Registry
+from referencing.exceptions import Unresolvable
+
+# Keywords whose value is one subschema, a list of them, or a name -> subschema map (Draft 2020-12).
+SINGLE = frozenset(
+    {
+        "additionalProperties",
+        "propertyNames",
+        "items",
+        "contains",
+        "not",
+        "if",
+        "then",
+        "else",
+        "unevaluatedProperties",
+        "unevaluatedItems",
+        "contentSchema",
+    }
+)
+LISTS = frozenset({"allOf", "anyOf", "oneOf", "prefixItems"})
+MAPS = frozenset({"properties", "patternProperties", "dependentSchemas", "$defs"})
+
+# Keywords that never change which instances are valid: edits to them are rewording, not a new contract.
+ANNOTATIONS = frozenset(
+    {
+        "title",
+        "description",
+        "$comment",
+        "examples",
+        "default",
+        "deprecated",
+        "readOnly",
+        "writeOnly",
+        "format",
+        "contentMediaType",
+        "contentEncoding",
+        "$schema",
+        "$id",
+        "$anchor",
+        "$dynamicAnchor",
+        "$vocabulary",
+        "$defs",
+    }
+)
+
+Transform = Callable[[Any, tuple[str, ...]], Any]
+
+
+def map_subschemas(schema: Any, transform: Transform, path: tuple[str, ...] = ()) -> Any:
+    """A copy of ``schema`` whose direct subschemas are replaced by ``transform(subschema, path)``."""
+    if not isinstance(schema, dict):
+        return schema
+    out: dict[str, Any] = {}
+    for key, value in schema.items():
+        if key in SINGLE:
+            out[key] = transform(value, (*path, key))
+        elif key in LISTS and isinstance(value, list):
+            out[key] = [transform(item, (*path, key, str(i))) for i, item in enumerate(value)]
+        elif key in MAPS and isinstance(value, dict):
+            out[key] = {name: transform(sub, (*path, key, name)) for name, sub in value.items()}
+        else:
+            out[key] = value
+    return out
+
+
+class DerefError(Exception):
+    """A ``$ref`` that does not resolve, or that refers to itself forever."""
+
+    def __init__(self, ref: str, path: tuple[str, ...], reason: str) -> None:
+        self.ref = ref
+        self.path = path
+        super().__init__(f"$ref {ref!r} at {'/'.join(path) or '(root)'}: {reason}")
+
+
+def dereference(schema: Any, registry: Registry[Any], base_uri: str) -> Any:
+    """``schema`` with every ``$ref`` replaced by what it points to, so two versions compare field by field.
+
+    A ``$ref`` with sibling keywords keeps them (Draft 2020-12 applies both); when a sibling would
+    collide with a keyword of the target, the target goes under ``allOf`` instead of being merged.
+    """
+    return _Dereferencer(registry).resolve(schema, registry.resolver(base_uri=base_uri), (), ())
+
+
+class _Dereferencer:
+    def __init__(self, registry: Registry[Any]) -> None:
+        self.registry = registry
+
+    def resolve(self, schema: Any, resolver: Any, path: tuple[str, ...], seen: tuple[int, ...]) -> Any:
+        if not isinstance(schema, dict):
+            return schema
+        ref = schema.get("$ref")
+        if isinstance(ref, str):
+            try:
+                resolved = resolver.lookup(ref)
+            except Unresolvable as exc:
+                raise DerefError(ref, path, f"does not resolve ({type(exc).__name__})") from None
+            target_key = id(resolved.contents)  # the registry holds each target once, so identity names it
+            if target_key in seen:
+                raise DerefError(ref, path, "is recursive; kvlog event schemas must be finite")
+            target = self.resolve(resolved.contents, resolved.resolver, path, (*seen, target_key))
+            siblings = {k: v for k, v in schema.items() if k != "$ref"}
+            siblings = self._children(siblings, resolver, path, seen)
+            return _merge(target, siblings)
+        return self._children(schema, resolver, path, seen)
+
+    def _children(self, schema: dict[str, Any], resolver: Any, path: tuple[str, ...], seen: tuple[int, ...]) -> Any:
+        return map_subschemas(schema, lambda sub, sub_path: self.resolve(sub, resolver, sub_path, seen), path)
+
+
+def _merge(target: Any, siblings: dict[str, Any]) -> Any:
+    if not siblings:
+        return target
+    if not isinstance(target, dict):
+        return {"allOf": [target], **siblings}
+    clashes = [k for k in siblings if k in target and k not in ANNOTATIONS and siblings[k] != target[k]]
+    if clashes:
+        return {"allOf": [target], **siblings}
+    return {**target, **siblings}
+
+
+def strip_annotations(schema: Any) -> Any:
+    """``schema`` without annotation keywords: what is left decides validity, nothing else."""
+    if not isinstance(schema, dict):
+        return schema
+    kept = {k: v for k, v in schema.items() if k not in ANNOTATIONS}
+    return map_subschemas(kept, lambda sub, _path: strip_annotations(sub))

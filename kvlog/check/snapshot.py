@@ -1,0 +1,143 @@
+"""A catalog as a set of files, read from a directory or a git ref, with every unreadable file reported.
+
+``Catalog.load`` stops at the first broken file, which is right for a program that emits events;
+a checker must instead report every broken file in one run and carry on with the readable ones.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+import orjson
+from referencing import Registry, Resource
+from referencing.jsonschema import DRAFT202012
+
+from kvlog.catalog import Catalog
+from kvlog.check.findings import Finding
+
+_VERSION_FILE = re.compile(r"^v([1-9][0-9]*)\.json$")
+
+
+@dataclass(frozen=True)
+class SchemaFile:
+    """One parsed schema file: where it is (for messages), its text (for line numbers) and its document."""
+
+    rel: str
+    display: str
+    text: str
+    document: dict[str, Any]
+
+
+@dataclass
+class Snapshot:
+    """The readable files of one catalog at one point in time."""
+
+    label: str
+    shared: dict[str, SchemaFile] = field(default_factory=dict)
+    versions: dict[str, dict[int, SchemaFile]] = field(default_factory=dict)
+    findings: list[Finding] = field(default_factory=list)
+
+    @classmethod
+    def from_files(cls, label: str, files: dict[str, bytes], display: dict[str, str]) -> Snapshot:
+        """Parse ``files`` (catalog-relative path -> content); ``display`` says how to name each in messages."""
+        snapshot = cls(label)
+        for rel in sorted(files):
+            parts = rel.split("/")
+            if not rel.endswith(".json"):
+                continue
+            name = display[rel]
+            if len(parts) == 1 and parts[0].startswith("_"):
+                parsed = _parse(name, files[rel], snapshot.findings)
+                if parsed is not None:
+                    snapshot.shared[rel] = SchemaFile(rel, name, *parsed)
+                continue
+            match = _VERSION_FILE.match(parts[-1]) if len(parts) == 2 else None
+            if match is None:
+                snapshot.findings.append(
+                    Finding("KV007", "not part of the catalog layout <event>/v<N>.json or _<shared>.json", name)
+                )
+                continue
+            parsed = _parse(name, files[rel], snapshot.findings)
+            if parsed is not None:
+                snapshot.versions.setdefault(parts[0], {})[int(match.group(1))] = SchemaFile(rel, name, *parsed)
+        return snapshot
+
+    @classmethod
+    def from_directory(cls, directory: Path) -> Snapshot:
+        """The catalog as it is on disk now."""
+        files: dict[str, bytes] = {}
+        display: dict[str, str] = {}
+        for path in sorted(directory.rglob("*.json")):
+            rel = path.relative_to(directory).as_posix()
+            try:
+                files[rel] = path.read_bytes()
+            except OSError as exc:
+                files[rel] = b""
+                display[rel] = f"{display_path(path)} (unreadable: {exc.strerror})"
+                continue
+            display[rel] = display_path(path)
+        return cls.from_files("working tree", files, display)
+
+    def all_files(self) -> list[SchemaFile]:
+        """Shared files, then every event version in order."""
+        versioned = [self.versions[e][v] for e in sorted(self.versions) for v in sorted(self.versions[e])]
+        return [*self.shared.values(), *versioned]
+
+    @cached_property
+    def registry(self) -> Registry[Any]:
+        """Every readable document by its ``$id``, so relative ``$ref``s resolve offline."""
+        resources = [
+            (f.document["$id"], Resource.from_contents(f.document, default_specification=DRAFT202012))
+            for f in self.all_files()
+        ]
+        return Registry().with_resources(resources)
+
+    def catalog(self) -> Catalog:
+        """The readable part of the snapshot as a ``Catalog``, for validators and the migration chain."""
+        return Catalog(
+            schemas={e: {v: f.document for v, f in vs.items()} for e, vs in self.versions.items()},
+            shared={f.document["$id"]: f.document for f in self.shared.values()},
+            paths={(e, v): Path(f.display) for e, vs in self.versions.items() for v, f in vs.items()},
+        )
+
+
+def _parse(name: str, content: bytes, findings: list[Finding]) -> tuple[str, dict[str, Any]] | None:
+    try:
+        document = orjson.loads(content)
+    except orjson.JSONDecodeError as exc:
+        findings.append(Finding("KV001", f"invalid JSON: {exc.msg} (column {exc.colno})", name, exc.lineno))
+        return None
+    if not isinstance(document, dict):
+        findings.append(Finding("KV001", "a schema must be a JSON object", name, 1))
+        return None
+    if not isinstance(document.get("$id"), str):
+        findings.append(Finding("KV001", "a schema needs a string $id, so that $refs can find it", name, 1))
+        return None
+    return content.decode(), document
+
+
+def display_path(path: Path) -> str:
+    """``path`` relative to the working directory when inside it: the form CI annotations need."""
+    try:
+        return path.resolve().relative_to(Path.cwd().resolve()).as_posix()
+    except ValueError:
+        return str(path)
+
+
+def locate(text: str, pointer: tuple[str, ...]) -> int | None:
+    """The line of the deepest key of ``pointer`` found in ``text``: good enough to put an annotation on."""
+    position, found = 0, None
+    for part in pointer:
+        if part.isdigit():
+            continue
+        index = text.find(orjson.dumps(part).decode() + ":", position)
+        if index < 0:
+            index = text.find(orjson.dumps(part).decode(), position)
+        if index < 0:
+            break
+        position, found = index, index
+    return None if found is None else text.count("\n", 0, found) + 1

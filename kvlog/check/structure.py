@@ -1,0 +1,106 @@
+"""Rules on each schema alone and on the catalog's shape: metaschema, $refs, ids, version numbering."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import ValidationError
+
+from kvlog.check.findings import Finding
+from kvlog.check.schemawalk import DerefError, dereference
+from kvlog.check.snapshot import SchemaFile, Snapshot, locate
+
+DRAFT_2020_12 = "https://json-schema.org/draft/2020-12/schema"
+_META = Draft202012Validator(Draft202012Validator.META_SCHEMA)
+
+
+def check_structure(snapshot: Snapshot) -> tuple[list[Finding], dict[tuple[str, int], Any]]:
+    """Findings on every file, and each event version's schema with its ``$ref``s resolved (when they do)."""
+    findings: list[Finding] = []
+    resolved: dict[tuple[str, int], Any] = {}
+    base = _catalog_base(snapshot)
+    for file in snapshot.all_files():
+        findings += _metaschema(file)
+        findings += _identity(file, base)
+        try:
+            full = dereference(file.document, snapshot.registry, file.document["$id"])
+        except DerefError as exc:
+            findings.append(Finding("KV003", str(exc), file.display, locate(file.text, (*exc.path, "$ref"))))
+            continue
+        if "/" in file.rel:
+            event, version = file.rel.split("/")[0], int(file.rel.split("/")[1][1:-5])
+            findings += _constants(file, event, version)
+            resolved[event, version] = full
+    for event, versions in sorted(snapshot.versions.items()):
+        missing = sorted(set(range(1, max(versions) + 1)) - set(versions))
+        if missing:
+            newest = versions[max(versions)]
+            listed = ", ".join(f"v{v}.json" for v in missing)
+            findings.append(Finding("KV006", f"{event}: missing {listed} (versions run 1, 2, ...)", newest.display, 1))
+    return findings, resolved
+
+
+def _metaschema(file: SchemaFile) -> list[Finding]:
+    declared = file.document.get("$schema")
+    findings = []
+    if declared != DRAFT_2020_12:
+        findings.append(
+            Finding("KV002", f"$schema is {declared!r}; catalog schemas declare {DRAFT_2020_12!r}", file.display, 1)
+        )
+    for error in sorted(_META.iter_errors(file.document), key=_by_path):
+        where = "/".join(str(p) for p in error.absolute_path) or "(root)"
+        line = locate(file.text, tuple(str(p) for p in error.absolute_path))
+        findings.append(
+            Finding("KV002", f"not a valid Draft 2020-12 schema at {where}: {error.message}", file.display, line)
+        )
+    return findings
+
+
+def _by_path(error: ValidationError) -> tuple[str, ...]:
+    return tuple(str(p) for p in error.absolute_path)
+
+
+def _catalog_base(snapshot: Snapshot) -> str | None:
+    """The URI prefix most files share: the one a misplaced or mistyped ``$id`` disagrees with."""
+    bases = Counter(
+        file.document["$id"][: -len(file.rel)]
+        for file in snapshot.all_files()
+        if file.document["$id"].endswith(file.rel)
+    )
+    return bases.most_common(1)[0][0] if bases else None
+
+
+def _identity(file: SchemaFile, base: str | None) -> list[Finding]:
+    actual = file.document["$id"]
+    expected = f"{base}{file.rel}" if base is not None else None
+    if expected is not None and actual != expected:
+        line = locate(file.text, ("$id",))
+        return [
+            Finding(
+                "KV004", f"$id is {actual!r} but this file's place in the catalog is {expected!r}", file.display, line
+            )
+        ]
+    if expected is None and not actual.endswith(f"/{file.rel}"):
+        return [Finding("KV004", f"$id {actual!r} does not end with this file's place {file.rel!r}", file.display, 1)]
+    return []
+
+
+def _constants(file: SchemaFile, event: str, version: int) -> list[Finding]:
+    findings = []
+    properties = file.document.get("properties", {})
+    for name, expected in (("event", event), ("schema_version", version)):
+        spec = properties.get(name) if isinstance(properties, dict) else None
+        actual = spec.get("const", "(missing)") if isinstance(spec, dict) else "(missing)"
+        if actual != expected or type(actual) is not type(expected):
+            line = locate(file.text, ("properties", name))
+            findings.append(
+                Finding(
+                    "KV005",
+                    f"properties.{name}.const is {actual!r}; the file name says {expected!r}",
+                    file.display,
+                    line,
+                )
+            )
+    return findings

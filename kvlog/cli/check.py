@@ -1,0 +1,89 @@
+"""``kvlog check``: schema, migration and corpus checks for CI (see ``kvlog.check``)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import cast
+
+import click
+
+from kvlog.check.config import resolve_target
+from kvlog.check.evolution import MODES, Mode
+from kvlog.check.findings import count_errors
+from kvlog.check.report import Format, render, summary
+from kvlog.check.runner import Options, run_check
+from kvlog.errors import KvlogError
+
+EXIT_FINDINGS = 1
+EXIT_USAGE = 2
+
+
+@click.command()
+@click.argument("path", required=False, type=click.Path(path_type=Path, file_okay=False))
+@click.option(
+    "--against",
+    "against",
+    metavar="GIT_REF",
+    help="Compare with the catalog at this git ref (e.g. HEAD~1, origin/main).",
+)
+@click.option(
+    "--mode",
+    type=click.Choice(MODES),
+    default=None,
+    help="Compatibility a new version needs with its predecessor(s) unless a migration covers it "
+    "[default: [tool.kvlog] compatibility, else backward].",
+)
+@click.option(
+    "--format",
+    "output_format",
+    type=click.Choice(["text", "github", "junit", "json"]),
+    default="text",
+    show_default=True,
+)
+@click.option(
+    "--output",
+    "-o",
+    type=click.Path(path_type=Path, dir_okay=False),
+    help="Write the report to FILE instead of standard output.",
+)
+@click.option(
+    "--corpus",
+    type=click.Path(path_type=Path, file_okay=False, exists=True),
+    help="Golden logs to replay [default: [tool.kvlog] corpus].",
+)
+def check(  # noqa: PLR0917 - click passes every option positionally
+    path: Path | None,
+    against: str | None,
+    mode: str | None,
+    output_format: str,
+    output: Path | None,
+    corpus: Path | None,
+) -> None:
+    """Check an event catalog: schemas, naming, released versions, migrations and golden logs.
+
+    PATH is a directory holding schemas/ (and migrations/), or a project whose pyproject.toml has a
+    [tool.kvlog] table; by default the working directory's [tool.kvlog], else kvlog's own catalog.
+    Exit status: 0 when no finding is an error, 1 when one is, 2 when the input cannot be checked.
+    """
+    try:
+        target = resolve_target(path)
+        chosen = cast(Mode, mode or target.mode or "backward")
+        if chosen not in MODES:
+            raise click.UsageError(f"[tool.kvlog] compatibility = {chosen!r}: expected one of {', '.join(MODES)}")
+        report = run_check(Options(target, chosen, against, corpus or target.corpus))
+    except KvlogError as exc:
+        click.echo(f"kvlog check: {exc}", err=True)
+        sys.exit(EXIT_USAGE)
+    text = render(report, cast(Format, output_format))
+    if output is not None:
+        try:
+            output.write_text(text, encoding="utf-8")
+        except OSError as exc:
+            click.echo(f"kvlog check: cannot write {output}: {exc.strerror}", err=True)
+            sys.exit(EXIT_USAGE)
+    else:
+        sys.stdout.write(text)
+    click.echo(summary(report), err=True)
+    if count_errors(report.findings):
+        sys.exit(EXIT_FINDINGS)
