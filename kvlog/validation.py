@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any
+from typing import Any, cast
 
 import jsonschema_rs
 from jsonschema import Draft202012Validator
@@ -44,11 +44,19 @@ class EventValidator:
 
     def is_valid(self, event: Mapping[str, Any]) -> bool:
         """Answer quickly whether ``event`` is valid; unknown events and versions are invalid."""
-        key = (event.get("event"), event.get("schema_version"))
-        check = self._fast.get(key)  # type: ignore[arg-type]
-        if check is None:
-            check = self._compile_fast(key)
-        return check(event)
+        return self.fast_check(event.get("event"), event.get("schema_version"))(event)
+
+    def fast_check(self, name: object, version: object) -> Callable[[object], bool]:
+        """The compiled "valid?" test for events claiming ``name@version`` (never-valid when unknown).
+
+        Hot loops keep these by ``(name, version)`` so that each event costs one dict lookup and one
+        call into the compiled validator.
+        """
+        try:
+            check = self._fast.get((name, version))  # type: ignore[arg-type]
+        except TypeError:  # an unhashable name or version (a JSON list or object): not a catalog event
+            return _never_valid
+        return check if check is not None else self._compile_fast(name, version)
 
     def violations(self, event: object) -> list[Violation]:
         """Every reason ``event`` is invalid, from the Draft 2020-12 reference validator."""
@@ -63,19 +71,19 @@ class EventValidator:
             known = ", ".join(str(v) for v in self.catalog.versions(name))
             return [Violation("$.schema_version", f"unknown version {version!r} of {name} (known: {known})")]
         validator = self._reference_validator(name, version)
-        return [_violation(error) for error in sorted(validator.iter_errors(event), key=_error_order)]
+        errors = sorted(validator.iter_errors(event), key=_error_order)
+        return [violation for error in errors for violation in _violations(error)]
 
     def check(self, event: Mapping[str, Any]) -> list[Violation]:
         """Violations of ``event``; the empty list, cheaply, when it is valid."""
         return [] if self.is_valid(event) else self.violations(event)
 
-    def _compile_fast(self, key: tuple[Any, Any]) -> Callable[[object], bool]:
-        name, version = key
+    def _compile_fast(self, name: object, version: object) -> Callable[[object], bool]:
         if not isinstance(name, str) or type(version) is not int or version not in self.catalog.schemas.get(name, {}):
             return _never_valid
         schema = self.catalog.schema(name, version)
         check: Callable[[object], bool] = jsonschema_rs.validator_for(dict(schema), registry=self._rs_registry).is_valid
-        self._fast[key] = check
+        self._fast[name, version] = check
         return check
 
     def _reference_validator(self, name: str, version: int) -> Draft202012Validator:
@@ -95,5 +103,26 @@ def _error_order(error: ValidationError) -> tuple[str, ...]:
     return tuple(str(part) for part in error.absolute_path)
 
 
-def _violation(error: ValidationError) -> Violation:
-    return Violation(error.json_path, error.message)
+def _violations(error: ValidationError) -> list[Violation]:
+    """The reference engine's error, pointed at the field a reader has to look at.
+
+    jsonschema reports a missing or unknown field at the enclosing object (``$``); a reader of
+    ``kvlog validate`` wants the path of the field itself, so those two are re-pointed, one per field.
+    """
+    instance = error.instance
+    if error.validator == "required" and isinstance(instance, dict):
+        missing = [name for name in cast(list[str], error.validator_value) if name not in instance]
+        for name in missing:
+            if error.message == f"{name!r} is a required property":
+                return [Violation(_child(error.json_path, name), "required field is missing")]
+    if error.validator == "additionalProperties" and isinstance(instance, dict) and error.validator_value is False:
+        declared = error.schema.get("properties", {}) if isinstance(error.schema, dict) else {}
+        unknown = [name for name in instance if name not in declared]
+        if unknown:
+            message = "unknown field (not in this event's schema; engine-specific fields go under ext)"
+            return [Violation(_child(error.json_path, name), message) for name in unknown]
+    return [Violation(error.json_path, error.message)]
+
+
+def _child(path: str, name: str) -> str:
+    return f"{path}.{name}"

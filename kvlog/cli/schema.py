@@ -30,9 +30,9 @@ def list_schemas() -> None:
 def show(spec: str) -> None:
     """Print the JSON Schema of EVENT (its current version unless @VERSION is given)."""
     catalog = default_catalog()
-    event, _, version = spec.partition("@")
+    event, at, version = spec.partition("@")
     try:
-        number = int(version.lstrip("v")) if version else catalog.latest(event)
+        number = int(version.removeprefix("v")) if at else catalog.latest(event)
         document = catalog.schema(event, number)
     except ValueError:
         raise click.BadParameter(f"version must be an integer, not {version!r}", param_hint="EVENT[@VERSION]") from None

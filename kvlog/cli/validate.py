@@ -6,8 +6,8 @@ import sys
 
 import click
 
-from kvlog.inputs import InputError, read_lines
-from kvlog.logcheck import Summary, check_lines
+from kvlog.inputs import InputError
+from kvlog.logcheck import PARALLEL_MIN_BYTES, Summary, check_input
 from kvlog.validation import EventValidator
 
 EXIT_INVALID = 1
@@ -20,7 +20,15 @@ EXIT_INPUT_ERROR = 2
     "--skip-non-json", is_flag=True, help="Skip lines that are not JSON objects (mixed logs) instead of reporting them."
 )
 @click.option("--quiet", "-q", is_flag=True, help="Print only the summary.")
-def validate(files: tuple[str, ...], skip_non_json: bool, quiet: bool) -> None:
+@click.option(
+    "--jobs",
+    "-j",
+    type=click.IntRange(min=1),
+    default=None,
+    help=f"Worker processes per plain file [default: all CPUs for files of {PARALLEL_MIN_BYTES >> 20} MiB or more, "
+    "else 1]. Output is the same for every value; standard input and .gz/.zst are read serially.",
+)
+def validate(files: tuple[str, ...], skip_non_json: bool, quiet: bool, jobs: int | None) -> None:
     """Validate JSON-lines event logs (FILE... or - for standard input; .gz and .zst too).
 
     Each problem is printed as FILE:LINE: EVENT@VERSION: JSON-PATH: MESSAGE. Exit status: 0 when
@@ -29,20 +37,18 @@ def validate(files: tuple[str, ...], skip_non_json: bool, quiet: bool) -> None:
     validator = EventValidator()
     summary = Summary()
     input_errors = 0
-    out = sys.stdout
+    write = sys.stdout.write
     for name in files:
         try:
-            for finding in check_lines(name, read_lines(name), summary, validator, skip_non_json=skip_non_json):
+            for finding in check_input(name, summary, validator, skip_non_json=skip_non_json, jobs=jobs):
                 if not quiet:
-                    out.write(f"{finding}\n")
+                    write(f"{finding}\n")
         except InputError as exc:
             input_errors += 1
+            sys.stdout.flush()
             click.echo(f"kvlog validate: {exc}", err=True)
-    click.echo(
-        f"{summary.events} events, {summary.invalid_events} invalid, {summary.non_json_lines} non-JSON lines, "
-        f"{summary.skipped_lines} skipped, {summary.findings} problems",
-        err=True,
-    )
+    sys.stdout.flush()
+    click.echo(str(summary), err=True)
     if input_errors:
         sys.exit(EXIT_INPUT_ERROR)
     if not summary.ok:

@@ -1,0 +1,302 @@
+"""Emission as a library user sees it: what reaches the file, the terminal or the stdlib handler."""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import structlog
+from foundation_samples import fields
+
+import kvlog
+from kvlog import events
+from kvlog.emission import ValidationMode
+from kvlog.testing import capture_events
+from kvlog.validation import EventValidator
+
+GIB = 1 << 30
+VALIDATOR = EventValidator()
+TIMESTAMP = re.compile(r"\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d")
+ALLOCATION = events.KvPoolAllocation(
+    pool="MHATokenToKVPool",
+    label=None,
+    layout="mha",
+    allocation_state="va_upper_bound",
+    dtype="torch.bfloat16",
+    num_tokens=65536,
+    k_bytes=GIB,
+    v_bytes=GIB,
+    committed_bytes=0,
+)
+READY = events.KvArenaReady(
+    arena_id="4242_0",
+    backend="cuda",
+    device=0,
+    reserved_va_bytes=12 * GIB,
+    granularity_bytes=2 << 20,
+    handle_type="posix_fd",
+)
+
+
+@pytest.fixture(autouse=True)
+def _fresh_pipeline() -> Iterator[None]:
+    """Each test configures its own pipeline; undo what it did to global logging state."""
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    structlog.contextvars.clear_contextvars()
+    yield
+    structlog.contextvars.clear_contextvars()
+    root.handlers[:] = handlers
+    root.setLevel(level)
+    structlog.reset_defaults()
+
+
+def json_lines(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def configure_file(tmp_path: Path, validation: ValidationMode = "raise", output: str = "json") -> Path:
+    """Configure output to a file; the pipeline, not the test, keeps the stream open (and flushes each line)."""
+    log = tmp_path / "events.log"
+    kvlog.configure(output=output, validation=validation, stream=log.open("w"))  # type: ignore[arg-type]
+    return log
+
+
+def test_json_output_is_one_valid_event_per_line_with_the_envelope(tmp_path: Path) -> None:
+    log = configure_file(tmp_path)
+    kvlog.bind_ranks(TP=0, dp=1)
+    typed = [cls(**fields(cls.EVENT, cls.VERSION)) for cls in events.ALL_EVENTS]
+    for event in typed:
+        kvlog.emit(event)
+    kvlog.emit(ALLOCATION, level="warning")
+    lines = json_lines(log)
+    assert [line["event"] for line in lines] == [e.EVENT for e in typed] + ["kv_pool.allocation"]
+    for line, event in zip(lines, [*typed, ALLOCATION], strict=True):
+        assert VALIDATOR.violations(line) == []
+        assert line["schema_version"] == event.VERSION
+        assert {k: line[k] for k in event.fields()} == event.fields()
+        assert line["ranks"] == {"tp": 0, "dp": 1}
+        assert isinstance(line["pid"], int)
+        assert line["timestamp"].endswith("Z")
+    assert lines[-1]["level"] == "warning"
+    assert log.read_text().startswith('{"event":"'), "the name comes first for people reading raw lines"
+
+
+def test_untyped_logging_through_get_logger_is_validated_too(tmp_path: Path) -> None:
+    log = configure_file(tmp_path, validation="warn")
+    logger = kvlog.get_logger()
+    logger.info("kv_memory.pool_end", avail_bytes=GIB)
+    logger.info("kv_memory.pool_end", avail_gb=1.0)
+    first, second = json_lines(log)
+    assert first["schema_version"] == 1
+    assert VALIDATOR.violations(first) == []
+    assert second["event"] == "kvlog.schema_violation"
+
+
+def test_console_output_prints_todays_sglang_wording(tmp_path: Path) -> None:
+    log = configure_file(tmp_path, output="console")
+    kvlog.bind_ranks(tp=3)
+    kvlog.emit(ALLOCATION)
+    kvlog.emit(READY)
+    kvlog.emit(events.KvPoolSwaSummary(allocation_state="va_upper_bound", total_bytes=GIB, swa_tokens=4, full_tokens=8))
+    kvlog.emit(events.KvArenaClosed(arena_id="4242_0", released_bytes=0), level="error")
+    lines = log.read_text().splitlines()
+    prefix = r"\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d TP3\] "
+    expected = [
+        "KV Cache VA upper bound. dtype: torch.bfloat16, #tokens: 65536, K size: 1.00 GB, V size: 1.00 GB",
+        "KvVmmArena[4242_0] ready: device=0 reserved_va=12.0 GiB granularity=2048 KiB handle_type=posix_fd",
+        "SWAKVPool VA upper bound: 1.00 GB, swa size: 4, full size: 8",
+        "ERROR KvVmmArena[4242_0] closed: released=0 B",
+    ]
+    assert len(lines) == len(expected)
+    for line, message in zip(lines, expected, strict=True):
+        assert re.fullmatch(prefix + re.escape(message), line), line
+
+
+def test_raise_mode_raises_with_the_event_and_its_errors(tmp_path: Path) -> None:
+    log = configure_file(tmp_path, validation="raise")
+    with pytest.raises(kvlog.SchemaViolationError) as caught:
+        kvlog.emit(events.KvMemoryPoolEnd(avail_bytes=-1))
+    assert caught.value.event == "kv_memory.pool_end"
+    assert caught.value.version == 1
+    assert caught.value.errors == [("$.avail_bytes", "-1 is less than the minimum of 0")]
+    assert log.read_text() == ""
+
+
+def test_warn_mode_replaces_an_invalid_event_by_a_valid_violation_report(tmp_path: Path) -> None:
+    log = configure_file(tmp_path, validation="warn")
+    kvlog.bind_ranks(tp=1)
+    with capture_events() as captured:
+        kvlog.emit(events.KvPoolSwaSummary(allocation_state="reserved", total_bytes=1, swa_tokens=1, full_tokens=1))  # type: ignore[arg-type]
+        kvlog.emit(ALLOCATION)
+    report, allocation = json_lines(log)
+    assert captured == [report, allocation]
+    assert VALIDATOR.violations(report) == []
+    assert report["event"] == "kvlog.schema_violation"
+    assert report["level"] == "warning"
+    assert report["violating_event"] == "kv_pool.swa_summary"
+    assert report["violating_schema_version"] == 2
+    assert report["errors"] == [
+        {"path": "$.allocation_state", "message": "'reserved' is not one of ['va_upper_bound', 'allocated']"}
+    ]
+    assert report["ranks"] == {"tp": 1}
+    assert allocation["event"] == "kv_pool.allocation"
+
+
+@pytest.mark.parametrize(
+    ("label", "fields"),
+    [
+        ("unserialisable object", {"avail_bytes": object()}),
+        ("integer beyond 64 bits", {"avail_bytes": 1 << 80}),
+        ("set", {"avail_bytes": {1, 2}}),
+        ("bytes", {"avail_bytes": b"\xff"}),
+        ("non-string key", {"avail_bytes": 1, "ext": {1: 2}}),
+    ],
+)
+def test_warn_mode_never_raises_into_the_caller(tmp_path: Path, label: str, fields: dict[str, Any]) -> None:
+    log = configure_file(tmp_path, validation="warn")
+    kvlog.get_logger().info("kv_memory.pool_end", **fields)
+    (report,) = json_lines(log)
+    assert report["event"] == "kvlog.schema_violation", label
+    assert report["violating_event"] == "kv_memory.pool_end"
+    assert VALIDATOR.violations(report) == []
+
+
+def test_drop_mode_drops_and_off_mode_passes_invalid_events_through(tmp_path: Path) -> None:
+    log = configure_file(tmp_path, validation="drop")
+    with capture_events() as captured:
+        kvlog.emit(events.KvMemoryPoolEnd(avail_bytes=-1))
+        kvlog.emit(events.KvMemoryPoolEnd(avail_bytes=1))
+    assert [line["avail_bytes"] for line in json_lines(log)] == [1]
+    assert [event["avail_bytes"] for event in captured] == [1]
+
+    log = configure_file(tmp_path, validation="off")
+    kvlog.emit(events.KvMemoryPoolEnd(avail_bytes=-1))
+    (line,) = json_lines(log)
+    assert line["avail_bytes"] == -1
+
+
+def test_violation_reports_are_rate_limited_and_count_what_they_suppressed(tmp_path: Path) -> None:
+    log = configure_file(tmp_path, validation="warn")
+    for _ in range(100):
+        kvlog.emit(events.KvMemoryPoolEnd(avail_bytes=-1))
+    reports = json_lines(log)
+    assert 10 <= len(reports) <= 20, "at most 10 a second (the loop may straddle one second boundary)"
+    time.sleep(1.05)
+    kvlog.emit(events.KvMemoryPoolEnd(avail_bytes=-1))
+    reports = json_lines(log)
+    suppressed = sum(report.get("suppressed", 0) for report in reports)
+    assert suppressed == 100 - (len(reports) - 1)
+    assert reports[-1]["suppressed"] > 0
+
+
+def test_capture_sees_events_after_every_processor(tmp_path: Path) -> None:
+    configure_file(tmp_path, validation="raise")
+    kvlog.bind_ranks(tp=0, pp=2)
+    with capture_events() as captured:
+        kvlog.emit(READY, level="debug")
+    (event,) = captured
+    assert event["event"] == "kv_arena.ready"
+    assert event["schema_version"] == 2
+    assert event["level"] == "debug"
+    assert event["ranks"] == {"tp": 0, "pp": 2}
+    assert isinstance(event["pid"], int)
+    assert TIMESTAMP.match(event["timestamp"])
+    assert VALIDATOR.violations(event) == []
+    kvlog.emit(READY)
+    assert len(captured) == 1, "capture ends with the block"
+
+
+def test_bind_ranks_is_per_context_and_lower_cases_tags(tmp_path: Path) -> None:
+    configure_file(tmp_path)
+    with capture_events() as captured:
+        kvlog.emit(READY)
+        kvlog.bind_ranks(TP=1, Attn_CP=0)
+        kvlog.emit(READY)
+    assert "ranks" not in captured[0]
+    assert captured[1]["ranks"] == {"tp": 1, "attn_cp": 0}
+
+
+def test_level_threshold_filters_before_any_work(tmp_path: Path) -> None:
+    log = tmp_path / "events.log"
+    kvlog.configure(stream=log.open("w"), level="warning", validation="raise")
+    with capture_events() as captured:
+        kvlog.emit(READY)
+        kvlog.emit(READY, level="error")
+    assert [event["level"] for event in captured] == ["error"]
+
+
+def _stdlib_handler(tmp_path: Path, output: str) -> tuple[logging.Handler, Path]:
+    """An application's existing handler on the root logger, with its own level and file."""
+    path = tmp_path / f"app-{output}.log"
+    handler = logging.FileHandler(path)
+    handler.setFormatter(kvlog.formatter(output))  # type: ignore[arg-type]
+    root = logging.getLogger()
+    root.addHandler(handler)
+    root.setLevel(logging.INFO)
+    return handler, path
+
+
+def test_stdlib_bridge_json_one_timestamp_no_double_rendering(tmp_path: Path) -> None:
+    handler, path = _stdlib_handler(tmp_path, "json")
+    kvlog.configure(stdlib=True, validation="raise")
+    kvlog.bind_ranks(tp=0)
+    kvlog.emit(ALLOCATION)
+    logging.getLogger("sglang.srt").warning("Load weight end. mem usage=%.2f GB", 15.5)
+    handler.flush()
+    raw = path.read_text().splitlines()
+    assert len(raw) == 2
+    assert all(line.startswith("{") and line.endswith("}") for line in raw), raw
+    event, foreign = (json.loads(line) for line in raw)
+    assert VALIDATOR.violations(event) == []
+    assert event["event"] == "kv_pool.allocation"
+    assert event["ranks"] == {"tp": 0}
+    assert foreign["event"] == "Load weight end. mem usage=15.50 GB"
+    assert foreign["level"] == "warning"
+    for line in raw:
+        assert len(TIMESTAMP.findall(line)) == 1, line
+        assert line.count('"timestamp"') == 1, line
+
+
+def test_stdlib_bridge_console_one_timestamp_no_double_rendering(tmp_path: Path) -> None:
+    handler, path = _stdlib_handler(tmp_path, "console")
+    kvlog.configure(stdlib=True, validation="raise")
+    kvlog.emit(ALLOCATION)
+    logging.getLogger("sglang.srt").warning("Load weight end. mem usage=%.2f GB", 15.5)
+    handler.flush()
+    raw = path.read_text().splitlines()
+    assert len(raw) == 2
+    stamp = r"\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\] "
+    assert re.fullmatch(
+        stamp
+        + re.escape("KV Cache VA upper bound. dtype: torch.bfloat16, #tokens: 65536, K size: 1.00 GB, V size: 1.00 GB"),
+        raw[0],
+    ), raw[0]
+    assert re.fullmatch(stamp + re.escape("WARNING Load weight end. mem usage=15.50 GB"), raw[1]), raw[1]
+    for line in raw:
+        assert len(TIMESTAMP.findall(line)) == 1, line
+
+
+def test_stdlib_bridge_respects_the_configured_level(tmp_path: Path) -> None:
+    handler, path = _stdlib_handler(tmp_path, "json")
+    kvlog.configure(stdlib=True, validation="raise", level="error")
+    kvlog.emit(ALLOCATION)
+    kvlog.emit(ALLOCATION, level="error")
+    handler.flush()
+    assert [json.loads(line)["level"] for line in path.read_text().splitlines()] == ["error"]
+
+
+def test_stdlib_bridge_in_warn_mode_reports_instead_of_raising(tmp_path: Path) -> None:
+    handler, path = _stdlib_handler(tmp_path, "json")
+    kvlog.configure(stdlib=True, validation="warn")
+    kvlog.emit(events.KvMemoryPoolEnd(avail_bytes=-1))
+    handler.flush()
+    (report,) = (json.loads(line) for line in path.read_text().splitlines())
+    assert report["event"] == "kvlog.schema_violation"
+    assert VALIDATOR.violations(report) == []

@@ -1,0 +1,151 @@
+"""What a user installs: a core without torch or cuda-python, and a wheel that carries its data files."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import venv
+import zipfile
+from pathlib import Path
+
+import pytest
+from foundation_samples import FIELDS, sample
+
+ROOT = Path(__file__).resolve().parent.parent
+HEAVY = ("torch", "cuda", "numpy", "triton")
+
+#: Runs in a fresh interpreter where importing torch or cuda fails, as on a machine without them.
+PROBE = textwrap.dedent(
+    """
+    import importlib.abc, json, sys
+
+    HEAVY = {heavy!r}
+
+    class Block(importlib.abc.MetaPathFinder):
+        def find_spec(self, name, path=None, target=None):
+            if name.split(".")[0] in HEAVY:
+                raise ImportError(f"blocked by the test: {{name}}")
+            return None
+
+    sys.meta_path.insert(0, Block())
+    import kvlog
+    from kvlog.cli import main
+
+    results = {{}}
+    for args in {invocations!r}:
+        try:
+            main(args, standalone_mode=False)
+            results[" ".join(args)] = 0
+        except SystemExit as exc:
+            results[" ".join(args)] = exc.code
+    loaded = sorted(m for m in sys.modules if m.split(".")[0] in HEAVY)
+    print(json.dumps({{"loaded": loaded, "results": results, "commands": sorted(main.commands)}}))
+    """
+)
+
+
+def _probe(tmp_path: Path, invocations: list[list[str]]) -> dict[str, object]:
+    script = PROBE.format(heavy=HEAVY, invocations=invocations)
+    result = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, cwd=tmp_path, timeout=120, check=False
+    )
+    assert result.returncode == 0, result.stderr
+    out: dict[str, object] = json.loads(result.stdout.splitlines()[-1])
+    return out
+
+
+def test_import_kvlog_and_the_log_commands_load_neither_torch_nor_cuda(tmp_path: Path) -> None:
+    log = tmp_path / "events.jsonl"
+    log.write_text(
+        subprocess.run(
+            [sys.executable, "-m", "kvlog", "demo", "--format", "json"], capture_output=True, text=True, check=True
+        ).stdout
+    )
+    invocations = [
+        ["validate", str(log)],
+        ["validate", "--jobs", "2", str(log)],
+        ["schema", "list"],
+        ["schema", "show", "kv_pool.allocation@1"],
+    ]
+    probe = _probe(tmp_path, invocations)
+    assert probe["loaded"] == []
+    assert probe["results"] == {" ".join(args): 0 for args in invocations}
+
+
+def test_every_log_command_loads_without_torch_or_cuda(tmp_path: Path) -> None:
+    """``--help`` of every command except the demo (which runs the memory runtime when torch is there)."""
+    commands = _probe(tmp_path, [])["commands"]
+    assert isinstance(commands, list)
+    assert {"validate", "schema"} <= set(commands)
+    invocations = [[command, "--help"] for command in commands if command != "demo"]
+    probe = _probe(tmp_path, invocations)
+    assert probe["loaded"] == []
+    assert probe["results"] == {" ".join(args): 0 for args in invocations}
+
+
+def _tracked(directory: str) -> list[str]:
+    listed = subprocess.run(["git", "ls-files", directory], cwd=ROOT, capture_output=True, text=True, check=False)
+    if listed.returncode != 0:  # not a git checkout (an unpacked sdist): every file counts
+        return [p.relative_to(ROOT).as_posix() for p in sorted((ROOT / directory).rglob("*")) if p.is_file()]
+    return listed.stdout.split()
+
+
+@pytest.mark.slow
+def test_the_wheel_carries_the_catalog_and_works_in_a_fresh_venv_outside_the_repo(tmp_path: Path) -> None:
+    dist = tmp_path / "dist"
+    subprocess.run(
+        [sys.executable, "-m", "build", "--wheel", "--no-isolation", "--outdir", str(dist), str(ROOT)],
+        capture_output=True,
+        check=True,
+        timeout=300,
+    )
+    (wheel,) = dist.glob("kvlog-*.whl")
+    names = set(zipfile.ZipFile(wheel).namelist())
+    for data in ("schemas", "migrations"):
+        for path in _tracked(data):
+            assert f"kvlog/_data/{path}" in names, f"{path} is not in the wheel"
+    assert not any(name.startswith(("schemas/", "migrations/", "tests/")) for name in names)
+
+    env_dir = tmp_path / "venv"
+    venv.create(env_dir, with_pip=True)
+    python = env_dir / "bin" / "python"
+    environment = {k: v for k, v in os.environ.items() if k not in {"PYTHONPATH", "VIRTUAL_ENV"}}
+    subprocess.run(
+        [str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", str(wheel)],
+        check=True,
+        timeout=300,
+        env=environment,
+    )
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    kvlog = str(env_dir / "bin" / "kvlog")
+
+    def run(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [*args], input=stdin, capture_output=True, text=True, cwd=outside, env=environment, timeout=120, check=False
+        )
+
+    where = run(
+        str(python), "-c", "import kvlog, kvlog._resources as r; print(kvlog.__file__); print(r.data_dir('schemas'))"
+    )
+    module, schemas = where.stdout.split()
+    assert Path(module).is_relative_to(env_dir), "kvlog must come from the venv, not the checkout"
+    assert Path(schemas).is_relative_to(env_dir)
+
+    listing = run(kvlog, "schema", "list")
+    assert listing.returncode == 0, listing.stderr
+    assert "kv_arena.ready" in listing.stdout
+
+    good = outside / "events.jsonl"
+    good.write_text("".join(json.dumps(sample(event, version)) + "\n" for event, version in FIELDS))
+    valid = run(kvlog, "validate", str(good))
+    assert valid.returncode == 0, valid.stdout + valid.stderr
+    assert f"{len(FIELDS)} events, 0 invalid" in valid.stderr
+    bad = outside / "bad.jsonl"
+    bad.write_text(json.dumps({**sample("kv_arena.ready", 2), "schema_version": 7}) + "\n")
+    invalid = run(kvlog, "validate", str(bad))
+    assert invalid.returncode == 1
+    assert invalid.stdout.startswith(f"{bad}:1: kv_arena.ready@7: $.schema_version: unknown version 7 of ")
