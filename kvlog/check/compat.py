@@ -21,8 +21,9 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-import orjson
 from jsonschema import Draft202012Validator
+
+from kvlog.check.jsondiff import show
 
 _ALL_TYPES = frozenset({"null", "boolean", "object", "array", "number", "integer", "string"})
 _NUMERIC = frozenset({"number", "integer"})
@@ -194,7 +195,7 @@ class _Comparison:
         rejected = [v for v in values if _accepts(w, v) and not _accepts(r, v)]
         if not rejected:
             return []
-        shown = ", ".join(_json(v) for v in rejected)
+        shown = ", ".join(show(v) for v in rejected)
         kind = "enum-narrowed" if "enum" in r or "const" in r else "type-narrowed"
         return [Incompatibility(loc, kind, f"{self.r} rejects {shown}, which {self.w} allows")]
 
@@ -234,7 +235,7 @@ class _Comparison:
             allowed = r["enum"] if "enum" in r else [r["const"]]
             found.append(
                 Incompatibility(
-                    loc, "enum-added", f"{self.r} allows only {_json(allowed)}; {self.w} allows any {_names(produced)}"
+                    loc, "enum-added", f"{self.r} allows only {show(allowed)}; {self.w} allows any {_names(produced)}"
                 )
             )
         if produced & _NUMERIC:
@@ -417,10 +418,6 @@ def _disjoint_by_type(branches: list[dict[str, Any]]) -> bool:
 
 def _names(types: frozenset[str] | set[str]) -> str:
     return "|".join(sorted(types))
-
-
-def _json(value: Any) -> str:
-    return orjson.dumps(value).decode()
 
 
 def _dedupe(found: list[Incompatibility]) -> list[Incompatibility]:

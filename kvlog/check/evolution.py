@@ -12,11 +12,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-import orjson
-
 from kvlog.check.compat import Incompatibility, incompatibilities
 from kvlog.check.findings import Finding
-from kvlog.check.schemawalk import ANNOTATIONS, strip_annotations
+from kvlog.check.jsondiff import describe_change, diff
+from kvlog.check.schemawalk import strip_annotations
 from kvlog.check.snapshot import SchemaFile, Snapshot, locate
 
 Mode = Literal["backward", "backward_transitive", "forward", "forward_transitive", "full", "full_transitive", "none"]
@@ -32,7 +31,6 @@ MODES: tuple[Mode, ...] = (
 Direction = Literal["backward", "forward"]
 # cover(event, from_version, to_version): how events of from_version are carried to to_version, or None.
 Cover = Callable[[str, int, int], str | None]
-_MISSING = object()
 
 
 def comparable(resolved: Any) -> Any:
@@ -149,44 +147,3 @@ class Evolution:
             f"{event}@{new} is not {direction}-compatible with v{old} under --mode {mode}: {reasons}; add {remedy}"
         )
         return [Finding("KV204", message, file.display, line)]
-
-
-def diff(old: Any, new: Any, path: tuple[str, ...] = ()) -> list[tuple[tuple[str, ...], Any, Any]]:
-    """Every place two JSON documents differ, as (pointer, old value, new value); absent values are ``_MISSING``."""
-    if isinstance(old, dict) and isinstance(new, dict):
-        out = []
-        for key in [*old, *(k for k in new if k not in old)]:
-            out += diff(old.get(key, _MISSING), new.get(key, _MISSING), (*path, key))
-        return out
-    if isinstance(old, list) and isinstance(new, list) and len(old) == len(new):
-        return [change for i, (a, b) in enumerate(zip(old, new, strict=True)) for change in diff(a, b, (*path, str(i)))]
-    same = type(old) is type(new) and old == new
-    return [] if same else [(path, old, new)]
-
-
-def describe_change(pointer: tuple[str, ...], old: Any, new: Any) -> str:
-    """Name the field a change is in and say what changed: ``field reserved_va_bytes: type changed from ...``."""
-    fields: list[str] = []
-    keyword: list[str] = []
-    index = 0
-    while index < len(pointer):
-        if pointer[index] == "properties" and index + 1 < len(pointer):
-            fields.append(pointer[index + 1])
-            keyword = []
-            index += 2
-            continue
-        keyword.append(pointer[index])
-        index += 1
-    where = f"field {'.'.join(fields)}" if fields else "schema root"
-    what = "/".join(keyword) or "definition"
-    if old is _MISSING:
-        return f"{where}: {what} added ({_show(new)})"
-    if new is _MISSING:
-        return f"{where}: {what} removed (was {_show(old)})"
-    kind = " (annotation)" if keyword and keyword[-1] in ANNOTATIONS else ""
-    return f"{where}: {what}{kind} changed from {_show(old)} to {_show(new)}"
-
-
-def _show(value: Any) -> str:
-    text = orjson.dumps(value).decode()
-    return text if len(text) <= 80 else text[:77] + "..."

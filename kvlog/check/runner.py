@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from kvlog.check import migrations
 from kvlog.check.config import Target
 from kvlog.check.evolution import Evolution, Mode
 from kvlog.check.findings import Finding
@@ -12,6 +13,7 @@ from kvlog.check.gitref import files_at_ref
 from kvlog.check.naming import check_naming
 from kvlog.check.snapshot import Snapshot
 from kvlog.check.structure import check_structure
+from kvlog.validation import EventValidator
 
 
 @dataclass(frozen=True)
@@ -42,17 +44,22 @@ def run_check(options: Options) -> Report:
     report.schema_files = len(current.all_files()) + len(current.findings)
     structure, resolved = check_structure(current)
     report.findings += current.findings + structure + check_naming(current)
+    catalog = current.catalog()
+    chain, unloadable = migrations.load(options.target.migrations, catalog)
+    report.findings += unloadable
+    if chain is None:
+        report.skipped["KV3"] = report.skipped["KV4"] = "the migrations do not load (KV301)"
+    else:
+        report.migration_steps = len(chain.steps)
+        report.findings += migrations.check_complete(chain, current)
+        report.findings += migrations.check_examples(chain, EventValidator(catalog))
     if options.against is None:
         report.skipped["KV2"] = "needs --against GIT_REF"
     else:
         files, prefix = files_at_ref(options.target.schemas, options.against)
-        released = Snapshot.from_files(
-            options.against, files, {rel: f"{options.against}:{prefix}{rel}" for rel in files}
-        )
+        labels = {rel: f"{options.against}:{prefix}{rel}" for rel in files}
+        released = Snapshot.from_files(options.against, files, labels)
         _, resolved_then = check_structure(released)
-        report.findings += Evolution(current, released, resolved, resolved_then).check(options.mode, _no_cover)
+        evolution = Evolution(current, released, resolved, resolved_then)
+        report.findings += evolution.check(options.mode, migrations.coverage(chain))
     return report
-
-
-def _no_cover(_event: str, _from: int, _to: int) -> str | None:
-    return None

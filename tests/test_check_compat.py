@@ -1,0 +1,297 @@
+"""Schema-change pairs classified under every compatibility mode, through kvlog check's release rules.
+
+The expected table is written first, from the Confluent Schema Registry / Karapace JSON-Schema rules:
+BACKWARD means readers of the new version accept every event of the old one, FORWARD the reverse,
+FULL both, *_TRANSITIVE the same against every older version (with two versions, the same answer),
+NONE never fails. ``B``/``F`` below are whether the change is backward/forward compatible.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+import pytest
+
+from kvlog.check.evolution import MODES, Evolution, Mode
+from kvlog.check.findings import Finding
+from kvlog.check.snapshot import Snapshot
+from kvlog.check.structure import check_structure
+
+OPEN: dict[str, Any] = {}
+CLOSED = {"additionalProperties": False}
+INT = {"type": "integer"}
+STR = {"type": "string"}
+BYTES = {"type": "integer", "minimum": 0}
+
+# (name, old: (properties, required, extra keywords), new: (...), B, F)
+CASES: list[tuple[str, tuple[Any, ...], tuple[Any, ...], bool, bool]] = [
+    ("identical", ({"a": INT}, ["a"], CLOSED), ({"a": INT}, ["a"], CLOSED), True, True),
+    ("description reworded", ({"a": INT}, [], CLOSED), ({"a": {**INT, "description": "x"}}, [], CLOSED), True, True),
+    (
+        "optional property added, closed model",
+        ({"a": INT}, [], CLOSED),
+        ({"a": INT, "b": STR}, [], CLOSED),
+        True,
+        False,
+    ),
+    ("optional property added, open model", ({"a": INT}, [], OPEN), ({"a": INT, "b": STR}, [], OPEN), False, True),
+    (
+        "required property added, closed model",
+        ({"a": INT}, [], CLOSED),
+        ({"a": INT, "b": STR}, ["b"], CLOSED),
+        False,
+        False,
+    ),
+    ("required property added, open model", ({"a": INT}, [], OPEN), ({"a": INT, "b": STR}, ["b"], OPEN), False, True),
+    (
+        "optional property removed, closed model",
+        ({"a": INT, "b": STR}, [], CLOSED),
+        ({"a": INT}, [], CLOSED),
+        False,
+        True,
+    ),
+    ("optional property removed, open model", ({"a": INT, "b": STR}, [], OPEN), ({"a": INT}, [], OPEN), True, False),
+    (
+        "required property removed, closed model",
+        ({"a": INT, "b": STR}, ["b"], CLOSED),
+        ({"a": INT}, [], CLOSED),
+        False,
+        False,
+    ),
+    ("optional becomes required", ({"a": INT}, [], CLOSED), ({"a": INT}, ["a"], CLOSED), False, True),
+    ("required becomes optional", ({"a": INT}, ["a"], CLOSED), ({"a": INT}, [], CLOSED), True, False),
+    (
+        "type widened integer -> number",
+        ({"a": INT}, ["a"], CLOSED),
+        ({"a": {"type": "number"}}, ["a"], CLOSED),
+        True,
+        False,
+    ),
+    (
+        "type narrowed number -> integer",
+        ({"a": {"type": "number"}}, ["a"], CLOSED),
+        ({"a": INT}, ["a"], CLOSED),
+        False,
+        True,
+    ),
+    ("type changed string -> integer", ({"a": STR}, ["a"], CLOSED), ({"a": INT}, ["a"], CLOSED), False, False),
+    (
+        "nullable added (type list)",
+        ({"a": INT}, ["a"], CLOSED),
+        ({"a": {"type": ["integer", "null"]}}, ["a"], CLOSED),
+        True,
+        False,
+    ),
+    (
+        "nullable removed (type list)",
+        ({"a": {"type": ["integer", "null"]}}, ["a"], CLOSED),
+        ({"a": INT}, ["a"], CLOSED),
+        False,
+        True,
+    ),
+    (
+        "nullable added (anyOf)",
+        ({"a": BYTES}, ["a"], CLOSED),
+        ({"a": {"anyOf": [BYTES, {"type": "null"}]}}, ["a"], CLOSED),
+        True,
+        False,
+    ),
+    (
+        "enum value added",
+        ({"a": {"enum": ["x", "y"]}}, ["a"], CLOSED),
+        ({"a": {"enum": ["x", "y", "z"]}}, ["a"], CLOSED),
+        True,
+        False,
+    ),
+    (
+        "enum value removed",
+        ({"a": {"enum": ["x", "y"]}}, ["a"], CLOSED),
+        ({"a": {"enum": ["x"]}}, ["a"], CLOSED),
+        False,
+        True,
+    ),
+    (
+        "enum declared on a free string",
+        ({"a": STR}, ["a"], CLOSED),
+        ({"a": {"enum": ["x", "y"]}}, ["a"], CLOSED),
+        False,
+        True,
+    ),
+    (
+        "const widened to enum",
+        ({"a": {"const": "x"}}, ["a"], CLOSED),
+        ({"a": {"enum": ["x", "y"]}}, ["a"], CLOSED),
+        True,
+        False,
+    ),
+    (
+        "minimum tightened",
+        ({"a": BYTES}, ["a"], CLOSED),
+        ({"a": {"type": "integer", "minimum": 1}}, ["a"], CLOSED),
+        False,
+        True,
+    ),
+    (
+        "exclusiveMinimum loosened to minimum",
+        ({"a": {"type": "integer", "exclusiveMinimum": 0}}, ["a"], CLOSED),
+        ({"a": BYTES}, ["a"], CLOSED),
+        True,
+        False,
+    ),
+    (
+        "maximum loosened",
+        ({"a": {"type": "integer", "maximum": 10}}, ["a"], CLOSED),
+        ({"a": {"type": "integer", "maximum": 100}}, ["a"], CLOSED),
+        True,
+        False,
+    ),
+    (
+        "maxLength tightened",
+        ({"a": {"type": "string", "maxLength": 64}}, ["a"], CLOSED),
+        ({"a": {"type": "string", "maxLength": 32}}, ["a"], CLOSED),
+        False,
+        True,
+    ),
+    (
+        "multipleOf made coarser",
+        ({"a": {"type": "integer", "multipleOf": 4}}, ["a"], CLOSED),
+        ({"a": {"type": "integer", "multipleOf": 8}}, ["a"], CLOSED),
+        False,
+        True,
+    ),
+    (
+        "pattern added",
+        ({"a": STR}, ["a"], CLOSED),
+        ({"a": {"type": "string", "pattern": "^[0-9]+$"}}, ["a"], CLOSED),
+        False,
+        True,
+    ),
+    ("content model closed", ({"a": INT}, [], OPEN), ({"a": INT}, [], CLOSED), False, True),
+    ("content model opened", ({"a": INT}, [], CLOSED), ({"a": INT}, [], OPEN), True, False),
+    (
+        "array items narrowed",
+        ({"a": {"type": "array", "items": {"type": "number"}}}, ["a"], CLOSED),
+        ({"a": {"type": "array", "items": INT}}, ["a"], CLOSED),
+        False,
+        True,
+    ),
+    (
+        "uniqueItems added",
+        ({"a": {"type": "array", "items": STR}}, ["a"], CLOSED),
+        ({"a": {"type": "array", "items": STR, "uniqueItems": True}}, ["a"], CLOSED),
+        False,
+        True,
+    ),
+    (
+        "optional property added to a closed nested object",
+        ({"a": {"type": "object", "properties": {"x": INT}, "additionalProperties": False}}, ["a"], CLOSED),
+        ({"a": {"type": "object", "properties": {"x": INT, "y": INT}, "additionalProperties": False}}, ["a"], CLOSED),
+        True,
+        False,
+    ),
+    (
+        # Conservative by design: proving one conditional implies another needs a solver, so any change
+        # to an if/then is reported both ways (truly it is backward-incompatible and forward-compatible).
+        "conditional requirement changed",
+        ({"a": INT, "b": INT}, [], {**CLOSED, "if": {"required": ["a"]}, "then": {"required": ["b"]}}),
+        (
+            {"a": INT, "b": INT},
+            [],
+            {**CLOSED, "if": {"required": ["a"]}, "then": {"required": ["b"], "minProperties": 2}},
+        ),
+        False,
+        False,
+    ),
+    (
+        "field renamed",
+        ({"reserved_bytes": BYTES}, ["reserved_bytes"], CLOSED),
+        ({"reserved_va_bytes": BYTES}, ["reserved_va_bytes"], CLOSED),
+        False,
+        False,
+    ),
+]
+
+
+def event_schema(
+    version: int, properties: dict[str, Any], required: list[str], extra: dict[str, Any]
+) -> dict[str, Any]:
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "$id": f"https://example.test/schemas/t.e/v{version}.json",
+        "type": "object",
+        "properties": {"event": {"const": "t.e"}, "schema_version": {"const": version}, **properties},
+        "required": ["event", "schema_version", *required],
+        **extra,
+    }
+
+
+def snapshot(label: str, versions: dict[int, dict[str, Any]]) -> Snapshot:
+    files = {f"t.e/v{v}.json": orjson.dumps(doc, option=orjson.OPT_INDENT_2) for v, doc in versions.items()}
+    return Snapshot.from_files(label, files, {rel: rel for rel in files})
+
+
+def release_findings(
+    versions: dict[int, dict[str, Any]], released: set[int], mode: Mode, cover: Any = None
+) -> list[Finding]:
+    current = snapshot("working tree", versions)
+    then = snapshot("REF", {v: doc for v, doc in versions.items() if v in released})
+    structure, resolved_now = check_structure(current)
+    assert structure == [], structure
+    _, resolved_then = check_structure(then)
+    return Evolution(current, then, resolved_now, resolved_then).check(mode, cover or (lambda *_: None))
+
+
+def expected_pass(mode: Mode, backward: bool, forward: bool) -> bool:
+    kind = mode.removesuffix("_transitive")
+    return {"backward": backward, "forward": forward, "full": backward and forward, "none": True}[kind]
+
+
+def test_the_table_is_big_enough() -> None:
+    assert len(CASES) >= 25
+    assert len({name for name, *_ in CASES}) == len(CASES)
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize(("name", "old", "new", "backward", "forward"), CASES, ids=[c[0] for c in CASES])
+def test_change_is_classified_under_every_mode(
+    name: str, old: tuple[Any, ...], new: tuple[Any, ...], backward: bool, forward: bool, mode: Mode
+) -> None:
+    findings = release_findings({1: event_schema(1, *old), 2: event_schema(2, *new)}, {1}, mode)
+    errors = [f for f in findings if f.level == "error"]
+    assert {f.rule for f in errors} <= {"KV204"}
+    assert (not errors) == expected_pass(mode, backward, forward), [f.message for f in errors]
+
+
+def test_incompatibility_names_the_field_and_the_change() -> None:
+    old = event_schema(1, {"a": INT}, [], CLOSED)
+    new = event_schema(2, {"a": {"type": "string"}, "b": INT}, ["b"], CLOSED)
+    (finding,) = release_findings({1: old, 2: new}, {1}, "backward")
+    assert finding.rule == "KV204"
+    assert finding.file == "t.e/v2.json"
+    assert "t.e@2 is not backward-compatible with v1" in finding.message
+    assert "a: type changed from integer to string" in finding.message
+    assert "b: v2 requires b" in finding.message
+
+
+def test_transitive_modes_compare_with_every_older_version() -> None:
+    # v2 raised the minimum and was released anyway (say under --mode none); v3 keeps v2's contract.
+    # v3 is compatible with its predecessor, but not backward-compatible with v1: only the
+    # transitive modes look that far back.
+    v1 = event_schema(1, {"a": {"type": "integer", "minimum": 5}}, ["a"], CLOSED)
+    v2 = event_schema(2, {"a": {"type": "integer", "minimum": 10}}, ["a"], CLOSED)
+    v3 = event_schema(3, {"a": {"type": "integer", "minimum": 10, "description": "reworded"}}, ["a"], CLOSED)
+    versions = {1: v1, 2: v2, 3: v3}
+    for mode in ("backward", "forward", "full", "forward_transitive", "none"):
+        assert release_findings(versions, {1, 2}, mode) == [], mode
+    for mode in ("backward_transitive", "full_transitive"):
+        (finding,) = release_findings(versions, {1, 2}, mode)
+        assert finding.rule == "KV204"
+        assert "t.e@3 is not backward-compatible with v1" in finding.message
+        assert "lower bound raised from >= 5 (v1) to >= 10 (v3)" in finding.message
+
+
+def test_released_versions_are_not_compared_again() -> None:
+    old = event_schema(1, {"a": INT}, ["a"], CLOSED)
+    new = event_schema(2, {"b": INT}, ["b"], CLOSED)
+    assert release_findings({1: old, 2: new}, {1, 2}, "full") == []
