@@ -290,6 +290,29 @@ class KvPoolAllocation(Event):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class KvPoolMemoryAvailable(Event):
+    """Memory available for the KV cache (``kv_pool.memory_available`` v1).
+
+    Device memory the engine set aside for the KV cache before sizing the pool (sglang prints it on
+    NPU builds).
+    """
+
+    EVENT: ClassVar[str] = "kv_pool.memory_available"
+    VERSION: ClassVar[int] = 1
+
+    available_bytes: int
+    ext: dict[str, Any] | None = None
+
+    def fields(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "available_bytes": self.available_bytes,
+        }
+        if self.ext is not None:
+            out["ext"] = self.ext
+        return out
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class KvPoolPostCaptureSized(Event):
     """Post-capture KV sizing (``kv_pool.post_capture_sized`` v1).
 
@@ -322,6 +345,45 @@ class KvPoolPostCaptureSized(Event):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class KvPoolSleep(Event):
+    """KV pool asleep (``kv_pool.sleep`` v1).
+
+    A pool gave back the physical memory of its buffers but kept their addresses (vLLM-style sleep),
+    so tensors and captured CUDA graphs stay valid; the memory must not be touched until the
+    matching kv_pool.wake. freed_bytes is kvlog's bookkeeping, measured_freed_bytes what the kernel
+    or driver reports, so the two can be compared.
+    """
+
+    EVENT: ClassVar[str] = "kv_pool.sleep"
+    VERSION: ClassVar[int] = 1
+
+    pool: str | None
+    label: Literal["Full", "SWA"] | None
+    arena_ids: list[str]
+    freed_bytes: int
+    measured_freed_bytes: int | None
+    measurement_source: Literal["smaps_rss", "cuMemGetInfo", "nvml"] | None
+    discrepancy_bytes: int | None
+    duration_us: float
+    ext: dict[str, Any] | None = None
+
+    def fields(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "pool": self.pool,
+            "label": self.label,
+            "arena_ids": self.arena_ids,
+            "freed_bytes": self.freed_bytes,
+            "measured_freed_bytes": self.measured_freed_bytes,
+            "measurement_source": self.measurement_source,
+            "discrepancy_bytes": self.discrepancy_bytes,
+            "duration_us": self.duration_us,
+        }
+        if self.ext is not None:
+            out["ext"] = self.ext
+        return out
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class KvPoolSwaSummary(Event):
     """Hybrid SWA pool summary (``kv_pool.swa_summary`` v2).
 
@@ -348,6 +410,45 @@ class KvPoolSwaSummary(Event):
         }
         if self.committed_bytes is not None:
             out["committed_bytes"] = self.committed_bytes
+        if self.ext is not None:
+            out["ext"] = self.ext
+        return out
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class KvPoolWake(Event):
+    """KV pool awake (``kv_pool.wake`` v1).
+
+    A pool that was asleep backed its buffers with physical memory again, at the same addresses. The
+    memory comes back zeroed: the KV cache is recomputed, not restored. restored_bytes is kvlog's
+    bookkeeping, measured_restored_bytes what the kernel or driver reports, so the two can be
+    compared.
+    """
+
+    EVENT: ClassVar[str] = "kv_pool.wake"
+    VERSION: ClassVar[int] = 1
+
+    pool: str | None
+    label: Literal["Full", "SWA"] | None
+    arena_ids: list[str]
+    restored_bytes: int
+    measured_restored_bytes: int | None
+    measurement_source: Literal["smaps_rss", "cuMemGetInfo", "nvml"] | None
+    discrepancy_bytes: int | None
+    duration_us: float
+    ext: dict[str, Any] | None = None
+
+    def fields(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "pool": self.pool,
+            "label": self.label,
+            "arena_ids": self.arena_ids,
+            "restored_bytes": self.restored_bytes,
+            "measured_restored_bytes": self.measured_restored_bytes,
+            "measurement_source": self.measurement_source,
+            "discrepancy_bytes": self.discrepancy_bytes,
+            "duration_us": self.duration_us,
+        }
         if self.ext is not None:
             out["ext"] = self.ext
         return out
@@ -417,6 +518,95 @@ class MambaPoolAllocation(Event):
         return out
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SchedulerLimits(Event):
+    """Scheduler limits (``scheduler.limits`` v1).
+
+    The limits the scheduler derived from the KV pool's size (sglang prints them on rank 0). Fields
+    older engines did not print are null.
+    """
+
+    EVENT: ClassVar[str] = "scheduler.limits"
+    VERSION: ClassVar[int] = 1
+
+    max_total_num_tokens: int
+    chunked_prefill_size: int | None
+    max_prefill_tokens: int | None
+    max_running_requests: int | None
+    context_len: int | None
+    available_gpu_mem_bytes: int | None
+    ext: dict[str, Any] | None = None
+
+    def fields(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "max_total_num_tokens": self.max_total_num_tokens,
+            "chunked_prefill_size": self.chunked_prefill_size,
+            "max_prefill_tokens": self.max_prefill_tokens,
+            "max_running_requests": self.max_running_requests,
+            "context_len": self.context_len,
+            "available_gpu_mem_bytes": self.available_gpu_mem_bytes,
+        }
+        if self.ext is not None:
+            out["ext"] = self.ext
+        return out
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WeightsLoadBegin(Event):
+    """Model weight loading began (``weights.load_begin`` v1).
+
+    The engine began loading model weights; sglang prints the free device memory then. A new load
+    marks a (re)start of the rank's server run.
+    """
+
+    EVENT: ClassVar[str] = "weights.load_begin"
+    VERSION: ClassVar[int] = 1
+
+    avail_bytes: int
+    ext: dict[str, Any] | None = None
+
+    def fields(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "avail_bytes": self.avail_bytes,
+        }
+        if self.ext is not None:
+            out["ext"] = self.ext
+        return out
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WeightsLoadEnd(Event):
+    """Model weight loading ended (``weights.load_end`` v1).
+
+    Model weights were loaded. mem_usage_bytes is the drop in free device memory across the load,
+    not a measured allocation.
+    """
+
+    EVENT: ClassVar[str] = "weights.load_end"
+    VERSION: ClassVar[int] = 1
+
+    model_class: str | None
+    dtype: str | None
+    avail_bytes: int
+    elapsed_s: float | None = None
+    mem_usage_bytes: int | None = None
+    ext: dict[str, Any] | None = None
+
+    def fields(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "model_class": self.model_class,
+            "dtype": self.dtype,
+            "avail_bytes": self.avail_bytes,
+        }
+        if self.elapsed_s is not None:
+            out["elapsed_s"] = self.elapsed_s
+        if self.mem_usage_bytes is not None:
+            out["mem_usage_bytes"] = self.mem_usage_bytes
+        if self.ext is not None:
+            out["ext"] = self.ext
+        return out
+
+
 ALL_EVENTS: tuple[type[Event], ...] = (
     KvArenaClosed,
     KvArenaCommit,
@@ -426,8 +616,14 @@ ALL_EVENTS: tuple[type[Event], ...] = (
     KvHostPoolAllocation,
     KvMemoryPoolEnd,
     KvPoolAllocation,
+    KvPoolMemoryAvailable,
     KvPoolPostCaptureSized,
+    KvPoolSleep,
     KvPoolSwaSummary,
+    KvPoolWake,
     KvlogSchemaViolation,
     MambaPoolAllocation,
+    SchedulerLimits,
+    WeightsLoadBegin,
+    WeightsLoadEnd,
 )

@@ -3,8 +3,14 @@
 A template is text with ``{field:unit}`` placeholders and ``{[...]}`` sections that are rendered
 only when every field inside them is set. Units say how a byte count is printed, and so how precise a
 figure read back from such a line is: ``gib2`` is GiB with two decimals, ``gib1`` one decimal,
-``kib`` whole KiB, ``gb2`` decimal GB (host memory) with two decimals. The same templates are the
-grammar the migration layer reads old lines with; ``CURRENT`` is today's wording.
+``kib`` whole KiB, ``gb2`` decimal GB (host memory) with two decimals; ``f2`` is a plain number with
+two decimals (seconds). The same templates are the grammar the migration layer reads old lines with:
+``Template.parser`` compiles one into an anchored regular expression whose placeholders are typed
+captures and whose sections are optional groups, so rendering and parsing cannot drift apart.
+``CURRENT`` is today's wording.
+
+Parsing must stay linear on hostile input (a later check feeds 50 MB lines): the compiled expressions
+are anchored, have no nested quantifiers, and bound every run of digits or text.
 """
 
 from __future__ import annotations
@@ -12,14 +18,17 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from decimal import ROUND_CEILING, ROUND_HALF_EVEN, Decimal
+from typing import Any, Literal
 
 GIB = 1 << 30
 KIB = 1 << 10
 GB = 10**9
 
 #: unit name -> (bytes per printed unit, decimals printed)
-UNITS: dict[str, tuple[int, int]] = {"gib2": (GIB, 2), "gib1": (GIB, 1), "kib": (KIB, 0), "gb2": (GB, 2)}
+UNITS: dict[str, tuple[int, int]] = {"gib2": (GIB, 2), "gib1": (GIB, 1), "kib": (KIB, 0), "gb2": (GB, 2), "f2": (1, 2)}
+#: units whose value is a byte count (an integer); the others print a plain number
+BYTE_UNITS = frozenset({"gib2", "gib1", "kib", "gb2"})
 
 _PLACEHOLDER = re.compile(r"\{(\w+)(?::(\w+))?\}")
 SECTION_OPEN, SECTION_CLOSE = "{[", "]}"
@@ -41,6 +50,22 @@ class Template:
     def render(self, event: Mapping[str, Any]) -> str:
         """The line for ``event``; optional sections whose fields are unset are left out."""
         return _render_sections(self.text, event)
+
+    def required_fields(self) -> list[str]:
+        """Fields outside every optional section: the line cannot be written without them."""
+        return [name for part in split_sections(self.text) if isinstance(part, str) for name in _names(part)]
+
+    def fields(self) -> list[str]:
+        """Every field the template prints, in order."""
+        return _fields_in(split_sections(self.text))
+
+    def units(self) -> dict[str, str | None]:
+        """The unit of each field (None when printed as is)."""
+        return {m.group(1): m.group(2) for m in _PLACEHOLDER.finditer(self.text)}
+
+    def parser(self, syntax: Mapping[str, FieldSyntax]) -> TemplateParser:
+        """Compile the template into a parser; ``syntax`` says how each unit-less field is written."""
+        return TemplateParser(self, syntax)
 
 
 def format_value(value: Any, unit: str | None) -> str:
@@ -92,12 +117,135 @@ def _render_parts(parts: list[Any], event: Mapping[str, Any]) -> str:
 def _fields_in(parts: list[Any]) -> list[str]:
     names: list[str] = []
     for part in parts:
-        names += [m.group(1) for m in _PLACEHOLDER.finditer(part)] if isinstance(part, str) else _fields_in(part)
+        names += _names(part) if isinstance(part, str) else _fields_in(part)
     return names
+
+
+def _names(text: str) -> list[str]:
+    return [m.group(1) for m in _PLACEHOLDER.finditer(text)]
 
 
 def _fill(text: str, event: Mapping[str, Any]) -> str:
     return _PLACEHOLDER.sub(lambda m: format_value(event[m.group(1)], m.group(2)), text)
+
+
+@dataclass(frozen=True)
+class FieldSyntax:
+    """How a unit-less field is written in a line: an integer, a number, or text (maybe one of ``choices``).
+
+    ``nullable`` fields also accept ``None``, the way Python prints a missing value.
+    """
+
+    kind: Literal["integer", "number", "string"]
+    choices: tuple[str, ...] = ()
+    nullable: bool = False
+    signed: bool = False
+
+
+@dataclass(frozen=True)
+class Parsed:
+    """What a line said: typed field values, and for each rounded byte count its half-width in bytes."""
+
+    fields: dict[str, Any]
+    uncertainty_bytes: dict[str, int]
+
+
+_DIGITS = "[0-9]{1,20}"
+_DECIMAL = "[0-9]{1,15}(?:[.][0-9]{1,9})?"
+_TEXT_LIMIT = 1024
+
+
+class TemplateParser:
+    """A template compiled into an anchored regular expression with one typed capture per field."""
+
+    def __init__(self, template: Template, syntax: Mapping[str, FieldSyntax]) -> None:
+        self.template = template
+        self._units = template.units()
+        self._syntax = {name: syntax.get(name, FieldSyntax("string")) for name in self._units}
+        flat = _SECTION_MARK.sub("", template.text)
+        self._next_char = {
+            m.group(1): flat[m.end()] if m.end() < len(flat) else "" for m in _PLACEHOLDER.finditer(flat)
+        }
+        self.pattern = re.compile(self._expression(split_sections(template.text)), re.DOTALL)
+
+    def parse(self, message: str, *, whole: bool = True) -> Parsed | None:
+        """The fields of ``message`` if it is this template's wording (``whole=False``: if it starts with it)."""
+        match = self.pattern.fullmatch(message) if whole else self.pattern.match(message)
+        if match is None:
+            return None
+        fields: dict[str, Any] = {}
+        uncertainty: dict[str, int] = {}
+        for name, raw in match.groupdict().items():
+            if raw is None:
+                continue
+            unit = self._units[name]
+            if unit is not None:
+                fields[name], spread = read_figure(raw, unit)
+                if spread:
+                    uncertainty[name] = spread
+            else:
+                fields[name] = _read_plain(raw, self._syntax[name])
+        return Parsed(fields, uncertainty)
+
+    def _expression(self, parts: list[Any]) -> str:
+        out: list[str] = []
+        for part in parts:
+            if isinstance(part, str):
+                position = 0
+                for m in _PLACEHOLDER.finditer(part):
+                    out.append(re.escape(part[position : m.start()]))
+                    out.append(f"(?P<{m.group(1)}>{self._capture(m.group(1))})")
+                    position = m.end()
+                out.append(re.escape(part[position:]))
+            else:
+                out.append(f"(?:{self._expression(part)})?")
+        return "".join(out)
+
+    def _capture(self, name: str) -> str:
+        unit = self._units[name]
+        if unit is not None:
+            return _DIGITS if UNITS[unit][1] == 0 else _DECIMAL
+        syntax = self._syntax[name]
+        if syntax.choices:
+            body = "|".join(re.escape(c) for c in sorted(syntax.choices, key=len, reverse=True))
+        elif syntax.kind == "integer":
+            body = f"-?{_DIGITS}" if syntax.signed else _DIGITS
+        elif syntax.kind == "number":
+            body = f"-?{_DECIMAL}"
+        else:
+            stop = self._next_char[name]
+            excluded = r"\s" if not stop or stop.isspace() else re.escape(stop) + r"\r\n"
+            body = f"[^{excluded}]{{1,{_TEXT_LIMIT}}}"
+        return f"{body}|None" if syntax.nullable else body
+
+
+def read_figure(text: str, unit: str) -> tuple[int | float, int]:
+    """A printed figure in ``unit`` -> (value, half-width in bytes of what its rounding hides).
+
+    Byte units give whole bytes, rounded to nearest; the half-width follows the decimals actually
+    printed (``54.12`` GiB: 0.005 GiB, rounded up to a whole byte). Integer KiB are exact: sglang
+    prints granularities, which are whole KiB.
+    """
+    per_unit = UNITS[unit][0]
+    number = Decimal(text)
+    if unit not in BYTE_UNITS:
+        return float(number), 0
+    value = int((number * per_unit).to_integral_value(ROUND_HALF_EVEN))
+    decimals = -int(number.as_tuple().exponent)
+    if unit == "kib":
+        return value, 0
+    spread = (Decimal(per_unit) / 2 / Decimal(10) ** decimals).to_integral_value(ROUND_CEILING)
+    return value, int(spread)
+
+
+def _read_plain(text: str, syntax: FieldSyntax) -> Any:
+    if syntax.nullable and text == "None":
+        return None
+    if syntax.kind == "integer" and not syntax.choices:
+        return int(text)
+    if syntax.kind == "number" and not syntax.choices:
+        return float(text)
+    return text
 
 
 _KV_SIZES_MHA = "K size: {k_bytes:gib2} GB, V size: {v_bytes:gib2} GB"
@@ -136,9 +284,9 @@ CURRENT: tuple[Template, ...] = (
     ),
     Template(
         "kv_host_pool.allocation",
-        "Allocating {label} hierarchical KV host pool: {num_tokens} tokens, {host_bytes:gb2} GB host memory."
+        "Allocating {label} hierarchical KV host pool: {num_tokens} tokens, {host_bytes:gb2} GB host memory"
         "{[, packed MTP KV layers: target_layers={mtp_target_layers}, draft_layers={mtp_draft_layers}, "
-        "total_layers={mtp_total_layers}.]}",
+        "total_layers={mtp_total_layers}]}.",
     ),
     *(
         Template(
@@ -151,6 +299,16 @@ CURRENT: tuple[Template, ...] = (
     ),
     Template("kv_arena.closed", "KvVmmArena[{arena_id}] closed: released={released_bytes} B"),
     Template(
+        "kv_pool.sleep",
+        "{[{label} ]}KV Cache {pool} asleep: freed={freed_bytes} B{[ measured={measured_freed_bytes} B "
+        "({measurement_source}, discrepancy={discrepancy_bytes} B)]} in {duration_us} us; addresses kept",
+    ),
+    Template(
+        "kv_pool.wake",
+        "{[{label} ]}KV Cache {pool} awake: restored={restored_bytes} B{[ measured={measured_restored_bytes} B "
+        "({measurement_source}, discrepancy={discrepancy_bytes} B)]} in {duration_us} us; contents zeroed",
+    ),
+    Template(
         "kv_arena.error",
         "KvVmmArena[{arena_id}] {operation} failed: {error}; committed={committed_bytes} B after rollback",
     ),
@@ -158,8 +316,23 @@ CURRENT: tuple[Template, ...] = (
     Template(
         "mamba_pool.allocation",
         "Mamba Cache {[({label}) ]}is allocated. max_mamba_cache_size: {max_mamba_cache_size}, "
-        "conv_state size: {conv_state_bytes:gib2}GB, ssm_state size: {ssm_state_bytes:gib2}GB",
+        "conv_state size: {conv_state_bytes:gib2}GB, ssm_state size: {ssm_state_bytes:gib2}GB"
+        "{[ intermediate_ssm_state_cache size: {intermediate_ssm_state_bytes:gib2}GB]}"
+        "{[ intermediate_conv_window_cache size: {intermediate_conv_window_bytes:gib2}GB]}",
     ),
+    Template("weights.load_begin", "Load weight begin. avail mem={avail_bytes:gib2} GB"),
+    Template(
+        "weights.load_end",
+        "Load weight end. {[elapsed={elapsed_s:f2} s, ]}type={model_class}, dtype={dtype}, "
+        "avail mem={avail_bytes:gib2} GB{[, mem usage={mem_usage_bytes:gib2} GB.]}",
+    ),
+    Template(
+        "scheduler.limits",
+        "max_total_num_tokens={max_total_num_tokens}{[, chunked_prefill_size={chunked_prefill_size}]}"
+        "{[, max_prefill_tokens={max_prefill_tokens}]}{[, max_running_requests={max_running_requests}]}"
+        "{[, context_len={context_len}]}{[, available_gpu_mem={available_gpu_mem_bytes:gib2} GB]}",
+    ),
+    Template("kv_pool.memory_available", "The available memory for KV cache is {available_bytes:gib2} GB."),
 )
 
 

@@ -1,0 +1,262 @@
+"""Text generations: the wordings one era of sglang printed, compiled into parsers.
+
+A generation file (``migrations/sglang-text/<id>.toml``) lists the templates that era introduced, in
+the template language of ``kvlog.wording``, and the catalog version whose field names they use. It
+may also say that the era already printed today's wording of some events (``current = [...]``), or
+that it *is* today's wording (``wording = "current"``): then the templates are ``kvlog.wording.CURRENT``
+themselves, the ones the console renderer writes with. Placeholders without a unit take their type
+from the event's JSON Schema, so an integer field captures digits and an enum captures its values.
+
+Companion lines (``[[companions]]``) are recognised without becoming events: run boundaries, the
+KV-cache dtype of older logs, warnings. They feed the per-rank context or are merely known.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import cache
+from typing import Any
+
+from kvlog.catalog import Catalog
+from kvlog.migration.ops import Op, OpError, compile_op, provenance, value_of
+from kvlog.wording import CURRENT, FieldSyntax, Parsed, Template, TemplateParser
+
+#: companion roles: a new server run starts, the KV-cache dtype of older logs, or merely a known memory line
+ROLES = ("run_start", "kv_dtype", "note")
+_NAIVE_UTC = "sglang prints local time without a zone; read as UTC"
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One compiled template of a generation: an event template or a companion line."""
+
+    template: Template
+    parser: TemplateParser
+    version: int | None
+    role: str | None
+    level: str
+    ops: tuple[Op, ...] = ()
+    whole: bool = True
+
+
+@dataclass(frozen=True)
+class Recognised:
+    """A message one rule of a generation read."""
+
+    generation: Generation
+    rule: Rule
+    parsed: Parsed
+
+    def event(self, timestamp: str | None, ranks: Mapping[str, int], level: str | None) -> dict[str, Any]:
+        """The event the message stands for, with its envelope and provenance (no file or line yet)."""
+        rule, template = self.rule, self.rule.template
+        event: dict[str, Any] = {"event": template.event, "schema_version": rule.version}
+        event["timestamp"] = timestamp or "1970-01-01T00:00:00Z"
+        event["level"] = level or rule.level
+        if ranks:
+            event["ranks"] = dict(ranks)
+        event.update(template.when)
+        event.update(self.parsed.fields)
+        for name in self.generation.nullable_required(template.event, rule.version or 0):
+            event.setdefault(name, None)
+        migrated = provenance(event)
+        migrated["source_format"] = self.generation.id
+        migrated["steps"] = [self.generation.id]
+        if timestamp is None:
+            migrated["inferred"] = {"timestamp": {"rule": "no-timestamp", "evidence": "the line has no timestamp"}}
+        else:
+            migrated["inferred"] = {"timestamp": {"rule": "naive-time-as-utc", "evidence": _NAIVE_UTC}}
+        if self.parsed.uncertainty_bytes:
+            migrated["uncertainty_bytes"] = dict(self.parsed.uncertainty_bytes)
+        for op in rule.ops:
+            op.run(event)
+        return event
+
+
+@dataclass(frozen=True)
+class Generation:
+    """The wordings of one era of sglang, in the order they are tried."""
+
+    id: str
+    catalog_version: int
+    rules: tuple[Rule, ...]
+    catalog: Catalog = field(repr=False, compare=False)
+
+    def recognise(self, message: str) -> Recognised | None:
+        """The first rule whose wording is the whole message."""
+        for rule in self.rules:
+            parsed = rule.parser.parse(message, whole=rule.whole)
+            if parsed is not None:
+                return Recognised(self, rule, parsed)
+        return None
+
+    def templates(self) -> list[tuple[Template, int]]:
+        """Event templates with the version of the event they write, for rendering in this wording."""
+        return [(r.template, r.version) for r in self.rules if r.version is not None]
+
+    def nullable_required(self, event: str, version: int) -> list[str]:
+        """Required fields that may be null: a line that does not print them says nothing, so null."""
+        return _nullable_required(self.catalog, event, version)
+
+
+class GrammarError(ValueError):
+    """A generation file is inconsistent with the catalog; the caller adds the file name."""
+
+
+def build_generation(generation_id: str, document: Mapping[str, Any], catalog: Catalog) -> Generation:
+    """Compile a generation file's templates against the catalog."""
+    version_spec = document.get("catalog_version")
+    top = max(max(catalog.versions(e)) for e in catalog.events())
+    if version_spec == "latest":
+        catalog_version = top
+    elif isinstance(version_spec, int) and 1 <= version_spec <= top:
+        catalog_version = version_spec
+    else:
+        raise GrammarError(f"catalog_version must be 1..{top} or 'latest', not {version_spec!r}")
+    ops_by_event: dict[str, list[Op]] = {}
+    for spec in _tables(document, "ops"):
+        target = spec.get("event")
+        if not isinstance(target, str):
+            raise GrammarError("each [[ops]] of a text generation names the 'event' it applies to")
+        ops_by_event.setdefault(target, []).append(compile_op({k: v for k, v in spec.items() if k != "event"}))
+    rules: list[Rule] = []
+    for spec in _tables(document, "templates"):
+        rules.append(_event_rule(_template(spec), spec.get("level", "info"), catalog, catalog_version, ops_by_event))
+    inherited = document.get("current", [])
+    if document.get("wording") == "current":
+        inherited = sorted({t.event for t in CURRENT})
+    elif "wording" in document:
+        raise GrammarError(f"wording must be 'current', not {document['wording']!r}")
+    if not isinstance(inherited, list):
+        raise GrammarError("current must be a list of event names")
+    for name in inherited:
+        templates = [t for t in CURRENT if t.event == name]
+        if not templates:
+            raise GrammarError(f"current: kvlog.wording.CURRENT has no wording of {name!r}")
+        version = _version_at(catalog, name, catalog_version)
+        if version != catalog.latest(name):
+            raise GrammarError(f"current: today's wording of {name} writes v{catalog.latest(name)}, not v{version}")
+        rules += [_event_rule(t, "info", catalog, catalog_version, ops_by_event) for t in templates]
+    for spec in _tables(document, "companions"):
+        rules.append(_companion_rule(spec))
+    unused = set(ops_by_event) - {r.template.event for r in rules}
+    if unused:
+        raise GrammarError(f"[[ops]] for events this generation does not write: {', '.join(sorted(unused))}")
+    return Generation(generation_id, catalog_version, tuple(rules), catalog)
+
+
+def _tables(document: Mapping[str, Any], key: str) -> list[Mapping[str, Any]]:
+    tables = document.get(key, [])
+    if not isinstance(tables, list) or not all(isinstance(t, dict) for t in tables):
+        raise GrammarError(f"{key} must be an array of tables ([[{key}]])")
+    return tables
+
+
+def _template(spec: Mapping[str, Any]) -> Template:
+    event, text, when = spec.get("event"), spec.get("text"), spec.get("when", {})
+    if not isinstance(event, str) or not isinstance(text, str) or not isinstance(when, dict):
+        raise GrammarError(f"a template needs a string 'event' and 'text' (and a table 'when'): {dict(spec)!r}")
+    try:
+        return Template(event, text, {k: value_of(v) for k, v in when.items()})
+    except OpError as exc:
+        raise GrammarError(str(exc)) from None
+
+
+def _version_at(catalog: Catalog, event: str, catalog_version: int) -> int:
+    if event not in catalog.schemas:
+        raise GrammarError(f"unknown event {event!r}")
+    version = catalog.at_catalog_version(event, catalog_version)
+    if version is None:
+        raise GrammarError(f"{event} does not exist in catalog version {catalog_version}")
+    return version
+
+
+def _event_rule(
+    template: Template, level: Any, catalog: Catalog, catalog_version: int, ops: Mapping[str, list[Op]]
+) -> Rule:
+    version = _version_at(catalog, template.event, catalog_version)
+    properties = catalog.schema(template.event, version)["properties"]
+    unknown = [name for name in [*template.fields(), *template.when] if name not in properties]
+    if unknown:
+        raise GrammarError(f"{template.event}@{version} has no field {', '.join(unknown)} (template {template.text!r})")
+    if level not in ("debug", "info", "warning", "error", "critical"):
+        raise GrammarError(f"level {level!r} is not a log level")
+    syntax = {name: field_syntax(catalog, properties[name]) for name in template.fields()}
+    try:
+        parser = template.parser(syntax)
+    except ValueError as exc:
+        raise GrammarError(str(exc)) from None
+    return Rule(template, parser, version, None, level, tuple(ops.get(template.event, ())))
+
+
+def _companion_rule(spec: Mapping[str, Any]) -> Rule:
+    role, text, kinds = spec.get("role"), spec.get("text"), spec.get("fields", {})
+    if spec.get("match", "whole") not in ("whole", "prefix"):
+        raise GrammarError("companion match must be 'whole' or 'prefix'")
+    if role not in ROLES:
+        raise GrammarError(f"companion role must be one of {', '.join(ROLES)}, not {role!r}")
+    if not isinstance(text, str) or not isinstance(kinds, dict):
+        raise GrammarError(f"a companion needs a string 'text' and a table 'fields': {dict(spec)!r}")
+    template = Template(f"companion.{role}", text)
+    syntax: dict[str, FieldSyntax] = {}
+    for name in template.fields():
+        kind = kinds.get(name, "string")
+        if kind not in ("integer", "number", "string"):
+            raise GrammarError(f"companion field {name!r}: kind must be integer, number or string")
+        syntax[name] = FieldSyntax(kind)
+    return Rule(template, template.parser(syntax), None, str(role), "info", whole=spec.get("match") != "prefix")
+
+
+def field_syntax(catalog: Catalog, prop: Mapping[str, Any]) -> FieldSyntax:
+    """How a field of a JSON Schema is written in a line."""
+    prop = _resolve(catalog, prop)
+    if "enum" in prop:
+        choices = tuple(str(v) for v in prop["enum"] if v is not None)
+        return FieldSyntax("string", choices, nullable=None in prop["enum"])
+    if "anyOf" in prop:
+        options = [field_syntax(catalog, option) for option in prop["anyOf"]]
+        typed = [o for o in options if o.kind != "string" or o.choices] or options
+        base = typed[0]
+        nullable = any(o.nullable for o in options) or any(_is_null(catalog, o) for o in prop["anyOf"])
+        return FieldSyntax(base.kind, base.choices, nullable, base.signed)
+    kinds = prop.get("type", "string")
+    kinds = [kinds] if isinstance(kinds, str) else list(kinds)
+    nullable = "null" in kinds
+    kind = next((k for k in ("integer", "number") if k in kinds), "string")
+    signed = kind != "string" and not (isinstance(prop.get("minimum"), int | float) and prop["minimum"] >= 0)
+    return FieldSyntax(kind, nullable=nullable, signed=signed)  # type: ignore[arg-type]
+
+
+def _is_null(catalog: Catalog, prop: Mapping[str, Any]) -> bool:
+    return _resolve(catalog, prop).get("type") == "null"
+
+
+def _resolve(catalog: Catalog, prop: Mapping[str, Any]) -> Mapping[str, Any]:
+    reference = prop.get("$ref")
+    if not isinstance(reference, str):
+        return prop
+    document_name, _, pointer = reference.partition("#")
+    document_name = document_name.rsplit("/", 1)[-1]
+    for shared_id, shared in catalog.shared.items():
+        if shared_id.rsplit("/", 1)[-1] == document_name:
+            node: Any = shared
+            for part in pointer.strip("/").split("/"):
+                node = node[part]
+            return {**node, **{k: v for k, v in prop.items() if k != "$ref"}}
+    raise GrammarError(f"cannot resolve {reference!r}")
+
+
+@cache
+def _nullable_required(catalog: Catalog, event: str, version: int) -> list[str]:
+    schema = catalog.schema(event, version)
+    return [
+        name
+        for name in schema.get("required", ())
+        if name in schema["properties"] and field_syntax(catalog, schema["properties"][name]).nullable
+    ]
+
+
+def ordered(generations: Sequence[Generation]) -> list[Generation]:
+    """Oldest first: a wording printed unchanged by several eras is read as the oldest that printed it."""
+    return sorted(generations, key=lambda g: g.id)

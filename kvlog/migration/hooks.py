@@ -1,0 +1,26 @@
+"""Named Python hooks: the logic a migration step needs that the declarative operations cannot say.
+
+A step refers to a hook by name (``{ op = "hook", name = "..." }``); every hook is registered here,
+in one place, so a reviewer sees all the imperative code the migration chain can run.
+A hook changes the event in place and may raise ``ValueError`` to reject it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import Any
+
+Hook = Callable[[dict[str, Any]], None]
+
+_ARENA_PID = re.compile(r"^([0-9]{1,10})_[0-9]{1,10}$")
+
+
+def pid_from_arena_id(event: dict[str, Any]) -> None:
+    """Since the 2026-08 fix sglang names arenas ``<pid>_<n>``: the emitting process's pid, for the envelope."""
+    match = _ARENA_PID.match(str(event.get("arena_id", "")))
+    if match is not None and "pid" not in event:
+        event["pid"] = int(match.group(1))
+
+
+HOOKS: dict[str, Hook] = {"pid_from_arena_id": pid_from_arena_id}

@@ -1,0 +1,287 @@
+"""The migration chain: every step file under ``migrations/``, loaded, checked and linked.
+
+Two kinds of step, one file each. An *event step* (``migrations/<event>/v<a>-to-v<b>.toml``) turns
+``<event>@a`` into ``<event>@b`` by a list of declarative operations. A *text step*
+(``migrations/sglang-text/<id>.toml``) reads the lines of one era of sglang into events of a catalog
+version. Adding a version later is a new file, not a code change. Every step declares examples
+(input -> expected output) that the test suite and ``kvlog check`` run.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from collections import deque
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from kvlog._resources import data_dir
+from kvlog.catalog import Catalog, default_catalog
+from kvlog.errors import KvlogError, UnknownEventError
+from kvlog.migration.grammar import Generation, GrammarError, build_generation
+from kvlog.migration.ops import ApplyError, Op, OpError, compile_op, provenance
+from kvlog.migration.prefix import split_prefix
+
+TEXT_DIRECTORY = "sglang-text"
+_EVENT_STEP_FILE = re.compile(r"^v([1-9][0-9]*)-to-v([1-9][0-9]*)\.toml$")
+_GENERATION_FILE = re.compile(r"^[0-9]{4}-[0-9]{2}(?:-[a-z0-9-]+)?\.toml$")
+
+
+class MigrationError(KvlogError):
+    """A migration file is broken, no path links two versions, or a step cannot apply to an event."""
+
+
+@dataclass(frozen=True)
+class Step:
+    """One migration step: from a source (event version or text format) to a target version."""
+
+    id: str
+    path: Path
+    event: str | None
+    source: str
+    target: str
+    from_version: int | None
+    to_version: int
+    invertible: bool
+    examples: list[tuple[dict[str, Any], dict[str, Any]]]
+    description: str = ""
+    generation: Generation | None = field(default=None, repr=False, compare=False)
+    _run: Callable[[dict[str, Any]], dict[str, Any]] = field(default=lambda e: e, repr=False, compare=False)
+
+    def apply(self, event: dict[str, Any]) -> dict[str, Any]:
+        """The step's output for ``event`` (a text step takes ``{"line": "..."}``); the input is not changed."""
+        try:
+            return self._run(event)
+        except (ApplyError, KeyError, TypeError, ValueError) as exc:
+            raise MigrationError(f"{self.id}: cannot apply to this input: {exc}") from None
+
+
+@dataclass(frozen=True)
+class Chain:
+    """All steps, with the paths between versions of each event."""
+
+    steps: list[Step]
+    catalog: Catalog = field(repr=False, compare=False)
+
+    def path(self, event: str, from_version: int, to_version: int) -> list[Step]:
+        """The steps, in order, that take ``event@from_version`` to ``event@to_version`` (up or down)."""
+        if from_version == to_version:
+            return []
+        edges: dict[int, list[Step]] = {}
+        for step in self.steps:
+            if step.event == event and step.from_version is not None:
+                edges.setdefault(step.from_version, []).append(step)
+        previous: dict[int, Step] = {}
+        queue = deque([from_version])
+        while queue:
+            version = queue.popleft()
+            for step in edges.get(version, ()):
+                if step.to_version not in previous and step.to_version != from_version:
+                    previous[step.to_version] = step
+                    queue.append(step.to_version)
+        if to_version not in previous:
+            raise MigrationError(f"no migration path from {event}@{from_version} to {event}@{to_version}")
+        route: list[Step] = []
+        version = to_version
+        while version != from_version:
+            step = previous[version]
+            route.append(step)
+            version = step.from_version  # type: ignore[assignment]
+        return route[::-1]
+
+    def covers(self, event: str, from_version: int, to_version: int) -> Step | None:
+        """The single step from ``event@from_version`` to ``event@to_version``, if there is one."""
+        for step in self.steps:
+            if step.event == event and step.from_version == from_version and step.to_version == to_version:
+                return step
+        return None
+
+    def text_formats(self) -> list[str]:
+        """Ids of the text formats the chain reads, oldest first."""
+        return sorted(step.source for step in self.steps if step.event is None)
+
+    def generations(self) -> list[Generation]:
+        """The text generations, oldest first (the order lines are tried in)."""
+        steps = sorted((s for s in self.steps if s.generation is not None), key=lambda s: s.source)
+        return [s.generation for s in steps if s.generation is not None]
+
+
+def load_chain(directory: Path | None = None, catalog: Catalog | None = None) -> Chain:
+    """Load and check every step file under ``directory`` (default: kvlog's shipped migrations)."""
+    root = directory if directory is not None else data_dir("migrations")
+    catalog = catalog or default_catalog()
+    if not root.is_dir():
+        raise MigrationError(f"{root}: not a migrations directory")
+    steps: list[Step] = []
+    for path in sorted(root.rglob("*.toml")):
+        relative = path.relative_to(root)
+        if len(relative.parts) != 2:
+            raise MigrationError(f"{path}: step files live in <event>/ or {TEXT_DIRECTORY}/, one level down")
+        document = _read(path)
+        try:
+            if relative.parts[0] == TEXT_DIRECTORY:
+                steps.append(_text_step(path, relative, document, catalog))
+            else:
+                steps.append(_event_step(path, relative, document, catalog))
+        except (OpError, GrammarError, UnknownEventError) as exc:
+            raise MigrationError(f"{path}: {exc}") from None
+    seen: dict[tuple[str, str], Path] = {}
+    for step in steps:
+        key = (step.source, step.target)
+        if key in seen:
+            raise MigrationError(f"{step.path}: {step.source} -> {step.target} is already defined by {seen[key]}")
+        seen[key] = step.path
+    return Chain(steps, catalog)
+
+
+def _read(path: Path) -> dict[str, Any]:
+    try:
+        return tomllib.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise MigrationError(f"{path}: cannot read: {exc.strerror}") from None
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise MigrationError(f"{path}: invalid TOML: {exc}") from None
+
+
+def _check_keys(document: Mapping[str, Any], allowed: set[str]) -> None:
+    unknown = set(document) - allowed
+    if unknown:
+        raise OpError(f"unknown key(s) {', '.join(sorted(unknown))} (allowed: {', '.join(sorted(allowed))})")
+
+
+def _json_object(text: Any, what: str) -> dict[str, Any]:
+    if not isinstance(text, str):
+        raise OpError(f"{what} must be a JSON object written as a string")
+    try:
+        value = orjson.loads(text)
+    except orjson.JSONDecodeError as exc:
+        raise OpError(f"{what} is not valid JSON: {exc}") from None
+    if not isinstance(value, dict):
+        raise OpError(f"{what} must be a JSON object")
+    return value
+
+
+def _examples(document: Mapping[str, Any], source_key: str) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    tables = document.get("examples", [])
+    if not isinstance(tables, list) or not tables:
+        raise OpError("every step declares at least one [[examples]] (input and expected output)")
+    out: list[tuple[dict[str, Any], dict[str, Any]]] = []
+    for number, table in enumerate(tables, 1):
+        if not isinstance(table, dict):
+            raise OpError(f"example {number} must be a table")
+        if source_key == "line":
+            if not isinstance(table.get("line"), str):
+                raise OpError(f"example {number} needs a string 'line'")
+            out.append(({"line": table["line"]}, _json_object(table.get("event"), f"example {number} event")))
+        else:
+            given = _json_object(table.get("input"), f"example {number} input")
+            out.append((given, _json_object(table.get("output"), f"example {number} output")))
+    return out
+
+
+def _event_step(path: Path, relative: Path, document: dict[str, Any], catalog: Catalog) -> Step:
+    _check_keys(document, {"description", "event", "from_version", "to_version", "invertible", "ops", "examples"})
+    match = _EVENT_STEP_FILE.match(relative.name)
+    if match is None:
+        raise OpError("an event step file is named v<from>-to-v<to>.toml")
+    event, from_version, to_version = relative.parts[0], int(match.group(1)), int(match.group(2))
+    declared = (document.get("event"), document.get("from_version"), document.get("to_version"))
+    if declared != (event, from_version, to_version):
+        raise OpError(f"declares {declared}, but its path says {(event, from_version, to_version)}")
+    if from_version == to_version:
+        raise OpError("a step must change the version")
+    for version in (from_version, to_version):
+        catalog.schema(event, version)
+    invertible = document.get("invertible")
+    if not isinstance(invertible, bool):
+        raise OpError("invertible must be true or false: does the step keep every field of its input?")
+    specs = document.get("ops", [])
+    if not isinstance(specs, list) or not all(isinstance(spec, dict) for spec in specs):
+        raise OpError("ops must be an array of tables ([[ops]])")
+    ops = [compile_op(spec) for spec in specs]
+    _check_fields(ops, catalog, event, from_version, to_version)
+    if invertible and any(op.drops or op.kind == "hook" for op in ops):
+        raise OpError("a step that drops fields (or runs a hook) cannot declare itself invertible")
+    step_id = f"{event}/{relative.stem}"
+
+    def run(given: dict[str, Any]) -> dict[str, Any]:
+        if given.get("event") != event or given.get("schema_version") != from_version:
+            raise ApplyError(f"expects {event}@{from_version}, got {given.get('event')}@{given.get('schema_version')}")
+        result = orjson.loads(orjson.dumps(given))
+        provenance(result).setdefault("steps", []).append(step_id)
+        for op in ops:
+            op.run(result)
+        result["schema_version"] = to_version
+        return result  # type: ignore[no-any-return]
+
+    return Step(
+        id=step_id,
+        path=path,
+        event=event,
+        source=f"{event}@{from_version}",
+        target=f"{event}@{to_version}",
+        from_version=from_version,
+        to_version=to_version,
+        invertible=invertible,
+        examples=_examples(document, "input"),
+        description=str(document.get("description", "")),
+        _run=run,
+    )
+
+
+def _check_fields(ops: list[Op], catalog: Catalog, event: str, from_version: int, to_version: int) -> None:
+    """Catch a misspelt field at load time: reads must exist before the step, writes after it."""
+    before = set(catalog.schema(event, from_version)["properties"])
+    after = set(catalog.schema(event, to_version)["properties"])
+    present = set(before)
+    for op in ops:
+        missing = [name for name in op.reads if name not in present]
+        if missing and op.kind != "hook":
+            raise OpError(f"op {op.kind!r} reads {', '.join(missing)}, which {event}@{from_version} does not have")
+        present |= set(op.writes)
+        present -= set(op.drops)
+        if op.kind == "rename":
+            present -= set(op.reads)
+    wrong = sorted(name for name in present if name not in after)
+    if wrong:
+        raise OpError(f"after the ops the event still has {', '.join(wrong)}, which {event}@{to_version} does not")
+
+
+def _text_step(path: Path, relative: Path, document: dict[str, Any], catalog: Catalog) -> Step:
+    _check_keys(
+        document,
+        {"description", "catalog_version", "wording", "current", "templates", "companions", "ops", "examples"},
+    )
+    if _GENERATION_FILE.match(relative.name) is None:
+        raise OpError("a text generation file is named YYYY-MM[-tag].toml")
+    generation_id = f"{TEXT_DIRECTORY}/{relative.stem}"
+    generation = build_generation(generation_id, document, catalog)
+
+    def run(given: dict[str, Any]) -> dict[str, Any]:
+        line = given.get("line")
+        if not isinstance(line, str):
+            raise ApplyError("a text step takes {'line': '<log line>'}")
+        prefix = split_prefix(line)
+        recognised = generation.recognise(prefix.message)
+        if recognised is None or recognised.rule.role is not None:
+            raise ApplyError(f"not an event line of {generation_id}: {line!r}")
+        return recognised.event(prefix.timestamp, prefix.ranks, prefix.level)
+
+    return Step(
+        id=generation_id,
+        path=path,
+        event=None,
+        source=generation_id,
+        target=f"catalog@{generation.catalog_version}",
+        from_version=None,
+        to_version=generation.catalog_version,
+        invertible=False,
+        examples=_examples(document, "line"),
+        description=str(document.get("description", "")),
+        generation=generation,
+        _run=run,
+    )
