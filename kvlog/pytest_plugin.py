@@ -1,0 +1,67 @@
+"""The pytest plugin (entry point ``kvlog``): the ``kvlog_events`` fixture.
+
+A test that emits an event its schema rejects should fail where it runs, not months later when a
+dashboard misreads a log. The fixture routes kvlog's pipeline through ``warn`` validation, so an
+invalid event is replaced by a ``kvlog.schema_violation`` report instead of raising inside the
+code under test (which may catch exceptions), captures every event as it leaves the processors,
+and fails the test when a report was captured, listing what was wrong.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Generator, Iterator
+from typing import Any
+
+import pytest
+
+from kvlog import emission
+from kvlog.emission import VIOLATION_EVENT, configure
+from kvlog.testing import capture_events
+
+_CAPTURED = pytest.StashKey[list[dict[str, Any]]]()
+
+
+@pytest.fixture
+def kvlog_events(request: pytest.FixtureRequest) -> Iterator[list[dict[str, Any]]]:
+    """Every kvlog event the test emits, after all processors; invalid ones fail the test.
+
+    The list holds events as the renderer receives them (envelope included): assert on them freely.
+    kvlog's configuration is restored afterwards.
+    """
+    saved = dict(vars(emission._state))  # whatever configure() decided before, to put back afterwards
+    configure(output="json", validation="warn", stream=io.BytesIO())
+    try:
+        with capture_events() as events:
+            request.node.stash[_CAPTURED] = events
+            yield events
+    finally:
+        vars(emission._state).clear()
+        vars(emission._state).update(saved)
+
+
+def violations_report(events: list[dict[str, Any]]) -> str | None:
+    """What the captured ``kvlog.schema_violation`` reports say, one line per problem; None when there are none."""
+    reports = [event for event in events if event.get("event") == VIOLATION_EVENT]
+    if not reports:
+        return None
+    lines = [f"kvlog: the test emitted {len(reports)} invalid event(s):"]
+    for report in reports:
+        name = f"{report.get('violating_event')}@{report.get('violating_schema_version')}"
+        lines += [f"  {name}: {error['path']}: {error['message']}" for error in report.get("errors", [])]
+        if report.get("suppressed"):
+            lines.append(f"  (and {report['suppressed']} more invalid events, not reported: rate limit)")
+    return "\n".join(lines)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, Any, Any]:
+    """Turn a passing test that emitted invalid events into a failure that says which and why."""
+    report = yield
+    events = item.stash.get(_CAPTURED, None)
+    if call.when == "call" and report.passed and events is not None:
+        problem = violations_report(events)
+        if problem is not None:
+            report.outcome = "failed"
+            report.longrepr = problem
+    return report
