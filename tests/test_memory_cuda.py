@@ -42,6 +42,9 @@ def _gpu_or_skip() -> tuple[Any, Any]:
 
 torch, driver = _gpu_or_skip()
 
+from memory_helpers import last, validated_events  # noqa: E402
+
+from kvlog.memory import ArenaError, VmmArena  # noqa: E402
 from kvlog.memory.backend import BackendError  # noqa: E402
 from kvlog.memory.cuda_backend import CudaBackend  # noqa: E402
 
@@ -273,7 +276,10 @@ def test_exportable_handles_when_the_device_supports_them() -> None:
 
 
 def test_works_before_torch_initialises_cuda_and_shares_its_context() -> None:
-    """A fresh process: the backend makes the primary context current; torch then uses the same one."""
+    """A fresh process: the backend makes the primary context current; torch then uses the same one.
+
+    Fresh also means the view's address was never mapped before, which a reused reservation cannot promise.
+    """
     program = """
 import torch
 from cuda.bindings import driver
@@ -282,9 +288,12 @@ backend = CudaBackend(0)
 assert not torch.cuda.is_initialized()
 g = backend.granularity
 base = backend.reserve(4 * g)
+# A view over address space that was never mapped in this process (torch's CUDA array interface
+# importer refuses such pointers), usable once mapped.
+view = backend.tensor(base, (g // 4,), torch.float32)
+assert view.data_ptr() == base
 backend.map(base, 4 * g)
 _, ours = driver.cuCtxGetCurrent()
-view = backend.tensor(base, (g // 4,), torch.float32)
 view.fill_(2.0)
 assert float(view.sum()) == 2.0 * (g // 4)
 _, torchs = driver.cuCtxGetCurrent()
@@ -297,3 +306,114 @@ print("ok")
     done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=120, check=False)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "ok"
+
+
+def assert_event_matches_driver(event: dict[str, Any], arena: VmmArena, driver_delta: int, allocations: int) -> None:
+    """Books, event and driver agree; the driver may add page tables, at most a granule per allocation."""
+    g = arena.granularity_bytes
+    assert event["committed_bytes"] == arena.committed_bytes
+    assert event["measurement_source"] == "cuMemGetInfo"
+    assert event["measured_committed_bytes"] == driver_delta
+    assert arena.committed_bytes <= driver_delta <= arena.committed_bytes + allocations * g
+
+
+def test_arena_reserving_one_tib_costs_no_device_memory() -> None:
+    before = driver_free()
+    with validated_events() as captured, VmmArena.cuda(0, reserve_bytes=1 << 40) as arena:
+        assert driver_free() == before
+        ready = last(captured, "kv_arena.ready")
+        assert ready["backend"] == "cuda" and ready["device"] == 0 and ready["handle_type"] == "NONE"
+        assert ready["reserved_va_bytes"] == 1 << 40 == arena.reserved_va_bytes
+        assert ready["granularity_bytes"] == arena.granularity_bytes
+        assert arena.committed_bytes == 0
+    assert driver_free() == before
+
+
+def test_arena_commits_of_8_gib_in_steps_match_the_driver_after_every_step() -> None:
+    before = driver_free()
+    with validated_events() as captured, VmmArena.cuda(0, reserve_bytes=64 * GiB) as arena:
+        g = arena.granularity_bytes
+        # Unaligned requests round outwards; commits land in separate places of the reservation.
+        steps = [(0, 1), (3 * g + 5, 3 * MiB), (GiB, 255 * MiB), (2 * GiB, GiB + 3), (20 * GiB, 2 * GiB)]
+        for calls, (offset, nbytes) in enumerate(steps, start=1):
+            arena.commit(offset, nbytes)
+            assert_event_matches_driver(last(captured, "kv_arena.commit"), arena, before - driver_free(), calls)
+        rest = 8 * GiB - arena.committed_bytes
+        arena.commit(40 * GiB, rest)
+        assert arena.committed_bytes == 8 * GiB
+        commit = last(captured, "kv_arena.commit")
+        assert commit["nbytes"] == rest and commit["offset_bytes"] == 40 * GiB
+        assert_event_matches_driver(commit, arena, before - driver_free(), len(steps) + 1)
+        arena.decommit(20 * GiB + 5 * g, 7 * g)
+        assert_event_matches_driver(last(captured, "kv_arena.decommit"), arena, before - driver_free(), len(steps) + 1)
+    assert driver_free() == before
+    assert last(captured, "kv_arena.closed")["released_bytes"] == 8 * GiB - 7 * g
+
+
+def test_arena_out_of_memory_half_way_keeps_exact_books_and_emits_an_error() -> None:
+    with validated_events() as captured, VmmArena.cuda(0, reserve_bytes=32 * GiB) as arena:
+        arena.commit(0, GiB)
+        measured_before = arena.measure()
+        hog = torch.empty(driver_free() - 3 * GiB, dtype=torch.uint8, device="cuda")
+        try:
+            before = driver_free()
+            with pytest.raises(ArenaError, match="cuMemCreate failed: CUDA_ERROR_OUT_OF_MEMORY"):
+                arena.commit(4 * GiB, 8 * GiB)
+            assert driver_free() == before
+            error = last(captured, "kv_arena.error")
+            assert error["operation"] == "commit" and error["level"] == "error"
+            assert error["offset_bytes"] == 4 * GiB and error["nbytes"] == 8 * GiB
+            assert error["committed_bytes"] == GiB == arena.committed_bytes
+            assert arena.committed_runs == [(0, GiB)]
+            assert arena.measure() == measured_before
+        finally:
+            del hog
+            torch.cuda.empty_cache()
+        arena.commit(4 * GiB, 8 * GiB)  # the same range commits once memory is there
+        assert arena.committed_bytes == 9 * GiB
+
+
+def test_sleep_gives_memory_back_and_a_graph_captured_before_replays_after_wake() -> None:
+    with validated_events(), VmmArena.cuda(0, reserve_bytes=4 * GiB) as arena:
+        g = arena.granularity_bytes
+        arena.commit(0, 64 * g)
+        source = arena.tensor(0, (8 * g // 4,), torch.float32)
+        target = arena.tensor(32 * g, (8 * g // 4,), torch.float32)
+        source.fill_(1.0)
+        stream = torch.cuda.Stream()
+        stream.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(stream):
+            target.copy_(source * 3)
+        torch.cuda.current_stream().wait_stream(stream)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            target.copy_(source * 3)
+        torch.cuda.synchronize()
+        free_awake = driver_free()
+        slept = arena.sleep()
+        assert slept.bookkept_bytes == 64 * g == slept.measured_bytes
+        assert driver_free() - free_awake == 64 * g
+        woke = arena.wake()
+        assert woke.bookkept_bytes == 64 * g == woke.measured_bytes
+        assert driver_free() == free_awake
+        source.fill_(2.0)
+        graph.replay()
+        torch.cuda.synchronize()
+        assert torch.equal(target, torch.full_like(target, 6.0))
+        del graph, source, target
+
+
+def test_views_over_reserved_but_unbacked_memory_become_usable_once_committed() -> None:
+    """What a post-capture pool does: views over the upper bound first, physical memory later."""
+    with validated_events(), VmmArena.cuda(0, reserve_bytes=GiB) as arena:
+        g = arena.granularity_bytes
+        arena.commit(0, g)
+        later = arena.tensor(8 * g, (4 * g,), torch.uint8, require_committed=False)
+        straddling = arena.tensor(0, (4 * g,), torch.uint8, require_committed=False)
+        assert later.data_ptr() == arena.base + 8 * g and straddling.data_ptr() == arena.base
+        arena.commit(0, 12 * g)
+        later.fill_(5)
+        straddling.copy_(later)
+        torch.cuda.synchronize()
+        assert int(straddling.sum()) == 5 * 4 * g
+        del later, straddling

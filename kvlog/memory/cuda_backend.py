@@ -30,6 +30,7 @@ import torch
 from cuda.bindings import driver
 
 from kvlog.memory.backend import BackendError, BackendName, Measurement
+from kvlog.memory.dlpack import borrowed_bytes
 
 HandleType = Literal["NONE", "POSIX_FD", "FABRIC"]
 
@@ -286,24 +287,8 @@ class CudaBackend:
             return Measurement(reservation.measured, "cuMemGetInfo")
 
     def tensor(self, address: int, shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
-        """A zero-copy tensor over mapped memory through ``__cuda_array_interface__``.
+        """A zero-copy tensor at ``address``, which may still be unmapped (see ``kvlog.memory.dlpack``).
 
-        The interface is built over bytes and then viewed as ``dtype``, because it has no type string
-        for bfloat16 or the float8 types a KV cache uses.
+        The bytes are viewed as ``dtype`` afterwards, so bfloat16 and the float8 types work too.
         """
-        raw = torch.as_tensor(_DeviceBytes(address, prod(shape) * dtype.itemsize), device=self._torch_device)
-        return raw.view(dtype).view(shape)
-
-
-class _DeviceBytes:
-    """The minimal ``__cuda_array_interface__`` (v3) exporter: ``nbytes`` bytes at ``address``."""
-
-    def __init__(self, address: int, nbytes: int) -> None:
-        self.__cuda_array_interface__ = {
-            "shape": (nbytes,),
-            "typestr": "|u1",
-            "data": (address, False),
-            "version": 3,
-            "strides": None,
-            "stream": None,
-        }
+        return borrowed_bytes(address, prod(shape) * dtype.itemsize, self._torch_device).view(dtype).view(shape)
