@@ -9,6 +9,9 @@ from __future__ import annotations
 from kvlog.memory.arena import ArenaChange, ArenaError, VmmArena
 from kvlog.memory.backend import Backend, BackendError, Measurement
 from kvlog.memory.host_backend import HostBackend
+from kvlog.memory.pools import HostKVPool, KVPool, KVShape, MHAKVPool, MLAKVPool, PoolStateError
+from kvlog.memory.sizing import PoolSizingError
+from kvlog.memory.swa import SWAKVPool
 
 __all__ = [
     "ArenaChange",
@@ -16,6 +19,14 @@ __all__ = [
     "Backend",
     "BackendError",
     "HostBackend",
+    "HostKVPool",
+    "KVPool",
+    "KVShape",
+    "MHAKVPool",
+    "MLAKVPool",
     "Measurement",
+    "PoolSizingError",
+    "PoolStateError",
+    "SWAKVPool",
     "VmmArena",
 ]

@@ -181,12 +181,15 @@ class VmmArena:
             aligned = [self._align("commit", offset, nbytes) for offset, nbytes in ranges]
             self._map_all(aligned, [nbytes for _, nbytes in ranges], "commit")
 
-    def decommit(self, offset: int, nbytes: int) -> None:
-        """Give back the physical memory of ``[offset, offset + nbytes)`` (rounded outwards)."""
+    def decommit(self, offset: int, nbytes: int, *, force: bool = False) -> None:
+        """Give back the physical memory of ``[offset, offset + nbytes)`` (rounded outwards).
+
+        ``force`` decommits under live views too: for undoing a growth that no view has used yet.
+        """
         with self._lock:
             self._require_awake("decommit", [(offset, nbytes)])
             start, end = self._align("decommit", offset, nbytes)
-            users = self._views_over(start, end)
+            users = 0 if force else self._views_over(start, end)
             if users:
                 raise self._refuse(
                     "decommit",

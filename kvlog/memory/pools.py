@@ -1,0 +1,469 @@
+"""KV pools as zero-copy tensors over a ``VmmArena``, with events that say what is really held.
+
+A pool is a set of buffers (per layer: K and V for MHA, one compressed KV for MLA), each a tensor of
+``[rows, heads, head_dim]`` whose rows are token slots. Each buffer owns a granule-aligned region of
+one arena, large enough for its largest size, so that growing the pool commits more of each region
+and never moves a tensor. Two lifecycles:
+
+- eager (``allocate``): reserve and commit the final size at once; ``kv_pool.allocation`` says
+  ``allocated``;
+- post-capture (``plan`` then ``finalize``): reserve address space for an upper bound and back only
+  the first page, so CUDA graphs can be captured over the buffers (``va_upper_bound``); after
+  capture, ``finalize`` sizes the pool from a byte budget and commits exactly that, at the same
+  addresses (``kv_pool.post_capture_sized`` then ``kv_pool.allocation`` with ``allocated``).
+
+Device pools have ``num_tokens + page_size`` rows: the extra page is the padding slot graphs write to.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from math import prod
+from types import TracebackType
+from typing import TYPE_CHECKING, ClassVar, Literal
+
+import torch
+
+from kvlog import events
+from kvlog.emission import emit
+from kvlog.errors import KvlogError
+from kvlog.memory.arena import ArenaChange, VmmArena
+from kvlog.memory.backend import Backend, BackendName
+from kvlog.memory.host_backend import HostBackend
+from kvlog.memory.sizing import PoolSizingError, free_memory_bytes, largest_fitting
+
+if TYPE_CHECKING:
+    from typing import Self
+
+AllocationState = Literal["va_upper_bound", "allocated"]
+Label = Literal["Full", "SWA"]
+GB = 10**9
+
+
+class PoolStateError(KvlogError):
+    """A pool operation that its lifecycle state does not allow (finalize twice, use after close)."""
+
+
+@dataclass(frozen=True)
+class KVShape:
+    """The model shape a pool is built from. For MLA, ``heads`` is 1 and ``head_dim`` the compressed width."""
+
+    layers: int
+    heads: int
+    head_dim: int
+    dtype: torch.dtype
+    page_size: int = 1
+    v_head_dim: int | None = None
+
+    def __post_init__(self) -> None:
+        sizes = (self.layers, self.heads, self.head_dim, self.page_size, self.v_head_dim or 1)
+        if min(sizes) <= 0:
+            raise ValueError(f"every dimension of {self} must be positive")
+
+
+@dataclass(frozen=True)
+class BufferSpec:
+    """One buffer of a pool: its name and the shape and type of one token slot."""
+
+    name: str
+    row_shape: tuple[int, ...]
+    dtype: torch.dtype
+
+    @property
+    def row_bytes(self) -> int:
+        """Bytes of one token slot."""
+        return prod(self.row_shape) * self.dtype.itemsize
+
+
+def new_backend(backend: BackendName, device: int) -> Backend:
+    """A fresh backend instance; the CUDA one is imported only when asked for."""
+    if backend == "host":
+        return HostBackend()
+    from kvlog.memory.cuda_backend import CudaBackend  # noqa: PLC0415 - cuda-bindings only when asked for
+
+    return CudaBackend(device)
+
+
+def _align_up(value: int, granularity: int) -> int:
+    return -(-value // granularity) * granularity
+
+
+def layout_cost(specs: list[BufferSpec], rows: int, granularity: int) -> int:
+    """Bytes committed for ``rows`` slots of every buffer: each buffer rounds up to whole granules."""
+    return sum(_align_up(rows * spec.row_bytes, granularity) for spec in specs)
+
+
+class ArenaBuffers:
+    """Buffers in one arena: layout, commit, sleep/wake and close; subclasses say which buffers and events."""
+
+    def __init__(self, shape: KVShape, max_tokens: int, backend: Backend, *, label: Label | None = None) -> None:
+        """Reserve regions for ``max_tokens`` slots and map the tensors; ``allocate``/``plan`` commit."""
+        if max_tokens < 0 or max_tokens % shape.page_size:
+            raise PoolSizingError(f"{max_tokens} tokens is not a non-negative multiple of the page size")
+        self.shape = shape
+        self.label = label
+        self.specs = self.buffer_specs(shape)
+        self.max_tokens = max_tokens
+        self.num_tokens = max_tokens
+        self.state: AllocationState = "va_upper_bound"
+        self._granularity = backend.granularity
+        rows = self._rows(max_tokens)
+        extents = [_align_up(rows * spec.row_bytes, self._granularity) for spec in self.specs]
+        self._offsets = [sum(extents[:index]) for index in range(len(extents))]
+        self.arena = VmmArena(backend, sum(extents))
+        self._full = [
+            self.arena.tensor(offset, (rows, *spec.row_shape), spec.dtype, require_committed=False)
+            for offset, spec in zip(self._offsets, self.specs, strict=True)
+        ]
+        self.buffers = list(self._full)
+
+    @staticmethod
+    def buffer_specs(shape: KVShape) -> list[BufferSpec]:
+        """The pool's buffers, in arena order."""
+        raise NotImplementedError
+
+    @staticmethod
+    def padding_rows(shape: KVShape) -> int:
+        """Rows beyond the usable token slots: one page, the slot captured graphs pad with."""
+        return shape.page_size
+
+    @property
+    def pool_name(self) -> str:
+        """The name events carry."""
+        return type(self).__name__
+
+    @property
+    def committed_bytes(self) -> int:
+        """Physical bytes backing the pool now, by the arena's books."""
+        return self.arena.committed_bytes
+
+    @property
+    def arena_ids(self) -> list[str]:
+        """The arenas holding the pool."""
+        return [self.arena.arena_id]
+
+    def cost(self, num_tokens: int) -> int:
+        """Bytes committed to hold ``num_tokens`` usable slots."""
+        return layout_cost(self.specs, self._rows(num_tokens), self._granularity)
+
+    def shaped_bytes(self, prefix: str, num_tokens: int | None = None) -> int:
+        """Bytes of the buffers whose name starts with ``prefix``, as shaped for ``num_tokens`` (default: now)."""
+        rows = self._rows(self.num_tokens if num_tokens is None else num_tokens)
+        return sum(rows * spec.row_bytes for spec in self.specs if spec.name.startswith(prefix))
+
+    def commit_tokens(self, tokens: int) -> None:
+        """Back ``tokens`` usable slots of every buffer (all or none) and narrow the buffers to them."""
+        self.arena.commit_many(self._ranges(self._rows(tokens)))
+        self.num_tokens = tokens
+        self.state = "allocated"
+        self.buffers = [full[: self._rows(tokens)] for full in self._full]
+
+    def sleep(self) -> None:
+        """Give back all physical memory, keeping every tensor's address; see ``VmmArena.sleep``."""
+        self.require_open()
+        change = self.arena.sleep()
+        emit(
+            events.KvPoolSleep(
+                pool=self.pool_name,
+                label=self.label,
+                arena_ids=self.arena_ids,
+                freed_bytes=change.bookkept_bytes,
+                measured_freed_bytes=change.measured_bytes,
+                measurement_source=change.measurement_source,
+                discrepancy_bytes=_discrepancy(change),
+                duration_us=change.duration_us,
+            ),
+            level=_level(change),
+        )
+
+    def wake(self) -> None:
+        """Back the buffers again at the same addresses; the contents come back zeroed."""
+        self.require_open()
+        change = self.arena.wake()
+        emit(
+            events.KvPoolWake(
+                pool=self.pool_name,
+                label=self.label,
+                arena_ids=self.arena_ids,
+                restored_bytes=change.bookkept_bytes,
+                measured_restored_bytes=change.measured_bytes,
+                measurement_source=change.measurement_source,
+                discrepancy_bytes=_discrepancy(change),
+                duration_us=change.duration_us,
+            ),
+            level=_level(change),
+        )
+
+    def close(self) -> None:
+        """Drop the pool's tensors and close the arena (refused while the caller still holds a buffer)."""
+        self._full, self.buffers = [], []
+        self.arena.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, traceback: TracebackType | None
+    ) -> None:
+        self.close()
+
+    def require_open(self) -> None:
+        """Refuse to work on a closed pool."""
+        if self.arena.closed:
+            raise PoolStateError(f"{self.pool_name} is closed")
+
+    def announce(self) -> None:
+        """Emit this pool's allocation event for its current state."""
+        raise NotImplementedError
+
+    def _rows(self, num_tokens: int) -> int:
+        return num_tokens + self.padding_rows(self.shape)
+
+    def _ranges(self, rows: int) -> list[tuple[int, int]]:
+        return [(offset, rows * spec.row_bytes) for offset, spec in zip(self._offsets, self.specs, strict=True)]
+
+
+class KVPool(ArenaBuffers):
+    """A device KV pool: the eager and the post-capture lifecycle."""
+
+    layout: ClassVar[Literal["mha", "mla"]]
+
+    @classmethod
+    def allocate(
+        cls,
+        shape: KVShape,
+        *,
+        num_tokens: int | None = None,
+        budget_bytes: int | None = None,
+        label: Label | None = None,
+        backend: BackendName = "host",
+        device: int = 0,
+    ) -> Self:
+        """Eager lifecycle: ``num_tokens`` slots, or as many as ``budget_bytes`` buys, committed now."""
+        if (num_tokens is None) == (budget_bytes is None):
+            raise ValueError("give exactly one of num_tokens and budget_bytes")
+        memory = new_backend(backend, device)
+        if budget_bytes is not None:
+            specs, padding = cls.buffer_specs(shape), cls.padding_rows(shape)
+            most = budget_bytes // sum(spec.row_bytes for spec in specs)
+            num_tokens = largest_fitting(
+                lambda tokens: layout_cost(specs, tokens + padding, memory.granularity),
+                budget_bytes,
+                shape.page_size,
+                most,
+            )
+        assert num_tokens is not None
+        pool = cls(shape, num_tokens, memory, label=label)
+        pool.commit_tokens(num_tokens)
+        pool.announce()
+        return pool
+
+    @classmethod
+    def plan(
+        cls,
+        shape: KVShape,
+        upper_bound_tokens: int,
+        *,
+        label: Label | None = None,
+        backend: BackendName = "host",
+        device: int = 0,
+    ) -> Self:
+        """Post-capture lifecycle, first half: address space for the upper bound, the first page backed."""
+        upper = upper_bound_tokens - upper_bound_tokens % shape.page_size
+        pool = cls(shape, upper, new_backend(backend, device), label=label)
+        pool.arena.commit_many(pool._ranges(shape.page_size))
+        pool.announce()
+        return pool
+
+    def size_for(self, budget_bytes: int) -> int:
+        """The token count ``budget_bytes`` buys, capped at the upper bound."""
+        return largest_fitting(self.cost, budget_bytes, self.shape.page_size, self.max_tokens)
+
+    def free_bytes(self) -> int:
+        """Memory this pool's backend could still get (CUDA free memory, or the host's MemAvailable)."""
+        return free_memory_bytes(self.arena.backend.name, self.arena.backend.device)
+
+    def finalize(
+        self, budget_bytes: int | None = None, *, free_bytes: int | None = None, headroom_bytes: int = 0
+    ) -> int:
+        """Post-capture lifecycle, second half: commit what the budget allows; return the token count.
+
+        Without ``budget_bytes`` the budget is sglang's: free memory (measured unless ``free_bytes``
+        is given) minus ``headroom_bytes``, plus what the pool already holds.
+        """
+        self.require_planned()
+        free = self.free_bytes() if free_bytes is None else free_bytes
+        budget = free - headroom_bytes + self.committed_bytes if budget_bytes is None else budget_bytes
+        tokens = self.size_for(budget)
+        self.commit_tokens(tokens)
+        emit(
+            events.KvPoolPostCaptureSized(
+                pool=self.pool_name,
+                max_total_num_tokens=tokens,
+                free_bytes=free,
+                budget_bytes=budget,
+                committed_bytes=self.committed_bytes,
+            )
+        )
+        self.announce()
+        return tokens
+
+    def revert_to_plan(self) -> None:
+        """Undo a growth that no view has used yet: back to the first page and the upper-bound views."""
+        first = self._rows(0)
+        for offset, spec, full in zip(self._offsets, self.specs, self._full, strict=True):
+            kept = _align_up(first * spec.row_bytes, self._granularity)
+            region = _align_up(full.shape[0] * spec.row_bytes, self._granularity)
+            if region > kept:
+                self.arena.decommit(offset + kept, region - kept, force=True)
+        self.num_tokens = self.max_tokens
+        self.state = "va_upper_bound"
+        self.buffers = list(self._full)
+
+    def require_planned(self) -> None:
+        """Refuse to size a pool twice."""
+        self.require_open()
+        if self.state != "va_upper_bound":
+            raise PoolStateError(f"{self.pool_name} is already sized ({self.num_tokens} tokens); finalize runs once")
+
+
+class SeparateKV:
+    """``k_buffer`` and ``v_buffer`` over buffers laid out K of every layer, then V of every layer."""
+
+    buffers: list[torch.Tensor]
+    shape: KVShape
+
+    @property
+    def k_buffer(self) -> list[torch.Tensor]:
+        """K of each layer."""
+        return self.buffers[: self.shape.layers]
+
+    @property
+    def v_buffer(self) -> list[torch.Tensor]:
+        """V of each layer."""
+        return self.buffers[self.shape.layers :]
+
+
+class MHAKVPool(SeparateKV, KVPool):
+    """Per layer a K buffer ``[rows, heads, head_dim]`` and a V buffer ``[rows, heads, v_head_dim]``."""
+
+    layout = "mha"
+
+    @staticmethod
+    def buffer_specs(shape: KVShape) -> list[BufferSpec]:
+        """K of every layer, then V of every layer."""
+        v_dim = shape.head_dim if shape.v_head_dim is None else shape.v_head_dim
+        return [
+            *(BufferSpec(f"k{layer}", (shape.heads, shape.head_dim), shape.dtype) for layer in range(shape.layers)),
+            *(BufferSpec(f"v{layer}", (shape.heads, v_dim), shape.dtype) for layer in range(shape.layers)),
+        ]
+
+    def announce(self) -> None:
+        """``kv_pool.allocation`` with K and V sizes as shaped and the bytes really committed."""
+        emit(
+            events.KvPoolAllocation(
+                pool=self.pool_name,
+                label=self.label,
+                layout="mha",
+                allocation_state=self.state,
+                dtype=str(self.shape.dtype),
+                num_tokens=self.num_tokens,
+                k_bytes=self.shaped_bytes("k"),
+                v_bytes=self.shaped_bytes("v"),
+                committed_bytes=self.committed_bytes,
+                arena_ids=self.arena_ids,
+            )
+        )
+
+
+class MLAKVPool(KVPool):
+    """Per layer one compressed KV buffer ``[rows, 1, kv_lora_rank + qk_rope_head_dim]`` (``heads`` = 1)."""
+
+    layout = "mla"
+
+    @staticmethod
+    def buffer_specs(shape: KVShape) -> list[BufferSpec]:
+        """One buffer per layer."""
+        if shape.v_head_dim is not None:
+            raise ValueError("an MLA pool has no separate V buffer; leave v_head_dim unset")
+        return [BufferSpec(f"kv{layer}", (shape.heads, shape.head_dim), shape.dtype) for layer in range(shape.layers)]
+
+    @property
+    def kv_buffer(self) -> list[torch.Tensor]:
+        """KV of each layer."""
+        return self.buffers
+
+    def announce(self) -> None:
+        """``kv_pool.allocation`` with the KV size as shaped and the bytes really committed."""
+        emit(
+            events.KvPoolAllocation(
+                pool=self.pool_name,
+                label=self.label,
+                layout="mla",
+                allocation_state=self.state,
+                dtype=str(self.shape.dtype),
+                num_tokens=self.num_tokens,
+                kv_bytes=self.shaped_bytes("kv"),
+                committed_bytes=self.committed_bytes,
+                arena_ids=self.arena_ids,
+            )
+        )
+
+
+class HostKVPool(SeparateKV, ArenaBuffers):
+    """Host memory for a hierarchical (HiCache) KV cache: per-layer K and V buffers in a host arena.
+
+    Sized as sglang sizes it: a token count, a host size in decimal GB (``--hicache-size``), or a
+    ratio of a device pool (``--hicache-ratio``). Host pools have no padding page and are eager.
+    """
+
+    buffer_specs = staticmethod(MHAKVPool.buffer_specs)
+
+    def __init__(
+        self,
+        shape: KVShape,
+        *,
+        num_tokens: int | None = None,
+        size_gb: float | None = None,
+        device_pool: KVPool | None = None,
+        ratio: float | None = None,
+        label: Literal["kv", "full", "swa"] = "kv",
+    ) -> None:
+        """Size, reserve and commit the host pool now, then emit ``kv_host_pool.allocation``."""
+        if sum((num_tokens is not None, size_gb is not None, device_pool is not None)) != 1 or (
+            (device_pool is None) != (ratio is None)
+        ):
+            raise ValueError("give exactly one of num_tokens, size_gb, or device_pool with ratio")
+        if size_gb is not None:
+            num_tokens = round(size_gb * GB) // sum(spec.row_bytes for spec in self.buffer_specs(shape))
+        elif device_pool is not None and ratio is not None:
+            num_tokens = int(device_pool.num_tokens * ratio)
+        assert num_tokens is not None
+        tokens = num_tokens - num_tokens % shape.page_size
+        if tokens <= 0:
+            raise PoolSizingError(f"a host pool of {num_tokens} tokens holds no page of {shape.page_size} tokens")
+        self.host_label = label
+        super().__init__(shape, tokens, HostBackend())
+        self.commit_tokens(tokens)
+        self.announce()
+
+    @staticmethod
+    def padding_rows(shape: KVShape) -> int:
+        """None: only device pools pad for captured graphs."""
+        return 0
+
+    def announce(self) -> None:
+        """``kv_host_pool.allocation`` with the host bytes really committed."""
+        emit(
+            events.KvHostPoolAllocation(
+                label=self.host_label, num_tokens=self.num_tokens, host_bytes=self.committed_bytes
+            )
+        )
+
+
+def _discrepancy(change: ArenaChange) -> int | None:
+    return None if change.measured_bytes is None else change.measured_bytes - change.bookkept_bytes
+
+
+def _level(change: ArenaChange) -> Literal["info", "warning"]:
+    return "warning" if _discrepancy(change) else "info"
