@@ -1,99 +1,61 @@
-"""The demo behind ``kvlog demo``: events through the real pipeline, validated as they go."""
+"""The demo behind ``kvlog demo``: the memory runtime doing real work, its events validated as they go.
+
+It runs what an inference server does with its KV cache under post-capture sizing, on the GPU when
+there is one (torch sees CUDA and cuda-bindings is installed), else on this process's own memory:
+plan an MHA and a hybrid sliding-window pool (address space only, one page backed), size them from
+a budget, put a pool to sleep and wake it, give a hierarchical cache its host pool, close all.
+Every byte count printed is what the kernel or driver holds. The memory runtime (and so torch) is
+imported only when the demo runs, so ``kvlog --help`` and the log commands stay free of it.
+"""
 
 from __future__ import annotations
 
-from typing import IO
+from importlib.util import find_spec
+from typing import IO, TYPE_CHECKING
 
-from kvlog import events
-from kvlog.emission import Output, bind_ranks, configure, emit
-from kvlog.event_base import Event
+from kvlog.emission import Output, bind_ranks, configure
 from kvlog.testing import capture_events
 
-GIB = 1 << 30
+if TYPE_CHECKING:
+    from kvlog.memory.backend import BackendName
+
 MIB = 1 << 20
 
 
-def catalog_tour() -> list[Event]:
-    """One event of every kind, with the figures of a small post-capture MHA pool."""
-    arena = "4242_0"
-    pool_bytes = 2 * GIB
-    return [
-        events.KvArenaReady(
-            arena_id=arena,
-            backend="host",
-            device=None,
-            reserved_va_bytes=pool_bytes + 64 * MIB,
-            granularity_bytes=4096,
-            handle_type=None,
-        ),
-        events.KvPoolAllocation(
-            pool="MHAKVPool",
-            label=None,
-            layout="mha",
-            allocation_state="va_upper_bound",
-            dtype="torch.bfloat16",
-            num_tokens=65536,
-            k_bytes=GIB,
-            v_bytes=GIB,
-            committed_bytes=4096,
-        ),
-        events.KvArenaCommit(
-            arena_id=arena,
-            offset_bytes=0,
-            nbytes=GIB,
-            requested_nbytes=GIB,
-            committed_bytes=GIB,
-            measured_committed_bytes=GIB,
-            measurement_source="smaps_rss",
-            duration_us=1200.0,
-        ),
-        events.KvPoolPostCaptureSized(
-            pool="MHAKVPool", max_total_num_tokens=32768, free_bytes=3 * GIB, budget_bytes=GIB, committed_bytes=GIB
-        ),
-        events.KvPoolAllocation(
-            pool="MHAKVPool",
-            label=None,
-            layout="mha",
-            allocation_state="allocated",
-            dtype="torch.bfloat16",
-            num_tokens=32768,
-            k_bytes=GIB // 2,
-            v_bytes=GIB // 2,
-            committed_bytes=GIB,
-        ),
-        events.KvPoolSwaSummary(allocation_state="va_upper_bound", total_bytes=GIB, swa_tokens=4096, full_tokens=8192),
-        events.KvHostPoolAllocation(label="kv", num_tokens=131072, host_bytes=4_000_000_000),
-        events.KvMemoryPoolEnd(avail_bytes=40 * GIB),
-        events.MambaPoolAllocation(
-            label=None, max_mamba_cache_size=256, conv_state_bytes=128 * MIB, ssm_state_bytes=512 * MIB
-        ),
-        events.KvArenaError(
-            arena_id=arena,
-            operation="commit",
-            offset_bytes=0,
-            nbytes=64 * GIB,
-            error="commit past the reservation",
-            committed_bytes=GIB,
-        ),
-        events.KvArenaDecommit(
-            arena_id=arena,
-            offset_bytes=0,
-            nbytes=GIB,
-            requested_nbytes=GIB,
-            committed_bytes=0,
-            measured_committed_bytes=0,
-            measurement_source="smaps_rss",
-            duration_us=300.0,
-        ),
-        events.KvArenaClosed(arena_id=arena, released_bytes=0),
-    ]
+def demo_backend() -> BackendName:
+    """``cuda`` when torch sees a GPU and cuda-bindings is installed, else ``host``."""
+    import torch  # noqa: PLC0415 - the demo alone needs torch
+
+    return "cuda" if torch.cuda.is_available() and find_spec("cuda.bindings") is not None else "host"
+
+
+def memory_runtime_tour(backend: BackendName) -> None:
+    """Post-capture MHA and SWA pools, a sleep and a wake, an eager host pool, then close."""
+    import torch  # noqa: PLC0415 - the demo alone needs torch
+
+    from kvlog.memory import HostKVPool, KVShape, MHAKVPool, SWAKVPool  # noqa: PLC0415 - same reason
+
+    shape = KVShape(layers=2, heads=8, head_dim=128, dtype=torch.bfloat16, page_size=16)
+    window = KVShape(layers=2, heads=8, head_dim=128, dtype=torch.bfloat16, page_size=16)
+    with (
+        MHAKVPool.plan(shape, upper_bound_tokens=131072, backend=backend) as mha,
+        SWAKVPool.plan(
+            shape, window, full_upper_bound_tokens=65536, swa_upper_bound_tokens=8192, backend=backend
+        ) as swa,
+    ):
+        # ... CUDA graphs would be captured here, over buffers that are only address space ...
+        mha.finalize(budget_bytes=48 * MIB)
+        swa.finalize(budget_bytes=24 * MIB)
+        mha.sleep()
+        mha.wake()
+        with HostKVPool(shape, size_gb=0.05):
+            pass
 
 
 def run_demo(output: Output, stream: IO[str]) -> int:
-    """Emit the tour on ``stream`` with validation that raises; return how many events were emitted."""
+    """Run the demo with validation that raises, events on ``stream``; return how many were emitted."""
     configure(output=output, validation="raise", stream=stream)
     bind_ranks(tp=0)
     with capture_events() as captured:
-        for event in catalog_tour():
-            emit(event, level="error" if isinstance(event, events.KvArenaError) else "info")
+        memory_runtime_tour(demo_backend())
     return len(captured)

@@ -16,9 +16,20 @@ from kvlog.demo import run_demo
     type=click.Choice(["console", "json"]),
     default="console",
     show_default=True,
-    help="console: sglang-style lines for people; json: JSON lines for machines.",
+    help="console: sglang-style lines for people; json: JSON lines for machines (pipe into `kvlog validate -`).",
 )
 def demo(output: str) -> None:
-    """Emit kvlog's events through the real, validating pipeline and print them."""
-    count = run_demo("json" if output == "json" else "console", sys.stdout)
+    """Run the memory runtime (post-capture KV pools, sleep/wake, a host pool) and print its events.
+
+    On the GPU when torch sees one and cuda-bindings is installed, else on this process's memory.
+    Every event is validated against the catalog as it is emitted.
+    """
+    try:
+        count = run_demo("json" if output == "json" else "console", sys.stdout)
+    except ModuleNotFoundError as exc:
+        if exc.name != "torch":
+            raise
+        raise click.ClickException(
+            "the demo runs the memory runtime, which needs torch: pip install 'kvlog[torch]'"
+        ) from exc
     click.echo(f"kvlog demo: {count} events emitted, all valid against the catalog", err=True)

@@ -1,0 +1,81 @@
+"""``kvlog demo`` as users run it: real subprocesses, a real pipe into ``kvlog validate -``."""
+
+from __future__ import annotations
+
+import io
+import json
+import shlex
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+from kvlog.demo import run_demo
+
+KVLOG = [sys.executable, "-m", "kvlog"]
+
+
+def test_demo_json_piped_into_validate_is_valid_and_tells_the_post_capture_story(tmp_path: Path) -> None:
+    log = tmp_path / "demo.jsonl"
+    kvlog = " ".join(shlex.quote(part) for part in KVLOG)
+    pipeline = f"{kvlog} demo --format json | tee {shlex.quote(str(log))} | {kvlog} validate -"
+    result = subprocess.run(
+        ["bash", "-o", "pipefail", "-c", pipeline], check=False, capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    events = [json.loads(line) for line in log.read_text().splitlines()]
+    assert f"{len(events)} events, 0 invalid" in result.stderr
+    assert f"kvlog demo: {len(events)} events emitted" in result.stderr
+
+    story = [
+        (e["event"], e.get("label"), e.get("allocation_state"))
+        for e in events
+        if e["event"].startswith("kv_pool.") or e["event"] == "kv_host_pool.allocation"
+    ]
+    assert story == [
+        ("kv_pool.allocation", None, "va_upper_bound"),
+        ("kv_pool.allocation", "SWA", "va_upper_bound"),
+        ("kv_pool.allocation", "Full", "va_upper_bound"),
+        ("kv_pool.swa_summary", None, "va_upper_bound"),
+        ("kv_pool.post_capture_sized", None, None),
+        ("kv_pool.allocation", None, "allocated"),
+        ("kv_pool.post_capture_sized", None, None),
+        ("kv_pool.allocation", "SWA", "allocated"),
+        ("kv_pool.allocation", "Full", "allocated"),
+        ("kv_pool.swa_summary", None, "allocated"),
+        ("kv_pool.sleep", None, None),
+        ("kv_pool.wake", None, None),
+        ("kv_host_pool.allocation", "kv", None),
+    ]
+    arenas = Counter(e["arena_id"] for e in events if e["event"] in ("kv_arena.ready", "kv_arena.closed"))
+    assert len(arenas) == 4 and set(arenas.values()) == {2}  # every arena opened is closed
+    operations = [e for e in events if e["event"] in ("kv_arena.commit", "kv_arena.decommit")]
+    assert operations and all(e["measured_committed_bytes"] == e["committed_bytes"] for e in operations)
+    assert all(e["ranks"] == {"tp": 0} for e in events)
+    assert not any(e["event"] == "kv_arena.error" for e in events)
+
+
+def test_demo_console_prints_sglang_style_lines_for_people() -> None:
+    result = subprocess.run([*KVLOG, "demo"], capture_output=True, text=True, timeout=120, check=True)
+    lines = result.stdout.splitlines()
+    assert all(line.startswith("[") and " TP0] " in line for line in lines)
+    text = result.stdout
+    assert "KV Cache VA upper bound. dtype: torch.bfloat16, #tokens: 131072" in text
+    assert "Post-capture KV sizing: max_total_num_tokens=" in text
+    assert "SWAKVPool VA upper bound:" in text and "SWAKVPool mem usage:" in text
+    assert "asleep: freed=" in text and "discrepancy=0 B" in text
+    assert "hierarchical KV host pool" in text
+    assert f"kvlog demo: {len(lines)} events emitted, all valid against the catalog" in result.stderr
+
+
+def test_demo_without_torch_says_which_extra_to_install() -> None:
+    code = "import sys; sys.modules['torch'] = None; from kvlog.cli import main; main(['demo'])"
+    result = subprocess.run([sys.executable, "-c", code], check=False, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 1
+    assert "pip install 'kvlog[torch]'" in result.stderr
+
+
+def test_run_demo_returns_how_many_events_it_wrote() -> None:
+    stream = io.StringIO()
+    count = run_demo("console", stream)
+    assert count == len(stream.getvalue().splitlines()) > 40
