@@ -1,15 +1,17 @@
 """Emitting events: one structlog pipeline, configured once, that validates what it logs.
 
-The chain is: context (ranks) -> envelope (level, version, pid, timestamp) -> validation -> taps
-(test capture) -> renderer. Validation sits before the renderer so that what reaches a file, a
-terminal or a stdlib handler has already been checked; in production (``warn``) an invalid event
-is replaced by a ``kvlog.schema_violation`` report instead of raising into the caller, because a
-log line must never take an inference server down.
+The chain is: envelope (ranks, level, version, pid, timestamp) -> validation -> renderer, which
+also feeds the taps (test capture) with exactly what it wrote. Validation sits before the renderer
+so that what reaches a file, a terminal or a stdlib handler has already been checked; in
+production (``warn``) an invalid event is replaced by a ``kvlog.schema_violation`` report instead
+of raising into the caller, because a log line must never take an inference server down.
 
 kvlog builds its own structlog logger rather than reconfiguring structlog globally, so an
-application that uses structlog for its own logs keeps its configuration. The logger is built
-once per ``configure`` and its level methods are looked up once, which keeps an emitted, validated
-event cheaper than the f-string line it replaces (see BENCHMARKS.md).
+application that uses structlog for its own logs keeps its configuration. ``get_logger()`` returns
+that logger; ``emit()`` drives the very same processor chain itself, without structlog's per-call
+context copying, which keeps an emitted, validated event cheaper than the f-string line it replaces
+(see BENCHMARKS.md). Ranks live in one context variable rather than structlog's contextvars, so
+reading them costs one lookup and no other context can leak fields into a schema-checked event.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from contextvars import ContextVar
 from typing import IO, Any, Literal
 
 import orjson
@@ -44,6 +47,7 @@ _MAX_REPORTS_PER_SECOND = 10
 _LEVEL_ALIASES = {"warn": "warning", "exception": "error", "fatal": "critical", "failure": "error", "err": "error"}
 
 _taps: list[Callable[[dict[str, Any]], None]] = []
+_ranks: ContextVar[dict[str, int] | None] = ContextVar("kvlog_ranks", default=None)
 
 
 class _Clock:
@@ -69,19 +73,23 @@ os.register_at_fork(after_in_child=lambda: _pid.__setitem__(0, os.getpid()))
 def _envelope(_logger: WrappedLogger, method: str, event_dict: EventDict) -> EventDict:
     """Add the envelope an event needs and the caller should not have to pass; the name goes first.
 
-    Building the ordered dict here, once, spares the renderer a copy (people reading raw JSON lines
-    see the event's name first).
+    ``emit`` builds its dicts name first; structlog puts the name last, so only those are re-ordered
+    (people reading raw JSON lines see the event's name first).
     """
-    name = event_dict.pop("event", None)
-    out: EventDict = {"event": name, **event_dict}
-    if "schema_version" not in out:
-        version = _state.latest_versions.get(name)
+    if next(iter(event_dict)) != "event":
+        name = event_dict.pop("event", None)
+        event_dict = {"event": name, **event_dict}
+    if "schema_version" not in event_dict:
+        version = _state.latest_versions.get(event_dict["event"])
         if version is not None:
-            out["schema_version"] = version
-    out["level"] = _LEVEL_ALIASES.get(method, method)
-    out["pid"] = _pid[0]
-    out["timestamp"] = _clock.stamp(time.time())
-    return out
+            event_dict["schema_version"] = version
+    ranks = _ranks.get()
+    if ranks is not None:
+        event_dict["ranks"] = ranks
+    event_dict["level"] = _LEVEL_ALIASES.get(method, method)
+    event_dict["pid"] = _pid[0]
+    event_dict["timestamp"] = _clock.stamp(time.time())
+    return event_dict
 
 
 def _foreign_envelope(_logger: WrappedLogger, method: str, event_dict: EventDict) -> EventDict:
@@ -240,13 +248,43 @@ def _target(stream: IO[str] | IO[bytes], output: Output) -> tuple[IO[Any], Proce
     return stream, _json_line
 
 
+class _Emitter:
+    """Runs a typed event through the processor chain and hands the result to the output.
+
+    The same chain structlog runs for ``get_logger()`` calls; driving it directly skips the bound
+    logger's context copy and keyword re-packing, the largest cost left on the emission path.
+    """
+
+    def __init__(self, processors: list[Processor], target: Any, threshold: int, *, stdlib: bool) -> None:
+        self.processors = processors
+        self.target = target
+        self.stdlib = stdlib
+        self.enabled = {name: logging.getLevelNamesMapping()[name.upper()] >= threshold for name in LEVELS}
+
+    def __call__(self, event: Event, level: Level) -> None:
+        if not self.enabled[level]:
+            return
+        event_dict: Any = {"event": event.EVENT, "schema_version": event.VERSION, **event.fields()}
+        target = self.target
+        try:
+            for processor in self.processors:
+                event_dict = processor(target, level, event_dict)
+        except structlog.DropEvent:
+            return
+        if self.stdlib:
+            args, kwargs = event_dict
+            getattr(target, level)(*args, **kwargs)
+        else:
+            target.msg(event_dict)
+
+
 class _State:
     """What ``configure`` decided; read by the processors and by ``emit`` on every event."""
 
     def __init__(self) -> None:
         self.latest_versions: dict[Any, int] = {}
         self.logger: Any = None
-        self.methods: dict[str, Callable[..., Any]] = {}
+        self.emitter: _Emitter | None = None
 
 
 _state = _State()
@@ -271,7 +309,7 @@ def configure(
     validator = EventValidator(catalog)
     latest = {name: validator.catalog.latest(name) for name in validator.catalog.events()}
     validating = ValidationProcessor(validation, validator)
-    chain: list[Processor] = [structlog.contextvars.merge_contextvars, _envelope, validating]
+    chain: list[Processor] = [_envelope, validating]
     threshold = logging.getLevelNamesMapping()[level.upper()]
     target: Any
     if stdlib:
@@ -287,7 +325,7 @@ def configure(
         target, processors=chain, wrapper_class=structlog.make_filtering_bound_logger(threshold)
     ).bind()
     _state.latest_versions = latest
-    _state.methods = {name: getattr(logger, name) for name in LEVELS}
+    _state.emitter = _Emitter(chain, target, threshold, stdlib=stdlib)
     _state.logger = logger
 
 
@@ -311,14 +349,21 @@ def get_logger(**initial: Any) -> Any:
 
 def emit(event: Event, level: Level = "info") -> None:
     """Log a typed catalog event at ``level``."""
-    if _state.logger is None:
+    emitter = _state.emitter
+    if emitter is None:
         configure()
-    _state.methods[level](event.EVENT, schema_version=event.VERSION, **event.fields())
+        emitter = _state.emitter
+        assert emitter is not None
+    emitter(event, level)
 
 
 def bind_ranks(**ranks: int) -> None:
-    """Tag every event this context emits with its parallelism ranks, e.g. ``bind_ranks(tp=0, dp=1)``."""
-    structlog.contextvars.bind_contextvars(ranks={tag.lower(): rank for tag, rank in ranks.items()})
+    """Tag every event this context emits with its parallelism ranks, e.g. ``bind_ranks(tp=0, dp=1)``.
+
+    Each call replaces the ranks of the current context (thread or asyncio task); ``bind_ranks()``
+    with none clears them.
+    """
+    _ranks.set({tag.lower(): rank for tag, rank in ranks.items()} or None)
 
 
 def add_tap(tap: Callable[[dict[str, Any]], None]) -> None:

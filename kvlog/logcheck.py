@@ -94,37 +94,17 @@ def check_lines(
     skip_non_json: bool = False,
 ) -> Iterator[Finding]:
     """Validate each line of one input, yielding a finding for every problem and counting in ``summary``."""
-    loads, decode_error, fast_check = orjson.loads, orjson.JSONDecodeError, validator.fast_check
+    loads = orjson.loads
     checks: dict[tuple[object, object], Callable[[object], bool]] = {}
     number = valid = 0
     try:
         for number, line in enumerate(lines, 1):
             try:
                 event = loads(line)
-            except decode_error as exc:
-                if not line.strip() or skip_non_json:
-                    summary.skipped_lines += 1
-                    continue
-                summary.non_json_lines += 1
-                summary.findings += 1
-                yield Finding(name, number, None, None, Violation("$", f"not a JSON event: {exc}"))
+                check = checks[event["event"], event["schema_version"]]
+            except Exception:  # noqa: BLE001 - any unusual line (not JSON, no name, first of its kind) looks closer
+                yield from _look_closer(name, number, line, summary, validator, checks, skip_non_json=skip_non_json)
                 continue
-            if type(event) is not dict:
-                if skip_non_json:
-                    summary.skipped_lines += 1
-                    continue
-                summary.non_json_lines += 1
-                summary.findings += 1
-                message = f"not a JSON event: a JSON {type(event).__name__}"
-                yield Finding(name, number, None, None, Violation("$", message))
-                continue
-            key = (event.get("event"), event.get("schema_version"))
-            try:
-                check = checks[key]
-            except KeyError:
-                check = checks[key] = fast_check(*key)
-            except TypeError:  # an unhashable name or version: never a catalog event
-                check = fast_check(*key)
             if check(event):
                 valid += 1
                 continue
@@ -132,6 +112,47 @@ def check_lines(
     finally:
         summary.lines += number
         summary.events += valid
+
+
+def _look_closer(  # noqa: PLR0917 - the hot loop's state, passed positionally on purpose: it is called per line
+    name: str,
+    number: int,
+    line: bytes,
+    summary: Summary,
+    validator: EventValidator,
+    checks: dict[tuple[object, object], Callable[[object], bool]],
+    *,
+    skip_non_json: bool,
+) -> list[Finding]:
+    """The slow path of ``check_lines``: a line that is not JSON, not an object, or a new kind of event."""
+    line = line.rstrip(b"\r\n")  # reports do not depend on how (or whether) the line ended
+    try:
+        event = orjson.loads(line)
+    except orjson.JSONDecodeError as exc:
+        if not line.strip() or skip_non_json:
+            summary.skipped_lines += 1
+            return []
+        summary.non_json_lines += 1
+        summary.findings += 1
+        return [Finding(name, number, None, None, Violation("$", f"not a JSON event: {exc}"))]
+    if type(event) is not dict:
+        if skip_non_json:
+            summary.skipped_lines += 1
+            return []
+        summary.non_json_lines += 1
+        summary.findings += 1
+        return [Finding(name, number, None, None, Violation("$", f"not a JSON event: a JSON {type(event).__name__}"))]
+    key = (event.get("event"), event.get("schema_version"))
+    try:
+        check = checks[key]
+    except KeyError:
+        check = checks[key] = validator.fast_check(*key)
+    except TypeError:  # an unhashable name or version: never a catalog event
+        check = validator.fast_check(*key)
+    if check(event):
+        summary.events += 1
+        return []
+    return list(_explain(name, number, event, summary, validator))
 
 
 def _explain(

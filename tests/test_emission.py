@@ -49,9 +49,9 @@ def _fresh_pipeline() -> Iterator[None]:
     """Each test configures its own pipeline; undo what it did to global logging state."""
     root = logging.getLogger()
     handlers, level = list(root.handlers), root.level
-    structlog.contextvars.clear_contextvars()
+    kvlog.bind_ranks()
     yield
-    structlog.contextvars.clear_contextvars()
+    kvlog.bind_ranks()
     root.handlers[:] = handlers
     root.setLevel(level)
     structlog.reset_defaults()

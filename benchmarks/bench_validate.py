@@ -1,0 +1,279 @@
+"""Events validated per second: ``kvlog validate`` against plain jsonschema and bare ``orjson.loads``.
+
+Generates a JSON-lines log of N events (default 1,000,000) in a realistic mix of the catalog's
+current events (arena commits and decommits dominate, as in a server that grows and shrinks its
+pools; every line is valid), then measures, in one run on the same file:
+
+* ``orjson.loads`` of every line: the floor, parsing alone;
+* kvlog's validation loop in-process, one core (``kvlog.logcheck.check_lines``);
+* the ``kvlog validate`` command end to end (a subprocess: start-up, reading, output), serial
+  (``--jobs 1``) and with its default (all CPUs for a file this size);
+* plain ``jsonschema`` (``Draft202012Validator`` with the same schemas and registry, dispatched by
+  event and version, after ``orjson.loads``) on the first ``--reference-events`` lines, because at
+  its speed the whole file would take minutes; its rate is per event, so it compares directly.
+
+Usage: ``.venv/bin/python benchmarks/bench_validate.py [--events N] [--reference-events M]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import orjson
+from jsonschema import Draft202012Validator
+
+from kvlog.catalog import default_catalog
+from kvlog.logcheck import Summary, available_cpus, check_lines
+from kvlog.validation import EventValidator
+
+GIB = 1 << 30
+MIB = 1 << 20
+
+#: (weight, builder) — builders return an event's own fields from a random source
+Builder = Callable[[random.Random], dict[str, Any]]
+
+
+def _commit(verb: str) -> Builder:
+    def build(rng: random.Random) -> dict[str, Any]:
+        nbytes = rng.randrange(1, 512) * 2 * MIB
+        measured = rng.choice([None, nbytes * rng.randrange(1, 64)])
+        fields: dict[str, Any] = {
+            "event": f"kv_arena.{verb}",
+            "schema_version": 1,
+            "arena_id": f"{rng.randrange(1000, 99999)}_{rng.randrange(4)}",
+            "offset_bytes": rng.randrange(0, 4096) * 2 * MIB,
+            "nbytes": nbytes,
+            "requested_nbytes": nbytes - rng.randrange(0, 2 * MIB),
+            "committed_bytes": nbytes * rng.randrange(1, 64),
+            "measured_committed_bytes": measured,
+            "duration_us": round(rng.uniform(20, 5000), 1),
+        }
+        if measured is not None:
+            fields["measurement_source"] = rng.choice(["cuMemGetInfo", "smaps_rss", "nvml"])
+        return fields
+
+    return build
+
+
+def _allocation(rng: random.Random) -> dict[str, Any]:
+    tokens = rng.randrange(1, 1 << 20)
+    layout = rng.choice(["mha", "mha", "mla"])
+    sizes = {"k_bytes": tokens * 4096, "v_bytes": tokens * 4096} if layout == "mha" else {"kv_bytes": tokens * 1152}
+    return {
+        "event": "kv_pool.allocation",
+        "schema_version": 2,
+        "pool": "MHATokenToKVPool" if layout == "mha" else "MLATokenToKVPool",
+        "label": rng.choice([None, "Full", "SWA"]),
+        "layout": layout,
+        "allocation_state": rng.choice(["va_upper_bound", "allocated"]),
+        "dtype": rng.choice(["torch.bfloat16", "torch.float8_e4m3fn"]),
+        "num_tokens": tokens,
+        **sizes,
+        "committed_bytes": rng.choice([None, 0, tokens * 8192]),
+    }
+
+
+MIX: list[tuple[int, Builder]] = [
+    (30, _commit("commit")),
+    (20, _commit("decommit")),
+    (14, _allocation),
+    (
+        5,
+        lambda rng: {
+            "event": "kv_arena.ready",
+            "schema_version": 2,
+            "arena_id": f"{rng.randrange(1000, 99999)}_0",
+            "backend": rng.choice(["cuda", "host"]),
+            "device": rng.choice([0, 1, None]),
+            "reserved_va_bytes": rng.randrange(1, 80) * GIB,
+            "granularity_bytes": 2 * MIB,
+            "handle_type": rng.choice(["posix_fd", None]),
+        },
+    ),
+    (
+        5,
+        lambda rng: {
+            "event": "kv_pool.swa_summary",
+            "schema_version": 2,
+            "allocation_state": "va_upper_bound",
+            "total_bytes": rng.randrange(1, 1 << 40),
+            "swa_tokens": rng.randrange(1, 1 << 20),
+            "full_tokens": rng.randrange(1, 1 << 20),
+        },
+    ),
+    (
+        5,
+        lambda rng: {
+            "event": "kv_pool.post_capture_sized",
+            "schema_version": 1,
+            "max_total_num_tokens": rng.randrange(1, 1 << 21),
+            "free_bytes": rng.randrange(1, 80) * GIB,
+            "budget_bytes": rng.choice([None, rng.randrange(1, 80) * GIB]),
+            "committed_bytes": rng.choice([None, rng.randrange(1, 80) * GIB]),
+        },
+    ),
+    (
+        5,
+        lambda rng: {
+            "event": "kv_host_pool.allocation",
+            "schema_version": 1,
+            "label": "kv",
+            "num_tokens": rng.randrange(1, 1 << 22),
+            "host_bytes": rng.randrange(1, 1 << 40),
+        },
+    ),
+    (5, lambda rng: {"event": "kv_memory.pool_end", "schema_version": 1, "avail_bytes": rng.randrange(1 << 36)}),
+    (
+        4,
+        lambda rng: {
+            "event": "mamba_pool.allocation",
+            "schema_version": 1,
+            "label": None,
+            "max_mamba_cache_size": rng.randrange(1, 1024),
+            "conv_state_bytes": rng.randrange(1 << 32),
+            "ssm_state_bytes": rng.randrange(1 << 34),
+        },
+    ),
+    (
+        4,
+        lambda rng: {
+            "event": "kv_arena.closed",
+            "schema_version": 1,
+            "arena_id": f"{rng.randrange(1000, 99999)}_0",
+            "released_bytes": rng.randrange(1 << 36),
+        },
+    ),
+    (
+        3,
+        lambda rng: {
+            "event": "kv_arena.error",
+            "schema_version": 1,
+            "arena_id": f"{rng.randrange(1000, 99999)}_0",
+            "operation": "commit",
+            "offset_bytes": rng.randrange(1 << 36),
+            "nbytes": rng.randrange(1 << 36),
+            "error": "CUDA_ERROR_OUT_OF_MEMORY",
+            "committed_bytes": rng.randrange(1 << 36),
+        },
+    ),
+]
+
+
+def generate(path: Path, events: int, seed: int = 2026) -> int:
+    """Write ``events`` valid events to ``path``; return its size in bytes."""
+    rng = random.Random(seed)
+    builders = [builder for weight, builder in MIX for _ in range(weight)]
+    start = 1_764_662_400.0  # 2025-12-02T08:00:00Z
+    with path.open("wb") as out:
+        for number in range(events):
+            fields = rng.choice(builders)(rng)
+            now = start + number * 0.001
+            stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(now)) + f".{int(now % 1 * 1e6):06d}Z"
+            envelope = {"level": "info", "pid": 4242, "ranks": {"tp": number % 8, "dp": 0}, "timestamp": stamp}
+            out.write(orjson.dumps({**fields, **envelope}, option=orjson.OPT_APPEND_NEWLINE))
+    return path.stat().st_size
+
+
+def rate(count: int, seconds: float) -> str:
+    return f"{count / seconds / 1e6:.3f} M events/s ({seconds / count * 1e6:.3f} us/event)"
+
+
+def bench_orjson(lines: list[bytes]) -> float:
+    loads = orjson.loads
+    start = time.perf_counter()
+    for line in lines:
+        loads(line)
+    return time.perf_counter() - start
+
+
+def bench_kvlog_loop(lines: list[bytes]) -> float:
+    validator = EventValidator()
+    summary = Summary()
+    start = time.perf_counter()
+    problems = list(check_lines("bench", lines, summary, validator))
+    elapsed = time.perf_counter() - start
+    assert not problems and summary.events == len(lines), "the generated log must be valid"
+    return elapsed
+
+
+def bench_jsonschema(lines: list[bytes]) -> float:
+    catalog = default_catalog()
+    validators = {
+        (event, version): Draft202012Validator(catalog.schema(event, version), registry=catalog.registry)
+        for event in catalog.events()
+        for version in catalog.versions(event)
+    }
+    loads = orjson.loads
+    start = time.perf_counter()
+    for line in lines:
+        event = loads(line)
+        if not validators[event["event"], event["schema_version"]].is_valid(event):
+            raise AssertionError("the generated log must be valid")
+    return time.perf_counter() - start
+
+
+def bench_cli(path: Path, *args: str) -> float:
+    command = [sys.executable, "-m", "kvlog", "validate", *args, str(path)]
+    start = time.perf_counter()
+    result = subprocess.run(command, capture_output=True, text=True, check=False)
+    elapsed = time.perf_counter() - start
+    assert result.returncode == 0, result.stdout[:2000] + result.stderr
+    return elapsed
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--events", type=int, default=1_000_000)
+    parser.add_argument("--reference-events", type=int, default=50_000, help="lines given to plain jsonschema")
+    parser.add_argument("--repeat", type=int, default=3, help="best of N for each measurement")
+    args = parser.parse_args()
+
+    with tempfile.TemporaryDirectory(prefix="kvlog-bench-") as tmp:
+        path = Path(tmp) / "events.jsonl"
+        size = generate(path, args.events)
+        lines = path.read_bytes().splitlines(keepends=True)
+        n = len(lines)
+        print(
+            f"file: {n} events, {size / MIB:.1f} MiB; CPUs available: {available_cpus()}; "
+            f"python {sys.version.split()[0]}"
+        )
+
+        def best(measure: Callable[[], float]) -> float:
+            return min(measure() for _ in range(args.repeat))
+
+        t_orjson = best(lambda: bench_orjson(lines))
+        t_loop = best(lambda: bench_kvlog_loop(lines))
+        reference = lines[: args.reference_events]
+        t_reference = bench_jsonschema(reference)
+        t_cli_serial = best(lambda: bench_cli(path, "--jobs", "1"))
+        t_cli_default = best(lambda: bench_cli(path))
+        per_ref = t_reference / len(reference)
+
+        print(f"orjson.loads only, in-process, 1 core        {rate(n, t_orjson)}")
+        print(f"kvlog check_lines, in-process, 1 core        {rate(n, t_loop)}")
+        print(f"kvlog validate --jobs 1 (CLI, end to end)    {rate(n, t_cli_serial)}")
+        print(f"kvlog validate (CLI, default jobs={available_cpus()})      {rate(n, t_cli_default)}")
+        print(
+            f"jsonschema Draft202012Validator, 1 core      {rate(len(reference), t_reference)} "
+            f"on {len(reference)} lines"
+        )
+        print()
+        print(f"kvlog validate (default) vs jsonschema:      {per_ref / (t_cli_default / n):.1f}x faster")
+        print(f"kvlog validate --jobs 1 vs jsonschema:       {per_ref / (t_cli_serial / n):.1f}x faster")
+        print(f"kvlog validate (default) / orjson.loads:     {t_cli_default / t_orjson:.2f}x the time of bare parsing")
+        print(f"kvlog check_lines / orjson.loads (1 core):   {t_loop / t_orjson:.2f}x the time of bare parsing")
+        print(f"goal >= 1M events/s by the CLI:              {'met' if n / t_cli_default >= 1e6 else 'NOT met'}")
+        os.sync()
+
+
+if __name__ == "__main__":
+    main()
