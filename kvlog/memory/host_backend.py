@@ -39,6 +39,7 @@ MADV_POPULATE_WRITE: Final = 23
 PAGE_SIZE: Final = os.sysconf("SC_PAGE_SIZE")
 _MAP_FAILED: Final = ctypes.c_void_p(-1).value
 _SMAPS = Path("/proc/self/smaps")
+_VMA_HEAD = re.compile(rb"^([0-9a-f]+)-[0-9a-f]+ ", re.MULTILINE)
 _VMA_RSS = re.compile(rb"^([0-9a-f]+)-([0-9a-f]+) [^\n]*\n(?:[^\n]*\n)*?Rss:\s+(\d+) kB", re.MULTILINE)
 
 _libc = ctypes.CDLL(None, use_errno=True)
@@ -130,9 +131,15 @@ class HostBackend:
 
 
 def smaps_rss(start: int, end: int) -> Measurement | None:
-    """Resident bytes of this process's mappings that lie inside ``[start, end)``, per ``/proc/self/smaps``."""
+    """Resident bytes of this process's mappings that lie inside ``[start, end)``, per ``/proc/self/smaps``.
+
+    The kernel lists mappings in address order and generates the file as it is read, walking each
+    mapping's page tables; reading stops at the first mapping past ``end``, so the cost grows with the
+    mappings below the arena, not with all of the process's (torch maps hundreds).
+    """
+    text = _smaps_below(end)
     total = 0
-    for match in _VMA_RSS.finditer(_SMAPS.read_bytes()):
+    for match in _VMA_RSS.finditer(text):
         vma_start, vma_end = int(match[1], 16), int(match[2], 16)
         if vma_end <= start or vma_start >= end:
             continue
@@ -141,3 +148,16 @@ def smaps_rss(start: int, end: int) -> Measurement | None:
             return None
         total += rss
     return Measurement(total, "smaps_rss")
+
+
+def _smaps_below(end: int) -> bytes:
+    """The entries of ``/proc/self/smaps`` for the mappings that start below ``end``."""
+    text = bytearray()
+    with _SMAPS.open("rb", buffering=0) as smaps:
+        while chunk := smaps.read(1 << 16):
+            scan_from = text.rfind(b"\n") + 1  # a header may straddle two reads
+            text += chunk
+            for header in _VMA_HEAD.finditer(text, scan_from):
+                if int(header[1], 16) >= end:
+                    return bytes(text[: header.start()])
+    return bytes(text)

@@ -1,0 +1,152 @@
+"""Commit and decommit cost of ``VmmArena.host`` against the bare system calls it is built on.
+
+What a user pays for truthful accounting on the host backend: per operation, the arena's books
+(runs, alignment, view checks, a lock), one ``/proc/self/smaps`` read to measure Rss, and one
+validated JSON event (written to /dev/null, so disk speed is not measured). Variants, same process,
+same reservation, interleaved rounds (rotating which variant goes first), median reported:
+
+- ``bare``: the system calls alone through ctypes: ``mprotect(RW)`` + ``madvise(MADV_POPULATE_WRITE)``
+  to commit, ``mmap(PROT_NONE|MAP_NORESERVE|MAP_FIXED)`` to decommit (the baseline of the ratios);
+- ``backend``: ``HostBackend.map``/``unmap``: the same calls behind kvlog's error handling;
+- ``arena``: ``VmmArena.commit``/``decommit``: everything, events and measurement included.
+
+Time per granule is the operation's time divided by its number of 4 KiB pages; GiB/s is bytes
+committed (populated: really held) per second. Usage:
+
+    .venv/bin/python benchmarks/bench_host_commit.py [--rounds 5] [--json out.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import json
+import os
+import platform
+import statistics
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from kvlog.emission import configure
+from kvlog.memory import HostBackend, VmmArena
+from kvlog.memory.host_backend import (
+    MADV_POPULATE_WRITE,
+    MAP_ANONYMOUS,
+    MAP_FIXED,
+    MAP_NORESERVE,
+    MAP_PRIVATE,
+    PAGE_SIZE,
+    PROT_NONE,
+    PROT_READ,
+    PROT_WRITE,
+)
+
+KIB, MIB, GIB = 1 << 10, 1 << 20, 1 << 30
+#: (operation size, operations per round): small sizes need many operations to be timed at all
+SIZES = [(4 * KIB, 400), (2 * MIB, 100), (64 * MIB, 8), (GIB, 1)]
+
+libc = ctypes.CDLL(None, use_errno=True)
+libc.mmap.restype = ctypes.c_void_p
+libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+libc.mprotect.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+
+Op = Callable[[int, int], None]
+
+
+def bare_commit(address: int, nbytes: int) -> None:
+    if libc.mprotect(address, nbytes, PROT_READ | PROT_WRITE) or libc.madvise(address, nbytes, MADV_POPULATE_WRITE):
+        raise OSError(ctypes.get_errno(), "bare commit failed")
+
+
+def bare_decommit(address: int, nbytes: int) -> None:
+    flags = MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED
+    if libc.mmap(address, nbytes, PROT_NONE, flags, -1, 0) != address:
+        raise OSError(ctypes.get_errno(), "bare decommit failed")
+
+
+def timed(commit: Op, decommit: Op, base: int, nbytes: int, count: int) -> tuple[float, float]:
+    """Seconds per commit and per decommit over ``count`` distinct ranges starting at ``base``."""
+    spent_commit = spent_decommit = 0.0
+    for index in range(count):
+        address = base + index * nbytes
+        started = time.perf_counter()
+        commit(address, nbytes)
+        middle = time.perf_counter()
+        decommit(address, nbytes)
+        spent_commit += middle - started
+        spent_decommit += time.perf_counter() - middle
+    return spent_commit / count, spent_decommit / count
+
+
+def run(rounds: int) -> dict[str, dict[str, dict[str, float]]]:
+    """Median seconds per commit and decommit, by operation size and variant."""
+    reserve = max(size * count for size, count in SIZES)
+    arena = VmmArena.host(reserve)
+    backend = HostBackend()
+    base = arena.base
+    variants: dict[str, tuple[Op, Op]] = {
+        "bare": (bare_commit, bare_decommit),
+        "backend": (backend.map, backend.unmap),
+        "arena": (
+            lambda address, nbytes: arena.commit(address - base, nbytes),
+            lambda address, nbytes: arena.decommit(address - base, nbytes),
+        ),
+    }
+    results: dict[str, dict[str, dict[str, float]]] = {}
+    for size, count in SIZES:
+        samples: dict[str, list[tuple[float, float]]] = {name: [] for name in variants}
+        names = list(variants)
+        for round_ in range(rounds):
+            for name in names[round_ % len(names) :] + names[: round_ % len(names)]:  # rotate who goes first
+                samples[name].append(timed(*variants[name], base, size, count))
+        results[str(size)] = {
+            name: {
+                "commit_s": statistics.median(c for c, _ in rounds),
+                "decommit_s": statistics.median(d for _, d in rounds),
+            }
+            for name, rounds in samples.items()
+        }
+    arena.close()
+
+    return results
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--json", type=Path, help="also write the figures here")
+    args = parser.parse_args()
+
+    with Path(os.devnull).open("wb") as sink:
+        configure(output="json", validation="warn", stream=sink)
+        results = run(args.rounds)
+
+    print(f"# {platform.node()} {platform.machine()} {os.cpu_count()} CPUs, kernel {platform.release()}")
+    print(f"# page {PAGE_SIZE} B, {args.rounds} rounds, median; ratios are against 'bare'")
+    header = f"{'size':>9} {'variant':<8}{'commit':>11}{'/granule':>10}{'GiB/s':>8}{'ratio':>8}"
+    print(header + f"{'decommit':>11}{'/granule':>10}{'GiB/s':>8}{'ratio':>8}")
+    for size, by_variant in results.items():
+        pages = int(size) // PAGE_SIZE
+        bare = by_variant["bare"]
+        for name, figures in by_variant.items():
+            cells = ""
+            for key in ("commit_s", "decommit_s"):
+                seconds = figures[key]
+                cells += f"{seconds * 1e6:9.1f}us{seconds * 1e6 / pages:8.3f}us{int(size) / GIB / seconds:8.2f}"
+                cells += f"{seconds / bare[key]:7.2f}x"
+            print(f"{_size(int(size)):>9} {name:<8}{cells}")
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=2) + "\n")
+
+
+def _size(nbytes: int) -> str:
+    for unit, scale in (("GiB", GIB), ("MiB", MIB), ("KiB", KIB)):
+        if nbytes >= scale:
+            return f"{nbytes // scale} {unit}"
+    return f"{nbytes} B"
+
+
+if __name__ == "__main__":
+    main()
