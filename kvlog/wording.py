@@ -170,7 +170,16 @@ class TemplateParser:
 
     def parse(self, message: str, *, whole: bool = True) -> Parsed | None:
         """The fields of ``message`` if it is this template's wording (``whole=False``: if it starts with it)."""
-        match = self.pattern.fullmatch(message) if whole else self.pattern.match(message)
+        return self._read(self.pattern.fullmatch(message) if whole else self.pattern.match(message))
+
+    def parse_glued(self, message: str, follower: re.Pattern[str]) -> Parsed | None:
+        """The fields of ``message`` if it is this template's wording followed by text ``follower`` matches."""
+        match = self.pattern.match(message)
+        if match is None or match.end() == len(message) or follower.match(message, match.end()) is None:
+            return None
+        return self._read(match)
+
+    def _read(self, match: re.Match[str] | None) -> Parsed | None:
         if match is None:
             return None
         fields: dict[str, Any] = {}

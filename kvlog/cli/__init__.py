@@ -7,6 +7,7 @@ import click
 from kvlog import __version__
 from kvlog.cli.check import check
 from kvlog.cli.demo import demo
+from kvlog.cli.migrate import migrate
 from kvlog.cli.schema import schema
 from kvlog.cli.validate import validate
 
@@ -21,3 +22,4 @@ main.add_command(validate)
 main.add_command(schema)
 main.add_command(demo)
 main.add_command(check)
+main.add_command(migrate)

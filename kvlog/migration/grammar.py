@@ -20,6 +20,7 @@ from typing import Any
 
 from kvlog.catalog import Catalog
 from kvlog.migration.ops import Op, OpError, compile_op, provenance, value_of
+from kvlog.migration.prefix import FOREIGN_START
 from kvlog.wording import CURRENT, FieldSyntax, Parsed, Template, TemplateParser
 
 #: companion roles: a new server run starts, the KV-cache dtype of older logs, or merely a known memory line
@@ -83,10 +84,17 @@ class Generation:
     rules: tuple[Rule, ...]
     catalog: Catalog = field(repr=False, compare=False)
 
-    def recognise(self, message: str) -> Recognised | None:
-        """The first rule whose wording is the whole message."""
+    def recognise(self, message: str, *, glued: bool = False) -> Recognised | None:
+        """The first rule whose wording is the whole message.
+
+        With ``glued``, a rule's wording may instead be followed by the start of another logger's line
+        (a message printed without its newline): the rule's figures are then read from the part before it.
+        """
         for rule in self.rules:
-            parsed = rule.parser.parse(message, whole=rule.whole)
+            if glued:
+                parsed = rule.parser.parse_glued(message, FOREIGN_START)
+            else:
+                parsed = rule.parser.parse(message, whole=rule.whole)
             if parsed is not None:
                 return Recognised(self, rule, parsed)
         return None

@@ -16,6 +16,8 @@ _PREFIX = re.compile(
     r"((?: [A-Z][A-Z_]{0,31}[0-9]{1,6}){0,16})\] "
     r"(?:(DEBUG|INFO|WARNING|ERROR|CRITICAL) [^\s:]{1,256}:[0-9]{1,9}: )?"
 )
+#: the start of another logger's line, glued after a message that lacked its newline
+FOREIGN_START = re.compile(r"\[?[0-9]{4}-[0-9]{2}-[0-9]{2}[ T][0-9]{2}:[0-9]{2}|INFO:|WARNING:|ERROR:")
 _TAG = re.compile(r"([A-Z][A-Z_]{0,31}?)([0-9]{1,6})")
 _TRAILING = " \t\r\n"
 

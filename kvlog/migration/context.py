@@ -1,0 +1,211 @@
+"""Per-rank context: what a line alone cannot say, told by the lines around it on the same rank and run.
+
+Between the introduction of post-capture sizing (2026-07) and sglang's wording fix (2026-08-05), a
+pool living in a virtual-address reservation was printed as ``KV Cache is allocated``. Such a line
+can be told apart only by context: a ``KvVmmArena[...] ready`` line earlier on the same rank in the
+same run (one arena per pool, so each arena explains one pool line; speculative draft pools, printed
+after, never use the VA path and stay allocated), or, where no arena line was printed, a *later*
+``Post-capture KV sizing:`` line. Older logs print the KV-cache dtype on a separate line. A rank's
+run starts at ``Load weight begin`` on that rank; ``server_args=`` (printed by the main process)
+starts a run for every rank of the file. Once a run shows today's wording (``reserved_va=``,
+``VA upper bound``), ``is allocated`` in it means allocated: the state is read, not inferred.
+
+Only events this migration produced are revised, and each revision is recorded in
+``migrated.inferred`` with its rule and the line it rests on. Events that waited for a later line
+are released when the evidence comes, when their run ends, or after a bounded look-ahead.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+from kvlog.migration.ops import mark_inferred
+
+POOL = "kv_pool.allocation"
+SUMMARY = "kv_pool.swa_summary"
+ARENA = "kv_arena.ready"
+RUN_START = "weights.load_begin"
+POST_CAPTURE = "kv_pool.post_capture_sized"
+STATE = "allocation_state"
+VA = "va_upper_bound"
+
+RankKey = tuple[tuple[str, int], ...]
+
+
+@dataclass
+class Held:
+    """An event on its way out: ``resolved`` is False while it waits for evidence from a later line."""
+
+    event: dict[str, Any]
+    line: int
+    revisable: bool
+    raw: bytes = b""
+    resolved: bool = True
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """A line that supports an inference, as cited in provenance."""
+
+    line: int
+    text: str
+
+
+@dataclass
+class _Run:
+    arenas: deque[Evidence] = field(default_factory=deque)
+    arena_seen: bool = False
+    post_capture_seen: bool = False
+    todays_wording: bool = False
+    dtype: tuple[str, Evidence] | None = None
+    va_pools: list[Evidence] = field(default_factory=list)
+    waiting: list[Held] = field(default_factory=list)
+
+
+def rank_key(event: dict[str, Any]) -> RankKey:
+    """The rank an event belongs to (main-process lines: the empty key)."""
+    ranks = event.get("ranks")
+    return tuple(sorted(ranks.items())) if isinstance(ranks, dict) else ()
+
+
+class Context:
+    """The context of one input file."""
+
+    def __init__(self) -> None:
+        self._runs: dict[RankKey, _Run] = {}
+
+    def start_all_runs(self) -> None:
+        """``server_args=``: a new server run for every rank."""
+        for run in self._runs.values():
+            _release(run)
+        self._runs.clear()
+
+    def kv_dtype(self, key: RankKey, dtype: str, line: int) -> None:
+        """An older log's ``Using KV cache dtype:`` line."""
+        self._run(key).dtype = (dtype, Evidence(line, f"Using KV cache dtype: {dtype}"))
+
+    def finish(self) -> None:
+        """End of input: whatever still waits has no further evidence coming."""
+        self.start_all_runs()
+
+    def give_up(self, held: Held) -> None:
+        """The look-ahead is exhausted for ``held``: it keeps the state the line claimed."""
+        for run in self._runs.values():
+            if held in run.waiting:
+                run.waiting.remove(held)
+        held.resolved = True
+
+    def observe(self, held: Held, source_version: int) -> None:
+        """Learn from an event, and revise it if this migration produced it and the context says more."""
+        event = held.event
+        name, key = event.get("event"), rank_key(event)
+        if name == RUN_START:
+            _release(self._runs.pop(key, _Run()))
+            self._run(key)
+        elif name == ARENA:
+            run = self._run(key)
+            run.arena_seen = True
+            run.todays_wording |= source_version >= 2
+            arena_bytes = event.get("reserved_va_bytes", event.get("reserved_bytes"))
+            text = f"KvVmmArena[{event.get('arena_id')}] ready, {arena_bytes} bytes of address space reserved"
+            run.arenas.append(Evidence(held.line, text))
+        elif name == POST_CAPTURE:
+            self._post_capture(self._run(key), held.line)
+        elif name == POOL:
+            self._pool(self._run(key), held, source_version)
+        elif name == SUMMARY:
+            self._summary(self._run(key), held, source_version)
+
+    def _run(self, key: RankKey) -> _Run:
+        run = self._runs.get(key)
+        if run is None:
+            run = self._runs[key] = _Run()
+        return run
+
+    def _pool(self, run: _Run, held: Held, source_version: int) -> None:
+        event = held.event
+        if held.revisable and event.get("dtype") is None and run.dtype is not None:
+            dtype, evidence = run.dtype
+            event["dtype"] = dtype
+            mark_inferred(event, "dtype", "kv-cache-dtype-line", evidence.text, evidence.line)
+        if not _state_inferred(event) or not held.revisable:
+            run.todays_wording |= source_version >= 2 and event.get(STATE) == VA
+            if event.get(STATE) == VA:
+                if run.arenas:
+                    run.arenas.popleft()
+                run.va_pools.append(Evidence(held.line, "a sub-pool of this run is a VA upper bound"))
+            return
+        if run.todays_wording:
+            _read_from_line(event)
+        elif run.arenas:
+            arena = run.arenas.popleft()
+            _mark_va(event, "arena-before-pool", f"{arena.text} on the same rank and run", arena.line)
+            run.va_pools.append(
+                Evidence(held.line, f"a sub-pool of this run is a VA upper bound (arena line {arena.line})")
+            )
+        elif not run.arena_seen and not run.post_capture_seen:
+            held.resolved = False
+            run.waiting.append(held)
+
+    def _summary(self, run: _Run, held: Held, source_version: int) -> None:
+        event = held.event
+        if not _state_inferred(event) or not held.revisable:
+            run.todays_wording |= source_version >= 2 and event.get(STATE) == VA
+            run.va_pools.clear()
+            return
+        if run.todays_wording:
+            _read_from_line(event)
+        elif run.va_pools or run.arenas:
+            evidence = run.va_pools[0] if run.va_pools else run.arenas[0]
+            _mark_va(event, "sub-pools-are-va-bound", evidence.text, evidence.line)
+        elif not run.arena_seen and not run.post_capture_seen:
+            held.resolved = False
+            run.waiting.append(held)
+        run.va_pools.clear()
+
+    def _post_capture(self, run: _Run, line: int) -> None:
+        """A later post-capture line: the first pool group of the run was sized before capture.
+
+        The group is the first pool printed (or hybrid sub-pools and their summary): VA upper bounds.
+        Pools printed after it (speculative drafts) are real allocations.
+        """
+        if run.waiting:
+            first = run.waiting[0].event
+            group = [run.waiting[0]]
+            if first.get("label") is not None:
+                for held in run.waiting[1:]:
+                    if held.event.get("event") == SUMMARY or held.event.get("label") is not None:
+                        group.append(held)
+                    else:
+                        break
+            for held in group:
+                evidence = "a later Post-capture KV sizing line on the same rank and run"
+                _mark_va(held.event, "post-capture-after-pool", evidence, line)
+        run.post_capture_seen = True
+        _release(run)
+
+
+def _state_inferred(event: dict[str, Any]) -> bool:
+    migrated = event.get("migrated")
+    return isinstance(migrated, dict) and STATE in migrated.get("inferred", {})
+
+
+def _mark_va(event: dict[str, Any], rule: str, evidence: str, line: int) -> None:
+    event[STATE] = VA
+    mark_inferred(event, STATE, rule, evidence, line)
+
+
+def _read_from_line(event: dict[str, Any]) -> None:
+    """Today's wording: ``is allocated`` is what the line says and means."""
+    inferred = event["migrated"]["inferred"]
+    del inferred[STATE]
+    if not inferred:
+        del event["migrated"]["inferred"]
+
+
+def _release(run: _Run) -> None:
+    for held in run.waiting:
+        held.resolved = True
+    run.waiting.clear()

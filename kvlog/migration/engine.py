@@ -1,0 +1,370 @@
+"""The streaming migrator: one pass over a log, one output line per input line, bounded memory.
+
+A log is mostly request lines that no rule reads. The reader finds candidate lines by searching whole
+blocks for a few keywords (``bytes.find`` runs at memory speed) and copies everything between them
+through untouched, so the cost is in the handful of memory lines, each of which is split from its
+prefix and tried against the text generations, oldest first. A recognised line becomes an event of
+the newest catalog version (text: through its generation's step, then up the chain; JSON events of
+an older version: up the chain), goes through the per-rank context, and is written at the requested
+catalog version after validation. Anything that cannot be migrated is copied through as it was and,
+when it looks like a memory line, reported with the reason.
+
+Events that wait for a later line (see ``kvlog.migration.context``) hold back the output behind them
+for at most ``LOOKAHEAD_LINES`` lines or ``LOOKAHEAD_BYTES`` bytes: memory stays bounded on any file.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import deque
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import IO, Any, Literal, Protocol
+
+import orjson
+
+from kvlog.migration.context import Context, Held
+from kvlog.migration.grammar import Generation, Recognised
+from kvlog.migration.ops import provenance
+from kvlog.migration.prefix import split_prefix
+from kvlog.migration.render import LegacyRenderer, current_line
+from kvlog.migration.report import Report
+from kvlog.migration.steps import Chain, MigrationError
+from kvlog.validation import EventValidator
+
+OutputFormat = Literal["jsonl", "text", "legacy"]
+DeadLetter = Callable[[dict[str, Any]], None]
+
+BLOCK_BYTES = 1 << 22
+LOOKAHEAD_LINES = 100_000
+LOOKAHEAD_BYTES = 64 << 20
+_KEYWORDS = (
+    b"KV",
+    b"Kv",
+    b"emory",
+    b"Mamba",
+    b"Load weight",
+    b"max_total_num_tokens",
+    b"server_args=",
+    b'"schema_version"',
+)
+_MEMORY_LIKE = re.compile(
+    r"[0-9] ?(?:GB|GiB|MB|MiB|KiB|TB)\b|is allocated|VA upper bound|reserved(?:_va)?=|mem usage|avail mem"
+)
+_EPOCH = "1970-01-01T00:00:00Z"
+_ENVELOPE = ("event", "schema_version", "timestamp", "level", "pid", "ranks")
+_TRAILER = ("ext", "migrated")
+_PROVENANCE = ("source_format", "file", "line", "steps", "inferred", "uncertainty_bytes", "lost", "original")
+
+
+class Readable(Protocol):
+    """Anything with ``read(size) -> bytes``: a file, a decompressing stream, standard input."""
+
+    def read(self, size: int = -1, /) -> bytes:
+        """Up to ``size`` bytes; empty at the end."""
+        ...
+
+
+@dataclass(frozen=True)
+class Options:
+    """How to migrate: the output format and catalog version, and what to keep."""
+
+    output_format: OutputFormat = "jsonl"
+    to_catalog: int | None = None
+    only_events: bool = False
+    keep_original: bool = False
+    legacy_generation: str | None = None
+
+
+class Migrator:
+    """Everything that does not change from one input to the next: the chain, its parsers, the validator."""
+
+    def __init__(self, chain: Chain, options: Options, validator: EventValidator | None = None) -> None:
+        self.chain = chain
+        self.catalog = chain.catalog
+        self.options = options
+        self.validator = validator or EventValidator(self.catalog)
+        self.generations: list[Generation] = chain.generations()
+        top = max(max(self.catalog.versions(e)) for e in self.catalog.events())
+        if options.to_catalog is not None and not 1 <= options.to_catalog <= top:
+            raise MigrationError(f"--to {options.to_catalog}: catalog versions are 1..{top}")
+        self.to_catalog = options.to_catalog or top
+        self.legacy = LegacyRenderer(chain, options.legacy_generation) if options.output_format == "legacy" else None
+
+    def migrate(self, name: str, stream: Readable, out: IO[bytes], dead: DeadLetter | None = None) -> Report:
+        """Migrate one input (``name`` as given, ``-`` for standard input) from ``stream`` to ``out``."""
+        report = Report(files=1)
+        run = _FileRun(self, None if name == "-" else name, out, report, dead)
+        for is_candidate, data in _segments(stream):
+            if is_candidate:
+                run.line(data)
+            else:
+                run.passthrough(data)
+        run.finish()
+        return report
+
+
+class _FileRun:
+    """The state of one input: line numbers, context, and the output held back for look-ahead."""
+
+    def __init__(self, migrator: Migrator, file: str | None, out: IO[bytes], report: Report, dead: DeadLetter | None):
+        self.m = migrator
+        self.file = file
+        self.out = out
+        self.report = report
+        self.dead = dead
+        self.context = Context()
+        self.number = 0
+        self.held: deque[tuple[bytes | Held, int, int]] = deque()
+        self.held_lines = 0
+        self.held_bytes = 0
+        self.last_timestamp: tuple[str, int] | None = None
+
+    def passthrough(self, data: bytes) -> None:
+        lines = data.count(b"\n") + (0 if data.endswith(b"\n") else 1)
+        self.number += lines
+        if not self.m.options.only_events:
+            self._emit(data, lines)
+
+    def line(self, raw: bytes) -> None:
+        self.number += 1
+        body = raw[:-1] if raw.endswith(b"\n") else raw
+        held = self._json(raw, body) if body.lstrip()[:1] == b"{" else self._text(raw, body)
+        if held is None:
+            if not self.m.options.only_events:
+                self._emit(raw, 1)
+            return
+        self.context.observe(held, held.event.pop("_source_version"))
+        self._emit(held, 1)
+
+    def finish(self) -> None:
+        self.context.finish()
+        self._flush()
+        self.report.lines = self.number
+
+    # -- reading --------------------------------------------------------------------------------
+
+    def _text(self, raw: bytes, body: bytes) -> Held | None:
+        try:
+            text = body.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            self._unparsed(body.decode("utf-8", "replace"), f"not valid UTF-8 ({exc.reason} at byte {exc.start})")
+            return None
+        found = self._recognise(text)
+        if found is None:
+            self._unparsed(text, "looks like a memory line but matches no known sglang wording")
+            return None
+        recognised, timestamp, ranks, level, glued = found
+        if timestamp is not None:
+            self.last_timestamp = (timestamp, self.number)
+        role = recognised.rule.role
+        if role is not None:
+            self.report.companions[role] += 1
+            if role == "run_start":
+                self.context.start_all_runs()
+            elif role == "kv_dtype":
+                self.context.kv_dtype(tuple(sorted(ranks.items())), recognised.parsed.fields["dtype"], self.number)
+            return None
+        event = recognised.event(timestamp, ranks, level)
+        if timestamp is None and self.last_timestamp is not None:
+            event["timestamp"], evidence_line = self.last_timestamp
+            event["migrated"]["inferred"]["timestamp"] = {
+                "rule": "previous-line-timestamp",
+                "evidence": "the line has no timestamp; the last one printed before it",
+                "evidence_line": evidence_line,
+            }
+        migrated = event["migrated"]
+        migrated["file"], migrated["line"] = self.file, self.number
+        if self.m.options.keep_original or glued:
+            migrated["original"] = text
+        return self._upgrade(event, raw, recognised.generation.id)
+
+    def _recognise(self, text: str) -> tuple[Recognised, str | None, dict[str, int], str | None, bool] | None:
+        """Try the line as printed, then what follows its last carriage return (a tqdm bar glued before it)."""
+        stripped = text.rstrip(" \t\r")
+        attempts = [(stripped, False)]
+        if "\r" in stripped:
+            attempts.append((stripped.rsplit("\r", 1)[1], True))
+        for candidate, glued_before in attempts:
+            prefix = split_prefix(candidate)
+            for glued_after in (False, True):
+                for generation in self.m.generations:
+                    recognised = generation.recognise(prefix.message, glued=glued_after)
+                    if recognised is not None:
+                        return recognised, prefix.timestamp, prefix.ranks, prefix.level, glued_before or glued_after
+        return None
+
+    def _json(self, raw: bytes, body: bytes) -> Held | None:
+        try:
+            event = orjson.loads(body)
+        except orjson.JSONDecodeError:
+            return None
+        if not isinstance(event, dict):
+            return None
+        name, version = event.get("event"), event.get("schema_version")
+        if not isinstance(name, str) or name not in self.m.catalog.schemas or type(version) is not int:
+            return None
+        if version not in self.m.catalog.schemas[name]:
+            self._unparsed(body.decode("utf-8", "replace"), f"{name}@{version}: the catalog has no such version")
+            return None
+        if version == self.m.catalog.latest(name):
+            event["_source_version"] = version
+            return Held(event, self.number, revisable=False, raw=raw)
+        migrated = provenance(event)
+        migrated.setdefault("file", self.file)
+        migrated.setdefault("line", self.number)
+        if self.m.options.keep_original:
+            migrated.setdefault("original", body.decode("utf-8", "replace"))
+        return self._upgrade(event, raw, str(migrated["source_format"]))
+
+    def _upgrade(self, event: dict[str, Any], raw: bytes, source: str) -> Held | None:
+        name, version = str(event["event"]), int(event["schema_version"])
+        try:
+            for step in self.m.chain.path(name, version, self.m.catalog.latest(name)):
+                event = step.apply(event)
+        except MigrationError as exc:
+            self._reject(raw, str(exc))
+            return None
+        event["_source_version"] = version
+        event["_source"] = source
+        return Held(event, self.number, revisable=True, raw=raw)
+
+    def _unparsed(self, text: str, reason: str) -> None:
+        if _MEMORY_LIKE.search(text) is None:
+            return
+        self.report.unparsed(self.file, self.number, reason, text)
+        if self.dead is not None:
+            self.dead({"file": self.file, "line": self.number, "reason": reason, "text": text})
+
+    def _reject(self, raw: bytes, reason: str, line: int | None = None) -> None:
+        self.report.rejected += 1
+        text = raw.rstrip(b"\r\n").decode("utf-8", "replace")
+        number = line or self.number
+        self.report.unparsed(self.file, number, reason, text)
+        if self.dead is not None:
+            self.dead({"file": self.file, "line": number, "reason": reason, "text": text})
+
+    # -- writing --------------------------------------------------------------------------------
+
+    def _emit(self, item: bytes | Held, lines: int) -> None:
+        if not self.held and (isinstance(item, bytes) or item.resolved):
+            self._write(item)
+            return
+        size = len(item) if isinstance(item, bytes) else len(item.raw)
+        self.held.append((item, lines, size))
+        self.held_lines += lines
+        self.held_bytes += size
+        while self.held and (self.held_lines > LOOKAHEAD_LINES or self.held_bytes > LOOKAHEAD_BYTES):
+            head = self.held[0][0]
+            if isinstance(head, Held) and not head.resolved:
+                self.context.give_up(head)
+            self._flush()
+        self._flush()
+
+    def _flush(self) -> None:
+        while self.held:
+            item, lines, size = self.held[0]
+            if isinstance(item, Held) and not item.resolved:
+                return
+            self.held.popleft()
+            self.held_lines -= lines
+            self.held_bytes -= size
+            self._write(item)
+
+    def _write(self, item: bytes | Held) -> None:
+        self.out.write(item if isinstance(item, bytes) else self._finalise(item))
+
+    def _finalise(self, held: Held) -> bytes:
+        """The output line of an event: validated, at the requested version, in the requested format."""
+        event, options = held.event, self.m.options
+        source = str(event.pop("_source", "")) or str(event.get("migrated", {}).get("source_format", "kvlog-json"))
+        ending = b"\n" if options.only_events or held.raw.endswith(b"\n") else b""
+        if not held.revisable and options.output_format == "jsonl" and self._target(event) == event["schema_version"]:
+            self.report.counted_event(source, event)
+            return held.raw.rstrip(b"\r\n") + ending if options.only_events else held.raw
+        try:
+            if options.output_format == "text":
+                self._check(event)
+                out = current_line(event).encode()
+            elif options.output_format == "legacy":
+                self._check(event)
+                out = self.m.legacy.line(event).encode()  # type: ignore[union-attr]
+            else:
+                event = self._at_target(event)
+                self._check(event)
+                out = orjson.dumps(_ordered(event))
+        except MigrationError as exc:
+            self._reject(held.raw, str(exc), held.line)
+            return b"" if options.only_events else held.raw
+        self.report.counted_event(source, event)
+        return out + ending
+
+    def _target(self, event: dict[str, Any]) -> int | None:
+        return self.m.catalog.at_catalog_version(str(event["event"]), self.m.to_catalog)
+
+    def _at_target(self, event: dict[str, Any]) -> dict[str, Any]:
+        name, version, target = str(event["event"]), int(event["schema_version"]), self._target(event)
+        if target is None:
+            raise MigrationError(f"{name} does not exist in catalog version {self.m.to_catalog}")
+        for step in self.m.chain.path(name, version, target):
+            event = step.apply(event)
+        return event
+
+    def _check(self, event: dict[str, Any]) -> None:
+        if self.m.validator.is_valid(event):
+            return
+        problems = "; ".join(f"{v.path}: {v.message}" for v in self.m.validator.violations(event)[:3])
+        raise MigrationError(f"the migrated {event.get('event')}@{event.get('schema_version')} is invalid: {problems}")
+
+
+def _ordered(event: dict[str, Any]) -> dict[str, Any]:
+    """Envelope first, provenance last: the order people read an event in."""
+    head = {k: event[k] for k in _ENVELOPE if k in event}
+    body = {k: v for k, v in event.items() if k not in head and k not in _TRAILER}
+    tail = {k: event[k] for k in _TRAILER if k in event}
+    migrated = tail.get("migrated")
+    if isinstance(migrated, dict):
+        tail["migrated"] = {k: migrated[k] for k in _PROVENANCE if k in migrated} | migrated
+    return head | body | tail
+
+
+def _segments(stream: Readable) -> Iterator[tuple[bool, bytes]]:
+    """Runs of lines no rule can read (False, bytes) and single candidate lines (True, line)."""
+    carry = b""
+    while True:
+        block = stream.read(BLOCK_BYTES)
+        if not block:
+            if carry:
+                yield from _split(carry)
+            return
+        data = carry + block if carry else block
+        cut = data.rfind(b"\n") + 1
+        if cut == 0:
+            carry = data
+            continue
+        carry = data[cut:]
+        yield from _split(data[:cut])
+
+
+def _split(data: bytes) -> Iterator[tuple[bool, bytes]]:
+    starts: set[int] = set()
+    size = len(data)
+    for keyword in _KEYWORDS:
+        position = data.find(keyword)
+        while position != -1:
+            start = data.rfind(b"\n", 0, position) + 1
+            end = data.find(b"\n", position)
+            starts.add(start)
+            if end == -1:
+                break
+            position = data.find(keyword, end)
+    position = 0
+    for start in sorted(starts):
+        if start > position:
+            yield False, data[position:start]
+        end = data.find(b"\n", start)
+        end = size if end == -1 else end + 1
+        yield True, data[start:end]
+        position = end
+    if position < size:
+        yield False, data[position:]

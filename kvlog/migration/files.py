@@ -1,0 +1,128 @@
+"""Where ``kvlog migrate`` reads and writes: input expansion, compressed streams, atomic replacement.
+
+An output file is never half-written: it is written to a temporary file in the same directory,
+flushed to disk (fsync), and renamed over the target (``os.replace``), so a reader or a crash sees
+either the old file or the complete new one. ``--in-place`` first keeps the original under a backup
+name (a hard link where the filesystem allows, else a copy).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import glob
+import gzip
+import os
+import shutil
+import sys
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import IO
+
+from kvlog.inputs import STDIN, InputError
+
+TEMP_SUFFIX = ".kvlog-tmp"
+
+
+def expand_inputs(names: tuple[str, ...], skip_suffixes: tuple[str, ...] = ()) -> list[str]:
+    """Files as given, globs expanded, directories walked (sorted, hidden and temporary files skipped)."""
+    out: list[str] = []
+    for name in names:
+        if name == STDIN:
+            out.append(name)
+            continue
+        path = Path(name)
+        if path.is_dir():
+            found = sorted(
+                p
+                for p in path.rglob("*")
+                if p.is_file()
+                and not any(part.startswith(".") for part in p.relative_to(path).parts)
+                and not p.name.endswith((TEMP_SUFFIX, *skip_suffixes))
+            )
+            out += [str(p) for p in found]
+        elif not path.exists() and glob.has_magic(name):
+            matches = sorted(glob.glob(name, recursive=True))  # noqa: PTH207 - the pattern may be absolute
+            if not matches:
+                raise InputError(f"{name}: no file matches this pattern")
+            out += [m for m in matches if Path(m).is_file()]
+        else:
+            out.append(name)
+    return out
+
+
+@contextmanager
+def compressed_writer(raw: IO[bytes], name: str) -> Iterator[IO[bytes]]:
+    """Compress what is written to ``raw`` as ``name``'s suffix says (``.gz``, ``.zst``), else write as is."""
+    if name.endswith(".gz"):
+        with gzip.GzipFile(fileobj=raw, mode="wb", mtime=0) as stream:
+            yield stream  # type: ignore[misc]
+    elif name.endswith(".zst"):
+        try:
+            import zstandard  # noqa: PLC0415 - an optional extra, imported only when a .zst file is written
+        except ImportError:
+            raise InputError(f"{name}: writing .zst needs the zstd extra: pip install 'kvlog[zstd]'") from None
+        with zstandard.ZstdCompressor().stream_writer(raw, closefd=False) as stream:
+            yield stream
+    else:
+        yield raw
+
+
+@contextmanager
+def atomic_output(target: Path, backup_suffix: str | None = None) -> Iterator[IO[bytes]]:
+    """A stream whose content replaces ``target`` in one rename once the block completes, never before."""
+    handle = tempfile.NamedTemporaryFile(  # noqa: SIM115 - closed below, after fsync and before the rename
+        dir=target.parent, prefix=f".{target.name}.", suffix=TEMP_SUFFIX, delete=False
+    )
+    temporary = Path(handle.name)
+    try:
+        with compressed_writer(handle, target.name) as stream:
+            yield stream
+        handle.flush()
+        os.fsync(handle.fileno())
+        handle.close()
+        if target.exists():
+            shutil.copymode(target, temporary)
+            if backup_suffix:
+                _keep_backup(target, target.with_name(target.name + backup_suffix))
+        temporary.replace(target)
+        _sync_directory(target.parent)
+    except BaseException:
+        handle.close()
+        temporary.unlink(missing_ok=True)
+        raise
+
+
+def _keep_backup(target: Path, backup: Path) -> None:
+    staging = backup.with_name(f".{backup.name}{TEMP_SUFFIX}")
+    staging.unlink(missing_ok=True)
+    try:
+        os.link(target, staging)
+    except OSError:
+        shutil.copy2(target, staging)
+    staging.replace(backup)
+
+
+def _sync_directory(directory: Path) -> None:
+    with contextlib.suppress(OSError):
+        descriptor = os.open(directory, os.O_RDONLY)
+        try:
+            os.fsync(descriptor)
+        finally:
+            os.close(descriptor)
+
+
+def same_file(a: str, b: Path) -> bool:
+    """Whether input ``a`` and output ``b`` are the same file (so writing one would destroy the other)."""
+    if a == STDIN or not b.exists():
+        return False
+    try:
+        return Path(a).samefile(b)
+    except OSError:
+        return False
+
+
+def stdout_binary() -> IO[bytes]:
+    """Standard output, for bytes."""
+    return sys.stdout.buffer

@@ -1,0 +1,82 @@
+"""What a migration run did, for ``--report`` and the summary line: counts that merge across workers."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+SAMPLE_SIZE = 20
+_SAMPLE_TEXT = 300
+
+
+@dataclass
+class Report:
+    """Counts over one or more inputs."""
+
+    files: int = 0
+    lines: int = 0
+    events: int = 0
+    by_source: Counter[str] = field(default_factory=Counter)
+    by_event: Counter[str] = field(default_factory=Counter)
+    inferred: Counter[str] = field(default_factory=Counter)
+    companions: Counter[str] = field(default_factory=Counter)
+    unparsed_memory_lines: int = 0
+    rejected: int = 0
+    unparsed_sample: list[dict[str, Any]] = field(default_factory=list)
+
+    def counted_event(self, source: str, event: dict[str, Any]) -> None:
+        """Count one event written, with the fields it carries as inferred."""
+        self.events += 1
+        self.by_source[source] += 1
+        self.by_event[f"{event['event']}@{event['schema_version']}"] += 1
+        migrated = event.get("migrated")
+        if isinstance(migrated, dict):
+            for name, note in migrated.get("inferred", {}).items():
+                self.inferred[f"{name}: {note.get('rule')}"] += 1
+
+    def unparsed(self, file: str | None, line: int, reason: str, text: str) -> None:
+        """Count a line that looks like a memory line but matched no rule, keeping the first few."""
+        self.unparsed_memory_lines += 1
+        if len(self.unparsed_sample) < SAMPLE_SIZE:
+            self.unparsed_sample.append({"file": file, "line": line, "reason": reason, "text": text[:_SAMPLE_TEXT]})
+
+    def merge(self, other: Report) -> None:
+        """Add another worker's counts."""
+        self.files += other.files
+        self.lines += other.lines
+        self.events += other.events
+        self.rejected += other.rejected
+        self.unparsed_memory_lines += other.unparsed_memory_lines
+        for mine, theirs in (
+            (self.by_source, other.by_source),
+            (self.by_event, other.by_event),
+            (self.inferred, other.inferred),
+            (self.companions, other.companions),
+        ):
+            mine.update(theirs)
+        room = SAMPLE_SIZE - len(self.unparsed_sample)
+        self.unparsed_sample += other.unparsed_sample[: max(room, 0)]
+
+    def to_json(self) -> dict[str, Any]:
+        """The ``--report`` document."""
+        return {
+            "files": self.files,
+            "lines": self.lines,
+            "events": self.events,
+            "events_by_source_format": dict(sorted(self.by_source.items())),
+            "events_by_event": dict(sorted(self.by_event.items())),
+            "inferred_fields": dict(sorted(self.inferred.items())),
+            "companion_lines": dict(sorted(self.companions.items())),
+            "unparsed_memory_lines": self.unparsed_memory_lines,
+            "rejected_events": self.rejected,
+            "unparsed_sample": self.unparsed_sample,
+        }
+
+    def summary(self) -> str:
+        """One line for standard error."""
+        return (
+            f"{self.files} file(s), {self.lines} lines, {self.events} events "
+            f"({', '.join(f'{k} {v}' for k, v in sorted(self.by_source.items())) or 'none'}), "
+            f"{sum(self.inferred.values())} inferred fields, {self.unparsed_memory_lines} memory-like lines unparsed"
+        )
