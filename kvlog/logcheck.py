@@ -1,8 +1,8 @@
 """Validating JSON-lines log files against the catalog: the library behind ``kvlog validate``.
 
 Almost every line of a real log is a valid event, so the loop is built for that case: one
-``orjson.loads``, one dict lookup by ``(event, schema_version)`` and one call into the compiled
-validator per line; everything else (the reference engine's explanations, counting by event)
+``orjson.loads``, a lookup by event name then version and one call into the compiled validator
+per line; everything else (the reference engine's explanations, counting by event)
 happens only for a line that fails. Large plain files are split at newline boundaries into byte
 ranges that worker processes validate in parallel; their findings are put back in file order with
 file line numbers, so the output is the same as the serial path's, line for line.
@@ -10,7 +10,9 @@ file line numbers, so the output is the same as the serial path's, line for line
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import gc
 import io
 import multiprocessing
 import os
@@ -32,6 +34,10 @@ MIN_CHUNK_BYTES = 64 << 10
 MAX_CHUNK_BYTES = 16 << 20
 _CHUNKS_PER_JOB = 4
 _COMPRESSED_SUFFIXES = (".gz", ".zst")
+
+
+#: compiled "valid?" tests by event name, then schema version, as the hot loop looks them up
+_Checks = dict[object, dict[object, Callable[[object], bool]]]
 
 
 @dataclass(frozen=True)
@@ -95,13 +101,13 @@ def check_lines(
 ) -> Iterator[Finding]:
     """Validate each line of one input, yielding a finding for every problem and counting in ``summary``."""
     loads = orjson.loads
-    checks: dict[tuple[object, object], Callable[[object], bool]] = {}
+    checks: _Checks = {}
     number = valid = 0
     try:
         for number, line in enumerate(lines, 1):
             try:
                 event = loads(line)
-                check = checks[event["event"], event["schema_version"]]
+                check = checks[event["event"]][event["schema_version"]]
             except Exception:  # noqa: BLE001 - any unusual line (not JSON, no name, first of its kind) looks closer
                 yield from _look_closer(name, number, line, summary, validator, checks, skip_non_json=skip_non_json)
                 continue
@@ -120,7 +126,7 @@ def _look_closer(  # noqa: PLR0917 - the hot loop's state, passed positionally o
     line: bytes,
     summary: Summary,
     validator: EventValidator,
-    checks: dict[tuple[object, object], Callable[[object], bool]],
+    checks: _Checks,
     *,
     skip_non_json: bool,
 ) -> list[Finding]:
@@ -142,13 +148,10 @@ def _look_closer(  # noqa: PLR0917 - the hot loop's state, passed positionally o
         summary.non_json_lines += 1
         summary.findings += 1
         return [Finding(name, number, None, None, Violation("$", f"not a JSON event: a JSON {type(event).__name__}"))]
-    key = (event.get("event"), event.get("schema_version"))
-    try:
-        check = checks[key]
-    except KeyError:
-        check = checks[key] = validator.fast_check(*key)
-    except TypeError:  # an unhashable name or version: never a catalog event
-        check = validator.fast_check(*key)
+    name_field, version = event.get("event"), event.get("schema_version")
+    check = validator.fast_check(name_field, version)
+    with contextlib.suppress(TypeError):  # an unhashable name or version: never valid, nothing to remember
+        checks.setdefault(name_field, {})[version] = check
     if check(event):
         summary.events += 1
         return []
@@ -242,6 +245,7 @@ _worker_validator: EventValidator | None = None
 def _start_worker(catalog: Catalog) -> None:
     global _worker_validator  # noqa: PLW0603 - one validator per worker process, built once
     _worker_validator = EventValidator(catalog)
+    gc.freeze()  # what the worker inherited is never garbage: keep collections off its copy-on-write pages
 
 
 def _check_chunk(chunk: _Chunk) -> tuple[list[Finding], Summary]:
