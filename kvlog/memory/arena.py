@@ -255,6 +255,7 @@ class VmmArena:
             if view.data_ptr() != self._base + offset:
                 raise ArenaError(f"arena {self._arena_id}: backend returned a copy, not a view at offset {offset}")
             root = view._base if view._base is not None else view
+            self._views_over(0, 0)  # forget dead views, so that creating many never grows the list
             self._views.append((weakref.ref(root), offset, offset + nbytes))
             return view
 

@@ -142,9 +142,11 @@ class SWAKVPool:
         self.full.wake()
 
     def close(self) -> None:
-        """Close both sub-pools."""
-        self.swa.close()
-        self.full.close()
+        """Close both sub-pools (the second even if the first refuses)."""
+        try:
+            self.swa.close()
+        finally:
+            self.full.close()
 
     def __enter__(self) -> Self:
         return self
