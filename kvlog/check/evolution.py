@@ -12,6 +12,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
+import orjson
+
 from kvlog.check.compat import Incompatibility, incompatibilities
 from kvlog.check.findings import Finding
 from kvlog.check.jsondiff import describe_change, diff
@@ -135,7 +137,7 @@ class Evolution:
             return []
         file = self.current.versions[event][new]
         reasons = "; ".join(str(inc) for inc in found)
-        line = locate(file.text, ("properties", found[0].location.split(".")[0]))
+        line = _line_of_first(file.text, found)
         carried = cover(event, old, new) if direction == "backward" else cover(event, new, old)
         if carried is not None:
             message = f"{event}@{new} is not {direction}-compatible with v{old} ({reasons}); covered by {carried}"
@@ -147,3 +149,12 @@ class Evolution:
             f"{event}@{new} is not {direction}-compatible with v{old} under --mode {mode}: {reasons}; add {remedy}"
         )
         return [Finding("KV204", message, file.display, line)]
+
+
+def _line_of_first(text: str, found: list[Incompatibility]) -> int | None:
+    """The line of the first incompatible field the new schema still names, else of its properties."""
+    for incompatibility in found:
+        name = incompatibility.location.split(".")[0].split("[")[0]
+        if orjson.dumps(name).decode() + ":" in text:
+            return locate(text, ("properties", name))
+    return locate(text, ("properties",))

@@ -59,9 +59,10 @@ def check_complete(chain: Chain, snapshot: Snapshot) -> list[Finding]:
         latest = max(versions)
         for version in sorted(versions)[:-1]:
             if not _reaches(chain, event, version, latest):
+                furthest = max(v for v in range(version, latest) if _reaches(chain, event, version, v))
                 message = (
                     f"{event}@{version} cannot be migrated to the latest version v{latest}: "
-                    f"no chain of migrations leads there (e.g. add {event}/v{version}-to-v{version + 1}.toml)"
+                    f"no chain of migrations leads there (e.g. add {event}/v{furthest}-to-v{furthest + 1}.toml)"
                 )
                 findings.append(Finding("KV302", message, versions[version].display))
     for step in chain.steps:
@@ -82,6 +83,8 @@ def check_complete(chain: Chain, snapshot: Snapshot) -> list[Finding]:
 
 
 def _reaches(chain: Chain, event: str, from_version: int, to_version: int) -> bool:
+    if from_version == to_version:
+        return True
     try:
         chain.path(event, from_version, to_version)
     except MigrationError:

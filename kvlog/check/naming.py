@@ -15,8 +15,10 @@ _STATE_FIELD = re.compile(r"(?:^|_)(?:state|status|kind|mode)$")
 _BYTES_DEF = re.compile(r"#/\$defs/bytes$")
 # *_bytes, plus numpy's and torch's established spelling ``nbytes``.
 _BYTES_NAME = re.compile(r"(?:_bytes|^nbytes|_nbytes)$")
-# Differences of two byte counts may be negative; their names say so.
+# Differences of two byte counts may be negative: their names say so, or their schemas do, with an
+# extension keyword (``x-`` keywords are annotations to every validator).
 _SIGNED_BYTES = re.compile(r"(?:delta|discrepancy)_bytes$")
+SIGNED_KEYWORD = "x-kvlog-signed"
 
 
 def check_naming(snapshot: Snapshot) -> list[Finding]:
@@ -61,11 +63,14 @@ def _check_property(
     except DerefError:
         return findings  # reported once by the structure rules
     if _BYTES_NAME.search(name):
-        signed = bool(_SIGNED_BYTES.search(name))
+        signed = bool(_SIGNED_BYTES.search(name)) or (isinstance(raw, dict) and raw.get(SIGNED_KEYWORD) is True)
         problem = _integer_problem(schema, signed)
         if problem is not None:
             what = "an integer" if signed else "a non-negative integer"
-            findings.append(Finding("KV101", f"{where} must be {what} (or null): {problem}", file.display, line))
+            remedy = "" if signed else f' (a signed difference says so: "{SIGNED_KEYWORD}": true)'
+            findings.append(
+                Finding("KV101", f"{where} must be {what} (or null): {problem}{remedy}", file.display, line)
+            )
     if _STATE_FIELD.search(name) and not _is_enumerated(schema):
         findings.append(Finding("KV104", f"{where} is a state field; declare its values with enum", file.display, line))
     return findings

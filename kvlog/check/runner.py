@@ -7,6 +7,7 @@ from pathlib import Path
 
 from kvlog.check import migrations
 from kvlog.check.config import Target
+from kvlog.check.corpus import replay_corpus
 from kvlog.check.evolution import Evolution, Mode
 from kvlog.check.findings import Finding
 from kvlog.check.gitref import files_at_ref
@@ -53,6 +54,14 @@ def run_check(options: Options) -> Report:
         report.migration_steps = len(chain.steps)
         report.findings += migrations.check_complete(chain, current)
         report.findings += migrations.check_examples(chain, EventValidator(catalog))
+    if options.corpus is None:
+        report.skipped["KV5"] = "no corpus: --corpus DIR or [tool.kvlog] corpus"
+    elif chain is None:
+        report.skipped["KV5"] = "the migrations do not load (KV301)"
+    else:
+        replayed = replay_corpus(options.corpus, chain, EventValidator(catalog))
+        report.findings += replayed.findings
+        report.corpus_files = replayed.files
     if options.against is None:
         report.skipped["KV2"] = "needs --against GIT_REF"
     else:

@@ -130,8 +130,8 @@ def _merge(target: Any, siblings: dict[str, Any]) -> Any:
 
 
 def strip_annotations(schema: Any) -> Any:
-    """``schema`` without annotation keywords: what is left decides validity, nothing else."""
+    """``schema`` without annotation keywords (extensions ``x-...`` included): what is left decides validity."""
     if not isinstance(schema, dict):
         return schema
-    kept = {k: v for k, v in schema.items() if k not in ANNOTATIONS}
+    kept = {k: v for k, v in schema.items() if k not in ANNOTATIONS and not k.startswith("x-")}
     return map_subschemas(kept, lambda sub, _path: strip_annotations(sub))
