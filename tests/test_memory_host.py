@@ -81,6 +81,11 @@ def test_ranges_round_outwards_and_the_event_says_so() -> None:
         event = last(captured, "kv_arena.commit")
         assert (event["offset_bytes"], event["nbytes"], event["requested_nbytes"]) == (0, 2 * PAGE_SIZE, 5000)
         assert arena_rss(arena) == 2 * PAGE_SIZE
+        arena.commit(3 * PAGE_SIZE + 1, 0)  # empty: rounds to nothing, not to a granule
+        assert last(captured, "kv_arena.commit")["nbytes"] == 0
+        assert arena.committed_bytes == 2 * PAGE_SIZE == arena_rss(arena)
+        with pytest.raises(ArenaError, match="must not be negative"):
+            arena.commit(-PAGE_SIZE, PAGE_SIZE)
 
 
 def test_committing_twice_counts_once() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ctypes
 import resource
 import subprocess
 import sys
@@ -25,6 +26,7 @@ from kvlog.memory import (
 from kvlog.memory.host_backend import PAGE_SIZE
 
 MIB = 1 << 20
+MADV_DONTNEED = 4
 SHAPE = KVShape(layers=3, heads=4, head_dim=64, dtype=torch.bfloat16, page_size=16, v_head_dim=32)
 SWA_SHAPE = KVShape(layers=2, heads=4, head_dim=64, dtype=torch.bfloat16, page_size=16)
 
@@ -258,3 +260,19 @@ def test_closing_a_pool_whose_buffer_is_still_held_is_refused() -> None:
 def test_import_kvlog_does_not_import_torch() -> None:
     code = "import sys, kvlog, kvlog.cli; assert 'torch' not in sys.modules, 'torch'"
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_sleep_flags_memory_given_back_behind_the_books() -> None:
+    """Pages dropped with MADV_DONTNEED outside kvlog: the kernel and the books disagree, and sleep says so."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+    with validated_events() as captured, MHAKVPool.allocate(SHAPE, num_tokens=8192) as pool:
+        held = pool.committed_bytes
+        assert libc.madvise(pool.arena.base, MIB, MADV_DONTNEED) == 0
+        assert rss(pool.arena) == held - MIB
+        pool.sleep()
+        slept = last(captured, "kv_pool.sleep")
+        assert (slept["freed_bytes"], slept["measured_freed_bytes"]) == (held, held - MIB)
+        assert (slept["discrepancy_bytes"], slept["level"]) == (-MIB, "warning")
+        pool.wake()
+        assert last(captured, "kv_pool.wake")["discrepancy_bytes"] == 0

@@ -6,7 +6,8 @@ typed event with both figures, so a log can never again present a reservation as
 
 Semantics, shared by both backends:
 
-- Ranges are rounded outwards to the granularity: the start down, the end up. The event's
+- Ranges are rounded outwards to the granularity: the start down, the end up (an empty range stays
+  empty). The event's
   ``offset_bytes``/``nbytes`` are the rounded range, ``requested_nbytes`` what the caller asked for.
 - ``commit`` makes a whole range backed. Granules already backed are left alone and not counted
   again, so committing a range twice is harmless; ``decommit`` likewise skips unbacked granules.
@@ -312,7 +313,7 @@ class VmmArena:
         if offset < 0 or nbytes < 0:
             raise self._refuse(operation, None, None, f"offset {offset} and size {nbytes} must not be negative")
         start = offset - offset % self._granularity
-        end = _align_up(offset + nbytes, self._granularity)
+        end = _align_up(offset + nbytes, self._granularity) if nbytes else start  # an empty range stays empty
         if end > self._reserved:
             raise self._refuse(
                 operation,
