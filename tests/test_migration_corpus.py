@@ -227,3 +227,46 @@ def test_text_format_tells_the_truth() -> None:
     assert b"SWAKVPool VA upper bound: 18.22 GB, swa size: 1061120, full size: 1326400" in out[23]
     assert b"KV Cache is allocated. dtype: torch.bfloat16, #tokens: 1061120" in out[26]
     assert out[12] == source[12]
+
+
+def test_whole_corpus_in_one_run_with_jobs_matches_file_by_file(tmp_path: Path) -> None:
+    """Several inputs, one or two workers: each output is what that file alone gives, and the report counts it."""
+    inputs = [str(CORPUS / f"{name}.log") for name in NAMES]
+    for jobs in ("1", "2"):
+        out, report = tmp_path / f"out-{jobs}", tmp_path / f"report-{jobs}.json"
+        result = kvlog("migrate", *inputs, "-o", str(out), "--jobs", jobs, "--report", str(report))
+        assert result.returncode == 0, result.stderr.decode()
+        for name in NAMES:
+            assert (out / f"{name}.log").read_bytes() == migrate(name), f"--jobs {jobs}: {name}.log differs"
+        counts = json.loads(report.read_text())
+        assert counts["files"] == len(NAMES)
+        assert counts["lines"] == sum(len(source_lines(name)) for name in NAMES)
+        expected: dict[str, int] = {}
+        for name in NAMES:
+            for row in expectations(name).values():
+                event = row.get("event") or row.get("current_event")
+                if event:
+                    key = f"{event}@{default_catalog().latest(event)}"
+                    expected[key] = expected.get(key, 0) + 1
+        assert counts["events_by_event"] == expected
+
+
+ARENA_LINE = b"[2026-07-21 09:02:11 TP0] KvVmmArena[0] ready: device=0 reserved=78.8 GiB granularity=2048 KiB\n"
+POOL_LINE = (
+    b"[2026-07-21 09:02:11 TP0] KV Cache is allocated. dtype: torch.bfloat16, #tokens: 1933312, "
+    b"K size: 36.88 GB, V size: 36.88 GB\n"
+)
+
+
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_context_is_per_input_file(tmp_path: Path, jobs: str) -> None:
+    """An arena line at the end of one file says nothing about a pool line at the start of the next."""
+    first, second, both = tmp_path / "a.log", tmp_path / "b.log", tmp_path / "both.log"
+    first.write_bytes(ARENA_LINE)
+    second.write_bytes(POOL_LINE)
+    both.write_bytes(ARENA_LINE + POOL_LINE)
+    apart = kvlog("migrate", str(first), str(second), "--jobs", jobs)
+    together = kvlog("migrate", str(both))
+    assert apart.returncode == together.returncode == 0, apart.stderr.decode() + together.stderr.decode()
+    assert json.loads(split_lines(apart.stdout)[1])["allocation_state"] == "allocated"
+    assert json.loads(split_lines(together.stdout)[1])["allocation_state"] == "va_upper_bound"
