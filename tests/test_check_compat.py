@@ -8,6 +8,7 @@ NONE never fails. ``B``/``F`` below are whether the change is backward/forward c
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -15,8 +16,10 @@ import pytest
 
 from kvlog.check.evolution import MODES, Evolution, Mode
 from kvlog.check.findings import Finding
+from kvlog.check.migrations import coverage
 from kvlog.check.snapshot import Snapshot
 from kvlog.check.structure import check_structure
+from kvlog.migration import load_chain
 
 OPEN: dict[str, Any] = {}
 CLOSED = {"additionalProperties": False}
@@ -295,3 +298,36 @@ def test_released_versions_are_not_compared_again() -> None:
     old = event_schema(1, {"a": INT}, ["a"], CLOSED)
     new = event_schema(2, {"b": INT}, ["b"], CLOSED)
     assert release_findings({1: old, 2: new}, {1, 2}, "full") == []
+
+
+def rename_migrations(directory: Path) -> None:
+    """t.e v1 <-> v2 by renaming reserved_bytes, with one example each way."""
+    (directory / "t.e").mkdir(parents=True)
+    for a, b, old, new in (
+        (1, 2, "reserved_bytes", "reserved_va_bytes"),
+        (2, 1, "reserved_va_bytes", "reserved_bytes"),
+    ):
+        given = orjson.dumps({"event": "t.e", "schema_version": a, old: 4096}).decode()
+        provenance = {"source_format": f"kvlog-json/v{a}", "steps": [f"t.e/v{a}-to-v{b}"]}
+        expected = orjson.dumps({"event": "t.e", "schema_version": b, new: 4096, "migrated": provenance}).decode()
+        (directory / "t.e" / f"v{a}-to-v{b}.toml").write_text(
+            f'event = "t.e"\nfrom_version = {a}\nto_version = {b}\ninvertible = true\n'
+            f'[[ops]]\nop = "rename"\nfrom = "{old}"\nto = "{new}"\n'
+            f"[[examples]]\ninput = '{given}'\noutput = '{expected}'\n"
+        )
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_the_rename_passes_once_migrations_cover_it(tmp_path: Path, mode: Mode) -> None:
+    _name, old, new, backward, forward = next(case for case in CASES if case[0] == "field renamed")
+    assert not backward and not forward
+    versions = {1: event_schema(1, *old), 2: event_schema(2, *new)}
+    rename_migrations(tmp_path / "migrations")
+    chain = load_chain(tmp_path / "migrations", snapshot("now", versions).catalog())
+    findings = release_findings(versions, {1}, mode, coverage(chain))
+    assert [f.level for f in findings] == ["note"] * {"none": 0, "full": 2, "full_transitive": 2}.get(mode, 1)
+    for finding in findings:
+        assert finding.rule == "KV205"
+        direction = "backward" if "backward-compatible" in finding.message else "forward"
+        step = "t.e/v1-to-v2" if direction == "backward" else "t.e/v2-to-v1"
+        assert f"covered by migration {step} (" in finding.message
