@@ -9,6 +9,8 @@ operation (written to /dev/null here, so disk speed is not measured). Baselines,
   so the ratio is the arena's own overhead;
 - ``bare_naive``: the textbook loop, ``cuMemCreate`` + ``cuMemMap`` + ``cuMemSetAccess`` per granule and
   ``cuMemUnmap`` + ``cuMemRelease`` per granule;
+- ``arena_32mib`` against ``bare_32mib``: the same with ``CudaBackend(granularity_bytes=32 MiB)``, one
+  physical handle per 32 MiB, since the driver's cost is per handle;
 - ``torch_expandable``: growing and shrinking the same bytes through torch's caching allocator with
   ``PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True`` (``torch.empty`` after ``empty_cache``, then
   ``del`` + ``empty_cache``), in a subprocess because the allocator reads the setting once.
@@ -38,9 +40,12 @@ import torch
 from cuda.bindings import driver
 
 import kvlog
+from kvlog import events
 from kvlog.memory import VmmArena
+from kvlog.memory.cuda_backend import CudaBackend
 
 GiB = 1 << 30
+COARSE_GRANULE = 32 << 20  # torch's expandable segments use 20 MiB handles; a power of two is the closer choice
 SUCCESS = driver.CUresult.CUDA_SUCCESS
 
 
@@ -56,7 +61,7 @@ def driver_free() -> int:
 class Bare:
     """Driver calls only: no books, no measurement, no events."""
 
-    def __init__(self, reserve: int, naive: bool) -> None:
+    def __init__(self, reserve: int, naive: bool, handle_bytes: int | None = None) -> None:
         self.prop = driver.CUmemAllocationProp()
         self.prop.type = driver.CUmemAllocationType.CU_MEM_ALLOCATION_TYPE_PINNED
         self.prop.location.type = driver.CUmemLocationType.CU_MEM_LOCATION_TYPE_DEVICE
@@ -65,14 +70,15 @@ class Bare:
         self.access.location.type = driver.CUmemLocationType.CU_MEM_LOCATION_TYPE_DEVICE
         self.access.location.id = 0
         self.access.flags = driver.CUmemAccess_flags.CU_MEM_ACCESS_FLAGS_PROT_READWRITE
-        self.g = int(
+        minimum = int(
             ok(
                 driver.cuMemGetAllocationGranularity(
                     self.prop, driver.CUmemAllocationGranularity_flags.CU_MEM_ALLOC_GRANULARITY_MINIMUM
                 )
             )
         )
-        self.base = int(ok(driver.cuMemAddressReserve(reserve, self.g, 0, 0)))
+        self.g = handle_bytes or minimum
+        self.base = int(ok(driver.cuMemAddressReserve(reserve, minimum, 0, 0)))
         self.reserve = reserve
         self.naive = naive
         self.handles: dict[int, Any] = {}
@@ -103,6 +109,13 @@ class Bare:
         ok(driver.cuMemAddressFree(self.base, self.reserve))
 
 
+def per_call(function: Callable[[], object], calls: int = 2000) -> float:
+    started = time.perf_counter()
+    for _ in range(calls):
+        function()
+    return (time.perf_counter() - started) / calls
+
+
 def timed(operations: list[tuple[Callable[[int, int], None], int, int]]) -> float:
     started = time.perf_counter()
     for operation, offset, nbytes in operations:
@@ -125,6 +138,7 @@ def round_of(target: Any, g: int, granules: int, gib_steps: int) -> dict[str, fl
 TORCH_CHILD = """
 import json, statistics, sys, time, torch
 GiB = 1 << 30
+COARSE_GRANULE = 32 << 20  # torch's expandable segments use 20 MiB handles; a power of two is the closer choice
 steps, rounds = int(sys.argv[1]), int(sys.argv[2])
 torch.empty(GiB, dtype=torch.uint8, device="cuda"); torch.cuda.empty_cache(); torch.cuda.synchronize()
 commits, decommits = [], []
@@ -175,15 +189,41 @@ def main() -> None:
         reserve = max(args.gib * GiB, args.granules * 2 * 1024 * 1024) * 2
         arena = VmmArena.cuda(0, reserve_bytes=reserve)
         g = arena.granularity_bytes
-        variants: dict[str, Any] = {"arena": arena, "bare": Bare(reserve, False), "bare_naive": Bare(reserve, True)}
-        for target in variants.values():  # warm-up: first mappings of a reservation build page tables
-            round_of(target, g, 16, 1)
+        coarse = COARSE_GRANULE
+        # name: (target, its granule, one-granule operations per round)
+        variants: dict[str, tuple[Any, int, int]] = {
+            "arena": (arena, g, args.granules),
+            "bare": (Bare(reserve, False), g, args.granules),
+            "bare_naive": (Bare(reserve, True), g, args.granules),
+            "arena_32mib": (VmmArena(CudaBackend(0, granularity_bytes=coarse), reserve), coarse, 0),
+            "bare_32mib": (Bare(reserve, False, coarse), coarse, 0),
+        }
+        for target, granule, _ in variants.values():  # warm-up: first mappings of a reservation build page tables
+            round_of(target, granule, 16, 1)
         free_before = driver_free()
         samples: dict[str, list[dict[str, float]]] = {name: [] for name in variants}
         for _ in range(args.rounds):
-            for name, target in variants.items():
-                samples[name].append(round_of(target, g, args.granules, args.gib))
+            for name, (target, granule, granules) in variants.items():
+                samples[name].append(round_of(target, granule, granules, args.gib))
                 assert driver_free() == free_before, f"{name} leaked device memory"
+        components = {
+            "cuMemGetInfo_s": per_call(driver.cuMemGetInfo),
+            "cuCtxSynchronize_s": per_call(driver.cuCtxSynchronize),
+            "emit_commit_event_s": per_call(
+                lambda: kvlog.emit(
+                    events.KvArenaCommit(
+                        arena_id="bench",
+                        offset_bytes=0,
+                        nbytes=g,
+                        requested_nbytes=g,
+                        committed_bytes=g,
+                        measured_committed_bytes=g,
+                        measurement_source="cuMemGetInfo",
+                        duration_us=1.0,
+                    )
+                )
+            ),
+        }
         if args.profile:
             profiler = cProfile.Profile()
             profiler.enable()
@@ -193,15 +233,23 @@ def main() -> None:
             pstats.Stats(profiler, stream=text).sort_stats("tottime").print_stats(30)
             Path(args.profile).write_text(text.getvalue())
         measured = arena.measure()
-        arena.close()
-        variants["bare"].close()
-        variants["bare_naive"].close()
+        for target, _, _ in variants.values():
+            target.close()
 
     figures: dict[str, dict[str, float]] = {
         name: {key: statistics.median(sample[key] for sample in runs) for key in runs[0]}
         for name, runs in samples.items()
     }
     figures["torch_expandable"] = torch_expandable(args.gib, args.rounds)
+    ratios = {
+        f"{ours}/{base} {key}": figures[ours][key] / figures[base][key]
+        for ours, bases in (
+            ("arena", ("bare", "bare_naive", "torch_expandable")),
+            ("arena_32mib", ("bare_32mib", "torch_expandable")),
+        )
+        for base in bases
+        for key in figures[base]
+    }
     report = {
         "date": time.strftime("%Y-%m-%d", time.gmtime()),
         "device": torch.cuda.get_device_name(0),
@@ -209,11 +257,8 @@ def main() -> None:
         "command": " ".join([Path(sys.executable).name, *sys.argv]),
         "arena_measured_after_rounds": measured.nbytes if measured else None,
         "figures": figures,
-        "ratios": {
-            f"arena/{base} {key}": figures["arena"][key] / figures[base][key]
-            for base in ("bare", "bare_naive", "torch_expandable")
-            for key in figures[base]
-        },
+        "components": components,
+        "ratios": ratios,
     }
     print(f"{'variant':<18}{'commit/granule':>16}{'decommit/granule':>18}{'commit/GiB':>13}{'decommit/GiB':>15}")
     for name, values in figures.items():
@@ -225,7 +270,9 @@ def main() -> None:
             f"{name:<18}{cells[0]}{cells[1]:>18}"
             f"{values['commit_gib_s'] * 1e3:11.2f}ms{values['decommit_gib_s'] * 1e3:13.2f}ms"
         )
-    for name, ratio in report["ratios"].items():
+    for name, seconds in components.items():
+        print(f"{name:<45}{seconds * 1e6:7.2f}us per call")
+    for name, ratio in ratios.items():
         print(f"{name:<45}{ratio:6.3f}x")
     if args.json:
         Path(args.json).write_text(json.dumps(report, indent=2))

@@ -44,7 +44,7 @@ torch, driver = _gpu_or_skip()
 
 from memory_helpers import last, validated_events  # noqa: E402
 
-from kvlog.memory import ArenaError, VmmArena  # noqa: E402
+from kvlog.memory import ArenaError, KVShape, MHAKVPool, MLAKVPool, SWAKVPool, VmmArena  # noqa: E402
 from kvlog.memory.backend import BackendError  # noqa: E402
 from kvlog.memory.cuda_backend import CudaBackend  # noqa: E402
 
@@ -54,6 +54,13 @@ def driver_free() -> int:
     err, free, _total = driver.cuMemGetInfo()
     assert err == driver.CUresult.CUDA_SUCCESS, err
     return int(free)
+
+
+def settled_free() -> int:
+    """``driver_free`` once torch's caching allocator has handed back what earlier tensors left cached."""
+    torch.cuda.synchronize()
+    torch.cuda.empty_cache()
+    return driver_free()
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -236,6 +243,29 @@ def test_concurrent_maps_from_threads_keep_exact_accounting(backend: CudaBackend
     backend.release(base, threads_n * per_thread)
 
 
+def test_coarser_granules_are_one_handle_each_even_when_not_a_power_of_two() -> None:
+    with pytest.raises(ValueError, match="not a positive multiple"):
+        CudaBackend(0, granularity_bytes=3 * MiB)
+    backend = CudaBackend(0, granularity_bytes=10 * MiB)
+    g = backend.granularity
+    assert g == 10 * MiB
+    with validated_events() as captured, VmmArena(backend, reserve_bytes=GiB) as arena:
+        assert last(captured, "kv_arena.ready")["granularity_bytes"] == g
+        before = driver_free()
+        arena.commit(g + 1, 2 * g)  # rounds outwards to three granules
+        assert arena.committed_runs == [(g, 4 * g)]
+        assert before - driver_free() == 3 * g == last(captured, "kv_arena.commit")["measured_committed_bytes"]
+        view = arena.tensor(g, (3 * g,), torch.uint8)
+        view.fill_(9)
+        assert int(view[-1]) == 9
+        del view
+        arena.decommit(2 * g, g)  # the middle handle alone
+        assert arena.committed_runs == [(g, 2 * g), (3 * g, 4 * g)]
+        assert before - driver_free() == 2 * g
+        with pytest.raises(ValueError, match="whole granules"):
+            backend.map(arena.base + 2 * g + 2 * MiB, g)
+
+
 def test_misuse_is_refused_before_the_driver_sees_it(backend: CudaBackend) -> None:
     g = backend.granularity
     base = backend.reserve(4 * g)
@@ -246,7 +276,7 @@ def test_misuse_is_refused_before_the_driver_sees_it(backend: CudaBackend) -> No
         backend.unmap(base + g, 2 * g)
     with pytest.raises(ValueError, match="not inside a reservation"):
         backend.map(base + 4 * g, g)
-    with pytest.raises(ValueError, match="granularity"):
+    with pytest.raises(ValueError, match="whole granules"):
         backend.map(base + 2 * g, g // 2)
     with pytest.raises(ValueError, match="still has mapped granules"):
         backend.release(base, 4 * g)
@@ -417,3 +447,123 @@ def test_views_over_reserved_but_unbacked_memory_become_usable_once_committed() 
         torch.cuda.synchronize()
         assert int(straddling.sum()) == 5 * 4 * g
         del later, straddling
+
+
+SHAPE = KVShape(layers=4, heads=8, head_dim=128, dtype=torch.bfloat16, page_size=16, v_head_dim=64)
+
+
+def assert_pool_matches_driver(pool: MHAKVPool | MLAKVPool, event: dict[str, Any], driver_delta: int) -> None:
+    """One arena per pool; each buffer is its own commit range, so page tables may add a granule each."""
+    g = pool.arena.granularity_bytes
+    assert event["committed_bytes"] == pool.committed_bytes == pool.arena.committed_bytes
+    assert pool.committed_bytes <= driver_delta <= pool.committed_bytes + len(pool.buffers) * g
+
+
+def test_pool_kv_tensors_are_written_and_read_back_by_cuda_kernels() -> None:
+    before = settled_free()
+    tokens = 64 * 1024
+    with validated_events() as captured, MHAKVPool.allocate(SHAPE, num_tokens=tokens, backend="cuda") as pool:
+        assert_pool_matches_driver(pool, last(captured, "kv_pool.allocation"), before - driver_free())
+        arena = pool.arena
+        assert all(arena.base <= b.data_ptr() < arena.base + arena.reserved_va_bytes for b in pool.buffers)
+        generator = torch.Generator(device="cuda").manual_seed(3)
+        slots = torch.randperm(tokens, device="cuda", generator=generator)[:4096]
+        for layer in range(SHAPE.layers):
+            new_k = torch.randn(4096, 8, 128, device="cuda", generator=generator).to(torch.bfloat16)
+            new_v = torch.randn(4096, 8, 64, device="cuda", generator=generator).to(torch.bfloat16)
+            pool.k_buffer[layer][slots] = new_k  # scatter, as a server stores a step's keys
+            pool.v_buffer[layer].index_copy_(0, slots, new_v)
+            assert torch.equal(pool.k_buffer[layer][slots], new_k)  # gather kernels read them back
+            assert torch.equal(pool.v_buffer[layer].index_select(0, slots).cpu(), new_v.cpu())
+        del new_k, new_v, slots, generator
+    assert settled_free() == before  # the test's own tensors came from torch's caching allocator
+
+
+def test_mla_pool_buffers_are_written_and_read_back_by_cuda_kernels() -> None:
+    shape = KVShape(layers=2, heads=1, head_dim=576, dtype=torch.bfloat16, page_size=1)
+    before = settled_free()
+    with validated_events() as captured, MLAKVPool.allocate(shape, num_tokens=100_000, backend="cuda") as pool:
+        assert_pool_matches_driver(pool, last(captured, "kv_pool.allocation"), before - driver_free())
+        for layer, buffer in enumerate(pool.kv_buffer):
+            buffer[-100:].fill_(layer + 0.5)
+            assert float(buffer[-100:].float().mean()) == layer + 0.5
+        del buffer
+    assert settled_free() == before
+
+
+def test_a_cuda_graph_captured_over_a_planned_pool_replays_after_finalize() -> None:
+    with validated_events() as captured, MHAKVPool.plan(SHAPE, 1 << 20, backend="cuda") as pool:
+        planned = last(captured, "kv_pool.allocation")
+        assert planned["allocation_state"] == "va_upper_bound"
+        assert planned["committed_bytes"] == pool.committed_bytes == pool.cost(0)
+        addresses = [buffer.data_ptr() for buffer in pool.buffers]
+        keys, values = pool.k_buffer[1], pool.v_buffer[1]  # views over the whole upper bound
+        slots = torch.arange(16, device="cuda")  # the graph's static input: the backed first page
+        new_k = torch.ones(16, 8, 128, dtype=torch.bfloat16, device="cuda")
+        new_v = torch.ones(16, 8, 64, dtype=torch.bfloat16, device="cuda")
+        doubled = torch.empty_like(new_k)
+
+        def step(keys: torch.Tensor, values: torch.Tensor) -> None:
+            keys.index_copy_(0, slots, new_k)
+            values.index_copy_(0, slots, new_v)
+            doubled.copy_(keys.index_select(0, slots) * 2)
+
+        stream = torch.cuda.Stream()
+        stream.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(stream):
+            step(keys, values)
+        torch.cuda.current_stream().wait_stream(stream)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            step(keys, values)
+        torch.cuda.synchronize()
+
+        free_before = driver_free()
+        tokens = pool.finalize(budget_bytes=2 * GiB)
+        assert [buffer.data_ptr() for buffer in pool.buffers] == addresses
+        assert pool.cost(tokens) <= 2 * GiB < pool.cost(tokens + 16)
+        grown = pool.committed_bytes - pool.cost(0)
+        assert grown <= free_before - driver_free() <= grown + len(pool.buffers) * pool.arena.granularity_bytes
+        allocated = last(captured, "kv_pool.allocation")
+        assert allocated["allocation_state"] == "allocated" and allocated["num_tokens"] == tokens
+        assert last(captured, "kv_pool.post_capture_sized")["max_total_num_tokens"] == tokens
+
+        # Point the captured graph at the last slots, which only finalize backed, and replay it.
+        slots.copy_(torch.arange(tokens - 16, tokens, device="cuda"))
+        new_k.fill_(3.0)
+        new_v.fill_(4.0)
+        graph.replay()
+        torch.cuda.synchronize()
+        assert torch.equal(pool.k_buffer[1][tokens - 16 : tokens], torch.full_like(new_k, 3.0))
+        assert torch.equal(pool.v_buffer[1][tokens - 16 : tokens], torch.full_like(new_v, 4.0))
+        assert torch.equal(doubled, torch.full_like(new_k, 6.0))
+        assert torch.equal(pool.k_buffer[1][:16], torch.ones_like(new_k))  # what the warm-up wrote is kept
+        del graph, keys, values
+
+
+def test_swa_finalize_past_free_memory_fails_for_real_and_leaves_both_arenas_planned() -> None:
+    swa_shape = KVShape(layers=2, heads=8, head_dim=128, dtype=torch.bfloat16, page_size=16)
+    with (
+        validated_events() as captured,
+        SWAKVPool.plan(
+            SHAPE, swa_shape, full_upper_bound_tokens=1 << 24, swa_upper_bound_tokens=1 << 21, backend="cuda"
+        ) as pool,
+    ):
+        planned = pool.committed_bytes
+        before = driver_free()
+        budget = before + 8 * GiB  # more than the GPU has: a cuMemCreate fails half-way
+        with pytest.raises(ArenaError, match="CUDA_ERROR_OUT_OF_MEMORY"):
+            pool.finalize(budget_bytes=budget)
+        assert pool.committed_bytes == planned
+        assert driver_free() == before
+        error = last(captured, "kv_arena.error")  # the full sub-pool ran out; the window one was shrunk back
+        assert error["arena_id"] == pool.full.arena.arena_id
+        assert error["committed_bytes"] == pool.full.committed_bytes == pool.full.cost(0)
+        assert pool.swa.committed_bytes == pool.swa.cost(0)
+        tokens = pool.finalize(budget_bytes=4 * GiB)  # still planned: sizing again works
+        summary = last(captured, "kv_pool.swa_summary")
+        assert summary["allocation_state"] == "allocated" and summary["full_tokens"] == tokens
+        grown = pool.committed_bytes - planned
+        buffers = len(pool.full.buffers) + len(pool.swa.buffers)
+        assert grown <= before - driver_free() <= grown + buffers * pool.full.arena.granularity_bytes
+        assert summary["committed_bytes"] == pool.committed_bytes

@@ -98,12 +98,19 @@ class CudaBackend:
 
     name: BackendName = "cuda"
 
-    def __init__(self, device: int = 0, handle_type: HandleType = "NONE") -> None:
+    def __init__(
+        self, device: int = 0, handle_type: HandleType = "NONE", *, granularity_bytes: int | None = None
+    ) -> None:
         """Bind to ``device``'s primary context; ``handle_type`` other than NONE makes memory exportable.
 
         NONE is the default because POSIX_FD handles are only needed to share memory with another
         process, and FABRIC handles additionally need an IMEX daemon; both are checked against the
         device's attributes here rather than failing at the first commit.
+
+        ``granularity_bytes`` (a multiple of the driver's minimum, 2 MiB on an H200) sets the size of
+        one physical handle, and with it the unit of commit and decommit. The driver's cost is per
+        handle, not per byte, so coarser granules commit large pools several times faster (see
+        BENCHMARKS.md) at the price of coarser decommits.
         """
         if handle_type not in _HANDLE_TYPES:
             raise ValueError(f"handle_type must be one of {sorted(_HANDLE_TYPES)}, not {handle_type!r}")
@@ -131,7 +138,7 @@ class CudaBackend:
         self._access.location.id = device
         self._access.flags = driver.CUmemAccess_flags.CU_MEM_ACCESS_FLAGS_PROT_READWRITE
         with self._current():
-            self.granularity: int = int(
+            self._minimum = int(
                 _check(
                     "cuMemGetAllocationGranularity",
                     driver.cuMemGetAllocationGranularity(
@@ -139,6 +146,11 @@ class CudaBackend:
                     ),
                 )
             )
+        if granularity_bytes is not None and (granularity_bytes <= 0 or granularity_bytes % self._minimum):
+            raise ValueError(
+                f"granularity_bytes {granularity_bytes} is not a positive multiple of the driver's {self._minimum}"
+            )
+        self.granularity: int = granularity_bytes or self._minimum
 
     def _require_attribute(self, attribute: Any, what: str) -> None:
         if not _check("cuDeviceGetAttribute", driver.cuDeviceGetAttribute(attribute, self._cu_device)):
@@ -170,23 +182,29 @@ class CudaBackend:
             raise _error("cuMemGetInfo", returned[0])
         return int(returned[1]), int(returned[2])
 
-    def _aligned(self, address: int, nbytes: int) -> None:
-        if nbytes <= 0 or address % self.granularity or nbytes % self.granularity:
+    def _aligned(self, offset: int, nbytes: int) -> None:
+        """Granules count from the reservation's base: a granularity need not be a power of two."""
+        if nbytes <= 0 or offset % self.granularity or nbytes % self.granularity:
             raise ValueError(
-                f"range [{address:#x}, +{nbytes}) is not a non-empty multiple of the granularity ({self.granularity} B)"
+                f"range [base + {offset}, +{nbytes}) is not made of whole granules ({self.granularity} B each)"
             )
 
     def _reservation_of(self, address: int, nbytes: int) -> _Reservation:
         for base, reservation in self._reservations.items():
             if base <= address and address + nbytes <= base + reservation.nbytes:
+                self._aligned(address - base, nbytes)
                 return reservation
         raise ValueError(f"range [{address:#x}, +{nbytes}) is not inside a reservation of this backend")
 
     def reserve(self, nbytes: int) -> int:
-        """Reserve address space aligned to the granularity; the driver backs none of it."""
+        """Reserve address space; the driver backs none of it.
+
+        Aligned to the driver's minimum granularity (a power of two, as the alignment must be), which
+        aligns every granule even when ``granularity_bytes`` is not a power of two.
+        """
         self._aligned(0, nbytes)
         with self._lock, self._current():
-            base = int(_check("cuMemAddressReserve", driver.cuMemAddressReserve(nbytes, self.granularity, 0, 0)))
+            base = int(_check("cuMemAddressReserve", driver.cuMemAddressReserve(nbytes, self._minimum, 0, 0)))
             self._reservations[base] = _Reservation(nbytes)
         return base
 
@@ -197,7 +215,6 @@ class CudaBackend:
         what torch's expandable segments do too. On failure everything this call created is unmapped
         and released before ``BackendError`` names the failing call.
         """
-        self._aligned(address, nbytes)
         step = self.granularity
         prop = self._prop
         with self._lock, self._current():
@@ -245,7 +262,6 @@ class CudaBackend:
         synchronizes before them for the same reason), so the context is synchronized first. One
         ``cuMemUnmap`` may span many whole mappings (seen on an H200, and it halves the cost).
         """
-        self._aligned(address, nbytes)
         step = self.granularity
         with self._lock, self._current():
             reservation = self._reservation_of(address, nbytes)
