@@ -7,10 +7,26 @@ the memory runtime lives in ``kvlog.memory`` and needs the ``torch``/``cuda`` ex
 
 from __future__ import annotations
 
-from kvlog.emission import bind_ranks, configure, emit, formatter, get_logger
+from typing import TYPE_CHECKING, Any
+
 from kvlog.errors import KvlogError, SchemaViolationError
 
+if TYPE_CHECKING:
+    from kvlog.emission import bind_ranks, configure, emit, formatter, get_logger
+
 __version__ = "0.1.0"
+
+#: imported on first use, so that commands which never emit (``kvlog validate``) start without structlog
+_EMISSION_API = frozenset({"bind_ranks", "configure", "emit", "formatter", "get_logger"})
+
+
+def __getattr__(name: str) -> Any:
+    if name in _EMISSION_API:
+        from kvlog import emission  # noqa: PLC0415 - the lazy import this function exists for
+
+        return getattr(emission, name)
+    raise AttributeError(f"module 'kvlog' has no attribute {name!r}")
+
 
 __all__ = [
     "KvlogError",

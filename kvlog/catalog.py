@@ -12,11 +12,12 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
-from referencing import Registry, Resource
-from referencing.jsonschema import DRAFT202012
+
+if TYPE_CHECKING:
+    from referencing import Registry
 
 from kvlog._resources import data_dir
 from kvlog.errors import CatalogError, UnknownEventError
@@ -99,6 +100,9 @@ class Catalog:
 
 @cache
 def _registry(catalog: Catalog) -> Registry[Any]:
+    from referencing import Registry, Resource  # noqa: PLC0415 - only the reference validator needs it
+    from referencing.jsonschema import DRAFT202012  # noqa: PLC0415
+
     documents = [*catalog.shared.values()]
     documents += [schema for versions in catalog.schemas.values() for schema in versions.values()]
     resources = [(doc["$id"], Resource.from_contents(doc, default_specification=DRAFT202012)) for doc in documents]

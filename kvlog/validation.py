@@ -11,13 +11,15 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import jsonschema_rs
-from jsonschema import Draft202012Validator
-from jsonschema.exceptions import ValidationError
 
 from kvlog.catalog import Catalog, default_catalog
+
+if TYPE_CHECKING:
+    from jsonschema import Draft202012Validator
+    from jsonschema.exceptions import ValidationError
 
 
 @dataclass(frozen=True)
@@ -89,6 +91,8 @@ class EventValidator:
     def _reference_validator(self, name: str, version: int) -> Draft202012Validator:
         validator = self._reference.get((name, version))
         if validator is None:
+            from jsonschema import Draft202012Validator  # noqa: PLC0415 - needed only once an event fails
+
             schema = self.catalog.schema(name, version)
             validator = Draft202012Validator(schema, registry=self.catalog.registry)
             self._reference[name, version] = validator
