@@ -142,6 +142,8 @@ def test_use_after_close_is_refused() -> None:
         arena.close()
         arena.close()  # closing twice is harmless
         with pytest.raises(ArenaError, match="closed"):
+            arena.commit(-1, MIB)  # even a bad request gets a valid error event
+        with pytest.raises(ArenaError, match="closed"):
             arena.commit(0, MIB)
         assert last(captured, "kv_arena.error")["operation"] == "commit"
         with pytest.raises(ArenaError, match="closed"):

@@ -276,3 +276,17 @@ def test_sleep_flags_memory_given_back_behind_the_books() -> None:
         assert (slept["discrepancy_bytes"], slept["level"]) == (-MIB, "warning")
         pool.wake()
         assert last(captured, "kv_pool.wake")["discrepancy_bytes"] == 0
+
+
+def test_a_pool_that_cannot_be_backed_gives_its_reservation_back() -> None:
+    with validated_events() as captured:
+        soft, hard = resource.getrlimit(resource.RLIMIT_DATA)
+        resource.setrlimit(resource.RLIMIT_DATA, (vm_data() + 16 * MIB, hard))
+        try:
+            with pytest.raises(ArenaError, match="ENOMEM"):
+                MHAKVPool.allocate(SHAPE, num_tokens=65536)  # ~144 MiB
+        finally:
+            resource.setrlimit(resource.RLIMIT_DATA, (soft, hard))
+        ready, closed = last(captured, "kv_arena.ready"), last(captured, "kv_arena.closed")
+        assert ready["arena_id"] == closed["arena_id"] and closed["released_bytes"] == 0
+        assert named(captured, "kv_pool.allocation") == []

@@ -311,7 +311,7 @@ class VmmArena:
 
     def _align(self, operation: Operation, offset: int, nbytes: int) -> Run:
         if offset < 0 or nbytes < 0:
-            raise self._refuse(operation, None, None, f"offset {offset} and size {nbytes} must not be negative")
+            raise self._refuse(operation, offset, nbytes, f"offset {offset} and size {nbytes} must not be negative")
         start = offset - offset % self._granularity
         end = _align_up(offset + nbytes, self._granularity) if nbytes else start  # an empty range stays empty
         if end > self._reserved:
@@ -403,8 +403,8 @@ class VmmArena:
             events.KvArenaError(
                 arena_id=self._arena_id,
                 operation=operation,
-                offset_bytes=offset,
-                nbytes=nbytes,
+                offset_bytes=offset if offset is None or offset >= 0 else None,  # a negative one is in `error`
+                nbytes=nbytes if nbytes is None or nbytes >= 0 else None,
                 error=reason,
                 committed_bytes=self._committed.total,
             ),

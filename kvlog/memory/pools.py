@@ -17,10 +17,12 @@ Device pools have ``num_tokens + page_size`` rows: the extra page is the padding
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from math import prod
 from types import TracebackType
-from typing import TYPE_CHECKING, ClassVar, Literal
+from typing import TYPE_CHECKING, Literal
 
 import torch
 
@@ -199,6 +201,15 @@ class ArenaBuffers:
         self._full, self.buffers = [], []
         self.arena.close()
 
+    @contextmanager
+    def closed_on_failure(self) -> Iterator[None]:
+        """Close the pool if the block raises, so that a failed construction leaks no reservation."""
+        try:
+            yield
+        except BaseException:
+            self.close()
+            raise
+
     def __enter__(self) -> Self:
         return self
 
@@ -226,8 +237,6 @@ class ArenaBuffers:
 class KVPool(ArenaBuffers):
     """A device KV pool: the eager and the post-capture lifecycle."""
 
-    layout: ClassVar[Literal["mha", "mla"]]
-
     @classmethod
     def allocate(
         cls,
@@ -254,7 +263,8 @@ class KVPool(ArenaBuffers):
             )
         assert num_tokens is not None
         pool = cls(shape, num_tokens, memory, label=label)
-        pool.commit_tokens(num_tokens)
+        with pool.closed_on_failure():
+            pool.commit_tokens(num_tokens)
         pool.announce()
         return pool
 
@@ -271,7 +281,8 @@ class KVPool(ArenaBuffers):
         """Post-capture lifecycle, first half: address space for the upper bound, the first page backed."""
         upper = upper_bound_tokens - upper_bound_tokens % shape.page_size
         pool = cls(shape, upper, new_backend(backend, device), label=label)
-        pool.arena.commit_many(pool._ranges(shape.page_size))
+        with pool.closed_on_failure():
+            pool.arena.commit_many(pool._ranges(pool._rows(0)))
         pool.announce()
         return pool
 
@@ -347,8 +358,6 @@ class SeparateKV:
 class MHAKVPool(SeparateKV, KVPool):
     """Per layer a K buffer ``[rows, heads, head_dim]`` and a V buffer ``[rows, heads, v_head_dim]``."""
 
-    layout = "mha"
-
     @staticmethod
     def buffer_specs(shape: KVShape) -> list[BufferSpec]:
         """K of every layer, then V of every layer."""
@@ -378,8 +387,6 @@ class MHAKVPool(SeparateKV, KVPool):
 
 class MLAKVPool(KVPool):
     """Per layer one compressed KV buffer ``[rows, 1, kv_lora_rank + qk_rope_head_dim]`` (``heads`` = 1)."""
-
-    layout = "mla"
 
     @staticmethod
     def buffer_specs(shape: KVShape) -> list[BufferSpec]:
@@ -444,7 +451,8 @@ class HostKVPool(SeparateKV, ArenaBuffers):
             raise PoolSizingError(f"a host pool of {num_tokens} tokens holds no page of {shape.page_size} tokens")
         self.host_label = label
         super().__init__(shape, tokens, HostBackend())
-        self.commit_tokens(tokens)
+        with self.closed_on_failure():
+            self.commit_tokens(tokens)
         self.announce()
 
     @staticmethod
