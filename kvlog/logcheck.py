@@ -102,7 +102,8 @@ def check_lines(
     """Validate each line of one input, yielding a finding for every problem and counting in ``summary``."""
     loads = orjson.loads
     checks: _Checks = {}
-    number = valid = 0
+    number = 0
+    accounted = summary.events + summary.skipped_lines + summary.non_json_lines  # lines the slow paths count
     try:
         for number, line in enumerate(lines, 1):
             try:
@@ -111,13 +112,13 @@ def check_lines(
             except Exception:  # noqa: BLE001 - any unusual line (not JSON, no name, first of its kind) looks closer
                 yield from _look_closer(name, number, line, summary, validator, checks, skip_non_json=skip_non_json)
                 continue
-            if check(event):
-                valid += 1
-                continue
-            yield from _explain(name, number, event, summary, validator)
+            if not check(event):
+                yield from _explain(name, number, event, summary, validator)
     finally:
+        # every line is valid, skipped, non-JSON or an event counted by a slow path: the rest were valid
+        accounted = summary.events + summary.skipped_lines + summary.non_json_lines - accounted
         summary.lines += number
-        summary.events += valid
+        summary.events += number - accounted
 
 
 def _look_closer(  # noqa: PLR0917 - the hot loop's state, passed positionally on purpose: it is called per line
