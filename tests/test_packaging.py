@@ -16,6 +16,11 @@ from foundation_samples import FIELDS, sample
 
 ROOT = Path(__file__).resolve().parent.parent
 HEAVY = ("torch", "cuda", "numpy", "triton")
+#: two lines of an old sglang log, for the migrate command
+OLD_SGLANG_LOG = (
+    "[2025-01-15 10:00:00 TP0] KV Cache is allocated. #tokens: 65536, K size: 1.00 GB, V size: 1.00 GB\n"
+    "[2025-01-15 10:00:01 TP0] Memory pool end. avail mem=40.00 GB\n"
+)
 
 #: Runs in a fresh interpreter where importing torch or cuda fails, as on a machine without them.
 PROBE = textwrap.dedent(
@@ -65,11 +70,15 @@ def test_import_kvlog_and_the_log_commands_load_neither_torch_nor_cuda(tmp_path:
             [sys.executable, "-m", "kvlog", "demo", "--format", "json"], capture_output=True, text=True, check=True
         ).stdout
     )
+    old = tmp_path / "old.log"
+    old.write_text(OLD_SGLANG_LOG)
     invocations = [
         ["validate", str(log)],
         ["validate", "--jobs", "2", str(log)],
         ["schema", "list"],
         ["schema", "show", "kv_pool.allocation@1"],
+        ["migrate", "--only-events", "-o", str(tmp_path / "migrated.jsonl"), str(old)],
+        ["validate", str(tmp_path / "migrated.jsonl")],
     ]
     probe = _probe(tmp_path, invocations)
     assert probe["loaded"] == []
@@ -150,3 +159,14 @@ def test_the_wheel_carries_the_catalog_and_works_in_a_fresh_venv_outside_the_rep
     invalid = run(kvlog, "validate", str(bad))
     assert invalid.returncode == 1
     assert invalid.stdout.startswith(f"{bad}:1: kv_arena.ready@7: $.schema_version: unknown version 7 of ")
+
+    old = outside / "old.log"
+    old.write_text(OLD_SGLANG_LOG)
+    migrated = run(kvlog, "migrate", "--only-events", str(old))
+    assert migrated.returncode == 0, migrated.stderr
+    assert [json.loads(line)["event"] for line in migrated.stdout.splitlines()] == [
+        "kv_pool.allocation",
+        "kv_memory.pool_end",
+    ]
+    revalidated = run(kvlog, "validate", "-", stdin=migrated.stdout)
+    assert revalidated.returncode == 0, revalidated.stdout + revalidated.stderr
