@@ -30,10 +30,14 @@ def summary(report: Report) -> str:
     errors, warnings, notes = levels.count("error"), levels.count("warning"), levels.count("note")
     skipped = "".join(f"; skipped {family}xx ({why})" for family, why in sorted(report.skipped.items()))
     return (
-        f"kvlog check: {errors} errors, {warnings} warnings, {notes} notes "
-        f"({report.schema_files} schema files, {report.migration_steps} migration steps, "
-        f"{report.corpus_files} corpus files{skipped})"
+        f"kvlog check: {_count(errors, 'error')}, {_count(warnings, 'warning')}, {_count(notes, 'note')} "
+        f"({_count(report.schema_files, 'schema file')}, {_count(report.migration_steps, 'migration step')}, "
+        f"{_count(report.corpus_files, 'corpus file')}{skipped})"
     )
+
+
+def _count(number: int, noun: str) -> str:
+    return f"{number} {noun}{'' if number == 1 else 's'}"
 
 
 def _text(finding: Finding) -> str:
