@@ -24,6 +24,7 @@ from kvlog.memory import (
     VmmArena,
 )
 from kvlog.memory.host_backend import PAGE_SIZE
+from kvlog.memory.pinning import PinningError
 
 MIB = 1 << 20
 MADV_DONTNEED = 4
@@ -290,3 +291,30 @@ def test_a_pool_that_cannot_be_backed_gives_its_reservation_back() -> None:
         ready, closed = last(captured, "kv_arena.ready"), last(captured, "kv_arena.closed")
         assert ready["arena_id"] == closed["arena_id"] and closed["released_bytes"] == 0
         assert named(captured, "kv_pool.allocation") == []
+
+
+def test_host_pool_is_pinned_only_where_there_is_a_gpu() -> None:
+    with validated_events(), HostKVPool(SHAPE, num_tokens=1024) as pool:
+        assert pool.pinned == torch.cuda.is_available()
+    if not torch.cuda.is_available():
+        with validated_events(), pytest.raises(PinningError, match="needs a CUDA device"):
+            HostKVPool(SHAPE, num_tokens=1024, pin=True)
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA GPU visible to torch")
+def test_pinned_host_pool_copies_to_and_from_the_gpu_asynchronously_across_sleep_and_wake() -> None:
+    with validated_events(), HostKVPool(SHAPE, num_tokens=4096) as pool:
+        assert pool.pinned and all(buffer.is_pinned() for buffer in pool.buffers)
+        source = pool.k_buffer[0]
+        source.copy_(torch.arange(source.numel()).view_as(source))
+        on_device = source.to("cuda", non_blocking=True)
+        pool.k_buffer[1].copy_(on_device, non_blocking=True)
+        torch.cuda.synchronize()
+        assert torch.equal(pool.k_buffer[1], source)
+        pool.sleep()
+        assert not pool.pinned
+        pool.wake()
+        assert pool.pinned and pool.k_buffer[0].is_pinned()
+        assert rss(pool.arena) == pool.committed_bytes
+        del source, on_device

@@ -32,6 +32,7 @@ from kvlog.errors import KvlogError
 from kvlog.memory.arena import ArenaChange, VmmArena
 from kvlog.memory.backend import Backend, BackendName
 from kvlog.memory.host_backend import HostBackend
+from kvlog.memory.pinning import PinnedRanges
 from kvlog.memory.sizing import PoolSizingError, free_memory_bytes, largest_fitting
 
 if TYPE_CHECKING:
@@ -421,7 +422,8 @@ class HostKVPool(SeparateKV, ArenaBuffers):
     """Host memory for a hierarchical (HiCache) KV cache: per-layer K and V buffers in a host arena.
 
     Sized as sglang sizes it: a token count, a host size in decimal GB (``--hicache-size``), or a
-    ratio of a device pool (``--hicache-ratio``). Host pools have no padding page and are eager.
+    ratio of a device pool (``--hicache-ratio``). Host pools have no padding page and are eager. The
+    memory is pinned (page-locked for the GPU) when torch sees a CUDA device, unless ``pin=False``.
     """
 
     buffer_specs = staticmethod(MHAKVPool.buffer_specs)
@@ -435,8 +437,9 @@ class HostKVPool(SeparateKV, ArenaBuffers):
         device_pool: KVPool | None = None,
         ratio: float | None = None,
         label: Literal["kv", "full", "swa"] = "kv",
+        pin: bool | None = None,
     ) -> None:
-        """Size, reserve and commit the host pool now, then emit ``kv_host_pool.allocation``."""
+        """Size, reserve, commit (and pin) the host pool now, then emit ``kv_host_pool.allocation``."""
         if sum((num_tokens is not None, size_gb is not None, device_pool is not None)) != 1 or (
             (device_pool is None) != (ratio is None)
         ):
@@ -450,10 +453,37 @@ class HostKVPool(SeparateKV, ArenaBuffers):
         if tokens <= 0:
             raise PoolSizingError(f"a host pool of {num_tokens} tokens holds no page of {shape.page_size} tokens")
         self.host_label = label
+        self._pin = torch.cuda.is_available() if pin is None else pin
+        self._pinned = PinnedRanges()
         super().__init__(shape, tokens, HostBackend())
         with self.closed_on_failure():
             self.commit_tokens(tokens)
+            self._pin_committed()
         self.announce()
+
+    @property
+    def pinned(self) -> bool:
+        """Whether the pool's memory is page-locked for the GPU now."""
+        return bool(self._pinned)
+
+    def sleep(self) -> None:
+        """Unpin, then give the memory back (see ``ArenaBuffers.sleep``)."""
+        self._pinned.unpin()
+        super().sleep()
+
+    def wake(self) -> None:
+        """Back the memory again, then pin it again."""
+        super().wake()
+        self._pin_committed()
+
+    def close(self) -> None:
+        """Unpin, then close."""
+        self._pinned.unpin()
+        super().close()
+
+    def _pin_committed(self) -> None:
+        if self._pin:
+            self._pinned.pin([(self.arena.base + start, end - start) for start, end in self.arena.committed_runs])
 
     @staticmethod
     def padding_rows(shape: KVShape) -> int:
