@@ -585,23 +585,21 @@ class WeightsLoadEnd(Event):
     EVENT: ClassVar[str] = "weights.load_end"
     VERSION: ClassVar[int] = 1
 
+    elapsed_s: float | None
     model_class: str | None
     dtype: str | None
     avail_bytes: int
-    elapsed_s: float | None = None
-    mem_usage_bytes: int | None = None
+    mem_usage_bytes: int | None
     ext: dict[str, Any] | None = None
 
     def fields(self) -> dict[str, Any]:
         out: dict[str, Any] = {
+            "elapsed_s": self.elapsed_s,
             "model_class": self.model_class,
             "dtype": self.dtype,
             "avail_bytes": self.avail_bytes,
+            "mem_usage_bytes": self.mem_usage_bytes,
         }
-        if self.elapsed_s is not None:
-            out["elapsed_s"] = self.elapsed_s
-        if self.mem_usage_bytes is not None:
-            out["mem_usage_bytes"] = self.mem_usage_bytes
         if self.ext is not None:
             out["ext"] = self.ext
         return out

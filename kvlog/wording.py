@@ -148,10 +148,12 @@ class Parsed:
 
     fields: dict[str, Any]
     uncertainty_bytes: dict[str, int]
+    rest: str = ""
 
 
 _DIGITS = "[0-9]{1,20}"
 _DECIMAL = "[0-9]{1,15}(?:[.][0-9]{1,9})?"
+_NUMBER = "-?[0-9]{1,20}(?:[.][0-9]{1,20})?(?:e[-+]?[0-9]{1,3})?"
 _TEXT_LIMIT = 1024
 
 
@@ -177,7 +179,8 @@ class TemplateParser:
         match = self.pattern.match(message)
         if match is None or match.end() == len(message) or follower.match(message, match.end()) is None:
             return None
-        return self._read(match)
+        parsed = self._read(match)
+        return None if parsed is None else Parsed(parsed.fields, parsed.uncertainty_bytes, message[match.end() :])
 
     def _read(self, match: re.Match[str] | None) -> Parsed | None:
         if match is None:
@@ -220,7 +223,7 @@ class TemplateParser:
         elif syntax.kind == "integer":
             body = f"-?{_DIGITS}" if syntax.signed else _DIGITS
         elif syntax.kind == "number":
-            body = f"-?{_DECIMAL}"
+            body = _NUMBER
         else:
             stop = self._next_char[name]
             excluded = r"\s" if not stop or stop.isspace() else re.escape(stop) + r"\r\n"

@@ -43,6 +43,7 @@ class Held:
     revisable: bool
     raw: bytes = b""
     resolved: bool = True
+    glue: tuple[str, str] = ("", "")
 
 
 @dataclass(frozen=True)
