@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from kvlog.check.findings import Finding
+from kvlog.check.jsondiff import show
 from kvlog.check.schemawalk import DerefError, dereference, map_subschemas
 from kvlog.check.snapshot import SchemaFile, Snapshot, locate
 
@@ -19,6 +20,7 @@ _BYTES_NAME = re.compile(r"(?:_bytes|^nbytes|_nbytes)$")
 # extension keyword (``x-`` keywords are annotations to every validator).
 _SIGNED_BYTES = re.compile(r"(?:delta|discrepancy)_bytes$")
 SIGNED_KEYWORD = "x-kvlog-signed"
+_NO_MINIMUM = "it has no minimum of 0"
 
 
 def check_naming(snapshot: Snapshot) -> list[Finding]:
@@ -67,7 +69,9 @@ def _check_property(
         problem = _integer_problem(schema, signed)
         if problem is not None:
             what = "an integer" if signed else "a non-negative integer"
-            remedy = "" if signed else f' (a signed difference says so: "{SIGNED_KEYWORD}": true)'
+            remedy = (
+                "" if signed or problem != _NO_MINIMUM else f' (a signed difference says so: "{SIGNED_KEYWORD}": true)'
+            )
             findings.append(
                 Finding("KV101", f"{where} must be {what} (or null): {problem}{remedy}", file.display, line)
             )
@@ -109,12 +113,12 @@ def _integer_problem(schema: Any, signed: bool) -> str | None:
         return "it declares no type"
     types = {types} if isinstance(types, str) else set(types)
     if not types <= {"integer", "null"}:
-        return f"its type is {sorted(types)}"
+        return f"its type is {show(sorted(types))}"
     if "integer" in types and not signed:
         minimum = schema.get("minimum")
         exclusive = schema.get("exclusiveMinimum")
         if not ((minimum is not None and minimum >= 0) or (exclusive is not None and exclusive >= -1)):
-            return "it has no minimum of 0"
+            return _NO_MINIMUM
     return None
 
 
