@@ -4,13 +4,15 @@ A test that emits an event its schema rejects should fail where it runs, not mon
 dashboard misreads a log. The fixture routes kvlog's pipeline through ``warn`` validation, so an
 invalid event is replaced by a ``kvlog.schema_violation`` report instead of raising inside the
 code under test (which may catch exceptions), captures every event as it leaves the processors,
-and fails the test when a report was captured, listing what was wrong.
+and fails the test when a report was captured, listing what was wrong: the test itself fails for
+events emitted while it ran, its teardown for events that other fixtures emit while tearing down.
 """
 
 from __future__ import annotations
 
 import io
 from collections.abc import Generator, Iterator
+from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
@@ -19,7 +21,14 @@ from kvlog import emission
 from kvlog.emission import VIOLATION_EVENT, configure
 from kvlog.testing import capture_events
 
-_CAPTURED = pytest.StashKey[list[dict[str, Any]]]()
+
+@dataclass
+class _Capture:
+    events: list[dict[str, Any]] = field(default_factory=list)
+    reported: int = 0  # events before this index were judged with the test's own result
+
+
+_CAPTURE = pytest.StashKey[_Capture]()
 
 
 @pytest.fixture
@@ -31,13 +40,17 @@ def kvlog_events(request: pytest.FixtureRequest) -> Iterator[list[dict[str, Any]
     """
     saved = dict(vars(emission._state))  # whatever configure() decided before, to put back afterwards
     configure(output="json", validation="warn", stream=io.BytesIO())
+    capture = _Capture()
     try:
-        with capture_events() as events:
-            request.node.stash[_CAPTURED] = events
-            yield events
+        with capture_events() as capture.events:
+            request.node.stash[_CAPTURE] = capture
+            yield capture.events
     finally:
         vars(emission._state).clear()
         vars(emission._state).update(saved)
+    late = violations_report(capture.events[capture.reported :])
+    if late is not None:
+        pytest.fail(f"{late}\n(emitted after the test body, while fixtures were torn down)", pytrace=False)
 
 
 def violations_report(events: list[dict[str, Any]]) -> str | None:
@@ -58,10 +71,13 @@ def violations_report(events: list[dict[str, Any]]) -> str | None:
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, Any, Any]:
     """Turn a passing test that emitted invalid events into a failure that says which and why."""
     report = yield
-    events = item.stash.get(_CAPTURED, None)
-    if call.when == "call" and report.passed and events is not None:
-        problem = violations_report(events)
-        if problem is not None:
+    capture = item.stash.get(_CAPTURE, None)
+    if call.when == "call" and capture is not None:
+        capture.reported = len(capture.events)
+        problem = violations_report(capture.events)
+        if problem is not None and report.passed:
             report.outcome = "failed"
             report.longrepr = problem
+        elif problem is not None and report.failed:
+            report.sections.append(("kvlog schema violations", problem))
     return report

@@ -7,6 +7,8 @@ import pytest
 pytest_plugins = ["pytester"]
 
 INNER = """
+import pytest
+
 from kvlog.emission import emit, get_logger
 from kvlog.events import KvArenaClosed
 
@@ -29,6 +31,16 @@ def test_invalid_event_swallowed_by_the_code_under_test(kvlog_events):
         pass
 
 
+@pytest.fixture
+def arena_closed_at_teardown():
+    yield
+    get_logger().info("kv_arena.closed", arena_id="4242_0", released_bytes=1.5)
+
+
+def test_invalid_event_from_a_fixture_teardown(kvlog_events, arena_closed_at_teardown):
+    pass
+
+
 def test_without_the_fixture_nothing_changes():
     get_logger().info("kv_arena.closed", arena_id="4242_0", released_bytes=-1)
 """
@@ -37,7 +49,7 @@ def test_without_the_fixture_nothing_changes():
 def test_invalid_events_fail_the_test_and_valid_ones_pass(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_inner=INNER)
     result = pytester.runpytest_subprocess("-p", "kvlog", "-q")
-    result.assert_outcomes(passed=2, failed=2)
+    result.assert_outcomes(passed=3, failed=2, errors=1)
     out = result.stdout.str()
     result.stdout.fnmatch_lines(
         [
@@ -46,6 +58,13 @@ def test_invalid_events_fail_the_test_and_valid_ones_pass(pytester: pytest.Pytes
         ]
     )
     result.stdout.fnmatch_lines(["*kv_arena.closed@1: $.arena_id: 7 is not of type 'string'*"])
+    result.stdout.fnmatch_lines(
+        [
+            "*ERROR at teardown of test_invalid_event_from_a_fixture_teardown*",
+            "*kv_arena.closed@1: $.released_bytes: 1.5 is not of type 'integer'*",
+            "*(emitted after the test body, while fixtures were torn down)*",
+        ]
+    )
     failed = [line for line in out.splitlines() if line.startswith("FAILED")]
     assert sorted(line.split("::")[1].split()[0] for line in failed) == [
         "test_invalid_event",
