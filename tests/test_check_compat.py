@@ -14,6 +14,7 @@ from typing import Any
 import orjson
 import pytest
 
+from kvlog._resources import data_dir
 from kvlog.check.evolution import MODES, Evolution, Mode
 from kvlog.check.findings import Finding
 from kvlog.check.migrations import coverage
@@ -331,3 +332,24 @@ def test_the_rename_passes_once_migrations_cover_it(tmp_path: Path, mode: Mode) 
         direction = "backward" if "backward-compatible" in finding.message else "forward"
         step = "t.e/v1-to-v2" if direction == "backward" else "t.e/v2-to-v1"
         assert f"covered by migration {step} (" in finding.message
+
+
+def test_kvlog_own_v2_changes_are_breaking_and_covered_by_the_shipped_migrations() -> None:
+    current = Snapshot.from_directory(data_dir("schemas"))
+    first = {e: {1: f} for e, vs in current.versions.items() for v, f in vs.items() if v == 1}
+    released = Snapshot("v1 catalog", versions=first)
+    _, resolved_now = check_structure(current)
+    _, resolved_then = check_structure(released)
+    chain = load_chain(data_dir("migrations"), current.catalog())
+    evolution = Evolution(current, released, resolved_now, resolved_then)
+    assert [f.rule for f in evolution.check("full", lambda *_: None)] == ["KV204"] * 6
+    covered = evolution.check("full", coverage(chain))
+    assert [f.rule for f in covered] == ["KV205"] * 6
+    messages = sorted(f.message.split(" (")[0] for f in covered)
+    assert messages == [
+        f"{event}@2 is not {direction}-compatible with v1"
+        for event in ("kv_arena.ready", "kv_pool.allocation", "kv_pool.swa_summary")
+        for direction in ("backward", "forward")
+    ]
+    assert any("covered by migration kv_arena.ready/v1-to-v2 (" in f.message for f in covered)
+    assert any("covered by migration kv_pool.swa_summary/v2-to-v1 (" in f.message for f in covered)
