@@ -9,6 +9,7 @@ from __future__ import annotations
 from kvlog.memory.arena import ArenaChange, ArenaError, VmmArena
 from kvlog.memory.backend import Backend, BackendError, Measurement
 from kvlog.memory.host_backend import HostBackend
+from kvlog.memory.pinning import PinningError
 from kvlog.memory.pools import HostKVPool, KVPool, KVShape, MHAKVPool, MLAKVPool, PoolStateError
 from kvlog.memory.sizing import PoolSizingError
 from kvlog.memory.swa import SWAKVPool
@@ -25,6 +26,7 @@ __all__ = [
     "MHAKVPool",
     "MLAKVPool",
     "Measurement",
+    "PinningError",
     "PoolSizingError",
     "PoolStateError",
     "SWAKVPool",
