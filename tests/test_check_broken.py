@@ -78,6 +78,12 @@ def _set(path: list[str], value: object) -> Callable[[dict], None]:
 # (case, how to break the project, exit status, expected output fragment: file:line: RULE level: message)
 CASES: list[tuple[str, Callable[[Path], None], int, str]] = [
     ("invalid JSON", write(str(V1), '{"$id": "x",\n  "type": object\n}\n'), 1, f"{V1}:2: KV001 error: invalid JSON: "),
+    (
+        "a schema that cannot be read",
+        lambda root: (root / SCHEMAS / "acme.alloc" / "v2.json").mkdir(),
+        1,
+        f"{SCHEMAS}/acme.alloc/v2.json: KV001 error: cannot read: Is a directory",
+    ),
     ("not an object", write(str(V1), "[1, 2]\n"), 1, f"{V1}:1: KV001 error: a schema must be a JSON object"),
     (
         "dangling $ref",

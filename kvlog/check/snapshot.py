@@ -70,17 +70,15 @@ class Snapshot:
     def from_directory(cls, directory: Path) -> Snapshot:
         """The catalog as it is on disk now."""
         files: dict[str, bytes] = {}
-        display: dict[str, str] = {}
+        unreadable: list[Finding] = []
         for path in sorted(directory.rglob("*.json")):
-            rel = path.relative_to(directory).as_posix()
             try:
-                files[rel] = path.read_bytes()
+                files[path.relative_to(directory).as_posix()] = path.read_bytes()
             except OSError as exc:
-                files[rel] = b""
-                display[rel] = f"{display_path(path)} (unreadable: {exc.strerror})"
-                continue
-            display[rel] = display_path(path)
-        return cls.from_files("working tree", files, display)
+                unreadable.append(Finding("KV001", f"cannot read: {exc.strerror}", display_path(path)))
+        snapshot = cls.from_files("working tree", files, {rel: display_path(directory / rel) for rel in files})
+        snapshot.findings[:0] = unreadable
+        return snapshot
 
     def all_files(self) -> list[SchemaFile]:
         """Shared files, then every event version in order."""
