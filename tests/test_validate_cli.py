@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+import itertools
 import json
 import random
 import subprocess
@@ -14,6 +15,7 @@ import pytest
 from foundation_samples import FIELDS, sample
 
 from kvlog.catalog import default_catalog
+from kvlog.logcheck import chunk_ranges
 
 GOOD = [sample(event, version) for event, version in FIELDS]  # the hand-written ones: stable across catalog growth
 ALLOCATION = sample("kv_pool.allocation", 2)
@@ -283,3 +285,21 @@ def test_schema_show_rejects_a_bad_spec_clearly(spec: str, message: str) -> None
     assert result.returncode != 0
     assert message in result.stderr
     assert result.stdout == ""
+
+
+@pytest.mark.parametrize("jobs", [2, 3, 16])
+def test_chunks_cover_the_file_exactly_and_start_at_line_starts(tmp_path: Path, jobs: int) -> None:
+    rng = random.Random(jobs)
+    lines = [b"x" * rng.choice([0, 1, 10, 70_000, 300_000]) + b"\n" for _ in range(60)]
+    lines[-1] = lines[-1].rstrip(b"\n")  # the last line without its newline
+    data = b"".join(lines)
+    log = tmp_path / "lines.jsonl"
+    log.write_bytes(data)
+    ranges = chunk_ranges(str(log), len(data), jobs)
+    assert len(ranges) > 1
+    assert ranges[0][0] == 0
+    assert ranges[-1][1] == len(data)
+    for (_, end), (start, _) in itertools.pairwise(ranges):
+        assert end == start
+        assert data[start - 1 : start] == b"\n", "every chunk starts at the beginning of a line"
+    assert all(start < end for start, end in ranges)
