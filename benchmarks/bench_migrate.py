@@ -14,10 +14,13 @@ usage``, host pools, ``Memory pool end``). Baselines, timed in the same run on t
 single-core work. ``kvlog_startup`` (an empty file) is the interpreter and import cost every run
 pays; it is included in the ``kvlog`` figure and shown apart for whoever profiles. The ``--jobs``
 figure is unpinned: ``--jobs 2`` over two such files against one file with one job, as lines per
-second; on two cores the goal is near 2x. Every variant writes its output to a file in the same
-temporary directory (kvlog with ``-o``, the others by redirection); rounds interleave the variants
-and the median round is reported, as wall time and as CPU seconds of the child processes (the
-latter barely moves when other work shares the machine; the load average is printed).
+second; on two cores the goal is near 2x. As a control of the parallelism the machine gives during
+the run (others may be using it), two ``sed`` runs on the two files at once are timed against one.
+Files live in ``--dir`` (default ``/dev/shm``, a tmpfs, so that disk speed is not what is measured);
+every variant writes its output there (kvlog with ``-o``, the others by redirection). Rounds
+interleave the variants and the median round is reported, as wall time and as CPU seconds of the
+child processes (the latter barely moves when other work shares the machine; the load average is
+printed).
 Goals (issue 4): kvlog/sed >= 1, kvlog/mtail >= 5, jobs scaling near 2.
 
     .venv/bin/python benchmarks/bench_migrate.py [--lines 1000000] [--rounds 3] [--json out.json]
@@ -51,6 +54,9 @@ SED_RENAMES = [
     r"s/KV Cache is allocated\./KV Cache VA upper bound./",
 ]
 PIN = ["taskset", "-c", "0"]
+#: two seds at once, as a control of how much parallelism the machine gives right now
+SED_PAIR = " ".join(["sed -E", *(f"'{a}'" for a in SED_RENAMES), '"$1" > "$3/a.out" &'])
+SED_PAIR += " " + " ".join(["sed -E", *(f"'{a}'" for a in SED_RENAMES), '"$2" > "$3/b.out"; wait'])
 RUN_EVERY = 250_000  # lines between server restarts, each printing its memory lines
 
 
@@ -139,6 +145,7 @@ def main() -> None:
     parser.add_argument("--lines", type=int, default=1_000_000, help="lines per generated log (default 1M)")
     parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds; the median is reported")
     parser.add_argument("--json", type=Path, help="also write the figures to this JSON file")
+    parser.add_argument("--dir", type=Path, default=Path("/dev/shm") if Path("/dev/shm").is_dir() else None)
     parser.add_argument("--profile", action="store_true", help="profile one pinned kvlog run with cProfile and stop")
     args = parser.parse_args()
     for tool in ("sed", "mtail", "taskset"):
@@ -146,7 +153,7 @@ def main() -> None:
             raise SystemExit(f"bench_migrate needs {tool} on PATH (mtail: apt-get install mtail)")
     kvlog = [sys.executable, "-m", "kvlog", "migrate", "--format", "jsonl"]
 
-    with tempfile.TemporaryDirectory(prefix="bench_migrate-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="bench_migrate-", dir=args.dir) as tmp:
         work = Path(tmp)
         one, two = work / "server-a.log", work / "server-b.log"
         memory = generate(one, args.lines, seed=1)
@@ -188,6 +195,14 @@ def main() -> None:
                 ),
                 args.lines,
             ),
+            "sed_one_file_unpinned": (
+                lambda: timed(["sed", "-E", *SED_RENAMES, str(one)], work / "sed1.out"),
+                args.lines,
+            ),
+            "sed_two_files_parallel": (
+                lambda: timed(["sh", "-c", SED_PAIR, "sed_pair", str(one), str(two), str(work)], work / "sed2.out"),
+                2 * args.lines,
+            ),
             "kvlog_jobs1_one_file": (
                 lambda: timed([*kvlog, str(one), "-o", str(work / "one.out")], work / "stdout"),
                 args.lines,
@@ -219,6 +234,7 @@ def main() -> None:
         "kvlog_over_mtail": rate["kvlog"] / rate["mtail"],
         "jobs2_two_files_over_one_file": rate["kvlog_jobs2_two_files"] / rate["kvlog_jobs1_one_file"],
     }
+    parallelism = rate["sed_two_files_parallel"] / rate["sed_one_file_unpinned"]
     cpu_ratios = {"kvlog_over_sed": cpu["sed"] / cpu["kvlog"], "kvlog_over_mtail": cpu["mtail"] / cpu["kvlog"]}
     goals = {"kvlog_over_sed": 1.0, "kvlog_over_mtail": 5.0, "jobs2_two_files_over_one_file": 1.8}
     print(
@@ -233,6 +249,7 @@ def main() -> None:
         verdict = "met" if value >= goals[name] else "MISSED"
         by_cpu = f", {cpu_ratios[name]:.2f}x by CPU seconds" if name in cpu_ratios else ""
         print(f"{name:<30} {value:6.2f}x by wall time{by_cpu}  (goal >= {goals[name]}x: {verdict})")
+    print(f"{'control: 2 seds / 1 sed':<30} {parallelism:6.2f}x  (the parallelism the machine gave during this run)")
     if args.json:
         args.json.write_text(
             json.dumps(
@@ -241,11 +258,13 @@ def main() -> None:
                     "machine": f"{platform.node()} {platform.machine()} {os.cpu_count()} CPUs",
                     "command": " ".join(sys.argv),
                     "lines": args.lines,
+                    "dir": str(args.dir),
                     "memory_lines": memory,
                     "load_average": load,
                     "seconds": seconds,
                     "cpu_seconds": cpu_seconds,
                     "cpu_ratios": cpu_ratios,
+                    "control_parallelism": parallelism,
                     "lines_per_second": rate,
                     "ratios": ratios,
                     "goals": goals,
