@@ -44,7 +44,7 @@ torch, driver = _gpu_or_skip()
 
 from memory_helpers import last, validated_events  # noqa: E402
 
-from kvlog.memory import ArenaError, KVShape, MHAKVPool, MLAKVPool, SWAKVPool, VmmArena  # noqa: E402
+from kvlog.memory import ArenaError, KVShape, MHAKVPool, MLAKVPool, SWAKVPool, VmmArena, cuda_backend  # noqa: E402
 from kvlog.memory.backend import BackendError  # noqa: E402
 from kvlog.memory.cuda_backend import CudaBackend  # noqa: E402
 
@@ -167,6 +167,57 @@ def test_out_of_memory_mid_commit_rolls_back_exactly(backend: CudaBackend) -> No
     finally:
         del hog
         torch.cuda.empty_cache()
+
+
+class FaultyDriver:
+    """The real driver module, except that each named call fails once, after ``n`` calls that succeed.
+
+    Only for faults the driver cannot be made to produce for real: a refused access grant or unmap.
+    """
+
+    def __init__(self, **after: int) -> None:
+        self._after = after
+
+    def __getattr__(self, name: str) -> Any:
+        call = getattr(driver, name)
+        if name not in self._after:
+            return call
+
+        def faulty(*args: Any) -> Any:
+            if self._after[name] == 0:
+                del self._after[name]
+                return (driver.CUresult.CUDA_ERROR_UNKNOWN,)
+            self._after[name] -= 1
+            return call(*args)
+
+        return faulty
+
+
+def test_a_refused_access_grant_rolls_back_and_a_refused_rollback_stays_recoverable(
+    backend: CudaBackend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    g = backend.granularity
+    base = backend.reserve(8 * g)
+    before = driver_free()
+    monkeypatch.setattr(cuda_backend, "driver", FaultyDriver(cuMemSetAccess=0))
+    with pytest.raises(BackendError) as failure:
+        backend.map(base, 4 * g)
+    assert (failure.value.call, failure.value.code) == ("cuMemSetAccess", "CUDA_ERROR_UNKNOWN")
+    assert driver_free() == before
+    measured = backend.measure(base, 8 * g)
+    assert measured is not None and measured.nbytes == 0
+
+    # The grant fails and so does the rollback's first unmap: all four granules stay mapped, and
+    # the backend keeps them on its books and in its measurement so that unmap() can give them back.
+    monkeypatch.setattr(cuda_backend, "driver", FaultyDriver(cuMemSetAccess=0, cuMemUnmap=0))
+    with pytest.raises(BackendError, match=r"cuMemUnmap \(rolling back after cuMemSetAccess\) failed"):
+        backend.map(base, 4 * g)
+    measured = backend.measure(base, 8 * g)
+    assert measured is not None and measured.nbytes == 4 * g == before - driver_free()
+    monkeypatch.undo()
+    backend.unmap(base, 4 * g)
+    assert driver_free() == before
+    backend.release(base, 8 * g)
 
 
 def test_tensors_are_zero_copy_and_kernels_read_what_kernels_wrote(backend: CudaBackend) -> None:

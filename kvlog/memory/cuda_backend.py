@@ -213,7 +213,8 @@ class CudaBackend:
 
         Access is set once over the whole range (the driver allows any fully mapped range), which is
         what torch's expandable segments do too. On failure everything this call created is unmapped
-        and released before ``BackendError`` names the failing call.
+        and released before ``BackendError`` names the failing call (see ``_undo`` for a failing
+        rollback).
         """
         step = self.granularity
         prop = self._prop
@@ -246,14 +247,22 @@ class CudaBackend:
                 reservation.measured += free_before - free_after
 
     def _undo(self, created: list[tuple[int, Any]], failure: BackendError) -> None:
-        """Unmap and release what a failed map created; a failure here is chained onto the original."""
-        for granule, handle in reversed(created):
-            for call, returned in (
-                ("cuMemUnmap", driver.cuMemUnmap(granule, self.granularity)),
-                ("cuMemRelease", driver.cuMemRelease(handle)),
-            ):
-                if returned[0] != _SUCCESS:
-                    raise _error(f"{call} (rolling back after {failure.call})", returned[0]) from failure
+        """Unmap and release what a failed map created, newest first.
+
+        Should the driver refuse an unmap here too, the granules still mapped stay on this backend's
+        books (so ``unmap`` can give them back later and ``measure`` keeps counting them) and the
+        error, chained onto the original, names the rollback call.
+        """
+        for index in range(len(created) - 1, -1, -1):
+            granule, handle = created[index]
+            (err,) = driver.cuMemUnmap(granule, self.granularity)
+            if err != _SUCCESS:
+                self._handles.update(created[: index + 1])
+                raise _error(f"cuMemUnmap (rolling back after {failure.call})", err) from failure
+            (err,) = driver.cuMemRelease(handle)
+            if err != _SUCCESS:
+                self._handles.update(created[:index])
+                raise _error(f"cuMemRelease (rolling back after {failure.call})", err) from failure
 
     def unmap(self, address: int, nbytes: int) -> None:
         """Unmap the range in one call, then release each granule's handle, once the device is idle.
