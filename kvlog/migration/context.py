@@ -44,6 +44,7 @@ class Held:
     raw: bytes = b""
     resolved: bool = True
     glue: tuple[str, str] = ("", "")
+    keep_raw: bool = False
 
 
 @dataclass(frozen=True)

@@ -218,15 +218,24 @@ class _FileRun:
         if version not in self.m.catalog.schemas[name]:
             self._unparsed(body.decode("utf-8", "replace"), f"{name}@{version}: the catalog has no such version")
             return None
-        if version == self.m.catalog.latest(name):
+        # An event at the newest version, or one a migration already wrote at the version asked for, is
+        # copied as it is (so migrating twice changes nothing); the context still learns from it. An older
+        # event never migrated goes up the chain and back, to gain what the context knows (or say it is lost).
+        at_target = version == self.m.catalog.at_catalog_version(name, self.m.to_catalog)
+        latest = version == self.m.catalog.latest(name)
+        keep = self.m.options.output_format == "jsonl" and at_target and (latest or "migrated" in event)
+        if latest:
             event["_source_version"] = version
-            return Held(event, self.number, revisable=False, raw=raw)
+            return Held(event, self.number, revisable=False, raw=raw, keep_raw=keep)
         migrated = provenance(event)
         migrated.setdefault("file", self.file)
         migrated.setdefault("line", self.number)
         if self.m.options.keep_original:
             migrated.setdefault("original", body.decode("utf-8", "replace"))
-        return self._upgrade(event, raw, str(migrated["source_format"]))
+        held = self._upgrade(event, raw, str(migrated["source_format"]))
+        if held is not None and keep:
+            held.revisable, held.keep_raw = False, True
+        return held
 
     def _upgrade(self, event: dict[str, Any], raw: bytes, source: str) -> Held | None:
         name, version = str(event["event"]), int(event["schema_version"])
@@ -290,7 +299,7 @@ class _FileRun:
         event, options = held.event, self.m.options
         source = str(event.pop("_source", "")) or str(event.get("migrated", {}).get("source_format", "kvlog-json"))
         ending = b"\n" if options.only_events or held.raw.endswith(b"\n") else b""
-        if not held.revisable and options.output_format == "jsonl" and self._target(event) == event["schema_version"]:
+        if held.keep_raw:
             self.report.counted_event(source, event)
             return held.raw.rstrip(b"\r\n") + ending if options.only_events else held.raw
         try:

@@ -19,7 +19,7 @@ from typing import IO, Any
 import orjson
 
 from kvlog.errors import KvlogError
-from kvlog.inputs import STDIN, open_binary
+from kvlog.inputs import STDIN, InputError, open_binary
 from kvlog.migration.engine import Migrator, Options
 from kvlog.migration.files import atomic_output, stdout_binary
 from kvlog.migration.report import Report
@@ -110,7 +110,7 @@ def _run(
         with _open_output(task, stage) as out, open_binary(task.name) as stream:
             if stage and task.target.kind == "stdout":
                 staged = out.name
-            report = migrator.migrate(task.name, _Counting(stream, progress), out, dead)
+            report = migrator.migrate(task.name, _Counting(task.name, stream, progress), out, dead)
     except KvlogError as exc:
         return Outcome(task.name, Report(), str(exc), staged)
     except OSError as exc:
@@ -155,13 +155,19 @@ def _size(name: str) -> int:
 
 
 class _Counting:
-    """A read-only stream that reports how much was read, for the progress bar."""
+    """A read-only stream that reports how much was read (for the progress bar) and names its input in errors."""
 
-    def __init__(self, stream: IO[bytes], progress: Callable[[int], None]) -> None:
+    def __init__(self, name: str, stream: IO[bytes], progress: Callable[[int], None]) -> None:
+        self._name = name
         self._stream = stream
         self._progress = progress
+        self._read = 0
 
     def read(self, size: int = -1) -> bytes:
-        data = self._stream.read(size)
+        try:
+            data = self._stream.read(size)
+        except Exception as exc:  # noqa: BLE001 - gzip and zstd raise assorted types for a corrupt stream
+            raise InputError(f"{self._name}: cannot read after {self._read} bytes: {exc}") from None
+        self._read += len(data)
         self._progress(len(data))
         return data

@@ -1,0 +1,168 @@
+"""Per-rank context: what one line cannot say, told by the lines around it on the same rank and run."""
+
+from __future__ import annotations
+
+import io
+from typing import Any
+
+import orjson
+import pytest
+
+from kvlog.migration import engine, load_chain
+from kvlog.migration.engine import Migrator, Options
+
+CHAIN = load_chain()
+ARENA = "KvVmmArena[0] ready: device=0 reserved=20.0 GiB granularity=2048 KiB"
+POOL = "KV Cache is allocated. dtype: torch.bfloat16, #tokens: 1000, K size: 9.00 GB, V size: 9.00 GB"
+DRAFT = "KV Cache is allocated. dtype: torch.bfloat16, #tokens: 1000, K size: 0.50 GB, V size: 0.50 GB"
+SIZED = "Post-capture KV sizing: max_total_num_tokens=800, free memory=3.00 GB"
+
+
+def migrate(*lines: str) -> list[dict[str, Any] | bytes]:
+    out = io.BytesIO()
+    text = "".join(line + "\n" for line in lines)
+    Migrator(CHAIN, Options()).migrate("ctx.log", io.BytesIO(text.encode()), out)
+    result: list[dict[str, Any] | bytes] = []
+    for line in out.getvalue().split(b"\n")[:-1]:
+        try:
+            result.append(orjson.loads(line))
+        except orjson.JSONDecodeError:
+            result.append(line)
+    assert len(result) == len(lines)
+    return result
+
+
+def state(event: Any) -> tuple[str, str | None, int | None]:
+    inferred = event["migrated"].get("inferred", {}).get("allocation_state")
+    return event["allocation_state"], inferred and inferred["rule"], inferred and inferred.get("evidence_line")
+
+
+def test_an_arena_line_makes_the_next_pool_a_va_bound_and_a_draft_stays_allocated() -> None:
+    out = migrate(
+        f"[t TP0] {ARENA}",
+        f"[2026-07-21 09:00:00 TP0] {ARENA}",
+        f"[2026-07-21 09:00:01 TP0] {POOL}",
+        f"[2026-07-21 09:00:01 TP0] {DRAFT}",
+    )
+    assert state(out[2]) == ("va_upper_bound", "arena-before-pool", 2)
+    assert state(out[3]) == ("allocated", "v1-claims-allocated", None)
+    assert out[0] == f"[t TP0] {ARENA}".encode()
+
+
+def test_evidence_is_per_rank() -> None:
+    out = migrate(
+        f"[2026-07-21 09:00:00 TP1] {ARENA}",
+        f"[2026-07-21 09:00:01 TP0] {POOL}",
+        f"[2026-07-21 09:00:01 DP0 TP1] {POOL}",
+        f"[2026-07-21 09:00:01 TP1] {POOL}",
+    )
+    assert state(out[1])[0] == "allocated"
+    assert state(out[2])[0] == "allocated"
+    assert state(out[3]) == ("va_upper_bound", "arena-before-pool", 1)
+
+
+@pytest.mark.parametrize(
+    "restart",
+    [
+        "[2026-07-21 09:00:00] server_args=ServerArgs(tp_size=1)",
+        "[2026-07-21 09:00:00 TP0] Load weight begin. avail mem=70.00 GB",
+    ],
+)
+def test_a_restart_forgets_the_arenas(restart: str) -> None:
+    out = migrate(f"[2026-07-21 09:00:00 TP0] {ARENA}", restart, f"[2026-07-21 09:00:01 TP0] {POOL}")
+    assert state(out[2]) == ("allocated", "v1-claims-allocated", None)
+
+
+def test_hybrid_sub_pools_and_their_summary() -> None:
+    out = migrate(
+        f"[2026-08-01 00:00:00 TP0] {ARENA}",
+        f"[2026-08-01 00:00:00 TP0] {ARENA.replace('[0]', '[1]')}",
+        "[2026-08-01 00:00:00 TP0] SWA KV Cache is allocated. dtype: torch.bfloat16, #tokens: 10, K size: 1.00 GB, "
+        "V size: 1.00 GB",
+        "[2026-08-01 00:00:00 TP0] Full KV Cache is allocated. dtype: torch.bfloat16, #tokens: 20, K size: 2.00 GB, "
+        "V size: 2.00 GB",
+        "[2026-08-01 00:00:00 TP0] SWAKVPool mem usage: 6.00 GB, swa size: 10, full size: 20",
+    )
+    assert state(out[2]) == ("va_upper_bound", "arena-before-pool", 1)
+    assert state(out[3]) == ("va_upper_bound", "arena-before-pool", 2)
+    assert state(out[4]) == ("va_upper_bound", "sub-pools-are-va-bound", 3)
+    assert out[4]["total_bytes"] == 6 << 30  # type: ignore[index]
+
+
+def test_a_later_post_capture_line_tells_and_holds_back_only_what_it_must() -> None:
+    out = migrate(
+        f"[2026-07-21 09:00:00 TP0] {POOL}",
+        "[2026-07-21 09:00:00 TP0] Decode batch. #running-req: 1",
+        f"[2026-07-21 09:00:00 TP0] {DRAFT}",
+        f"[2026-07-21 09:00:09 TP0] {SIZED}",
+    )
+    assert state(out[0]) == ("va_upper_bound", "post-capture-after-pool", 4)
+    assert state(out[2])[0] == "allocated"
+    assert out[1] == b"[2026-07-21 09:00:00 TP0] Decode batch. #running-req: 1"
+
+
+def test_without_evidence_the_claim_stands(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The look-ahead is bounded: past it, a pool keeps the state its line claimed."""
+    monkeypatch.setattr(engine, "LOOKAHEAD_LINES", 3)
+    out = migrate(f"[2026-07-21 09:00:00 TP0] {POOL}", *["filler"] * 4, f"[2026-07-21 09:00:09 TP0] {SIZED}")
+    assert state(out[0]) == ("allocated", "v1-claims-allocated", None)
+    assert out[1:5] == [b"filler"] * 4
+
+
+def test_todays_wording_is_read_not_inferred() -> None:
+    out = migrate(
+        "[2026-09-01 00:00:00 TP0] KvVmmArena[9_0] ready: device=0 reserved_va=20.0 GiB granularity=2048 KiB",
+        "[2026-09-01 00:00:00 TP0] KV Cache VA upper bound. dtype: torch.bfloat16, #tokens: 1000, K size: 9.00 GB, "
+        "V size: 9.00 GB",
+        f"[2026-09-01 00:00:00 TP0] {DRAFT}",
+    )
+    assert state(out[1]) == ("va_upper_bound", None, None)
+    assert state(out[2]) == ("allocated", None, None)
+
+
+def test_dtype_line_fills_older_allocation_lines_per_rank_and_run() -> None:
+    out = migrate(
+        "[2025-01-01 00:00:00 TP0] Using KV cache dtype: torch.float8_e5m2",
+        "[2025-01-01 00:00:01 TP0] KV Cache is allocated. K size: 1.00 GB, V size: 1.00 GB.",
+        "[2025-01-01 00:00:01 TP1] KV Cache is allocated. K size: 1.00 GB, V size: 1.00 GB.",
+        "[2025-01-01 00:00:02] server_args=ServerArgs()",
+        "[2025-01-01 00:00:03 TP0] KV Cache is allocated. K size: 1.00 GB, V size: 1.00 GB.",
+    )
+    assert out[1]["dtype"] == "torch.float8_e5m2"  # type: ignore[index]
+    assert out[1]["migrated"]["inferred"]["dtype"] == {  # type: ignore[index]
+        "rule": "kv-cache-dtype-line",
+        "evidence": "Using KV cache dtype: torch.float8_e5m2",
+        "evidence_line": 1,
+    }
+    assert out[2]["dtype"] is None  # type: ignore[index]
+    assert out[4]["dtype"] is None  # type: ignore[index]
+
+
+def test_json_events_of_an_older_version_join_the_context() -> None:
+    arena = {
+        "event": "kv_arena.ready",
+        "schema_version": 1,
+        "timestamp": "2026-07-21T09:02:11Z",
+        "level": "info",
+        "ranks": {"tp": 0},
+        "arena_id": "0",
+        "device": 0,
+        "reserved_bytes": 1 << 30,
+        "granularity_bytes": 4096,
+    }
+    pool = {
+        "event": "kv_pool.allocation",
+        "schema_version": 1,
+        "timestamp": "2026-07-21T09:02:11Z",
+        "level": "info",
+        "ranks": {"tp": 0},
+        "label": None,
+        "layout": "mla",
+        "dtype": None,
+        "num_tokens": 1,
+        "kv_bytes": 1 << 29,
+    }
+    out = migrate(orjson.dumps(arena).decode(), orjson.dumps(pool).decode())
+    assert out[0]["reserved_va_bytes"] == 1 << 30  # type: ignore[index]
+    assert state(out[1]) == ("va_upper_bound", "arena-before-pool", 1)
+    assert out[1]["migrated"]["source_format"] == "kvlog-json/v1"  # type: ignore[index]
