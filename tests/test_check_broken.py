@@ -221,8 +221,21 @@ def test_broken_input_is_named(
         (["check"], "bad-pyproject", "kvlog check: pyproject.toml: cannot read: "),
         (["check"], "bad-table", "kvlog check: pyproject.toml: [tool.kvlog] schemas = 'missing' is not a directory"),
         (["check", "--output", "no/such/dir/report.xml"], "acme", "kvlog check: cannot write no/such/dir/report.xml"),
+        (
+            ["check"],
+            "bad-mode",
+            "kvlog check: pyproject.toml: [tool.kvlog] compatibility = 'strict': expected one of backward, ",
+        ),
     ],
-    ids=["no such path", "not a catalog", "not a git repository", "pyproject not TOML", "schemas not there", "output"],
+    ids=[
+        "no such path",
+        "not a catalog",
+        "not a git repository",
+        "pyproject not TOML",
+        "schemas not there",
+        "output",
+        "unknown mode",
+    ],
 )
 def test_unusable_input_exits_2_with_one_clear_line(
     tmp_path: Path, args: list[str], setup: str | None, message: str
@@ -233,6 +246,9 @@ def test_unusable_input_exits_2_with_one_clear_line(
         acme_project(root)
     elif setup == "bad-pyproject":
         (root / "pyproject.toml").write_text("[tool.kvlog\n")
+    elif setup == "bad-mode":
+        acme_project(root)
+        (root / "pyproject.toml").write_text((root / "pyproject.toml").read_text() + 'compatibility = "strict"\n')
     elif setup == "bad-table":
         (root / "pyproject.toml").write_text('[tool.kvlog]\nschemas = "missing"\n')
     done = kvlog(*args, cwd=root)

@@ -247,7 +247,8 @@ class _Comparison:
                     Incompatibility(
                         loc,
                         "pattern-changed",
-                        f"{self.r} requires pattern {r['pattern']!r}, {self.w} {w.get('pattern', 'none')!r}",
+                        f"{self.r} requires pattern {show(r['pattern'])}; {self.w} "
+                        + (f"required {show(w['pattern'])}" if "pattern" in w else "had none"),
                     )
                 )
         if "array" in produced:

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from kvlog._resources import data_dir
+from kvlog.check.evolution import MODES, Mode
 from kvlog.errors import KvlogError
 
 
@@ -22,7 +23,7 @@ class Target:
     schemas: Path
     migrations: Path | None
     corpus: Path | None
-    mode: str | None = None
+    mode: Mode | None = None
 
 
 def resolve_target(path: Path | None) -> Target:
@@ -82,7 +83,10 @@ def _from_table(root: Path, table: dict[str, Any]) -> Target:
     corpus = root / table["corpus"] if "corpus" in table else None
     if corpus is not None and not corpus.is_dir():
         raise ConfigError(f"{where}: [tool.kvlog] corpus = {table['corpus']!r} is not a directory")
-    return Target(schemas, migrations, corpus, table.get("compatibility"))
+    mode = table.get("compatibility")
+    if mode is not None and mode not in MODES:
+        raise ConfigError(f"{where}: [tool.kvlog] compatibility = {mode!r}: expected one of {', '.join(MODES)}")
+    return Target(schemas, migrations, corpus, mode)
 
 
 def _optional_dir(path: Path) -> Path | None:
