@@ -324,7 +324,7 @@ def test_the_rename_passes_once_migrations_cover_it(tmp_path: Path, mode: Mode) 
     assert not backward and not forward
     versions = {1: event_schema(1, *old), 2: event_schema(2, *new)}
     rename_migrations(tmp_path / "migrations")
-    chain = load_chain(tmp_path / "migrations", snapshot("now", versions).catalog())
+    chain = load_chain(tmp_path / "migrations", snapshot("now", versions).catalog)
     findings = release_findings(versions, {1}, mode, coverage(chain))
     assert [f.level for f in findings] == ["note"] * {"none": 0, "full": 2, "full_transitive": 2}.get(mode, 1)
     for finding in findings:
@@ -340,7 +340,7 @@ def test_kvlog_own_v2_changes_are_breaking_and_covered_by_the_shipped_migrations
     released = Snapshot("v1 catalog", versions=first)
     _, resolved_now = check_structure(current)
     _, resolved_then = check_structure(released)
-    chain = load_chain(data_dir("migrations"), current.catalog())
+    chain = load_chain(data_dir("migrations"), current.catalog)
     evolution = Evolution(current, released, resolved_now, resolved_then)
     assert [f.rule for f in evolution.check("full", lambda *_: None)] == ["KV204"] * 6
     covered = evolution.check("full", coverage(chain))

@@ -45,7 +45,8 @@ def run_check(options: Options) -> Report:
     report.schema_files = len(current.all_files()) + len(current.findings)
     structure, resolved = check_structure(current)
     report.findings += current.findings + structure + check_naming(current)
-    catalog = current.catalog()
+    catalog = current.catalog
+    validator = EventValidator(catalog)
     chain, unloadable = migrations.load(options.target.migrations, catalog)
     report.findings += unloadable
     if chain is None:
@@ -53,13 +54,13 @@ def run_check(options: Options) -> Report:
     else:
         report.migration_steps = len(chain.steps)
         report.findings += migrations.check_complete(chain, current)
-        report.findings += migrations.check_examples(chain, EventValidator(catalog))
+        report.findings += migrations.check_examples(chain, validator)
     if options.corpus is None:
         report.skipped["KV5"] = "no corpus: --corpus DIR or [tool.kvlog] corpus"
     elif chain is None:
         report.skipped["KV5"] = "the migrations do not load (KV301)"
     else:
-        replayed = replay_corpus(options.corpus, chain, EventValidator(catalog))
+        replayed = replay_corpus(options.corpus, chain, validator)
         report.findings += replayed.findings
         report.corpus_files = replayed.files
     if options.against is None:

@@ -13,8 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-from referencing import Registry, Resource
-from referencing.jsonschema import DRAFT202012
+from referencing import Registry
 
 from kvlog.catalog import Catalog
 from kvlog.check.findings import Finding
@@ -86,14 +85,6 @@ class Snapshot:
         return [*self.shared.values(), *versioned]
 
     @cached_property
-    def registry(self) -> Registry[Any]:
-        """Every readable document by its ``$id``, so relative ``$ref``s resolve offline."""
-        resources = [
-            (f.document["$id"], Resource.from_contents(f.document, default_specification=DRAFT202012))
-            for f in self.all_files()
-        ]
-        return Registry().with_resources(resources)
-
     def catalog(self) -> Catalog:
         """The readable part of the snapshot as a ``Catalog``, for validators and the migration chain."""
         return Catalog(
@@ -101,6 +92,11 @@ class Snapshot:
             shared={f.document["$id"]: f.document for f in self.shared.values()},
             paths={(e, v): Path(f.display) for e, vs in self.versions.items() for v, f in vs.items()},
         )
+
+    @property
+    def registry(self) -> Registry[Any]:
+        """Every readable document by its ``$id``, so relative ``$ref``s resolve offline."""
+        return self.catalog.registry
 
 
 def _parse(name: str, content: bytes, findings: list[Finding]) -> tuple[str, dict[str, Any]] | None:
