@@ -10,8 +10,11 @@ imported only when the demo runs, so ``kvlog --help`` and the log commands stay 
 
 from __future__ import annotations
 
+import io
 from importlib.util import find_spec
 from typing import IO, TYPE_CHECKING
+
+import orjson
 
 from kvlog.emission import Output, bind_ranks, configure
 from kvlog.testing import capture_events
@@ -59,3 +62,51 @@ def run_demo(output: Output, stream: IO[str]) -> int:
     with capture_events() as captured:
         memory_runtime_tour(demo_backend())
     return len(captured)
+
+
+#: A few lines of old sglang logs, of several generations: what ``kvlog migrate`` reads.
+OLD_SGLANG_LOG = """\
+[2025-01-14 08:02:31 TP0] Using KV cache dtype: torch.bfloat16
+[2025-01-14 08:02:32 TP0] KV Cache is allocated. K size: 31.04 GB, V size: 31.04 GB.
+[2025-01-14 08:02:32 TP0] Memory pool end. avail mem=8.37 GB
+[2026-07-21 09:00:52 TP0] Load weight begin. avail mem=139.06 GB
+[2026-07-21 09:02:11 TP0] KvVmmArena[0] ready: device=0 reserved=78.8 GiB granularity=2048 KiB
+[2026-07-21 09:02:11 TP0] KV Cache is allocated. dtype: torch.bfloat16, #tokens: 1933312, K size: 36.88 GB, \
+V size: 36.88 GB
+[2026-07-21 09:02:12 TP0] KV Cache is allocated. dtype: torch.bfloat16, #tokens: 1933312, K size: 0.46 GB, \
+V size: 0.46 GB
+[2026-07-21 09:03:42 TP0] Post-capture KV sizing: max_total_num_tokens=1638400, free memory=3.27 GB
+[2026-08-12 16:31:21 TP0] Allocating full hierarchical KV host pool: 2652800 tokens, 21.73 GB host memory.
+"""
+
+
+def migration_tour(stream: IO[str]) -> int:
+    """Migrate ``OLD_SGLANG_LOG`` and print each memory line as it was and as it reads today.
+
+    The 2026-07 pool printed "is allocated" for what was only address space: the arena line before
+    it tells, and the migrated event says so, with the evidence. Returns how many events it read.
+    """
+    from kvlog.migration import load_chain  # noqa: PLC0415 - only the demo's last step needs the migrator
+    from kvlog.migration.engine import Migrator, Options  # noqa: PLC0415 - same reason
+    from kvlog.migration.render import current_line  # noqa: PLC0415 - same reason
+
+    out = io.BytesIO()
+    Migrator(load_chain(), Options()).migrate("old-sglang.log", io.BytesIO(OLD_SGLANG_LOG.encode()), out)
+    stream.write("\nkvlog migrate: lines of old sglang logs that read differently today\n")
+    count = 0
+    for old, new in zip(OLD_SGLANG_LOG.splitlines(), out.getvalue().decode().splitlines(), strict=True):
+        if not new.startswith("{"):
+            continue
+        event = orjson.loads(new)
+        count += 1
+        inferred = event["migrated"].get("inferred", {})
+        notes = [
+            f"{name} {event[name]} ({note['rule']}, line {note['evidence_line']})"
+            for name, note in inferred.items()
+            if "evidence_line" in note
+        ]
+        today = current_line(event)
+        if today != old or notes:
+            stream.write(f"  was: {old}\n  now: {today}\n")
+            stream.write(f"       inferred: {'; '.join(notes)}\n" if notes else "")
+    return count

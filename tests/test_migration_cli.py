@@ -372,3 +372,15 @@ def test_progress_bar_on_a_terminal_only(big_log: Path, tmp_path: Path) -> None:
     assert b"migrating" in seen
     piped = kvlog("migrate", big_log, "-o", tmp_path / "out2")
     assert b"migrating" not in piped.stderr
+
+
+def test_demo_ends_by_migrating_an_old_log() -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "kvlog", "demo"], capture_output=True, text=True, timeout=300, check=True
+    )
+    assert "kvlog migrate: lines of old sglang logs that read differently today" in result.stderr
+    assert "  now: [2026-07-21 09:02:11 TP0] KV Cache VA upper bound. dtype: torch.bfloat16" in result.stderr
+    assert "inferred: allocation_state va_upper_bound (arena-before-pool, line 5)" in result.stderr
+    assert "reserved_va=78.8 GiB" in result.stderr
+    assert "kvlog demo: 8 old sglang lines migrated" in result.stderr
+    assert "KV Cache VA upper bound. dtype: torch.bfloat16, #tokens: 1933312" not in result.stdout

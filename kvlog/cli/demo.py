@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from kvlog.demo import run_demo
+from kvlog.demo import migration_tour, run_demo
 
 
 @click.command()
@@ -33,3 +33,5 @@ def demo(output: str) -> None:
             "the demo runs the memory runtime, which needs torch: pip install 'kvlog[torch]'"
         ) from exc
     click.echo(f"kvlog demo: {count} events emitted, all valid against the catalog", err=True)
+    migrated = migration_tour(sys.stderr)
+    click.echo(f"kvlog demo: {migrated} old sglang lines migrated (kvlog migrate does this to whole logs)", err=True)
