@@ -34,6 +34,7 @@ MAP_PRIVATE: Final = 0x02
 MAP_FIXED: Final = 0x10
 MAP_ANONYMOUS: Final = 0x20
 MAP_NORESERVE: Final = 0x4000
+MADV_DONTNEED: Final = 4
 MADV_POPULATE_WRITE: Final = 23
 
 PAGE_SIZE: Final = os.sysconf("SC_PAGE_SIZE")
@@ -112,16 +113,33 @@ class HostBackend:
         ctypes.memset(address, 0, nbytes)
 
     def unmap(self, address: int, nbytes: int) -> None:
-        """Replace the range by a fresh reservation: pages and commit charge go back to the kernel."""
-        _mmap(address, nbytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED)
+        """Replace the range by a fresh reservation: pages and commit charge go back to the kernel.
+
+        The replacing ``mmap`` needs a new mapping and fails with ENOMEM at the process's mapping limit
+        (``vm.max_map_count``), where it is most needed: undoing a commit that failed for lack of
+        memory. Then ``mprotect(PROT_NONE)`` and ``MADV_DONTNEED`` give the pages back in place; were
+        the range left readable and writable, a failed commit would leave memory that no book counts.
+        """
+        try:
+            _mmap(address, nbytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED)
+        except BackendError as error:
+            if _libc.mprotect(address, nbytes, PROT_NONE) != 0 or _libc.madvise(address, nbytes, MADV_DONTNEED):
+                raise error from None
 
     def release(self, base: int, nbytes: int) -> None:
         """Unmap the reservation and its guard pages."""
         _check("munmap", _libc.munmap(base - PAGE_SIZE, nbytes + 2 * PAGE_SIZE))
 
     def measure(self, base: int, nbytes: int) -> Measurement | None:
-        """Rss of the mappings inside ``[base, base + nbytes)``; None if one straddles its edge with pages in it."""
-        return smaps_rss(base, base + nbytes)
+        """Rss of the mappings inside ``[base, base + nbytes)``; None if one straddles its edge with pages in it.
+
+        None too when smaps cannot be read: a measurement is evidence beside the books, and failing to
+        take one must not turn a commit that succeeded into an exception.
+        """
+        try:
+            return smaps_rss(base, base + nbytes)
+        except OSError:
+            return None
 
     def tensor(self, address: int, shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
         """``torch.frombuffer`` over a ctypes array at ``address``; the tensor keeps the array alive."""
