@@ -48,8 +48,7 @@ def test_the_hooks_pass_a_clean_catalog_and_stop_broken_commits(tmp_path: Path) 
     assert edited.returncode == 1
     assert (
         "telemetry/schemas/acme.alloc/v1.json:32: KV201 error: acme.alloc@1 was released at HEAD and must not change: "
-        'field pool_state: enum changed from ["reserved","backed"] to ["reserved","backed","evicted"]; '
-        "add v2 (with a migration) instead"
+        'field pool_state: enum: added "evicted"; add v2 (with a migration) instead'
     ) in edited.stdout
     assert edited.stdout.count("- hook id: kvlog-check-released") == 1
     assert "- hook id: kvlog-check\n" not in edited.stdout

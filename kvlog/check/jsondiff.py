@@ -45,6 +45,12 @@ def describe_change(pointer: tuple[str, ...], old: Any, new: Any) -> str:
     if new is MISSING:
         return f"{where}: {what} removed (was {show(old)})"
     kind = " (annotation)" if keyword and keyword[-1] in ANNOTATIONS else ""
+    if isinstance(old, list) and isinstance(new, list):
+        added, removed = [v for v in new if v not in old], [v for v in old if v not in new]
+        if added or removed:  # a set-like list (required, enum, type): say which members changed
+            parts = [f"added {', '.join(map(show, added))}"] * bool(added)
+            parts += [f"removed {', '.join(map(show, removed))}"] * bool(removed)
+            return f"{where}: {what}{kind}: {'; '.join(parts)}"
     return f"{where}: {what}{kind} changed from {show(old)} to {show(new)}"
 
 
