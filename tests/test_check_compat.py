@@ -353,3 +353,16 @@ def test_kvlog_own_v2_changes_are_breaking_and_covered_by_the_shipped_migrations
     ]
     assert any("covered by migration kv_arena.ready/v1-to-v2 (" in f.message for f in covered)
     assert any("covered by migration kv_pool.swa_summary/v2-to-v1 (" in f.message for f in covered)
+
+
+def test_removing_a_released_version_is_an_error() -> None:
+    v1 = event_schema(1, {"a": INT}, ["a"], CLOSED)
+    v2 = event_schema(2, {"a": INT, "b": INT}, ["a"], CLOSED)
+    current = snapshot("working tree", {1: v1})
+    released = snapshot("REF", {1: v1, 2: v2})
+    _, resolved_now = check_structure(current)
+    _, resolved_then = check_structure(released)
+    findings = Evolution(current, released, resolved_now, resolved_then).check("backward", lambda *_: None)
+    assert [(f.rule, f.message) for f in findings] == [
+        ("KV203", "t.e@2 was released at REF and has been removed (t.e/v2.json)")
+    ]
