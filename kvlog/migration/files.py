@@ -71,7 +71,17 @@ def compressed_writer(raw: IO[bytes], name: str) -> Iterator[IO[bytes]]:
 
 @contextmanager
 def atomic_output(target: Path, backup_suffix: str | None = None) -> Iterator[IO[bytes]]:
-    """A stream whose content replaces ``target`` in one rename once the block completes, never before."""
+    """A stream whose content replaces ``target`` in one rename once the block completes, never before.
+
+    A symbolic link is followed, so the file it names is replaced and the link survives. A target that
+    exists but is not a regular file (``/dev/null``, a FIFO, a terminal) is written to directly:
+    renaming over it would replace the device node itself with a regular file.
+    """
+    target = Path(os.path.realpath(target))
+    if target.exists() and not target.is_file():
+        with target.open("wb") as raw, compressed_writer(raw, target.name) as stream:
+            yield stream
+        return
     handle = tempfile.NamedTemporaryFile(  # noqa: SIM115 - closed below, after fsync and before the rename
         dir=target.parent, prefix=f".{target.name}.", suffix=TEMP_SUFFIX, delete=False
     )
