@@ -9,6 +9,8 @@ default). Both flush every line, as both do by default. Other configurations are
 context: validation off, the console renderer, and the stdlib bridge (``configure(stdlib=True)`` and
 ``kvlog.formatter()`` on a FileHandler).
 
+Each run starts when the machine is idle (``benchmarks/quiet.py``); best of ``--repeat``.
+
 Usage: ``.venv/bin/python benchmarks/bench_emit.py [--events N] [--repeat R]``.
 """
 
@@ -22,6 +24,8 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+
+from quiet import wait_for_idle
 
 import kvlog
 from kvlog import events
@@ -119,6 +123,7 @@ def main() -> None:
         best = dict.fromkeys(contenders, float("inf"))
         for _ in range(args.repeat):
             for label, run in contenders.items():
+                wait_for_idle()
                 best[label] = min(best[label], run())
 
         summary = Summary()

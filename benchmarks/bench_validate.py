@@ -12,6 +12,9 @@ pools; every line is valid), then measures, in one run on the same file:
   event and version, after ``orjson.loads``) on the first ``--reference-events`` lines, because at
   its speed the whole file would take minutes; its rate is per event, so it compares directly.
 
+Each timed run starts when the machine is idle (``benchmarks/quiet.py``); the best of ``--repeat``
+runs is reported, with the CPU seconds of the CLI runs, which do not depend on other load.
+
 Usage: ``.venv/bin/python benchmarks/bench_validate.py [--events N] [--reference-events M]``.
 """
 
@@ -31,6 +34,7 @@ from typing import Any
 
 import orjson
 from jsonschema import Draft202012Validator
+from quiet import wait_for_idle
 
 from kvlog.catalog import default_catalog
 from kvlog.logcheck import Summary, available_cpus, check_lines
@@ -225,6 +229,7 @@ def bench_jsonschema(lines: list[bytes]) -> float:
 def bench_cli(path: Path, *args: str) -> tuple[float, float]:
     """Wall-clock and CPU seconds (user + system, the command and its workers) of one run."""
     command = [sys.executable, "-m", "kvlog", "validate", *args, str(path)]
+    wait_for_idle()
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     result = subprocess.run(command, capture_output=True, text=True, check=False)
@@ -254,7 +259,11 @@ def main() -> None:
         )
 
         def best(measure: Callable[[], float]) -> float:
-            return min(measure() for _ in range(args.repeat))
+            samples = []
+            for _ in range(args.repeat):
+                wait_for_idle()
+                samples.append(measure())
+            return min(samples)
 
         t_orjson = best(lambda: bench_orjson(lines))
         t_loop = best(lambda: bench_kvlog_loop(lines))
