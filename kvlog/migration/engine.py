@@ -36,6 +36,10 @@ OutputFormat = Literal["jsonl", "text", "legacy"]
 DeadLetter = Callable[[dict[str, Any]], None]
 
 BLOCK_BYTES = 1 << 22
+#: longer lines are copied without being parsed (sglang's memory lines are a few hundred bytes)
+MAX_LINE_BYTES = 1 << 16
+#: after this many probe bytes that start no keyword in a block, search for the keywords themselves
+_PROBE_MISSES = 64
 LOOKAHEAD_LINES = 100_000
 LOOKAHEAD_BYTES = 64 << 20
 #: Every line a rule reads contains one of these words. Each is found through a byte of it that is rare
@@ -132,7 +136,12 @@ class _FileRun:
     def line(self, raw: bytes) -> None:
         self.number += 1
         body = raw[:-1] if raw.endswith(b"\n") else raw
-        held = self._json(raw, body) if body.lstrip()[:1] == b"{" else self._text(raw, body)
+        if len(body) > MAX_LINE_BYTES:
+            held = None  # no sglang memory line or kvlog event is this long: copied, never parsed
+        elif body.lstrip()[:1] == b"{":
+            held = self._json(raw, body)
+        else:
+            held = self._text(raw, body)
         if held is None:
             if not self.m.options.only_events:
                 self._emit(raw, 1)
@@ -351,38 +360,32 @@ def _ordered(event: dict[str, Any]) -> dict[str, Any]:
 
 def _segments(stream: Readable) -> Iterator[tuple[bool, bytes]]:
     """Runs of lines no rule can read (False, bytes) and single candidate lines (True, line)."""
-    carry = b""
+    pending: list[bytes] = []
     while True:
         block = stream.read(BLOCK_BYTES)
         if not block:
-            if carry:
-                yield from _split(carry)
+            if pending:
+                yield from _split(b"".join(pending))
             return
-        data = carry + block if carry else block
-        cut = data.rfind(b"\n") + 1
+        cut = block.rfind(b"\n") + 1
         if cut == 0:
-            carry = data
+            pending.append(block)  # a line longer than a block: joined once its end arrives
             continue
-        carry = data[cut:]
-        yield from _split(data[:cut])
+        data = b"".join([*pending, block[:cut]]) if pending else block[:cut]
+        pending = [block[cut:]] if cut < len(block) else []
+        yield from _split(data)
 
 
 def _split(data: bytes) -> Iterator[tuple[bool, bytes]]:
     size = len(data)
     starts: set[int] = set()
     for byte, offset, words in _PROBES:
-        position = data.find(byte)
-        while position != -1:
-            at = position - offset
-            if at >= 0 and any(data.startswith(word, at) for word in words):
-                start = data.rfind(b"\n", 0, at) + 1
-                end = data.find(b"\n", position)
-                end = size if end == -1 else end
-                if byte != b"{" or data.find(_JSON_EVENT, start, end) != -1:
-                    starts.add(start)
-                    position = data.find(byte, end)
-                    continue
-            position = data.find(byte, position + 1)
+        for at in _keyword_positions(data, byte, offset, words):
+            start = data.rfind(b"\n", 0, at) + 1
+            end = data.find(b"\n", at)
+            end = size if end == -1 else end
+            if byte != b"{" or data.find(_JSON_EVENT, start, end) != -1:
+                starts.add(start)
     position = 0
     for start in sorted(starts):
         if start > position:
@@ -393,3 +396,37 @@ def _split(data: bytes) -> Iterator[tuple[bool, bytes]]:
         position = end
     if position < size:
         yield False, data[position:]
+
+
+def _keyword_positions(data: bytes, byte: bytes, offset: int, words: tuple[bytes, ...]) -> Iterator[int]:
+    """Where ``words`` start, at most once per line: by a memchr probe while hits are rare, else by word."""
+    misses = 0
+    position = data.find(byte)
+    while position != -1:
+        at = position - offset
+        if at >= 0 and any(data.startswith(word, at) for word in words):
+            yield at
+            end = data.find(b"\n", position)
+            if end == -1:
+                return
+            position = data.find(byte, end)
+            continue
+        misses += 1
+        if misses > _PROBE_MISSES:
+            yield from _word_positions(data, max(at, 0), words)
+            return
+        position = data.find(byte, position + 1)
+
+
+def _word_positions(data: bytes, position: int, words: tuple[bytes, ...]) -> Iterator[int]:
+    """The first occurrence of any of ``words`` in each line from ``position`` on."""
+    while True:
+        found = [p for p in (data.find(word, position) for word in words) if p != -1]
+        if not found:
+            return
+        at = min(found)
+        yield at
+        end = data.find(b"\n", at)
+        if end == -1:
+            return
+        position = end
