@@ -13,7 +13,7 @@ KV-cache dtype of older logs, warnings. They feed the per-rank context or are me
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
@@ -260,8 +260,3 @@ def _nullable_required(catalog: Catalog, event: str, version: int) -> list[str]:
         for name in schema.get("required", ())
         if name in schema["properties"] and field_syntax(catalog, schema["properties"][name]).nullable
     ]
-
-
-def ordered(generations: Sequence[Generation]) -> list[Generation]:
-    """Oldest first: a wording printed unchanged by several eras is read as the oldest that printed it."""
-    return sorted(generations, key=lambda g: g.id)

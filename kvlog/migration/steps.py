@@ -105,7 +105,11 @@ class Chain:
         return sorted(step.source for step in self.steps if step.event is None)
 
     def generations(self) -> list[Generation]:
-        """The text generations, oldest first (the order lines are tried in)."""
+        """The text generations, oldest first: the order lines are tried in.
+
+        A wording several eras printed unchanged is read by the oldest, whose events carry the v1
+        claim ("allocated") as inferred, so the per-rank context can still correct it.
+        """
         steps = sorted((s for s in self.steps if s.generation is not None), key=lambda s: s.source)
         return [s.generation for s in steps if s.generation is not None]
 
