@@ -35,7 +35,7 @@ from kvlog.validation import EventValidator
 OutputFormat = Literal["jsonl", "text", "legacy"]
 DeadLetter = Callable[[dict[str, Any]], None]
 
-BLOCK_BYTES = 1 << 22
+BLOCK_BYTES = 1 << 16
 #: longer lines are copied without being parsed (sglang's memory lines are a few hundred bytes)
 MAX_LINE_BYTES = 1 << 16
 #: after this many probe bytes that start no keyword in a block, search for the keywords themselves
@@ -102,11 +102,11 @@ class Migrator:
         """Migrate one input (``name`` as given, ``-`` for standard input) from ``stream`` to ``out``."""
         report = Report(files=1)
         run = _FileRun(self, None if name == "-" else name, out, report, dead)
-        for is_candidate, data in _segments(stream):
+        for is_candidate, data, start, end in _segments(stream):
             if is_candidate:
-                run.line(data)
+                run.line(data[start:end])
             else:
-                run.passthrough(data)
+                run.passthrough(data, start, end)
         run.finish()
         return report
 
@@ -127,11 +127,16 @@ class _FileRun:
         self.held_bytes = 0
         self.last_timestamp: tuple[str, int] | None = None
 
-    def passthrough(self, data: bytes) -> None:
-        lines = data.count(b"\n") + (0 if data.endswith(b"\n") else 1)
+    def passthrough(self, data: bytes, start: int, end: int) -> None:
+        """Lines no rule reads, ``data[start:end]``: counted, and copied without an intermediate copy."""
+        lines = data.count(b"\n", start, end) + (0 if data[end - 1] == 0x0A else 1)
         self.number += lines
-        if not self.m.options.only_events:
-            self._emit(data, lines)
+        if self.m.options.only_events:
+            return
+        if not self.held:
+            self.out.write(memoryview(data)[start:end])
+        else:
+            self._emit(data[start:end], lines)
 
     def line(self, raw: bytes) -> None:
         self.number += 1
@@ -358,75 +363,82 @@ def _ordered(event: dict[str, Any]) -> dict[str, Any]:
     return head | body | tail
 
 
-def _segments(stream: Readable) -> Iterator[tuple[bool, bytes]]:
-    """Runs of lines no rule can read (False, bytes) and single candidate lines (True, line)."""
+def _segments(stream: Readable) -> Iterator[tuple[bool, bytes, int, int]]:
+    """``data[start:end]``: runs of lines no rule can read (False) and single candidate lines (True).
+
+    Blocks are not sliced into copies: a segment is a range of the block it lies in, so a log is
+    copied once on the way in and once on the way out.
+    """
     pending: list[bytes] = []
     while True:
         block = stream.read(BLOCK_BYTES)
         if not block:
             if pending:
-                yield from _split(b"".join(pending))
+                data = b"".join(pending)
+                yield from _split(data, len(data))
             return
         cut = block.rfind(b"\n") + 1
         if cut == 0:
             pending.append(block)  # a line longer than a block: joined once its end arrives
             continue
-        data = b"".join([*pending, block[:cut]]) if pending else block[:cut]
+        if pending:
+            data = b"".join([*pending, block[:cut]])
+            yield from _split(data, len(data))
+        else:
+            yield from _split(block, cut)
         pending = [block[cut:]] if cut < len(block) else []
-        yield from _split(data)
 
 
-def _split(data: bytes) -> Iterator[tuple[bool, bytes]]:
-    size = len(data)
+def _split(data: bytes, size: int) -> Iterator[tuple[bool, bytes, int, int]]:
     starts: set[int] = set()
     for byte, offset, words in _PROBES:
-        for at in _keyword_positions(data, byte, offset, words):
+        for at in _keyword_positions(data, size, byte, offset, words):
             start = data.rfind(b"\n", 0, at) + 1
-            end = data.find(b"\n", at)
+            end = data.find(b"\n", at, size)
             end = size if end == -1 else end
             if byte != b"{" or data.find(_JSON_EVENT, start, end) != -1:
                 starts.add(start)
     position = 0
     for start in sorted(starts):
         if start > position:
-            yield False, data[position:start]
-        end = data.find(b"\n", start)
+            yield False, data, position, start
+        end = data.find(b"\n", start, size)
         end = size if end == -1 else end + 1
-        yield True, data[start:end]
+        yield True, data, start, end
         position = end
     if position < size:
-        yield False, data[position:]
+        yield False, data, position, size
 
 
-def _keyword_positions(data: bytes, byte: bytes, offset: int, words: tuple[bytes, ...]) -> Iterator[int]:
-    """Where ``words`` start, at most once per line: by a memchr probe while hits are rare, else by word."""
+def _keyword_positions(data: bytes, size: int, byte: bytes, offset: int, words: tuple[bytes, ...]) -> Iterator[int]:
+    """Where ``words`` start in ``data[:size]``, at most once per line: a memchr probe while hits are rare."""
     misses = 0
-    position = data.find(byte)
+    position = data.find(byte, 0, size)
     while position != -1:
         at = position - offset
-        if at >= 0 and any(data.startswith(word, at) for word in words):
+        if at >= 0 and any(data.startswith(word, at, size) for word in words):
             yield at
-            end = data.find(b"\n", position)
+            end = data.find(b"\n", position, size)
             if end == -1:
                 return
-            position = data.find(byte, end)
+            position = data.find(byte, end, size)
             continue
         misses += 1
         if misses > _PROBE_MISSES:
-            yield from _word_positions(data, max(at, 0), words)
+            yield from _word_positions(data, size, max(at, 0), words)
             return
-        position = data.find(byte, position + 1)
+        position = data.find(byte, position + 1, size)
 
 
-def _word_positions(data: bytes, position: int, words: tuple[bytes, ...]) -> Iterator[int]:
-    """The first occurrence of any of ``words`` in each line from ``position`` on."""
+def _word_positions(data: bytes, size: int, position: int, words: tuple[bytes, ...]) -> Iterator[int]:
+    """The first occurrence of any of ``words`` in each line of ``data[position:size]``."""
     while True:
-        found = [p for p in (data.find(word, position) for word in words) if p != -1]
+        found = [p for p in (data.find(word, position, size) for word in words) if p != -1]
         if not found:
             return
         at = min(found)
         yield at
-        end = data.find(b"\n", at)
+        end = data.find(b"\n", at, size)
         if end == -1:
             return
         position = end
