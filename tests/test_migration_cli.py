@@ -384,3 +384,19 @@ def test_demo_ends_by_migrating_an_old_log() -> None:
     assert "reserved_va=78.8 GiB" in result.stderr
     assert "kvlog demo: 8 old sglang lines migrated" in result.stderr
     assert "KV Cache VA upper bound. dtype: torch.bfloat16, #tokens: 1933312" not in result.stdout
+
+
+@pytest.mark.parametrize("output_format", ["text", "legacy"])
+def test_text_and_legacy_outputs_are_fixed_points(output_format: str, tmp_path: Path) -> None:
+    inputs = sorted(CORPUS.glob("*.log"))
+    once = tmp_path / "once"
+    assert kvlog("migrate", *inputs, "--format", output_format, "-o", once).returncode == 0
+    for path in sorted(once.iterdir()):
+        assert migrated(path, "--format", output_format) == path.read_bytes(), path.name
+
+
+def test_usage_errors_exit_2(old: Path) -> None:
+    for args in (("--to", "7"), ("--format", "legacy", "--legacy-generation", "sglang-text/1999-01")):
+        result = kvlog("migrate", old, GEN1, "--jobs", "2", *args)
+        assert result.returncode == 2, result.stderr
+        assert b"kvlog migrate: " in result.stderr

@@ -94,7 +94,7 @@ class Migrator:
         self.generations: list[Generation] = chain.generations()
         top = max(max(self.catalog.versions(e)) for e in self.catalog.events())
         if options.to_catalog is not None and not 1 <= options.to_catalog <= top:
-            raise MigrationError(f"--to {options.to_catalog}: catalog versions are 1..{top}")
+            raise ValueError(f"--to {options.to_catalog}: catalog versions are 1..{top}")
         self.to_catalog = options.to_catalog or top
         self.legacy = LegacyRenderer(chain, options.legacy_generation) if options.output_format == "legacy" else None
 

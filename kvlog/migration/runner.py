@@ -66,8 +66,8 @@ def run_tasks(
     progress: Callable[[int], None],
 ) -> Iterator[Outcome]:
     """Migrate every task, yielding outcomes in input order."""
+    migrator = Migrator(load_chain(migrations), options)  # here first: a broken chain or option fails once, here
     if jobs <= 1 or len(tasks) <= 1 or any(task.name == STDIN for task in tasks):
-        migrator = Migrator(load_chain(migrations), options)
         for task in tasks:
             yield _run(migrator, task, dead_letter, progress, stage=False)
         return
