@@ -9,6 +9,7 @@ The expectations come from ``/work/shared/reference/sglang-log-formats.md``, not
 
 from __future__ import annotations
 
+import gzip
 import json
 import subprocess
 import sys
@@ -270,3 +271,34 @@ def test_context_is_per_input_file(tmp_path: Path, jobs: str) -> None:
     assert apart.returncode == together.returncode == 0, apart.stderr.decode() + together.stderr.decode()
     assert json.loads(split_lines(apart.stdout)[1])["allocation_state"] == "allocated"
     assert json.loads(split_lines(together.stdout)[1])["allocation_state"] == "va_upper_bound"
+
+
+def test_gzip_in_and_out(tmp_path: Path) -> None:
+    """A compressed log migrates to a compressed result with the same content as the plain one."""
+    name = "postcapture_before_fix_2026_07"
+    packed, out = tmp_path / f"{name}.log.gz", tmp_path / f"{name}.migrated.log.gz"
+    packed.write_bytes(gzip.compress((CORPUS / f"{name}.log").read_bytes()))
+    result = kvlog("migrate", str(packed), "-o", str(out))
+    assert result.returncode == 0, result.stderr.decode()
+    lines = split_lines(gzip.decompress(out.read_bytes()))
+    for number, (got, plain) in enumerate(zip(lines, split_lines(migrate(name)), strict=True), 1):
+        if "pass" in expectations(name)[number]:
+            assert got == plain
+        else:
+            got_event, plain_event = json.loads(got), json.loads(plain)
+            assert got_event["migrated"].pop("file") == str(packed)
+            plain_event["migrated"].pop("file")
+            assert got_event == plain_event
+
+
+def test_standard_input() -> None:
+    name = "gen2_2025"
+    result = kvlog("migrate", "-", stdin=(CORPUS / f"{name}.log").read_bytes())
+    assert result.returncode == 0, result.stderr.decode()
+    out = split_lines(result.stdout)
+    assert len(out) == len(source_lines(name))
+    for number, row in expectations(name).items():
+        if "event" in row:
+            assert json.loads(out[number - 1])["migrated"]["file"] is None
+        else:
+            assert out[number - 1] == source_lines(name)[number - 1]
