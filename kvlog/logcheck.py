@@ -183,14 +183,14 @@ def check_input(
 ) -> Iterator[Finding]:
     """Validate one input (a path or ``-``), in parallel where it pays; raises InputError if unreadable.
 
-    ``jobs=None`` picks the number of CPUs for plain files of at least ``PARALLEL_MIN_BYTES`` and
-    serial validation otherwise; an explicit ``jobs > 1`` splits any plain file. Standard input and
-    compressed files are streams and are always validated serially.
+    A plain file is read in large byte ranges that start at line starts; ``jobs`` worker processes
+    validate them (``None``: the number of CPUs for files of at least ``PARALLEL_MIN_BYTES``, else
+    this process alone). Standard input and compressed files are streams, validated line by line.
     """
     size = _splittable_size(name)
     workers = jobs if jobs is not None else (available_cpus() if size >= PARALLEL_MIN_BYTES else 1)
-    if workers > 1 and size > 0:
-        yield from _check_parallel(name, size, workers, summary, validator, skip_non_json=skip_non_json)
+    if size > 0:
+        yield from _check_chunks(name, size, workers, summary, validator, skip_non_json=skip_non_json)
     else:
         yield from check_lines(name, read_lines(name), summary, validator, skip_non_json=skip_non_json)
 
@@ -228,7 +228,7 @@ def chunk_ranges(name: str, size: int, jobs: int) -> list[tuple[int, int]]:
                     break
                 starts.append(stream.tell())
     except OSError as exc:
-        raise InputError(f"{name}: cannot read: {exc.strerror}") from None
+        raise InputError(f"{name}: cannot open: {exc.strerror}") from None
     return list(zip(starts, [*starts[1:], size], strict=True))
 
 
@@ -250,8 +250,13 @@ def _start_worker(catalog: Catalog) -> None:
 
 
 def _check_chunk(chunk: _Chunk) -> tuple[list[Finding], Summary]:
-    """Validate one byte range; line numbers in the findings count from the chunk's first line."""
+    """In a worker: validate one byte range with the worker's validator."""
     assert _worker_validator is not None, "worker started without _start_worker"
+    return _check_chunk_with(_worker_validator, chunk)
+
+
+def _check_chunk_with(validator: EventValidator, chunk: _Chunk) -> tuple[list[Finding], Summary]:
+    """Validate one byte range; line numbers in the findings count from the chunk's first line."""
     try:
         with Path(chunk.name).open("rb") as stream:
             stream.seek(chunk.start)
@@ -260,20 +265,29 @@ def _check_chunk(chunk: _Chunk) -> tuple[list[Finding], Summary]:
         raise InputError(f"{chunk.name}: cannot read: {exc.strerror}") from None
     summary = Summary()
     lines = io.BytesIO(data)  # iterating splits exactly as iterating the file does: at b"\n" only
-    findings = list(check_lines(chunk.name, lines, summary, _worker_validator, skip_non_json=chunk.skip_non_json))
+    findings = list(check_lines(chunk.name, lines, summary, validator, skip_non_json=chunk.skip_non_json))
     return findings, summary
 
 
-def _check_parallel(
+def _check_chunks(
     name: str, size: int, jobs: int, summary: Summary, validator: EventValidator, *, skip_non_json: bool
 ) -> Iterator[Finding]:
+    """Validate the chunks of a plain file, here or in worker processes, reporting in file order."""
     chunks = [_Chunk(name, start, end, skip_non_json) for start, end in chunk_ranges(name, size, jobs)]
+    if jobs == 1 or len(chunks) == 1:
+        yield from _in_file_order((_check_chunk_with(validator, chunk) for chunk in chunks), summary)
+        return
     method = "fork" if "fork" in multiprocessing.get_all_start_methods() and sys.platform == "linux" else "spawn"
     context = multiprocessing.get_context(method)
     with context.Pool(min(jobs, len(chunks)), initializer=_start_worker, initargs=(validator.catalog,)) as pool:
-        lines_before = 0
-        for findings, part in pool.imap(_check_chunk, chunks):
-            for finding in findings:
-                yield dataclasses.replace(finding, line=finding.line + lines_before)
-            lines_before += part.lines
-            summary.add(part)
+        yield from _in_file_order(pool.imap(_check_chunk, chunks), summary)
+
+
+def _in_file_order(results: Iterable[tuple[list[Finding], Summary]], summary: Summary) -> Iterator[Finding]:
+    """Findings of consecutive chunks, renumbered from chunk lines to file lines."""
+    lines_before = 0
+    for findings, part in results:
+        for finding in findings:
+            yield dataclasses.replace(finding, line=finding.line + lines_before)
+        lines_before += part.lines
+        summary.add(part)

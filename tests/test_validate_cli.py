@@ -231,6 +231,9 @@ def test_parallel_validation_prints_exactly_what_the_serial_path_prints(tmp_path
         assert parallel.stderr == serial.stderr
     default = kvlog("validate", str(log))
     assert default.stdout == serial.stdout
+    streamed = kvlog("validate", "-", stdin=log.read_bytes())  # line by line, not in byte ranges
+    assert streamed.stdout == serial.stdout.replace(f"{log}:", "-:")
+    assert streamed.stderr == serial.stderr
 
 
 def test_parallel_validation_of_a_file_without_problems(tmp_path: Path) -> None:
