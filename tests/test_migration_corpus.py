@@ -180,11 +180,34 @@ def test_to_v1_validates_as_v1(name: str) -> None:
     events = migrate(name, "--only-events", "--to", "1")
     check = kvlog("validate", "-", stdin=events)
     assert check.returncode == 0, check.stdout.decode() + check.stderr.decode()
-    for line in split_lines(events):
+    latest = [json.loads(line) for line in split_lines(migrate(name, "--only-events"))]
+    for line, newest in zip(split_lines(events), latest, strict=True):
         event = json.loads(line)
         assert event["schema_version"] == 1, event
-        if event["event"] == "kv_pool.allocation":
+        if event["event"] in ("kv_pool.allocation", "kv_pool.swa_summary"):
             assert "allocation_state" in event["migrated"].get("lost", []), "v1 cannot say allocation_state: say so"
+        renamed = {
+            "kv_arena.ready": ("reserved_bytes", "reserved_va_bytes"),
+            "kv_pool.swa_summary": ("mem_usage_bytes", "total_bytes"),
+        }
+        if event["event"] in renamed:
+            old, new = renamed[event["event"]]
+            assert event[old] == newest[new]
+            assert event["migrated"].get("uncertainty_bytes", {}).get(old) == newest["migrated"].get(
+                "uncertainty_bytes", {}
+            ).get(new)
+
+
+@pytest.mark.parametrize("to", [(), ("--to", "1")], ids=["latest", "v1"])
+@pytest.mark.parametrize("name", NAMES)
+def test_provenance_names_only_fields_the_event_has(name: str, to: tuple[str, ...]) -> None:
+    for line in split_lines(migrate(name, "--only-events", *to)):
+        event = json.loads(line)
+        migrated = event.get("migrated", {})
+        for field in [*migrated.get("inferred", {}), *migrated.get("uncertainty_bytes", {})]:
+            assert field in event, f"{event['event']}@{event['schema_version']}: provenance names {field}, absent"
+        for field in migrated.get("lost", []):
+            assert field not in event
 
 
 @pytest.mark.parametrize("name", NAMES)
