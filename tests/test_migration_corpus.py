@@ -128,6 +128,8 @@ def test_memory_line_becomes_the_right_event(name: str, number: int) -> None:
     if row.get("ts"):
         stamp = datetime.fromisoformat(event["timestamp"].replace("Z", "+00:00"))
         assert stamp == datetime.fromisoformat(row["ts"]).replace(tzinfo=UTC)
+    elif "ts" in row:
+        assert "timestamp" in event["migrated"].get("inferred", {}), "the line printed no time: say where it came from"
 
 
 @pytest.mark.parametrize(("name", "number"), event_cases())
