@@ -292,7 +292,7 @@ def test_bad_inputs_are_named_and_the_rest_is_migrated(old: Path, tmp_path: Path
     assert result.returncode == 2
     stderr = result.stderr.decode()
     assert f"{tmp_path / 'missing.log'}: cannot open" in stderr
-    assert f"{corrupt}: cannot read" in stderr
+    assert f"{corrupt}: cannot read after " in stderr and "(after line " in stderr
     assert (out / old.name).read_bytes() == migrated(old)
     assert not (out / corrupt.name).exists()
 
@@ -400,3 +400,14 @@ def test_usage_errors_exit_2(old: Path) -> None:
         result = kvlog("migrate", old, GEN1, "--jobs", "2", *args)
         assert result.returncode == 2, result.stderr
         assert b"kvlog migrate: " in result.stderr
+
+
+def test_in_place_through_a_symlink_replaces_the_file_it_points_to(old: Path, tmp_path: Path) -> None:
+    real = tmp_path / "real.log"
+    shutil.copy(old, real)
+    link = tmp_path / "link.log"
+    link.symlink_to(real)
+    assert kvlog("migrate", "--in-place", link).returncode == 0
+    assert link.is_symlink()
+    assert real.read_bytes() == migrated(old).replace(str(old).encode(), str(link).encode())
+    assert (tmp_path / "real.log.orig").read_bytes() == old.read_bytes()

@@ -23,6 +23,7 @@ from typing import IO, Any, Literal, Protocol
 
 import orjson
 
+from kvlog.inputs import InputError
 from kvlog.migration.context import Context, Held
 from kvlog.migration.grammar import Generation, Recognised
 from kvlog.migration.ops import provenance
@@ -102,11 +103,14 @@ class Migrator:
         """Migrate one input (``name`` as given, ``-`` for standard input) from ``stream`` to ``out``."""
         report = Report(files=1)
         run = _FileRun(self, None if name == "-" else name, out, report, dead)
-        for is_candidate, data, start, end in _segments(stream):
-            if is_candidate:
-                run.line(data[start:end])
-            else:
-                run.passthrough(data, start, end)
+        try:
+            for is_candidate, data, start, end in _segments(stream):
+                if is_candidate:
+                    run.line(data[start:end])
+                else:
+                    run.passthrough(data, start, end)
+        except InputError as exc:
+            raise InputError(f"{exc} (after line {run.number})") from None
         run.finish()
         return report
 
