@@ -16,9 +16,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from kvlog.console import rank_tags
 from kvlog.migration import load_chain
-from kvlog.migration.engine import Migrator, Options
+from kvlog.migration.engine import Migrator, Options, _split
 from kvlog.migration.grammar import Rule
+from kvlog.migration.prefix import split_prefix
 from kvlog.validation import EventValidator
 from kvlog.wording import _PLACEHOLDER as PLACEHOLDER
 from kvlog.wording import UNITS, read_figure, split_sections
@@ -435,3 +437,30 @@ def test_a_rendered_line_migrates_to_its_event(case: tuple[str, Rule, dict[str, 
     assert migrated["ranks"] == {"tp": 3}
     assert migrated["schema_version"] == CHAIN.catalog.latest(rule.template.event)
     assert EventValidator().violations(migrated) == []
+
+
+ALL_RULES = [(g.id, r) for g in CHAIN.generations() for r in g.rules]
+
+
+@settings(max_examples=400, deadline=None)
+@given(rendered(ALL_RULES))
+def test_the_reader_looks_at_every_line_a_rule_can_read(case: tuple[str, Rule, dict[str, Any], str]) -> None:
+    """The block reader skips lines without a keyword: every wording must contain one."""
+    line = f"[2026-01-02 03:04:05 TP3] {case[3]}\n".encode()
+    data = b"Decode batch. #running-req: 1\n" + line + b"Decode batch. #running-req: 2\n"
+    candidates = [data[start:end] for is_candidate, data, start, end in _split(data, len(data)) if is_candidate]
+    assert candidates == [line]
+
+
+_TAGS = st.from_regex(r"[a-z]{1,6}(_[a-z]{1,6})?", fullmatch=True)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.dictionaries(_TAGS, st.integers(0, 999_999), max_size=5), st.integers(0, 86399))
+def test_prefix_round_trip(ranks: dict[str, int], seconds: int) -> None:
+    """The console's prefix (timestamp and rank tags) reads back into the same envelope."""
+    clock = f"{seconds // 3600:02d}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
+    prefix = split_prefix(f"[2026-03-04 {clock}{rank_tags(ranks)}] Memory pool end. avail mem=1.00 GB")
+    assert prefix.ranks == ranks
+    assert prefix.timestamp == f"2026-03-04T{clock}Z"
+    assert prefix.message == "Memory pool end. avail mem=1.00 GB"
