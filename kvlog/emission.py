@@ -16,6 +16,7 @@ reading them costs one lookup and no other context can leak fields into a schema
 
 from __future__ import annotations
 
+import contextlib
 import io
 import logging
 import os
@@ -197,7 +198,10 @@ class _Finisher:
         except Exception as exc:  # noqa: BLE001 - an unwritable value must not raise into the caller
             violation = Violation("$", f"cannot be written: {type(exc).__name__}: {exc}")
             event_dict = self.validation.reject(event_dict, [violation])
-            line = render(logger, method, event_dict)
+            try:
+                line = render(logger, method, event_dict)
+            except Exception:  # noqa: BLE001 - not even the report renders (a broken renderer): drop, never raise
+                raise structlog.DropEvent from None
         for tap in _taps:
             tap(dict(event_dict))
         return line if self.render is not None else event_dict
@@ -214,19 +218,39 @@ def _json_text(_logger: WrappedLogger, _method: str, event_dict: EventDict) -> s
 
 
 class _LineWriter:
-    """The wrapped logger: writes each rendered line (bytes or str, newline included) and flushes it."""
+    """The wrapped logger: writes each rendered line (bytes or str, newline included) and flushes it.
 
-    def __init__(self, stream: IO[Any], owner: IO[Any]) -> None:
+    Unless ``strict``, a stream that cannot be written (a full disk, a closed file or pipe) loses the
+    line instead of raising into the code that emitted it: the event is the server's diagnostics,
+    not its work. The first failure after a success is said once on the interpreter's own stderr;
+    ``lost`` counts the lines lost.
+    """
+
+    def __init__(self, stream: IO[Any], owner: IO[Any], *, strict: bool) -> None:
         self.owner = owner  # held: a text wrapper that is garbage-collected closes the buffer we write to
         self._write = stream.write
         self._flush = stream.flush
         self._lock = threading.Lock()
+        self._strict = strict
+        self._failing = False
+        self.lost = 0
 
     def msg(self, line: bytes | str) -> None:
         """Write and flush one line."""
         with self._lock:
-            self._write(line)
-            self._flush()
+            try:
+                self._write(line)
+                self._flush()
+            except (OSError, ValueError) as exc:  # ValueError: the stream was closed
+                if self._strict:
+                    raise
+                self.lost += 1
+                if not self._failing and sys.__stderr__ is not None:
+                    self._failing = True
+                    with contextlib.suppress(Exception):
+                        print(f"kvlog: cannot write events ({exc}); dropping them until it can", file=sys.__stderr__)
+            else:
+                self._failing = False
 
     debug = info = warning = error = critical = exception = msg
 
@@ -238,6 +262,8 @@ def _console_line(logger: WrappedLogger, method: str, event_dict: EventDict) -> 
 def _target(stream: IO[str] | IO[bytes], output: Output) -> tuple[IO[Any], Processor]:
     """Where lines go and the renderer that writes them there: bytes if the stream takes bytes."""
     if output == "console":
+        if isinstance(stream, io.RawIOBase | io.BufferedIOBase):
+            return stream, lambda lg, m, ed: _console_line(lg, m, ed).encode()
         return stream, _console_line
     if isinstance(stream, io.TextIOBase):
         buffer = getattr(stream, "buffer", None)
@@ -320,7 +346,7 @@ def configure(
         owner = stream if stream is not None else sys.stderr
         writable, renderer = _target(owner, output)
         chain.append(_Finisher(validating, renderer))
-        target = _LineWriter(writable, owner)
+        target = _LineWriter(writable, owner, strict=validation == "raise")
     logger = structlog.wrap_logger(
         target, processors=chain, wrapper_class=structlog.make_filtering_bound_logger(threshold)
     ).bind()
