@@ -125,11 +125,6 @@ def test_the_temporary_file_is_created_exclusively_beside_the_target(tmp_path: P
     assert victim.read_bytes() == b"precious\n"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="kvlog/migration/files.py atomic_output copies the mode only: run as root, --in-place gives a user's log "
-    "to root",
-)
 def test_permissions_and_owner_of_the_original_are_kept(tmp_path: Path) -> None:
     log = tmp_path / "app.log"
     log.write_bytes((CORPUS / "gen2_2025.log").read_bytes())
@@ -146,9 +141,6 @@ def test_permissions_and_owner_of_the_original_are_kept(tmp_path: Path) -> None:
     assert (backup.st_mode & 0o7777, backup.st_uid, backup.st_gid) == (0o604, *owner)
 
 
-@pytest.mark.xfail(
-    strict=True, reason="kvlog/migration/files.py: the NamedTemporaryFile's 0600 becomes the new output's mode"
-)
 @pytest.mark.parametrize("suffix", ["", ".gz"])
 def test_a_new_output_file_gets_the_usual_permissions_not_0600(tmp_path: Path, suffix: str) -> None:
     """``-o`` creates its file through a private temporary file; the result must be readable as umask says."""

@@ -139,9 +139,6 @@ def test_a_directory_as_input(tmp_path: Path) -> None:
     assert done.returncode == 0 and events_of((tmp_path / "out.jsonl").read_bytes())
 
 
-@pytest.mark.xfail(
-    strict=True, reason="kvlog/cli/migrate.py _plan: zip() of 0 inputs and 1 output path raises ValueError"
-)
 def test_an_empty_directory_is_a_clear_error(tmp_path: Path) -> None:
     (tmp_path / "empty").mkdir()
     done = kvlog("migrate", tmp_path / "empty", "-o", tmp_path / "out.jsonl")
@@ -211,11 +208,6 @@ def big_log(tmp_path: Path) -> Path:
     return source
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="kvlog/migration/files.py atomic_output: on a failed write handle.close() re-raises (its flush fails "
-    "again) before the temporary file is unlinked; cli/migrate.py: the --report write is outside the error handling",
-)
 @pytest.mark.parametrize("target", ["-o", "--in-place", "--report"])
 def test_a_full_disk_is_a_clear_error_leaving_the_input_and_no_partial_output(
     tmp_path: Path, big_log: Path, target: str

@@ -111,7 +111,10 @@ def migrate(  # noqa: PLR0917 - click passes every option as a parameter
     except (KvlogError, OSError, ValueError) as exc:
         _fail(str(exc), EXIT_INPUT_ERROR)
     if report_path:
-        _write_report(Path(report_path), total)
+        try:
+            _write_report(Path(report_path), total)
+        except OSError as exc:
+            _fail(f"{report_path}: cannot write the report: {exc.strerror or exc}", EXIT_INPUT_ERROR)
     click.echo(f"kvlog migrate: {total.summary()}", err=True)
     if errors:
         sys.exit(EXIT_INPUT_ERROR)

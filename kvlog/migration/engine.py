@@ -226,7 +226,9 @@ class _FileRun:
     def _json(self, raw: bytes, body: bytes) -> Held | None:
         try:
             event = orjson.loads(body)
-        except orjson.JSONDecodeError:
+        except orjson.JSONDecodeError as exc:
+            if _JSON_EVENT in body:
+                self._reject(raw, f"looks like a JSON event but cannot be read: {exc}")
             return None
         if not isinstance(event, dict):
             return None

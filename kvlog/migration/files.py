@@ -12,9 +12,10 @@ import contextlib
 import glob
 import gzip
 import os
+import secrets
 import shutil
+import stat
 import sys
-import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -41,6 +42,8 @@ def expand_inputs(names: tuple[str, ...], skip_suffixes: tuple[str, ...] = ()) -
                 and not any(part.startswith(".") for part in p.relative_to(path).parts)
                 and not p.name.endswith((TEMP_SUFFIX, *skip_suffixes))
             )
+            if not found:
+                raise InputError(f"{name}: no files in this directory")
             out += [str(p) for p in found]
         elif not path.exists() and glob.has_magic(name):
             matches = sorted(glob.glob(name, recursive=True))  # noqa: PTH207 - the pattern may be absolute
@@ -82,10 +85,7 @@ def atomic_output(target: Path, backup_suffix: str | None = None) -> Iterator[IO
         with target.open("wb") as raw, compressed_writer(raw, target.name) as stream:
             yield stream
         return
-    handle = tempfile.NamedTemporaryFile(  # noqa: SIM115 - closed below, after fsync and before the rename
-        dir=target.parent, prefix=f".{target.name}.", suffix=TEMP_SUFFIX, delete=False
-    )
-    temporary = Path(handle.name)
+    handle, temporary = _create_temporary(target)
     try:
         with compressed_writer(handle, target.name) as stream:
             yield stream
@@ -93,15 +93,36 @@ def atomic_output(target: Path, backup_suffix: str | None = None) -> Iterator[IO
         os.fsync(handle.fileno())
         handle.close()
         if target.exists():
-            shutil.copymode(target, temporary)
+            _copy_owner_and_mode(target, temporary)
             if backup_suffix:
                 _keep_backup(target, target.with_name(target.name + backup_suffix))
         temporary.replace(target)
         _sync_directory(target.parent)
     except BaseException:
-        handle.close()
+        with contextlib.suppress(OSError):  # closing flushes again, and fails again on a full disk
+            handle.close()
         temporary.unlink(missing_ok=True)
         raise
+
+
+def _create_temporary(target: Path) -> tuple[IO[bytes], Path]:
+    """A new file next to ``target``: never an existing name or link, and created with the usual mode (umask)."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+    while True:
+        temporary = target.with_name(f".{target.name}.{secrets.token_hex(8)}{TEMP_SUFFIX}")
+        try:
+            descriptor = os.open(temporary, flags, 0o666)
+        except FileExistsError:
+            continue
+        return os.fdopen(descriptor, "wb"), temporary
+
+
+def _copy_owner_and_mode(source: Path, target: Path) -> None:
+    """The replacement keeps the original's mode and, where this process may set it, its owner."""
+    status = source.stat()
+    with contextlib.suppress(PermissionError):
+        os.chown(target, status.st_uid, status.st_gid)
+    target.chmod(stat.S_IMODE(status.st_mode))
 
 
 def _keep_backup(target: Path, backup: Path) -> None:
@@ -111,6 +132,7 @@ def _keep_backup(target: Path, backup: Path) -> None:
         os.link(target, staging)
     except OSError:
         shutil.copy2(target, staging)
+        _copy_owner_and_mode(target, staging)
     staging.replace(backup)
 
 

@@ -125,7 +125,7 @@ def _open_output(task: Task, stage: bool) -> AbstractContextManager[IO[bytes]]:
         return _staging("out") if stage else nullcontext(stdout_binary())
     if target.kind == "discard":
         return Path(os.devnull).open("wb")
-    path = Path(task.name).resolve() if target.kind == "in_place" else target.path  # a link's file, not the link
+    path = Path(task.name) if target.kind == "in_place" else target.path
     assert path is not None
     return atomic_output(path, target.backup_suffix if target.kind == "in_place" else None)
 
