@@ -23,6 +23,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -124,8 +125,7 @@ def mtail() -> str:
 
 def run_mtail(mtail: str, program: Path, log: Path, tmp_path: Path) -> Metrics:
     """Every series mtail exports after reading ``log`` once with ``program``."""
-    progs = tmp_path / f"progs-{program.stem}-{log.stem}"
-    progs.mkdir()
+    progs = Path(tempfile.mkdtemp(prefix=f"progs-{program.stem}-", dir=tmp_path))
     shutil.copy(program, progs)
     result = subprocess.run(
         [mtail, "--one_shot", "--one_shot_format=json", "--progs", str(progs), "--logs", str(log), "--logtostderr"],
@@ -238,3 +238,24 @@ def test_events_program_same_metrics_on_migrated_old_log_and_on_emitted_events(
         assert abs(migrated[key] - exact) <= tolerance, f"{key}: migrated {migrated[key]} vs emitted {exact}"
     sizes = [key for key in emitted if key[0] != "kvlog_kv_events_total"]
     assert any(migrated[key] != emitted[key] for key in sizes), "rounded figures cannot all be exact"
+
+
+def test_only_events_keep_mtail_fed_past_invalid_utf8(mtail: str, logs: dict[str, Path], tmp_path: Path) -> None:
+    """mtail stops reading a file at its first line that is not UTF-8, and real logs have such lines
+    (tokenizer output). kvlog copies them byte for byte; with --only-events only events come out, in
+    valid UTF-8, so both programs see every pool of a log that has one."""
+    lines = logs["old"].read_bytes().splitlines(keepends=True)
+    damaged = tmp_path / "damaged.log"
+    damaged.write_bytes(
+        b"".join([*lines[:3], b"[2026-08-03 14:00:40 TP0] Receive: text=\xff\xfe caf\xe9\n", *lines[3:]])
+    )
+    assert run_mtail(mtail, LEGACY_PROGRAM, damaged, tmp_path) != run_mtail(
+        mtail, LEGACY_PROGRAM, logs["old"], tmp_path
+    )
+    for program, options, clean in (
+        (LEGACY_PROGRAM, ("--format", "legacy", "--only-events"), logs["old"]),
+        (EVENTS_PROGRAM, ("--only-events",), logs["migrated"]),
+    ):
+        fed = tmp_path / f"fed-{program.stem}.log"
+        fed.write_bytes(kvlog("migrate", str(damaged), *options))
+        assert run_mtail(mtail, program, fed, tmp_path) == run_mtail(mtail, program, clean, tmp_path)
