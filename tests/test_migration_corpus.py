@@ -333,3 +333,9 @@ def test_text_format_of_a_log_in_todays_wording_is_the_log() -> None:
     """Reading and writing share one grammar: a log already in today's wording comes back byte for byte."""
     name = "postcapture_after_fix_2026_09"
     assert migrate(name, "--format", "text") == (CORPUS / f"{name}.log").read_bytes()
+
+
+@pytest.mark.parametrize("name", ["postcapture_before_fix_2026_07", "hybrid_swa_2026", "gen1_early_2025"])
+def test_legacy_format_of_an_old_log_is_the_log(name: str) -> None:
+    """Old parsers fed with --format legacy see exactly what sglang printed, inferred VA bounds included."""
+    assert migrate(name, "--format", "legacy") == (CORPUS / f"{name}.log").read_bytes()
