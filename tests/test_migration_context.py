@@ -109,6 +109,16 @@ def test_without_evidence_the_claim_stands(monkeypatch: pytest.MonkeyPatch) -> N
     assert out[1:5] == [b"filler"] * 4
 
 
+def test_the_look_ahead_counts_the_lines_only_events_drops(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(engine, "LOOKAHEAD_LINES", 3)
+    text = "".join(f"{line}\n" for line in (f"[2026-07-21 09:00:00 TP0] {POOL}", *["filler"] * 4, SIZED))
+    out = io.BytesIO()
+    Migrator(CHAIN, Options(only_events=True)).migrate("ctx.log", io.BytesIO(text.encode()), out)
+    first, sized = (orjson.loads(line) for line in out.getvalue().splitlines())
+    assert state(first) == ("allocated", "v1-claims-allocated", None)
+    assert sized["event"] == "kv_pool.post_capture_sized"
+
+
 def test_todays_wording_is_read_not_inferred() -> None:
     out = migrate(
         "[2026-09-01 00:00:00 TP0] KvVmmArena[9_0] ready: device=0 reserved_va=20.0 GiB granularity=2048 KiB",

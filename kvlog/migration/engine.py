@@ -136,6 +136,8 @@ class _FileRun:
         lines = data.count(b"\n", start, end) + (0 if data[end - 1] == 0x0A else 1)
         self.number += lines
         if self.m.options.only_events:
+            if self.held:
+                self._emit(b"", lines)  # written as nothing, but counted against the look-ahead
             return
         if not self.held:
             self.out.write(memoryview(data)[start:end])
@@ -154,6 +156,8 @@ class _FileRun:
         if held is None:
             if not self.m.options.only_events:
                 self._emit(raw, 1)
+            elif self.held:
+                self._emit(b"", 1)
             return
         self.context.observe(held, held.event.pop("_source_version"))
         self._emit(held, 1)
