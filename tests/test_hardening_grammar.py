@@ -88,7 +88,7 @@ def migrate(data: bytes, output_format: str = "jsonl") -> bytes:
 
 def assert_line_for_line(data: bytes, out: bytes) -> None:
     """One output line per input line, each the same bytes or a valid event."""
-    ins, outs = data.splitlines(keepends=True), out.splitlines(keepends=True)
+    ins, outs = io.BytesIO(data).readlines(), io.BytesIO(out).readlines()  # split at LF only, as the engine does
     assert len(outs) == len(ins), (ins, outs)
     for before, after in zip(ins, outs, strict=True):
         if after == before:
@@ -111,7 +111,7 @@ def test_raw_bytes_never_raise_in_any_output_format(data: bytes) -> None:
         out = migrate(data, output_format)
         if output_format == "jsonl":
             assert_line_for_line(data, out)
-        assert len(out.splitlines()) == len(data.splitlines())
+        assert out.count(b"\n") == data.count(b"\n")
 
 
 HOSTILE = {
