@@ -226,7 +226,6 @@ def test_a_full_disk_is_a_clear_error_leaving_the_input_and_no_partial_output(
     assert sorted(p.name for p in tmp_path.iterdir()) == ["big.log"], "partial output, backup or temporary left"
 
 
-@pytest.mark.xfail(strict=True, reason="kvlog/cli/validate.py: a failed write of a finding to stdout is a traceback")
 def test_stdout_on_a_full_device_is_a_clear_error() -> None:
     source = CORPUS / "gen2_2025.log"
     with Path("/dev/full").open("wb") as full:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 
 import click
@@ -32,22 +33,28 @@ def validate(files: tuple[str, ...], skip_non_json: bool, quiet: bool, jobs: int
     """Validate JSON-lines event logs (FILE... or - for standard input; .gz and .zst too).
 
     Each problem is printed as FILE:LINE: EVENT@VERSION: JSON-PATH: MESSAGE. Exit status: 0 when
-    every line is a valid event, 1 when any is not, 2 when an input cannot be read.
+    every line is a valid event, 1 when any is not, 2 when an input cannot be read or the findings
+    cannot be written.
     """
     validator = EventValidator()
     summary = Summary()
     input_errors = 0
     write = sys.stdout.write
-    for name in files:
-        try:
-            for finding in check_input(name, summary, validator, skip_non_json=skip_non_json, jobs=jobs):
-                if not quiet:
-                    write(f"{finding}\n")
-        except InputError as exc:
-            input_errors += 1
-            sys.stdout.flush()
-            click.echo(f"kvlog validate: {exc}", err=True)
-    sys.stdout.flush()
+    try:
+        for name in files:
+            try:
+                for finding in check_input(name, summary, validator, skip_non_json=skip_non_json, jobs=jobs):
+                    if not quiet:
+                        write(f"{finding}\n")
+            except InputError as exc:
+                input_errors += 1
+                sys.stdout.flush()
+                click.echo(f"kvlog validate: {exc}", err=True)
+        sys.stdout.flush()
+    except OSError as exc:  # a full disk or a closed pipe under standard output
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # so the exit's own flush is quiet
+        click.echo(f"kvlog validate: cannot write the findings: {exc.strerror or exc}", err=True)
+        sys.exit(EXIT_INPUT_ERROR)
     click.echo(str(summary), err=True)
     if input_errors:
         sys.exit(EXIT_INPUT_ERROR)
