@@ -168,7 +168,10 @@ class TemplateParser:
         self._next_char = {
             m.group(1): flat[m.end()] if m.end() < len(flat) else "" for m in _PLACEHOLDER.finditer(flat)
         }
-        self.pattern = re.compile(self._expression(split_sections(template.text)), re.DOTALL)
+        parts = split_sections(template.text)
+        self.pattern = re.compile(self._expression(parts), re.DOTALL)
+        #: every way a matching message can begin ("" when any start is possible): a cheap first test
+        self.starts = tuple(sorted(self._starts(parts)))
 
     def parse(self, message: str, *, whole: bool = True) -> Parsed | None:
         """The fields of ``message`` if it is this template's wording (``whole=False``: if it starts with it)."""
@@ -212,6 +215,22 @@ class TemplateParser:
             else:
                 out.append(f"(?:{self._expression(part)})?")
         return "".join(out)
+
+    def _starts(self, parts: list[Any]) -> set[str]:
+        if not parts:
+            return {""}
+        head, rest = parts[0], parts[1:]
+        if isinstance(head, list):
+            return self._starts(head + rest) | self._starts(rest)
+        placeholder = _PLACEHOLDER.search(head)
+        if placeholder is None:
+            return {head} if head else self._starts(rest)
+        if placeholder.start() > 0:
+            return {head[: placeholder.start()]}
+        syntax = self._syntax[placeholder.group(1)]
+        if self._units[placeholder.group(1)] is None and syntax.choices:
+            return set(syntax.choices) | ({"None"} if syntax.nullable else set())
+        return {""}
 
     def _capture(self, name: str) -> str:
         unit = self._units[name]

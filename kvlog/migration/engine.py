@@ -47,7 +47,21 @@ LOOKAHEAD_BYTES = 64 << 20
 #: in request logs (a single-byte search runs at memchr speed, several times faster than a word search),
 #: then checked in place: (probe byte, offset of the byte in the words, words).
 _PROBES: tuple[tuple[bytes, int, tuple[bytes, ...]], ...] = (
-    (b"K", 0, (b"KV", b"Kv")),
+    (
+        b"K",
+        0,
+        (
+            b"KV Cache",
+            b"KVPool",
+            b"KV sizing",
+            b"KV host",
+            b"KV pool",
+            b"KV cache dtype",
+            b"KV cache is",
+            b"KV cache.",
+            b"Kv",
+        ),
+    ),
     (b"M", 0, (b"Memory pool", b"Mamba")),
     (b"L", 0, (b"Load weight",)),
     (b"_", 3, (b"max_total_num_tokens",)),
@@ -93,6 +107,7 @@ class Migrator:
         self.options = options
         self.validator = validator or EventValidator(self.catalog)
         self.generations: list[Generation] = chain.generations()
+        self.starts = tuple(sorted({start for generation in self.generations for start in generation.starts}))
         top = max(max(self.catalog.versions(e)) for e in self.catalog.events())
         if options.to_catalog is not None and not 1 <= options.to_catalog <= top:
             raise ValueError(f"--to {options.to_catalog}: catalog versions are 1..{top}")
@@ -220,6 +235,8 @@ class _FileRun:
             attempts.append((tail, before + "\r"))
         for candidate, before in attempts:
             prefix = split_prefix(candidate)
+            if not prefix.message.startswith(self.m.starts):
+                continue  # most candidate lines (request logs that mention the KV cache) end here
             for glued_after in (False, True):
                 for generation in self.m.generations:
                     recognised = generation.recognise(prefix.message, glued=glued_after)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from functools import cache
+from functools import cache, cached_property
 from typing import Any
 
 from kvlog.catalog import Catalog
@@ -90,7 +90,11 @@ class Generation:
         With ``glued``, a rule's wording may instead be followed by the start of another logger's line
         (a message printed without its newline): the rule's figures are then read from the part before it.
         """
+        if not message.startswith(self.starts):
+            return None
         for rule in self.rules:
+            if not message.startswith(rule.parser.starts):
+                continue
             if glued:
                 parsed = rule.parser.parse_glued(message, FOREIGN_START)
             else:
@@ -98,6 +102,11 @@ class Generation:
             if parsed is not None:
                 return Recognised(self, rule, parsed)
         return None
+
+    @cached_property
+    def starts(self) -> tuple[str, ...]:
+        """Every way a message this generation reads can begin: most lines are rejected by this alone."""
+        return tuple(sorted({start for rule in self.rules for start in rule.parser.starts}))
 
     def templates(self) -> list[tuple[Template, int]]:
         """Event templates with the version of the event they write, for rendering in this wording."""
