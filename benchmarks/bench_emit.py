@@ -9,7 +9,10 @@ default). Both flush every line, as both do by default. Other configurations are
 context: validation off, the console renderer, and the stdlib bridge (``configure(stdlib=True)`` and
 ``kvlog.formatter()`` on a FileHandler).
 
-Each run starts when the machine is idle (``benchmarks/quiet.py``); best of ``--repeat``.
+Times are the process's CPU seconds (user + system, so the write system calls count): on a shared
+machine they depend far less on other jobs than wall-clock time. Each run starts when the machine
+is idle if it becomes so within a few seconds (``benchmarks/quiet.py``); best of ``--repeat``,
+the contenders alternating.
 
 Usage: ``.venv/bin/python benchmarks/bench_emit.py [--events N] [--repeat R]``.
 """
@@ -44,14 +47,14 @@ def stdlib_fstring(path: Path, n: int) -> float:
     handler = logging.FileHandler(path)
     handler.setFormatter(logging.Formatter("[%(asctime)s TP0] %(message)s", datefmt="%Y-%m-%d %H:%M:%S"))
     logger.addHandler(handler)
-    start = time.perf_counter()
+    start = time.process_time()
     for i in range(n):
         size = 65536 + i
         k_size = v_size = size * 4096
         logger.info(
             f"KV Cache is allocated. #tokens: {size}, K size: {k_size / GB:.2f} GB, V size: {v_size / GB:.2f} GB"
         )
-    elapsed = time.perf_counter() - start
+    elapsed = time.process_time() - start
     logger.removeHandler(handler)
     handler.close()
     return elapsed
@@ -60,7 +63,7 @@ def stdlib_fstring(path: Path, n: int) -> float:
 def kvlog_events(n: int) -> float:
     """The same information as typed events, through whatever pipeline is configured."""
     kvlog.bind_ranks(tp=0)
-    start = time.perf_counter()
+    start = time.process_time()
     for i in range(n):
         size = 65536 + i
         kvlog.emit(
@@ -76,7 +79,7 @@ def kvlog_events(n: int) -> float:
                 committed_bytes=size * 8192,
             )
         )
-    return time.perf_counter() - start
+    return time.process_time() - start
 
 
 def kvlog_to_file(path: Path, n: int, **options: object) -> float:

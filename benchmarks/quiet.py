@@ -24,7 +24,7 @@ def runnable() -> int | None:
     return None
 
 
-def wait_for_idle(timeout_s: float = 60.0, poll_s: float = 0.05) -> bool:
+def wait_for_idle(timeout_s: float = 10.0, poll_s: float = 0.02) -> bool:
     """Block until this is the only runnable process, or ``timeout_s`` passes; True if it became idle."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:

@@ -24,7 +24,9 @@ def __getattr__(name: str) -> Any:
     if name in _EMISSION_API:
         from kvlog import emission  # noqa: PLC0415 - the lazy import this function exists for
 
-        return getattr(emission, name)
+        value = getattr(emission, name)
+        globals()[name] = value  # later look-ups find it directly and never come back here
+        return value
     raise AttributeError(f"module 'kvlog' has no attribute {name!r}")
 
 

@@ -104,7 +104,8 @@ def render_module(catalog: Catalog) -> str:
             annotation = python_type(props[key])
             out.append(f"    {_attr(key)}: {annotation}{'' if annotation.endswith('None') else ' | None'} = None")
         out.append("    ext: dict[str, Any] | None = None")
-        out += ["", "    def fields(self) -> dict[str, Any]:", "        out: dict[str, Any] = {"]
+        out += ["", "    def to_dict(self) -> dict[str, Any]:", "        out: dict[str, Any] = {"]
+        out += [f'            "event": {_quote(event)},', f'            "schema_version": {version},']
         out += [f"            {_quote(key)}: self.{_attr(key)}," for key in mandatory]
         out.append("        }")
         for key in [*optional, "ext"]:

@@ -290,7 +290,7 @@ class _Emitter:
     def __call__(self, event: Event, level: Level) -> None:
         if not self.enabled[level]:
             return
-        event_dict: Any = {"event": event.EVENT, "schema_version": event.VERSION, **event.fields()}
+        event_dict: Any = event.to_dict()
         target = self.target
         try:
             for processor in self.processors:

@@ -12,10 +12,16 @@ class Event:
     EVENT: ClassVar[str]
     VERSION: ClassVar[int]
 
-    def fields(self) -> dict[str, Any]:
-        """The event's own fields, as the schema names them; optional fields left unset are omitted."""
+    def to_dict(self) -> dict[str, Any]:
+        """Name, version and fields, in that order: everything but the envelope that emission adds.
+
+        Generated per event as one dict display, because emission builds exactly this dict for every
+        event it writes.
+        """
         raise NotImplementedError
 
-    def to_dict(self) -> dict[str, Any]:
-        """Name, version and fields: everything but the envelope that emission adds."""
-        return {"event": self.EVENT, "schema_version": self.VERSION, **self.fields()}
+    def fields(self) -> dict[str, Any]:
+        """The event's own fields, as the schema names them; optional fields left unset are omitted."""
+        out = self.to_dict()
+        del out["event"], out["schema_version"]
+        return out

@@ -25,8 +25,10 @@ class KvArenaClosed(Event):
     released_bytes: int
     ext: dict[str, Any] | None = None
 
-    def fields(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
+            "event": "kv_arena.closed",
+            "schema_version": 1,
             "arena_id": self.arena_id,
             "released_bytes": self.released_bytes,
         }
@@ -57,8 +59,10 @@ class KvArenaCommit(Event):
     measurement_source: Literal["smaps_rss", "cuMemGetInfo", "nvml"] | None = None
     ext: dict[str, Any] | None = None
 
-    def fields(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
+            "event": "kv_arena.commit",
+            "schema_version": 1,
             "arena_id": self.arena_id,
             "offset_bytes": self.offset_bytes,
             "nbytes": self.nbytes,
@@ -97,8 +101,10 @@ class KvArenaDecommit(Event):
     measurement_source: Literal["smaps_rss", "cuMemGetInfo", "nvml"] | None = None
     ext: dict[str, Any] | None = None
 
-    def fields(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
+            "event": "kv_arena.decommit",
+            "schema_version": 1,
             "arena_id": self.arena_id,
             "offset_bytes": self.offset_bytes,
             "nbytes": self.nbytes,
@@ -134,8 +140,10 @@ class KvArenaError(Event):
     nbytes: int | None = None
     ext: dict[str, Any] | None = None
 
-    def fields(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
+            "event": "kv_arena.error",
+            "schema_version": 1,
             "arena_id": self.arena_id,
             "operation": self.operation,
             "error": self.error,
@@ -169,8 +177,10 @@ class KvArenaReady(Event):
     handle_type: str | None
     ext: dict[str, Any] | None = None
 
-    def fields(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
+            "event": "kv_arena.ready",
+            "schema_version": 2,
             "arena_id": self.arena_id,
             "backend": self.backend,
             "device": self.device,
@@ -202,8 +212,10 @@ class KvHostPoolAllocation(Event):
     mtp_total_layers: int | None = None
     ext: dict[str, Any] | None = None
 
-    def fields(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
+            "event": "kv_host_pool.allocation",
+            "schema_version": 1,
             "label": self.label,
             "num_tokens": self.num_tokens,
             "host_bytes": self.host_bytes,
@@ -233,8 +245,10 @@ class KvMemoryPoolEnd(Event):
     avail_bytes: int
     ext: dict[str, Any] | None = None
 
-    def fields(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
+            "event": "kv_memory.pool_end",
+            "schema_version": 1,
             "avail_bytes": self.avail_bytes,
         }
         if self.ext is not None:
@@ -266,8 +280,10 @@ class KvPoolAllocation(Event):
     arena_ids: list[str] | None = None
     ext: dict[str, Any] | None = None
 
-    def fields(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
+            "event": "kv_pool.allocation",
+            "schema_version": 2,
             "pool": self.pool,
             "label": self.label,
             "layout": self.layout,
@@ -303,8 +319,10 @@ class KvPoolMemoryAvailable(Event):
     available_bytes: int
     ext: dict[str, Any] | None = None
 
-    def fields(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
+            "event": "kv_pool.memory_available",
+            "schema_version": 1,
             "available_bytes": self.available_bytes,
         }
         if self.ext is not None:
@@ -330,8 +348,10 @@ class KvPoolPostCaptureSized(Event):
     pool: str | None = None
     ext: dict[str, Any] | None = None
 
-    def fields(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
+            "event": "kv_pool.post_capture_sized",
+            "schema_version": 1,
             "max_total_num_tokens": self.max_total_num_tokens,
             "free_bytes": self.free_bytes,
             "budget_bytes": self.budget_bytes,
@@ -367,8 +387,10 @@ class KvPoolSleep(Event):
     duration_us: float
     ext: dict[str, Any] | None = None
 
-    def fields(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
+            "event": "kv_pool.sleep",
+            "schema_version": 1,
             "pool": self.pool,
             "label": self.label,
             "arena_ids": self.arena_ids,
@@ -401,8 +423,10 @@ class KvPoolSwaSummary(Event):
     committed_bytes: int | None = None
     ext: dict[str, Any] | None = None
 
-    def fields(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
+            "event": "kv_pool.swa_summary",
+            "schema_version": 2,
             "allocation_state": self.allocation_state,
             "total_bytes": self.total_bytes,
             "swa_tokens": self.swa_tokens,
@@ -438,8 +462,10 @@ class KvPoolWake(Event):
     duration_us: float
     ext: dict[str, Any] | None = None
 
-    def fields(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
+            "event": "kv_pool.wake",
+            "schema_version": 1,
             "pool": self.pool,
             "label": self.label,
             "arena_ids": self.arena_ids,
@@ -471,8 +497,10 @@ class KvlogSchemaViolation(Event):
     suppressed: int | None = None
     ext: dict[str, Any] | None = None
 
-    def fields(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
+            "event": "kvlog.schema_violation",
+            "schema_version": 1,
             "violating_event": self.violating_event,
             "violating_schema_version": self.violating_schema_version,
             "errors": self.errors,
@@ -502,8 +530,10 @@ class MambaPoolAllocation(Event):
     intermediate_conv_window_bytes: int | None = None
     ext: dict[str, Any] | None = None
 
-    def fields(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
+            "event": "mamba_pool.allocation",
+            "schema_version": 1,
             "label": self.label,
             "max_mamba_cache_size": self.max_mamba_cache_size,
             "conv_state_bytes": self.conv_state_bytes,
@@ -537,8 +567,10 @@ class SchedulerLimits(Event):
     available_gpu_mem_bytes: int | None
     ext: dict[str, Any] | None = None
 
-    def fields(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
+            "event": "scheduler.limits",
+            "schema_version": 1,
             "max_total_num_tokens": self.max_total_num_tokens,
             "chunked_prefill_size": self.chunked_prefill_size,
             "max_prefill_tokens": self.max_prefill_tokens,
@@ -565,8 +597,10 @@ class WeightsLoadBegin(Event):
     avail_bytes: int
     ext: dict[str, Any] | None = None
 
-    def fields(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
+            "event": "weights.load_begin",
+            "schema_version": 1,
             "avail_bytes": self.avail_bytes,
         }
         if self.ext is not None:
@@ -592,8 +626,10 @@ class WeightsLoadEnd(Event):
     mem_usage_bytes: int | None
     ext: dict[str, Any] | None = None
 
-    def fields(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
+            "event": "weights.load_end",
+            "schema_version": 1,
             "elapsed_s": self.elapsed_s,
             "model_class": self.model_class,
             "dtype": self.dtype,
