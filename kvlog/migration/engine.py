@@ -48,20 +48,11 @@ LOOKAHEAD_BYTES = 64 << 20
 #: then checked in place: (probe byte, offset of the byte in the words, words).
 _PROBES: tuple[tuple[bytes, int, tuple[bytes, ...]], ...] = (
     (
-        b"K",
-        0,
-        (
-            b"KV Cache",
-            b"KVPool",
-            b"KV sizing",
-            b"KV host",
-            b"KV pool",
-            b"KV cache dtype",
-            b"KV cache is",
-            b"KV cache.",
-            b"Kv",
-        ),
+        b"V",
+        1,
+        (b"KV Cache", b"KV cache dtype", b"KV cache is", b"KV cache.", b"KVPool", b"KV sizing", b"KV host", b"KV pool"),
     ),
+    (b"V", 2, (b"KvVmmArena",)),
     (b"M", 0, (b"Memory pool", b"Mamba")),
     (b"L", 0, (b"Load weight",)),
     (b"_", 3, (b"max_total_num_tokens",)),
@@ -443,7 +434,7 @@ def _keyword_positions(data: bytes, size: int, byte: bytes, offset: int, words: 
     position = data.find(byte, 0, size)
     while position != -1:
         at = position - offset
-        if at >= 0 and any(data.startswith(word, at, size) for word in words):
+        if at >= 0 and data.startswith(words, at, size):
             yield at
             end = data.find(b"\n", position, size)
             if end == -1:
