@@ -1,13 +1,14 @@
 """The streaming migrator: one pass over a log, one output line per input line, bounded memory.
 
-A log is mostly request lines that no rule reads. The reader finds candidate lines by searching whole
-blocks for a few keywords (``bytes.find`` runs at memory speed) and copies everything between them
-through untouched, so the cost is in the handful of memory lines, each of which is split from its
-prefix and tried against the text generations, oldest first. A recognised line becomes an event of
-the newest catalog version (text: through its generation's step, then up the chain; JSON events of
-an older version: up the chain), goes through the per-rank context, and is written at the requested
-catalog version after validation. Anything that cannot be migrated is copied through as it was and,
-when it looks like a memory line, reported with the reason.
+A log is mostly request lines that no rule reads. The reader finds candidate lines by probing each
+block for a rare byte of the words every wording contains (a single-byte ``bytes.find`` runs at
+memchr speed) and copies everything between them through untouched, so the cost is in the handful
+of memory lines: each is split from its prefix, rejected at once unless its message starts the way
+some wording starts, and otherwise tried against the text generations, oldest first. A recognised
+line becomes an event of the newest catalog version (text: through its generation's step, then up
+the chain; JSON events of an older version: up the chain), goes through the per-rank context, and
+is written at the requested catalog version after validation. Anything that cannot be migrated is
+copied through as it was and, when it looks like a memory line, reported with the reason.
 
 Events that wait for a later line (see ``kvlog.migration.context``) hold back the output behind them
 for at most ``LOOKAHEAD_LINES`` lines or ``LOOKAHEAD_BYTES`` bytes: memory stays bounded on any file.
@@ -25,7 +26,7 @@ import orjson
 
 from kvlog.inputs import InputError
 from kvlog.migration.context import Context, Held
-from kvlog.migration.grammar import Generation, Recognised
+from kvlog.migration.grammar import Generation, Recognised, newest_catalog_version
 from kvlog.migration.ops import provenance
 from kvlog.migration.prefix import LinePrefix, split_prefix
 from kvlog.migration.render import LegacyRenderer, current_line
@@ -99,7 +100,7 @@ class Migrator:
         self.validator = validator or EventValidator(self.catalog)
         self.generations: list[Generation] = chain.generations()
         self.starts = tuple(sorted({start for generation in self.generations for start in generation.starts}))
-        top = max(max(self.catalog.versions(e)) for e in self.catalog.events())
+        top = newest_catalog_version(self.catalog)
         if options.to_catalog is not None and not 1 <= options.to_catalog <= top:
             raise ValueError(f"--to {options.to_catalog}: catalog versions are 1..{top}")
         self.to_catalog = options.to_catalog or top

@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from kvlog.console import console_line, rank_tags, sglang_timestamp
-from kvlog.migration.grammar import Generation
+from kvlog.migration.grammar import Generation, newest_catalog_version
 from kvlog.migration.steps import Chain
 from kvlog.wording import Template
 
@@ -29,7 +29,8 @@ class LegacyRenderer:
     """Old wording of one generation (and, as fallbacks, the generations before it)."""
 
     def __init__(self, chain: Chain, generation_id: str | None = None) -> None:
-        generations = [g for g in chain.generations() if g.catalog_version < _top(chain)]
+        newest = newest_catalog_version(chain.catalog)
+        generations = [g for g in chain.generations() if g.catalog_version < newest]
         if not generations:
             raise ValueError("the chain has no legacy text generation")
         ids = [g.id for g in generations]
@@ -71,7 +72,3 @@ def _without_invented_prefix(event: Mapping[str, Any]) -> Mapping[str, Any]:
     if rule in _NO_PREFIX_RULES:
         return {k: v for k, v in event.items() if k != "timestamp"}
     return event
-
-
-def _top(chain: Chain) -> int:
-    return max(max(chain.catalog.versions(e)) for e in chain.catalog.events())
