@@ -48,9 +48,9 @@ class Step:
     to_version: int
     invertible: bool
     examples: list[tuple[dict[str, Any], dict[str, Any]]]
+    _run: Callable[[dict[str, Any]], dict[str, Any]] = field(repr=False, compare=False)
     description: str = ""
     generation: Generation | None = field(default=None, repr=False, compare=False)
-    _run: Callable[[dict[str, Any]], dict[str, Any]] = field(default=lambda e: e, repr=False, compare=False)
 
     def apply(self, event: dict[str, Any]) -> dict[str, Any]:
         """The step's output for ``event`` (a text step takes ``{"line": "..."}``); the input is not changed."""
