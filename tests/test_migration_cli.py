@@ -396,7 +396,13 @@ def test_text_and_legacy_outputs_are_fixed_points(output_format: str, tmp_path: 
 
 
 def test_usage_errors_exit_2(old: Path) -> None:
-    for args in (("--to", "7"), ("--format", "legacy", "--legacy-generation", "sglang-text/1999-01")):
+    for args in (
+        ("--to", "7"),
+        ("--format", "legacy", "--legacy-generation", "sglang-text/1999-01"),
+        ("--format", "text", "--to", "1"),
+        ("--legacy-generation", "sglang-text/2025-06"),
+        ("--in-place", "-o", "x"),
+    ):
         result = kvlog("migrate", old, GEN1, "--jobs", "2", *args)
         assert result.returncode == 2, result.stderr
         assert b"kvlog migrate: " in result.stderr

@@ -89,6 +89,10 @@ def migrate(  # noqa: PLR0917 - click passes every option as a parameter
         legacy_generation=legacy_generation,
     )
     try:
+        if to_catalog is not None and output_format != "jsonl":
+            raise click.UsageError("--to chooses the catalog version of JSON events: it needs --format jsonl")
+        if legacy_generation is not None and output_format != "legacy":
+            raise click.UsageError("--legacy-generation chooses an old wording: it needs --format legacy")
         names = expand_inputs(inputs, (backup_suffix,) if in_place else ())
         tasks = _plan(names, output, in_place, backup_suffix, dry_run)
     except (InputError, click.UsageError) as exc:
