@@ -247,6 +247,40 @@ def test_a_failing_rollback_after_a_failed_populate_keeps_the_range_on_the_books
         assert kernel_rss(arena.base, arena.base + RESERVE) == arena.committed_bytes
 
 
+def test_a_rollback_that_cannot_be_undone_at_all_stays_on_the_books_until_decommitted(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Populate, the undoing mmap and the in-place fallback all fail: the range is still writable.
+
+    The backend names it in ``still_held``; the arena keeps it committed, so a decommit once the
+    faults are gone gives it back and nothing is left mapped.
+    """
+
+    class Stuck(FaultyLibc):
+        def __getattr__(self, name: str) -> Callable[..., Any]:
+            real = getattr(REAL_LIBC, name)
+
+            def call(*args: Any) -> Any:
+                fallback = name == "mprotect" and args[2] == host_backend.PROT_NONE
+                if name == "mmap" or fallback or (name == "madvise" and args[2] == host_backend.MADV_POPULATE_WRITE):
+                    ctypes.set_errno(errno.ENOMEM)
+                    return host_backend._MAP_FAILED if name == "mmap" else -1
+                return real(*args)
+
+            return call
+
+    with validated_events() as captured, VmmArena.host(RESERVE) as arena:
+        monkeypatch.setattr(host_backend, "_libc", Stuck(REAL_LIBC, "none", 0))
+        with pytest.raises(ArenaError, match=r"\[0, 16384\) could not be rolled back and stays committed"):
+            arena.commit(0, 4 * P)
+        monkeypatch.undo()
+        assert arena.committed_runs == [(0, 4 * P)] == writable_runs(arena)
+        assert captured[-1]["event"] == "kv_arena.error" and captured[-1]["committed_bytes"] == 4 * P
+        arena.decommit(0, RESERVE)
+        assert writable_runs(arena) == [] and arena.committed_bytes == 0
+        assert kernel_rss(arena.base, arena.base + RESERVE) == 0
+
+
 REAL_FAULTS = textwrap.dedent(
     """
     import resource, sys
@@ -259,8 +293,8 @@ REAL_FAULTS = textwrap.dedent(
                 return int(line.split()[1]) * 1024
         raise AssertionError(key)
 
-    def maps():
-        return len(Path("/proc/self/maps").read_text().splitlines())
+    def maps():  # reservations and guard pages; the heap's read-write mappings come and go
+        return sum(1 for line in Path("/proc/self/maps").read_text().splitlines() if line.split()[1][:2] != "rw")
 
     before = maps()
     # RLIMIT_AS: the reservation's mmap fails with a real ENOMEM.
@@ -321,7 +355,10 @@ def test_eight_threads_commit_decommit_sleep_and_view_one_shared_arena() -> None
                     if action < 0.45:
                         arena.commit(offset, size)
                     elif action < 0.9:
-                        arena.decommit(offset, size)
+                        try:
+                            arena.decommit(offset, size)
+                        except ArenaError as refused:  # another thread's view is alive there: refused, as documented
+                            assert "live tensor view" in str(refused)
                     else:
                         try:
                             view = arena.tensor(offset, (size,), torch.uint8)

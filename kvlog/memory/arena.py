@@ -344,7 +344,11 @@ class VmmArena:
                 timings.append(_elapsed_us(started))
         except BackendError as exc:
             start, end = aligned[len(timings)]
-            raise self._refuse(operation, start, end - start, self._undo(mapped, exc)) from exc
+            message = self._undo(mapped, exc)
+            for held_start, held_end in self._held(exc):  # what the backend could not give back stays counted
+                self._committed.add(held_start, held_end)
+                message += f"; [{held_start}, {held_end}) could not be rolled back and stays committed"
+            raise self._refuse(operation, start, end - start, message) from exc
         measured = self._backend.measure(self._base, self._reserved)
         for (start, end), asked, duration in zip(aligned, requested, timings, strict=True):
             emit(
@@ -379,8 +383,16 @@ class VmmArena:
             try:
                 self._backend.unmap(self._base + run_start, run_end - run_start)
             except BackendError as exc:
+                if exc.still_held is not None:  # the backend says exactly what it still holds of the run
+                    self._committed.remove(run_start, run_end)
+                    for held_start, held_end in self._held(exc):
+                        self._committed.add(held_start, held_end)
                 raise self._refuse(operation, start, end - start, str(exc)) from exc
             self._committed.remove(run_start, run_end)
+
+    def _held(self, error: BackendError) -> list[Run]:
+        """The offset ranges a failed backend call says still hold memory."""
+        return [(address - self._base, address - self._base + n) for address, n in error.still_held or ()]
 
     def _emit_decommit(self, start: int, end: int, requested: int, duration: float) -> None:
         measured = self._backend.measure(self._base, self._reserved)

@@ -20,11 +20,18 @@ MeasurementSource = Literal["smaps_rss", "cuMemGetInfo", "nvml"]
 
 
 class BackendError(KvlogError):
-    """A driver or system call failed; ``call`` names it and ``code`` is its error code or errno."""
+    """A driver or system call failed; ``call`` names it and ``code`` is its error code or errno.
+
+    ``still_held``, when a backend knows it, lists the ``(address, nbytes)`` ranges of the call's range
+    that still hold physical memory after the failure, so that the arena's books stay exact and a
+    later decommit or close gives them back. None means the backend's contract: after a failed
+    ``map`` nothing is held, after a failed ``unmap`` everything still is.
+    """
 
     def __init__(self, call: str, code: int | str, detail: str = "") -> None:
         self.call = call
         self.code = code
+        self.still_held: tuple[tuple[int, int], ...] | None = None
         super().__init__(f"{call} failed: {code}{f' ({detail})' if detail else ''}")
 
 
@@ -51,7 +58,8 @@ class Backend(Protocol):
     def map(self, address: int, nbytes: int) -> None:
         """Back ``[address, address + nbytes)`` (granularity-aligned) with physical memory, readable and writable.
 
-        Either the whole range is backed or, on failure, none of it is and ``BackendError`` is raised.
+        Either the whole range is backed or, on failure, none of it is and ``BackendError`` is raised;
+        only when undoing the partial work fails too does the error name what is left in ``still_held``.
         """
         ...
 

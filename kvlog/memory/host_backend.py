@@ -94,12 +94,16 @@ class HostBackend:
         return base
 
     def map(self, address: int, nbytes: int) -> None:
-        """Read-write and populated; on any failure the range is reserved-only again."""
+        """Read-write and populated; on a failure the range is reserved-only again, or named in ``still_held``."""
         try:
             _check("mprotect", _libc.mprotect(address, nbytes, PROT_READ | PROT_WRITE))
             self._fill(address, nbytes)
-        except BackendError:
-            self.unmap(address, nbytes)
+        except BackendError as failure:
+            try:
+                self.unmap(address, nbytes)
+            except BackendError as rollback:
+                rollback.still_held = ((address, nbytes),)
+                raise rollback from failure
             raise
 
     def _fill(self, address: int, nbytes: int) -> None:
