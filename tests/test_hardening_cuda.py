@@ -121,16 +121,7 @@ def assert_exact(arena: VmmArena, free_before: int) -> None:
     assert arena.committed_bytes == measured.nbytes == free_before - driver_free()
 
 
-RELEASE_BUG = pytest.mark.xfail(
-    strict=True,
-    reason="cuda_backend.unmap pops a granule's handle before cuMemRelease succeeds: a refused release forgets the "
-    "handle (device memory leaks) and the arena's next decommit gets ValueError 'granule is not mapped' (H200)",
-)
-
-
-@pytest.mark.parametrize(
-    "call", [pytest.param(c, marks=RELEASE_BUG) if c == "cuMemRelease" else c for c in FAILING_CALLS]
-)
+@pytest.mark.parametrize("call", FAILING_CALLS)
 def test_failing_the_nth_driver_call_keeps_the_books_equal_to_the_driver_and_frees_everything(
     call: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -163,11 +154,6 @@ def test_failing_the_nth_driver_call_keeps_the_books_equal_to_the_driver_and_fre
     assert fired >= 1, f"the scenario never calls {call}"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a rollback the driver refuses leaves granules mapped that the backend tracks but the arena does not: "
-    "committed_bytes 2 MiB while the driver holds 6 MiB (H200); the arena cannot give them back",
-)
 def test_a_failed_rollback_leaves_an_arena_that_can_still_be_closed_without_leaking(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

@@ -93,6 +93,17 @@ class _Reservation:
     measured: int = 0
 
 
+def _runs(granules: list[int], step: int) -> list[tuple[int, int]]:
+    """Ascending granule addresses as maximal ``(start, end)`` runs of adjacent granules."""
+    runs: list[tuple[int, int]] = []
+    for granule in granules:
+        if runs and runs[-1][1] == granule:
+            runs[-1] = (runs[-1][0], granule + step)
+        else:
+            runs.append((granule, granule + step))
+    return runs
+
+
 class CudaBackend:
     """Reserve, map, unmap and measure device memory through the CUDA driver's VMM API."""
 
@@ -122,6 +133,7 @@ class CudaBackend:
         self._torch_device = torch.device("cuda", device)
         self._reservations: dict[int, _Reservation] = {}
         self._handles: dict[int, Any] = {}
+        self._unreleased: dict[int, Any] = {}  # granules unmapped whose cuMemRelease failed: still held
         requested, attribute = _HANDLE_TYPES[handle_type]
         self._require_attribute(
             driver.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, "VMM"
@@ -220,7 +232,7 @@ class CudaBackend:
         prop = self._prop
         with self._lock, self._current():
             reservation = self._reservation_of(address, nbytes)
-            mapped = [a for a in range(address, address + nbytes, step) if a in self._handles]
+            mapped = [a for a in range(address, address + nbytes, step) if a in self._handles or a in self._unreleased]
             if mapped:
                 raise ValueError(f"granule {mapped[0]:#x} is already mapped")
             free_before, _ = self._mem_info()
@@ -249,20 +261,26 @@ class CudaBackend:
     def _undo(self, created: list[tuple[int, Any]], failure: BackendError) -> None:
         """Unmap and release what a failed map created, newest first.
 
-        Should the driver refuse an unmap here too, the granules still mapped stay on this backend's
-        books (so ``unmap`` can give them back later and ``measure`` keeps counting them) and the
-        error, chained onto the original, names the rollback call.
+        Should the driver refuse an unmap or a release here too, the granules still holding memory
+        stay on this backend's books (so ``unmap`` can give them back later and ``measure`` keeps
+        counting them), the error, chained onto the original, names the rollback call, and its
+        ``still_held`` tells the arena to keep them on its books too.
         """
         for index in range(len(created) - 1, -1, -1):
             granule, handle = created[index]
             (err,) = driver.cuMemUnmap(granule, self.granularity)
             if err != _SUCCESS:
                 self._handles.update(created[: index + 1])
-                raise _error(f"cuMemUnmap (rolling back after {failure.call})", err) from failure
+                raise self._held(_error(f"cuMemUnmap (rolling back after {failure.call})", err), created[: index + 1])
             (err,) = driver.cuMemRelease(handle)
             if err != _SUCCESS:
                 self._handles.update(created[:index])
-                raise _error(f"cuMemRelease (rolling back after {failure.call})", err) from failure
+                self._unreleased[granule] = handle
+                raise self._held(_error(f"cuMemRelease (rolling back after {failure.call})", err), created[: index + 1])
+
+    def _held(self, error: BackendError, granules: list[tuple[int, Any]]) -> BackendError:
+        error.still_held = tuple((granule, self.granularity) for granule, _ in granules)
+        return error
 
     def unmap(self, address: int, nbytes: int) -> None:
         """Unmap the range in one call, then release each granule's handle, once the device is idle.
@@ -275,15 +293,29 @@ class CudaBackend:
         with self._lock, self._current():
             reservation = self._reservation_of(address, nbytes)
             granules = range(address, address + nbytes, step)
-            missing = [a for a in granules if a not in self._handles]
+            missing = [a for a in granules if a not in self._handles and a not in self._unreleased]
             if missing:
                 raise ValueError(f"granule {missing[0]:#x} is not mapped")
             _check("cuCtxSynchronize", driver.cuCtxSynchronize())
             free_before, _ = self._mem_info()
             try:
-                _check("cuMemUnmap", driver.cuMemUnmap(address, nbytes))
-                for granule in granules:
-                    _check("cuMemRelease", driver.cuMemRelease(self._handles.pop(granule)))
+                # Granules a refused release left unmapped are only released again (see _unreleased).
+                for start, end in _runs([a for a in granules if a in self._handles], step):
+                    _check("cuMemUnmap", driver.cuMemUnmap(start, end - start))
+                    for granule in range(start, end, step):
+                        self._unreleased[granule] = self._handles.pop(granule)
+                refused = None
+                for granule in granules:  # one refused release does not keep the others held
+                    (err,) = driver.cuMemRelease(self._unreleased[granule])
+                    if err == _SUCCESS:
+                        del self._unreleased[granule]
+                    elif refused is None:
+                        refused = _error("cuMemRelease", err)
+                if refused is not None:
+                    raise refused
+            except BackendError as error:
+                error.still_held = tuple((a, step) for a in granules if a in self._handles or a in self._unreleased)
+                raise
             finally:
                 free_after, _ = self._mem_info()
                 reservation.measured += free_before - free_after
@@ -294,7 +326,7 @@ class CudaBackend:
             reservation = self._reservations.get(base)
             if reservation is None or reservation.nbytes != nbytes:
                 raise ValueError(f"[{base:#x}, +{nbytes}) is not a reservation of this backend")
-            if any(base <= a < base + nbytes for a in self._handles):
+            if any(base <= a < base + nbytes for a in (*self._handles, *self._unreleased)):
                 raise ValueError(f"reservation {base:#x} still has mapped granules")
             _check("cuMemAddressFree", driver.cuMemAddressFree(base, nbytes))
             del self._reservations[base]
