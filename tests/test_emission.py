@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import logging
 import re
@@ -300,3 +301,19 @@ def test_stdlib_bridge_in_warn_mode_reports_instead_of_raising(tmp_path: Path) -
     (report,) = (json.loads(line) for line in path.read_text().splitlines())
     assert report["event"] == "kvlog.schema_violation"
     assert VALIDATOR.violations(report) == []
+
+
+@pytest.mark.parametrize("output", ["json", "console"])
+def test_text_and_binary_streams_both_work(output: str) -> None:
+    text, binary = io.StringIO(), io.BytesIO()
+    for stream in (text, binary):
+        kvlog.configure(output=output, validation="raise", stream=stream)  # type: ignore[arg-type]
+        kvlog.emit(events.KvMemoryPoolEnd(avail_bytes=40 * GIB))
+    written = text.getvalue()
+    assert written.endswith("\n") and written.count("\n") == 1
+    if output == "json":
+        assert json.loads(written)["avail_bytes"] == 40 * GIB
+        assert json.loads(binary.getvalue())["avail_bytes"] == 40 * GIB
+    else:
+        assert written.rstrip("\n").endswith("Memory pool end. avail mem=40.00 GB")
+        assert binary.getvalue().decode() == written
