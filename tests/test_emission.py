@@ -193,8 +193,8 @@ def test_violation_reports_are_rate_limited_and_count_what_they_suppressed(tmp_p
     kvlog.emit(events.KvMemoryPoolEnd(avail_bytes=-1))
     reports = json_lines(log)
     suppressed = sum(report.get("suppressed", 0) for report in reports)
-    assert suppressed == 100 - (len(reports) - 1)
-    assert reports[-1]["suppressed"] > 0
+    assert suppressed == 100 - (len(reports) - 1), "every suppressed report is counted by a later one"
+    assert suppressed >= 100 - 20
 
 
 def test_capture_sees_events_after_every_processor(tmp_path: Path) -> None:
