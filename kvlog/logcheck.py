@@ -2,10 +2,11 @@
 
 Almost every line of a real log is a valid event, so the loop is built for that case: one
 ``orjson.loads``, a lookup by event name then version and one call into the compiled validator
-per line; everything else (the reference engine's explanations, counting by event)
-happens only for a line that fails. Large plain files are split at newline boundaries into byte
-ranges that worker processes validate in parallel; their findings are put back in file order with
-file line numbers, so the output is the same as the serial path's, line for line.
+per line; everything else (the reference engine's explanations, counting by event) happens only
+for a line that fails. Plain files are read in byte ranges that start at line starts, validated in
+this process or, for large files, by worker processes; findings are put back in file order with
+file line numbers, so the output is the same for any number of jobs and the same as reading the
+file as a stream (standard input, ``.gz``), line for line.
 """
 
 from __future__ import annotations
