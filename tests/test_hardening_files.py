@@ -155,7 +155,7 @@ def test_a_fifo_is_read_as_a_stream(tmp_path: Path) -> None:
             with fifo.open("wb") as writer:
                 writer.write(payload * 1000)
 
-        writer = threading.Thread(target=feed)
+        writer = threading.Thread(target=feed, daemon=True)  # never keeps pytest from exiting
         writer.start()
         done = kvlog(*command, fifo)
         writer.join(timeout=30)
