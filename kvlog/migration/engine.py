@@ -137,10 +137,17 @@ class _FileRun:
         self.held_lines = 0
         self.held_bytes = 0
         self.last_timestamp: tuple[str, int] | None = None
+        self.open_line = False  # the last passthrough segment ended inside a line
 
     def passthrough(self, data: bytes, start: int, end: int) -> None:
-        """Lines no rule reads, ``data[start:end]``: counted, and copied without an intermediate copy."""
-        lines = data.count(b"\n", start, end) + (0 if data[end - 1] == 0x0A else 1)
+        """Lines no rule reads, ``data[start:end]``: counted, and copied without an intermediate copy.
+
+        A segment may end inside a line (a line over ``MAX_LINE_BYTES`` streams through in pieces, and
+        a log may end without a newline): a line is counted once, in the segment where it starts.
+        """
+        ends_open = data[end - 1] != 0x0A
+        lines = data.count(b"\n", start, end) + ends_open - self.open_line
+        self.open_line = ends_open
         self.number += lines
         if self.m.options.only_events:
             if self.held:
@@ -386,9 +393,13 @@ def _segments(stream: Readable) -> Iterator[tuple[bool, bytes, int, int]]:
     """``data[start:end]``: runs of lines no rule can read (False) and single candidate lines (True).
 
     Blocks are not sliced into copies: a segment is a range of the block it lies in, so a log is
-    copied once on the way in and once on the way out.
+    copied once on the way in and once on the way out. A line longer than ``MAX_LINE_BYTES`` cannot be
+    a candidate: once that many of its bytes are pending it is passed on in pieces as they arrive,
+    so that neither memory nor the cost per byte grows with its length.
     """
     pending: list[bytes] = []
+    pending_bytes = 0
+    streaming = False  # inside a line over the cap, whose start was already passed on
     while True:
         block = stream.read(BLOCK_BYTES)
         if not block:
@@ -396,9 +407,24 @@ def _segments(stream: Readable) -> Iterator[tuple[bool, bytes, int, int]]:
                 data = b"".join(pending)
                 yield from _split(data, len(data))
             return
+        if streaming:
+            end = block.find(b"\n") + 1
+            if end == 0:
+                yield False, block, 0, len(block)
+                continue
+            yield False, block, 0, end
+            streaming = False
+            block = block[end:]
+            if not block:
+                continue
         cut = block.rfind(b"\n") + 1
         if cut == 0:
             pending.append(block)  # a line longer than a block: joined once its end arrives
+            pending_bytes += len(block)
+            if pending_bytes > MAX_LINE_BYTES + 1:  # too long to be read: pass it on as it comes
+                data = b"".join(pending)
+                yield False, data, 0, len(data)
+                pending, pending_bytes, streaming = [], 0, True
             continue
         if pending:
             data = b"".join([*pending, block[:cut]])
@@ -406,6 +432,7 @@ def _segments(stream: Readable) -> Iterator[tuple[bool, bytes, int, int]]:
         else:
             yield from _split(block, cut)
         pending = [block[cut:]] if cut < len(block) else []
+        pending_bytes = len(block) - cut
 
 
 def _split(data: bytes, size: int) -> Iterator[tuple[bool, bytes, int, int]]:
