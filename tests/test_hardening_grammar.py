@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import io
 import time
+import tracemalloc
 
 import orjson
 from hypothesis import HealthCheck, given, settings
@@ -147,3 +148,45 @@ def test_hostile_lines_cost_time_linear_in_their_length() -> None:
         copied = seconds_per_byte(build(4 << 20), 8 << 20) / seconds_per_byte(build(1 << 20), 8 << 20)
         ratios[name] = (round(parsed, 2), round(copied, 2))
     assert all(max(pair) < 3 for pair in ratios.values()), ratios
+
+
+class _LongLine:
+    """A stream of one ``size``-byte line and then ``after``, made block by block, never whole."""
+
+    def __init__(self, size: int, after: bytes) -> None:
+        self.left = size
+        self.after = after
+
+    def read(self, size: int = -1) -> bytes:
+        if self.left > 0:
+            take = min(size, self.left)
+            self.left -= take
+            return b"x" * take
+        after, self.after = self.after, b""
+        return after
+
+
+class _Sink:
+    def __init__(self) -> None:
+        self.written = 0
+        self.tail = b""
+
+    def write(self, data: bytes | memoryview) -> None:
+        self.written += len(data)
+        self.tail = (self.tail + bytes(data))[-200:]
+
+
+def test_a_line_over_the_cap_streams_through_in_bounded_memory_and_keeps_line_numbers() -> None:
+    """64 MB in one line: Python allocations stay under 4 MB, and the lines after it keep their numbers."""
+    after = b"\nKV Cache is allocated. K size: oops GB\nlast line without newline"
+    sink, dead = _Sink(), []
+    tracemalloc.start()
+    try:
+        report = MIGRATORS["jsonl"].migrate("long.log", _LongLine(64 << 20, after), sink, dead.append)  # type: ignore[arg-type]
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert sink.written == (64 << 20) + len(after) and sink.tail.endswith(after[-100:])
+    assert peak < 4 << 20, f"{peak >> 20} MiB allocated for a 64 MiB line"
+    assert report.lines == 3
+    assert [record["line"] for record in dead] == [2]
