@@ -26,6 +26,7 @@ import orjson
 
 from kvlog.catalog import Catalog
 from kvlog.inputs import STDIN, InputError, read_lines
+from kvlog.jsonline import duplicate_key
 from kvlog.validation import EventValidator, Violation
 
 #: Below this size a file is validated serially unless ``jobs`` is given: starting workers costs more.
@@ -113,8 +114,8 @@ def check_lines(
             except Exception:  # noqa: BLE001 - any unusual line (not JSON, no name, first of its kind) looks closer
                 yield from _look_closer(name, number, line, summary, validator, checks, skip_non_json=skip_non_json)
                 continue
-            if not check(event):
-                yield from _explain(name, number, event, summary, validator)
+            if not check(event) or duplicate_key(line, event) is not None:
+                yield from _explain(name, number, line, event, summary, validator)
     finally:
         # every line is valid, skipped, non-JSON or an event counted by a slow path: the rest were valid
         accounted = summary.events + summary.skipped_lines + summary.non_json_lines - accounted
@@ -154,22 +155,27 @@ def _look_closer(  # noqa: PLR0917 - the hot loop's state, passed positionally o
     check = validator.fast_check(name_field, version)
     with contextlib.suppress(TypeError):  # an unhashable name or version: never valid, nothing to remember
         checks.setdefault(name_field, {})[version] = check
-    if check(event):
+    if check(event) and duplicate_key(line, event) is None:
         summary.events += 1
         return []
-    return list(_explain(name, number, event, summary, validator))
+    return list(_explain(name, number, line, event, summary, validator))
 
 
-def _explain(
-    name: str, number: int, event: dict[str, object], summary: Summary, validator: EventValidator
+def _explain(  # noqa: PLR0917 - the hot loop's state, as _look_closer
+    name: str, number: int, line: bytes, event: dict[str, object], summary: Summary, validator: EventValidator
 ) -> Iterator[Finding]:
+    """Every reason a line's event is not valid: its schema violations and any duplicate key."""
     summary.events += 1
     summary.invalid_events += 1
     name_field = event.get("event")
     label = name_field if isinstance(name_field, str) else None
     summary.by_event[label or "?"] = summary.by_event.get(label or "?", 0) + 1
     version = event.get("schema_version")
-    for violation in validator.violations(event):
+    violations = validator.violations(event)
+    duplicate = duplicate_key(line, event)
+    if duplicate is not None:
+        violations.insert(0, Violation("$", f"duplicate key {duplicate!r}: readers disagree on which value counts"))
+    for violation in violations:
         summary.findings += 1
         yield Finding(name, number, label, version, violation)
 

@@ -137,6 +137,10 @@ def _plan(names: list[str], output: str | None, in_place: bool, backup_suffix: s
         raise click.UsageError("--in-place cannot replace standard input")
     if in_place and not backup_suffix:
         raise click.UsageError("--in-place keeps a backup: --backup-suffix must not be empty")
+    if in_place:
+        for name in names:
+            if Path(name).exists() and not Path(name).is_file():
+                raise click.UsageError(f"--in-place replaces regular files; {name} is not one (a FIFO or device?)")
     if dry_run:
         return [Task(name, Target("discard")) for name in names]
     if in_place:

@@ -25,6 +25,7 @@ from typing import IO, Any, Literal, Protocol
 import orjson
 
 from kvlog.inputs import InputError
+from kvlog.jsonline import duplicate_key
 from kvlog.migration.context import Context, Held
 from kvlog.migration.grammar import Generation, Recognised, newest_catalog_version
 from kvlog.migration.ops import provenance
@@ -251,6 +252,10 @@ class _FileRun:
                 self._reject(raw, f"looks like a JSON event but cannot be read: {exc}")
             return None
         if not isinstance(event, dict):
+            return None
+        duplicate = duplicate_key(body, event)
+        if duplicate is not None:
+            self._reject(raw, f"duplicate key {duplicate!r}: readers disagree on which value counts")
             return None
         name, version = event.get("event"), event.get("schema_version")
         if not isinstance(name, str) or name not in self.m.catalog.schemas or type(version) is not int:
