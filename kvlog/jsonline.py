@@ -37,8 +37,8 @@ def duplicate_key(line: bytes, parsed: object) -> str | None:
     Lines the standard library cannot read again (nested deeper than its recursion limit) are not
     second-guessed: orjson read them, and None is returned.
     """
-    canonical = orjson.dumps(parsed)
-    if line.startswith(canonical) and line[len(canonical) :] in _LINE_ENDS:
+    canonical = orjson.dumps(parsed, option=orjson.OPT_APPEND_NEWLINE)
+    if canonical == line or (line.startswith(canonical[:-1]) and line[len(canonical) - 1 :] in _LINE_ENDS):
         return None
     try:
         json.loads(line, object_pairs_hook=_unique_pairs)
