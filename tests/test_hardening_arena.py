@@ -431,9 +431,11 @@ EXIT_WITH_LIVE_ARENAS = textwrap.dedent(
 def test_process_exit_with_live_arenas_views_and_a_sleeping_arena_neither_crashes_nor_hangs(how: str) -> None:
     code = EXIT_WITH_LIVE_ARENAS.format(how=how, validation="raise")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False)
-    if how == "exception":
-        assert done.returncode == 1 and done.stderr.rstrip().endswith("RuntimeError: the caller crashed")
+    assert "Fatal Python error" not in done.stderr and "Segmentation" not in done.stderr
+    if how == "exception":  # the daemon thread's event may come after the traceback: no order is promised
+        assert done.returncode == 1 and "RuntimeError: the caller crashed\n" in done.stderr
+        assert done.stderr.count("Traceback") == 1, done.stderr
         return
     assert done.returncode == 0, done.stderr
-    assert "Traceback" not in done.stderr and "Segmentation" not in done.stderr
+    assert "Traceback" not in done.stderr
     assert done.stderr.count('"kv_arena.ready"') == 4
