@@ -9,12 +9,21 @@ from pathlib import Path
 
 import pytest
 
+from kvlog.catalog import default_catalog
+
 README = Path(__file__).resolve().parents[1] / "README.md"
 EXAMPLES = re.findall(r"```python\n(.*?)```", README.read_text(), flags=re.DOTALL)
 
 
 def test_readme_has_examples() -> None:
     assert len(EXAMPLES) >= 2
+
+
+def test_readme_catalog_table_names_every_event_at_its_current_version() -> None:
+    rows = re.findall(r"^\| (`[^|]+`) \| v(\d+) \|", README.read_text(), flags=re.MULTILINE)
+    listed = {name: int(version) for names, version in rows for name in re.findall(r"`([^`]+)`", names)}
+    catalog = default_catalog()
+    assert listed == {event: catalog.latest(event) for event in catalog.events()}
 
 
 @pytest.mark.parametrize("source", EXAMPLES, ids=[f"example{i}" for i in range(len(EXAMPLES))])
