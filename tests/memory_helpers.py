@@ -3,13 +3,38 @@
 from __future__ import annotations
 
 import io
+import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from kvlog.emission import configure
 from kvlog.testing import capture_events
+
+
+def gpu_or_skip() -> tuple[Any, Any]:
+    """torch and ``cuda.bindings.driver`` when a GPU is visible; else skip the calling module.
+
+    ``KVLOG_REQUIRE_CUDA=1`` (set on the GPU machine) turns a missing GPU into a failure, so a broken
+    install there cannot pass as a skip. CI has neither torch's CUDA build nor cuda-bindings.
+    """
+    reason = None
+    try:
+        import torch  # noqa: PLC0415 - only the GPU tests need it, and only if it is there
+        from cuda.bindings import driver  # noqa: PLC0415
+    except ImportError as missing:
+        reason = f"cuda-bindings or torch missing: {missing}"
+    else:
+        if not torch.cuda.is_available():
+            reason = "no CUDA GPU visible to torch"
+    if reason is not None:
+        if os.environ.get("KVLOG_REQUIRE_CUDA") == "1":
+            pytest.fail(f"KVLOG_REQUIRE_CUDA=1 but {reason}", pytrace=False)
+        pytest.skip(reason, allow_module_level=True)
+    return torch, driver
 
 
 def kernel_rss(start: int, end: int) -> int:

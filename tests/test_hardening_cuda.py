@@ -10,35 +10,16 @@ the device has exactly as much free memory as before. Runs only on a GPU (``pyte
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from memory_helpers import gpu_or_skip, validated_events
 
 pytestmark = pytest.mark.cuda
 
 
-def _gpu_or_skip() -> tuple[Any, Any]:
-    reason = None
-    try:
-        import torch  # noqa: PLC0415
-        from cuda.bindings import driver  # noqa: PLC0415
-    except ImportError as missing:
-        reason = f"cuda-bindings or torch missing: {missing}"
-    else:
-        if not torch.cuda.is_available():
-            reason = "no CUDA GPU visible to torch"
-    if reason is not None:
-        if os.environ.get("KVLOG_REQUIRE_CUDA") == "1":
-            pytest.fail(f"KVLOG_REQUIRE_CUDA=1 but {reason}", pytrace=False)
-        pytest.skip(reason, allow_module_level=True)
-    return torch, driver
-
-
-torch, driver = _gpu_or_skip()
-
-from memory_helpers import validated_events  # noqa: E402
+torch, driver = gpu_or_skip()
 
 from kvlog.memory import ArenaError, VmmArena, cuda_backend  # noqa: E402
 

@@ -8,7 +8,6 @@ no new kernel is launched inside a measured window (lazy module loading would al
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -16,6 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
+from memory_helpers import gpu_or_skip, last, validated_events
 
 pytestmark = pytest.mark.cuda
 
@@ -23,26 +23,7 @@ GiB = 1 << 30
 MiB = 1 << 20
 
 
-def _gpu_or_skip() -> tuple[Any, Any]:
-    reason = None
-    try:
-        import torch  # noqa: PLC0415
-        from cuda.bindings import driver  # noqa: PLC0415
-    except ImportError as missing:  # CI has neither torch's CUDA build nor cuda-bindings
-        reason = f"cuda-bindings or torch missing: {missing}"
-    else:
-        if not torch.cuda.is_available():
-            reason = "no CUDA GPU visible to torch"
-    if reason is not None:
-        if os.environ.get("KVLOG_REQUIRE_CUDA") == "1":
-            pytest.fail(f"KVLOG_REQUIRE_CUDA=1 but {reason}", pytrace=False)
-        pytest.skip(reason, allow_module_level=True)
-    return torch, driver
-
-
-torch, driver = _gpu_or_skip()
-
-from memory_helpers import last, validated_events  # noqa: E402
+torch, driver = gpu_or_skip()
 
 from kvlog.memory import ArenaError, KVShape, MHAKVPool, MLAKVPool, SWAKVPool, VmmArena, cuda_backend  # noqa: E402
 from kvlog.memory.backend import BackendError  # noqa: E402
