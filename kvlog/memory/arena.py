@@ -31,8 +31,7 @@ import time
 import weakref
 from dataclasses import dataclass
 from math import prod
-from types import TracebackType
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 import torch
 
@@ -40,11 +39,9 @@ from kvlog import events
 from kvlog.emission import emit
 from kvlog.errors import KvlogError
 from kvlog.memory.backend import Backend, BackendError, Measurement, MeasurementSource
+from kvlog.memory.closing import ClosesOnExit
 from kvlog.memory.host_backend import HostBackend
 from kvlog.memory.intervals import Run, RunSet
-
-if TYPE_CHECKING:
-    from typing import Self
 
 Operation = Literal["reserve", "commit", "decommit", "close", "sleep", "wake"]
 
@@ -75,7 +72,7 @@ def _align_up(value: int, granularity: int) -> int:
     return -(-value // granularity) * granularity
 
 
-class VmmArena:
+class VmmArena(ClosesOnExit):
     """A reservation of ``reserved_va_bytes`` of address space on one backend; see the module docstring."""
 
     def __init__(self, backend: Backend, reserve_bytes: int) -> None:
@@ -280,14 +277,6 @@ class VmmArena:
             self._closed = True
             self._asleep = None
             emit(events.KvArenaClosed(arena_id=self._arena_id, released_bytes=released))
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, traceback: TracebackType | None
-    ) -> None:
-        self.close()
 
     def __repr__(self) -> str:
         state = "closed" if self._closed else "asleep" if self._asleep is not None else "open"

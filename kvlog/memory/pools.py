@@ -21,7 +21,6 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from math import prod
-from types import TracebackType
 from typing import TYPE_CHECKING, Literal
 
 import torch
@@ -31,6 +30,7 @@ from kvlog.emission import emit
 from kvlog.errors import KvlogError
 from kvlog.memory.arena import ArenaChange, VmmArena
 from kvlog.memory.backend import Backend, BackendName
+from kvlog.memory.closing import ClosesOnExit
 from kvlog.memory.host_backend import HostBackend
 from kvlog.memory.pinning import PinnedRanges
 from kvlog.memory.sizing import PoolSizingError, free_memory_bytes, largest_fitting
@@ -96,7 +96,7 @@ def layout_cost(specs: list[BufferSpec], rows: int, granularity: int) -> int:
     return sum(_align_up(rows * spec.row_bytes, granularity) for spec in specs)
 
 
-class ArenaBuffers:
+class ArenaBuffers(ClosesOnExit):
     """Buffers in one arena: layout, commit, sleep/wake and close; subclasses say which buffers and events."""
 
     def __init__(self, shape: KVShape, max_tokens: int, backend: Backend, *, label: Label | None = None) -> None:
@@ -210,14 +210,6 @@ class ArenaBuffers:
         except BaseException:
             self.close()
             raise
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, traceback: TracebackType | None
-    ) -> None:
-        self.close()
 
     def require_open(self) -> None:
         """Refuse to work on a closed pool."""

@@ -10,12 +10,12 @@ window sub-pool gets ``n * swa_upper / full_upper`` (whole pages), and the budge
 
 from __future__ import annotations
 
-from types import TracebackType
 from typing import TYPE_CHECKING
 
 from kvlog import events
 from kvlog.emission import emit
 from kvlog.memory.backend import BackendName
+from kvlog.memory.closing import ClosesOnExit
 from kvlog.memory.pools import KVShape, MHAKVPool, PoolStateError
 from kvlog.memory.sizing import largest_fitting
 
@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from typing import Self
 
 
-class SWAKVPool:
+class SWAKVPool(ClosesOnExit):
     """Two MHA sub-pools, ``full`` and ``swa``, sized together."""
 
     def __init__(self, full: MHAKVPool, swa: MHAKVPool) -> None:
@@ -147,11 +147,3 @@ class SWAKVPool:
             self.swa.close()
         finally:
             self.full.close()
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, traceback: TracebackType | None
-    ) -> None:
-        self.close()
