@@ -70,6 +70,10 @@ class Catalog:
         """The current version of ``event``."""
         return max(self._versions_of(event))
 
+    def newest_release(self) -> int:
+        """The newest catalog release: the highest version of any event."""
+        return max(self.latest(event) for event in self.events())
+
     def at_catalog_version(self, event: str, catalog_version: int) -> int | None:
         """The version of ``event`` in catalog release ``catalog_version``: its newest version not above it."""
         eligible = [v for v in self._versions_of(event) if v <= catalog_version]

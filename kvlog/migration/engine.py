@@ -27,7 +27,7 @@ import orjson
 from kvlog.inputs import InputError
 from kvlog.jsonline import duplicate_key
 from kvlog.migration.context import Context, Held
-from kvlog.migration.grammar import Generation, Recognised, newest_catalog_version
+from kvlog.migration.grammar import Generation, Recognised
 from kvlog.migration.ops import provenance
 from kvlog.migration.prefix import LinePrefix, split_prefix
 from kvlog.migration.render import LegacyRenderer, current_line
@@ -101,7 +101,7 @@ class Migrator:
         self.validator = validator or EventValidator(self.catalog)
         self.generations: list[Generation] = chain.generations()
         self.starts = tuple(sorted({start for generation in self.generations for start in generation.starts}))
-        top = newest_catalog_version(self.catalog)
+        top = self.catalog.newest_release()
         if options.to_catalog is not None and not 1 <= options.to_catalog <= top:
             raise ValueError(f"--to {options.to_catalog}: catalog versions are 1..{top}")
         self.to_catalog = options.to_catalog or top

@@ -117,11 +117,6 @@ class Generation:
         return _nullable_required(self.catalog, event, version)
 
 
-def newest_catalog_version(catalog: Catalog) -> int:
-    """The newest catalog release: the highest version of any event."""
-    return max(max(catalog.versions(event)) for event in catalog.events())
-
-
 class GrammarError(ValueError):
     """A generation file is inconsistent with the catalog; the caller adds the file name."""
 
@@ -129,7 +124,7 @@ class GrammarError(ValueError):
 def build_generation(generation_id: str, document: Mapping[str, Any], catalog: Catalog) -> Generation:
     """Compile a generation file's templates against the catalog."""
     version_spec = document.get("catalog_version")
-    top = newest_catalog_version(catalog)
+    top = catalog.newest_release()
     if version_spec == "latest":
         catalog_version = top
     elif isinstance(version_spec, int) and 1 <= version_spec <= top:

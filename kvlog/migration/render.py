@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from kvlog.console import console_line, rank_tags, sglang_timestamp
-from kvlog.migration.grammar import Generation, newest_catalog_version
+from kvlog.migration.grammar import Generation
 from kvlog.migration.steps import Chain
 from kvlog.wording import Template
 
@@ -29,7 +29,7 @@ class LegacyRenderer:
     """Old wording of one generation (and, as fallbacks, the generations before it)."""
 
     def __init__(self, chain: Chain, generation_id: str | None = None) -> None:
-        newest = newest_catalog_version(chain.catalog)
+        newest = chain.catalog.newest_release()
         generations = [g for g in chain.generations() if g.catalog_version < newest]
         if not generations:
             raise ValueError("the chain has no legacy text generation")
