@@ -6,13 +6,15 @@ reported or passed through untouched instead of crashing a decoder.
 
 from __future__ import annotations
 
+import errno
 import gzip
 import io
+import os
+import stat
 import sys
 import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
-from pathlib import Path
 from typing import IO, Any
 
 from kvlog.errors import KvlogError
@@ -30,22 +32,46 @@ def open_binary(name: str) -> Iterator[IO[bytes]]:
     if name == STDIN:
         yield sys.stdin.buffer
         return
-    path = Path(name)
-    if path.is_dir():
-        raise InputError(f"{name}: is a directory")
+    with open_raw(name) as raw, decompressed(raw, name) as stream:
+        yield stream
+
+
+def open_raw(name: str, *, follow_symlinks: bool = True) -> IO[bytes]:
+    """The file ``name`` as it is on disk, or an InputError that names it and gives the reason.
+
+    Without ``follow_symlinks`` the file is opened with ``O_NOFOLLOW``: a caller that will replace
+    the file must read the very file it replaces, not whatever a link planted there names.
+    """
+    flags = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0)
+    if not follow_symlinks:
+        flags |= getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)  # NONBLOCK: a FIFO must not hang
     try:
-        raw = path.open("rb")
+        descriptor = os.open(name, flags)
     except OSError as exc:
+        if exc.errno == errno.ELOOP and not follow_symlinks:
+            raise InputError(f"{name}: is a symbolic link; name the file it points to") from None
         raise InputError(f"{name}: cannot open: {exc.strerror}") from None
-    with raw:
-        if path.suffix == ".gz":
-            with gzip.GzipFile(fileobj=raw) as stream:
-                yield stream  # type: ignore[misc]
-        elif path.suffix == ".zst":
-            with _zstd_reader(name, raw) as stream:
-                yield stream
-        else:
-            yield raw
+    status = os.fstat(descriptor)
+    if stat.S_ISDIR(status.st_mode) or (not follow_symlinks and not stat.S_ISREG(status.st_mode)):
+        os.close(descriptor)
+        kind = "a directory" if stat.S_ISDIR(status.st_mode) else "not a regular file (a FIFO or device?)"
+        raise InputError(f"{name}: is {kind}")
+    if not follow_symlinks:
+        os.set_blocking(descriptor, True)
+    return os.fdopen(descriptor, "rb")
+
+
+@contextmanager
+def decompressed(raw: IO[bytes], name: str) -> Iterator[IO[bytes]]:
+    """``raw`` decompressed as ``name``'s suffix says (``.gz``, ``.zst``), else as it is."""
+    if name.endswith(".gz"):
+        with gzip.GzipFile(fileobj=raw) as stream:
+            yield stream  # type: ignore[misc]
+    elif name.endswith(".zst"):
+        with _zstd_reader(name, raw) as stream:
+            yield stream
+    else:
+        yield raw
 
 
 @contextmanager

@@ -95,20 +95,30 @@ def test_sigkill_at_60_points_leaves_the_original_or_the_complete_result(tmp_pat
 
 
 def test_symlinks_planted_at_the_predictable_paths_are_not_followed(tmp_path: Path) -> None:
-    """The backup and its staging name are predictable: links planted there must be replaced, never written through."""
+    """The backup name is predictable: a link planted there is neither written through nor replaced.
+
+    A backup is never overwritten, so a planted one stops the run (exit 2) with the log, the link and
+    its victim as they were; a link at a staging-like name is ignored.
+    """
     victim = tmp_path / "victim"
     victim.write_bytes(b"precious\n")
     logs = tmp_path / "logs"
     logs.mkdir()
     log = logs / "app.log"
-    log.write_bytes((CORPUS / "gen2_2025.log").read_bytes())
+    original = (CORPUS / "gen2_2025.log").read_bytes()
+    log.write_bytes(original)
     (logs / ".app.log.orig.kvlog-tmp").symlink_to(victim)
     (logs / "app.log.orig").symlink_to(victim)
     done = migrate_in_place(logs)
-    assert done.wait(timeout=60) == 0
+    assert done.wait(timeout=60) == 2
+    assert done.stderr is not None and b"app.log.orig already exists" in done.stderr.read()
+    assert victim.read_bytes() == b"precious\n" and log.read_bytes() == original
+    assert (logs / "app.log.orig").is_symlink()
+    (logs / "app.log.orig").unlink()
+    assert migrate_in_place(logs).wait(timeout=60) == 0
     assert victim.read_bytes() == b"precious\n"
     assert not (logs / "app.log.orig").is_symlink()
-    assert (logs / "app.log.orig").read_bytes() == (CORPUS / "gen2_2025.log").read_bytes()
+    assert (logs / "app.log.orig").read_bytes() == original
     assert b'"event"' in log.read_bytes()
 
 

@@ -408,12 +408,14 @@ def test_usage_errors_exit_2(old: Path) -> None:
         assert b"kvlog migrate: " in result.stderr
 
 
-def test_in_place_through_a_symlink_replaces_the_file_it_points_to(old: Path, tmp_path: Path) -> None:
+def test_in_place_refuses_a_symlink_and_leaves_both_link_and_file(old: Path, tmp_path: Path) -> None:
+    """The file --in-place replaces is the one opened (O_NOFOLLOW): a link is named, never written through."""
     real = tmp_path / "real.log"
     shutil.copy(old, real)
     link = tmp_path / "link.log"
     link.symlink_to(real)
-    assert kvlog("migrate", "--in-place", link).returncode == 0
-    assert link.is_symlink()
-    assert real.read_bytes() == migrated(old).replace(str(old).encode(), str(link).encode())
-    assert (tmp_path / "real.log.orig").read_bytes() == old.read_bytes()
+    result = kvlog("migrate", "--in-place", link)
+    assert result.returncode == 2
+    assert f"{link}: is a symbolic link".encode() in result.stderr
+    assert link.is_symlink() and real.read_bytes() == old.read_bytes()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["link.log", "real.log", "src"]

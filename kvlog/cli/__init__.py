@@ -8,6 +8,10 @@ and the check rules (about 0.1 s a run). Register a command with one line in ``C
 from __future__ import annotations
 
 import importlib
+import signal
+import sys
+from types import FrameType
+from typing import Any
 
 import click
 
@@ -23,8 +27,38 @@ COMMANDS = {
 }
 
 
+class Stopped(BaseException):
+    """SIGTERM or SIGHUP arrived: unwinds like Ctrl-C, so every temporary file is removed on the way out.
+
+    A BaseException, so that no ``except Exception`` on the way swallows it.
+    """
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _stop(signum: int, _frame: FrameType | None) -> None:
+    raise Stopped(signum)
+
+
 class _LazyGroup(click.Group):
-    """A group that imports each command of ``COMMANDS`` the first time it is asked for."""
+    """A group that imports each command of ``COMMANDS`` the first time it is asked for.
+
+    It also gives a stopped run the exit status shells expect, 128 + the signal: 130 for Ctrl-C
+    (click's own handling says 1, which ``kvlog migrate --strict`` uses for its findings), 143 for
+    SIGTERM, 129 for SIGHUP.
+    """
+
+    def invoke(self, ctx: click.Context) -> Any:
+        for signum in (signal.SIGTERM, signal.SIGHUP):
+            signal.signal(signum, _stop)
+        try:
+            return super().invoke(ctx)
+        except KeyboardInterrupt:
+            _stopped(ctx, signal.SIGINT)
+        except Stopped as stopped:
+            _stopped(ctx, stopped.signum)
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted({*super().list_commands(ctx), *COMMANDS})
@@ -40,3 +74,12 @@ class _LazyGroup(click.Group):
 @click.version_option(__version__, prog_name="kvlog")
 def main() -> None:
     """Truthful KV-cache memory events: validate, migrate and check logs."""
+
+
+def _stopped(ctx: click.Context, signum: int) -> None:
+    for ignored in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):  # a second signal must not cut the exit short
+        signal.signal(ignored, signal.SIG_IGN)
+    name = signal.Signals(signum).name
+    click.echo(f"\nkvlog: stopped by {name}; temporary files removed", err=True)
+    sys.stderr.flush()
+    ctx.exit(128 + signum)

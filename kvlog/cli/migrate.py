@@ -3,27 +3,28 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Iterator
-from contextlib import ExitStack, contextmanager
+from collections import Counter
+from contextlib import ExitStack
 from pathlib import Path
-from typing import IO
+from typing import NoReturn
 
 import click
 import orjson
 
+from kvlog.cli.progress import progress_reporter
 from kvlog.errors import KvlogError
-from kvlog.inputs import STDIN, InputError
+from kvlog.inputs import InputError
 from kvlog.migration.engine import Options, OutputFormat
-from kvlog.migration.files import atomic_output, expand_inputs, same_file
+from kvlog.migration.files import atomic_output, expand_inputs
+from kvlog.migration.plan import PlanError, Request, allowed_unparsed, plan
 from kvlog.migration.report import Report
-from kvlog.migration.runner import Target, Task, run_tasks
+from kvlog.migration.runner import run_tasks
 from kvlog.migration.steps import MigrationError
 
 EXIT_OK = 0
 EXIT_UNPARSED = 1
 EXIT_INPUT_ERROR = 2
 EXIT_BROKEN_MIGRATIONS = 3
-_PROGRESS_MIN_BYTES = 64 << 20
 
 
 @click.command()
@@ -53,6 +54,27 @@ _PROGRESS_MIN_BYTES = 64 << 20
 )
 @click.option("--dead-letter", "dead_path", metavar="FILE", help="Write each memory-like line left unparsed, with why.")
 @click.option("--strict", is_flag=True, help="Exit 1 when any memory-like line was left unparsed.")
+@click.option(
+    "--allow-unparsed",
+    "allowed",
+    metavar="REGEX",
+    multiple=True,
+    help="Memory-like lines matching REGEX (Python syntax, searched) may stay unparsed: counted apart, "
+    "not dead letters, not failing --strict. Repeatable.",
+)
+@click.option(
+    "--allow-unparsed-from",
+    "allowed_from",
+    metavar="FILE",
+    multiple=True,
+    help="Read --allow-unparsed patterns from FILE, one a line (blank lines and lines starting with # skipped).",
+)
+@click.option(
+    "--progress/--no-progress",
+    default=None,
+    help="Show progress on standard error [default: a bar on a terminal for inputs of 64 MiB or more]. "
+    "Forced on where standard error is not a terminal, a plain line every few seconds.",
+)
 @click.option("-j", "--jobs", type=click.IntRange(min=1), default=1, show_default=True, help="Worker processes.")
 @click.option("--migrations", type=click.Path(file_okay=False, path_type=Path), help="Use these migration files.")
 def migrate(  # noqa: PLR0917 - click passes every option as a parameter
@@ -69,6 +91,9 @@ def migrate(  # noqa: PLR0917 - click passes every option as a parameter
     report_path: str | None,
     dead_path: str | None,
     strict: bool,
+    allowed: tuple[str, ...],
+    allowed_from: tuple[str, ...],
+    progress: bool | None,
     jobs: int,
     migrations: Path | None,
 ) -> None:
@@ -78,38 +103,49 @@ def migrate(  # noqa: PLR0917 - click passes every option as a parameter
     or the old wording), every other line byte for byte. .gz and .zst are read and written by suffix.
 
     Exit status: 0 done; 1 with --strict, some memory-like line was left unparsed or an event could not
-    be migrated; 2 an input or output could not be read or written, or the options conflict;
-    3 the migration files are broken.
+    be migrated; 2 an input or output could not be read or written, a file was left as it was for its
+    safety (--in-place: a backup already there, the file changed meanwhile), or the options conflict;
+    3 the migration files are broken; 128+N when stopped by signal N (130 for Ctrl-C), with every
+    temporary file removed.
     """
-    options = Options(
-        output_format=_format(output_format),
-        to_catalog=to_catalog,
-        only_events=only_events,
-        keep_original=keep_original,
-        legacy_generation=legacy_generation,
-    )
     try:
         if to_catalog is not None and output_format != "jsonl":
-            raise click.UsageError("--to chooses the catalog version of JSON events: it needs --format jsonl")
+            raise PlanError("--to chooses the catalog version of JSON events: it needs --format jsonl")
         if legacy_generation is not None and output_format != "legacy":
-            raise click.UsageError("--legacy-generation chooses an old wording: it needs --format legacy")
-        names = expand_inputs(inputs, (backup_suffix,) if in_place else ())
-        tasks = _plan(names, output, in_place, backup_suffix, dry_run)
-    except (InputError, click.UsageError) as exc:
+            raise PlanError("--legacy-generation chooses an old wording: it needs --format legacy")
+        options = Options(
+            output_format=_format(output_format),
+            to_catalog=to_catalog,
+            only_events=only_events,
+            keep_original=keep_original,
+            legacy_generation=legacy_generation,
+            allowed_unparsed=allowed_unparsed(allowed, allowed_from),
+        )
+        found = expand_inputs(inputs, (backup_suffix,) if in_place else (), follow_links=not in_place)
+        request = Request(found.names, output, in_place, backup_suffix, dry_run, report_path, dead_path)
+        tasks = plan(request)
+    except (InputError, PlanError) as exc:
         _fail(str(exc), EXIT_INPUT_ERROR)
+    for problem in found.problems:
+        click.echo(f"kvlog migrate: {problem}", err=True)
+    errors = len(found.problems)
     total = Report()
-    errors = 0
+    notes: Counter[str] = Counter()
     try:
         with ExitStack() as stack:
-            dead = stack.enter_context(_dead_letter(dead_path)) if dead_path else None
-            progress = stack.enter_context(_progress(names))
+            dead = stack.enter_context(atomic_output(Path(dead_path))) if dead_path else None
+            update = stack.enter_context(progress_reporter(found.names, progress))
             for outcome in run_tasks(
-                tasks, options, migrations=migrations, jobs=jobs, dead_letter=dead, progress=progress
+                tasks, options, migrations=migrations, jobs=jobs, dead_letter=dead, progress=update
             ):
                 total.merge(outcome.report)
                 if outcome.error is not None:
                     errors += 1
                     click.echo(f"kvlog migrate: {outcome.error}", err=True)
+                elif outcome.note is not None:
+                    notes[outcome.note.partition(",")[0]] += 1
+                    if outcome.note.startswith("already current"):
+                        click.echo(f"kvlog migrate: {outcome.name}: {outcome.note}", err=True)
     except MigrationError as exc:
         _fail(str(exc), EXIT_BROKEN_MIGRATIONS)
     except (KvlogError, OSError, ValueError) as exc:
@@ -117,65 +153,25 @@ def migrate(  # noqa: PLR0917 - click passes every option as a parameter
     if report_path:
         try:
             _write_report(Path(report_path), total)
-        except OSError as exc:
-            _fail(f"{report_path}: cannot write the report: {exc.strerror or exc}", EXIT_INPUT_ERROR)
-    click.echo(f"kvlog migrate: {total.summary()}", err=True)
+        except KvlogError as exc:
+            _fail(f"cannot write the report: {exc}", EXIT_INPUT_ERROR)
+    click.echo(f"kvlog migrate: {total.summary()}{_in_place_summary(notes, found.skipped_links)}", err=True)
     if errors:
         sys.exit(EXIT_INPUT_ERROR)
     if strict and (total.unparsed_memory_lines or total.rejected):
         sys.exit(EXIT_UNPARSED)
 
 
+def _in_place_summary(notes: Counter[str], skipped_links: list[str]) -> str:
+    parts = [f"{count} {what}" for what, count in sorted(notes.items())]
+    if skipped_links:
+        shown = ", ".join(skipped_links[:3]) + (", ..." if len(skipped_links) > 3 else "")
+        parts.append(f"{len(skipped_links)} symbolic link(s) skipped, not replaced ({shown})")
+    return f"; {'; '.join(parts)}" if parts else ""
+
+
 def _format(name: str) -> OutputFormat:
     return "text" if name == "text" else "legacy" if name == "legacy" else "jsonl"
-
-
-def _plan(names: list[str], output: str | None, in_place: bool, backup_suffix: str, dry_run: bool) -> list[Task]:
-    if in_place and output is not None:
-        raise click.UsageError("--in-place and -o exclude each other")
-    if in_place and STDIN in names:
-        raise click.UsageError("--in-place cannot replace standard input")
-    if in_place and not backup_suffix:
-        raise click.UsageError("--in-place keeps a backup: --backup-suffix must not be empty")
-    if in_place:
-        for name in names:
-            if Path(name).exists() and not Path(name).is_file():
-                raise click.UsageError(f"--in-place replaces regular files; {name} is not one (a FIFO or device?)")
-    if dry_run:
-        return [Task(name, Target("discard")) for name in names]
-    if in_place:
-        return [Task(name, Target("in_place", backup_suffix=backup_suffix)) for name in names]
-    if output is None or output == STDIN:
-        return [Task(name, Target("stdout")) for name in names]
-    destination = Path(output)
-    if len(names) > 1 or destination.is_dir():
-        destination.mkdir(parents=True, exist_ok=True)
-        paths = [destination / Path(name).name for name in names]
-        if len(set(paths)) != len(paths):
-            raise click.UsageError(f"-o {output}: two inputs have the same file name")
-    else:
-        paths = [destination]
-    for name, path in zip(names, paths, strict=True):
-        if same_file(name, path):
-            raise click.UsageError(f"-o {path} is the input {name}: use --in-place to replace it")
-    return [Task(name, Target("file", path)) for name, path in zip(names, paths, strict=True)]
-
-
-@contextmanager
-def _dead_letter(path: str) -> Iterator[IO[bytes]]:
-    with atomic_output(Path(path)) as stream:
-        yield stream
-
-
-@contextmanager
-def _progress(names: list[str]) -> Iterator[Callable[[int], None]]:
-    """A progress bar on a terminal for long runs; nothing otherwise."""
-    size = sum(Path(n).stat().st_size for n in names if n != STDIN and Path(n).is_file())
-    if not sys.stderr.isatty() or size < _PROGRESS_MIN_BYTES:
-        yield lambda _: None
-        return
-    with click.progressbar(length=size, label="migrating", file=sys.stderr) as bar:
-        yield bar.update
 
 
 def _write_report(path: Path, report: Report) -> None:
@@ -183,6 +179,6 @@ def _write_report(path: Path, report: Report) -> None:
         stream.write(orjson.dumps(report.to_json(), option=orjson.OPT_INDENT_2) + b"\n")
 
 
-def _fail(message: str, status: int) -> None:
+def _fail(message: str, status: int) -> NoReturn:
     click.echo(f"kvlog migrate: {message}", err=True)
     sys.exit(status)

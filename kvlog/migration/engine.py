@@ -89,6 +89,8 @@ class Options:
     only_events: bool = False
     keep_original: bool = False
     legacy_generation: str | None = None
+    #: regular expressions of memory-like lines the user accepts as unparsed: counted apart, not dead letters
+    allowed_unparsed: tuple[str, ...] = ()
 
 
 class Migrator:
@@ -106,6 +108,8 @@ class Migrator:
             raise ValueError(f"--to {options.to_catalog}: catalog versions are 1..{top}")
         self.to_catalog = options.to_catalog or top
         self.legacy = LegacyRenderer(chain, options.legacy_generation) if options.output_format == "legacy" else None
+        patterns = options.allowed_unparsed
+        self.allowed_unparsed = re.compile("|".join(f"(?:{p})" for p in patterns)) if patterns else None
 
     def migrate(self, name: str, stream: Readable, out: IO[bytes], dead: DeadLetter | None = None) -> Report:
         """Migrate one input (``name`` as given, ``-`` for standard input) from ``stream`` to ``out``."""
@@ -151,6 +155,7 @@ class _FileRun:
         self.open_line = ends_open
         self.number += lines
         if self.m.options.only_events:
+            self.report.changed_lines += lines
             if self.held:
                 self._emit(b"", lines)  # written as nothing, but counted against the look-ahead
             return
@@ -171,7 +176,9 @@ class _FileRun:
         if held is None:
             if not self.m.options.only_events:
                 self._emit(raw, 1)
-            elif self.held:
+                return
+            self.report.changed_lines += 1
+            if self.held:
                 self._emit(b"", 1)
             return
         self.context.observe(held, held.event.pop("_source_version"))
@@ -297,6 +304,9 @@ class _FileRun:
     def _unparsed(self, text: str, reason: str) -> None:
         if _MEMORY_LIKE.search(text) is None:
             return
+        if self.m.allowed_unparsed is not None and self.m.allowed_unparsed.search(text):
+            self.report.allowed_unparsed_lines += 1
+            return
         self.report.unparsed(self.file, self.number, reason, text)
         if self.dead is not None:
             self.dead({"file": self.file, "line": self.number, "reason": reason, "text": text})
@@ -337,7 +347,13 @@ class _FileRun:
             self._write(item)
 
     def _write(self, item: bytes | Held) -> None:
-        self.out.write(item if isinstance(item, bytes) else self._finalise(item))
+        if isinstance(item, bytes):
+            self.out.write(item)
+            return
+        line = self._finalise(item)
+        if line != item.raw:
+            self.report.changed_lines += 1
+        self.out.write(line)
 
     def _finalise(self, held: Held) -> bytes:
         """The output line of an event: validated, at the requested version, in the requested format."""

@@ -2,8 +2,9 @@
 
 An output file is never half-written: it is written to a temporary file in the same directory,
 flushed to disk (fsync), and renamed over the target (``os.replace``), so a reader or a crash sees
-either the old file or the complete new one. ``--in-place`` first keeps the original under a backup
-name (a hard link where the filesystem allows, else a copy).
+either the old file or the complete new one. Every write error names the file it happened to: a
+full disk under the dead letters is not the output's fault. (``--in-place`` has rules of its own:
+``kvlog.migration.inplace``.)
 """
 
 from __future__ import annotations
@@ -13,46 +14,116 @@ import glob
 import gzip
 import os
 import secrets
-import shutil
 import stat
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
+from kvlog.errors import KvlogError
 from kvlog.inputs import STDIN, InputError
 
 TEMP_SUFFIX = ".kvlog-tmp"
 
 
-def expand_inputs(names: tuple[str, ...], skip_suffixes: tuple[str, ...] = ()) -> list[str]:
-    """Files as given, globs expanded, directories walked (sorted, hidden and temporary files skipped)."""
-    out: list[str] = []
+class OutputError(KvlogError):
+    """An output (a migrated file, the report, the dead letters) cannot be written; the message names it."""
+
+
+@dataclass
+class Expansion:
+    """The files a command line names, and what could not be expanded (each names the path and the reason)."""
+
+    names: list[str] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+    skipped_links: list[str] = field(default_factory=list)
+
+
+def expand_inputs(
+    names: tuple[str, ...], skip_suffixes: tuple[str, ...] = (), *, follow_links: bool = True
+) -> Expansion:
+    """Files as given, globs expanded, directories walked (sorted, hidden and temporary files skipped).
+
+    A directory or pattern that cannot be read is a problem of its own, and the other names still
+    count. Without ``follow_links`` (a run that replaces files), symbolic links met in a directory
+    or through a pattern are skipped and listed: replacing through one would rewrite a file outside
+    the tree and break its other hard links.
+    """
+    found = Expansion()
     for name in names:
         if name == STDIN:
-            out.append(name)
+            found.names.append(name)
             continue
-        path = Path(name)
-        if path.is_dir():
-            found = sorted(
-                p
-                for p in path.rglob("*")
-                if p.is_file()
-                and not any(part.startswith(".") for part in p.relative_to(path).parts)
-                and not p.name.endswith((TEMP_SUFFIX, *skip_suffixes))
-            )
-            if not found:
-                raise InputError(f"{name}: no files in this directory")
-            out += [str(p) for p in found]
-        elif not path.exists() and glob.has_magic(name):
+        try:
+            is_directory = stat.S_ISDIR(Path(name).stat().st_mode)
+            exists = True
+        except OSError:
+            is_directory, exists = False, False
+        if is_directory:
+            _walk(name, skip_suffixes, follow_links, found)
+        elif not exists and glob.has_magic(name):
             matches = sorted(glob.glob(name, recursive=True))  # noqa: PTH207 - the pattern may be absolute
             if not matches:
-                raise InputError(f"{name}: no file matches this pattern")
-            out += [m for m in matches if Path(m).is_file()]
+                found.problems.append(f"{name}: no file matches this pattern")
+            for match in matches:
+                if not match.endswith((TEMP_SUFFIX, *skip_suffixes)):
+                    _add_entry(match, follow_links, found)
         else:
-            out.append(name)
-    return out
+            found.names.append(name)
+    return found
+
+
+def _walk(directory: str, skip_suffixes: tuple[str, ...], follow_links: bool, found: Expansion) -> None:
+    before = len(found.names)
+
+    def unreadable(error: OSError) -> None:
+        found.problems.append(f"{error.filename}: cannot read the directory: {error.strerror}")
+
+    problems = len(found.problems)
+    for root, directories, files in os.walk(directory, onerror=unreadable):
+        directories[:] = sorted(d for d in directories if not d.startswith("."))
+        for file in sorted(files):
+            if file.startswith(".") or file.endswith((TEMP_SUFFIX, *skip_suffixes)):
+                continue
+            _add_entry(str(Path(root) / file), follow_links, found)
+    found.names[before:] = sorted(found.names[before:], key=Path)
+    if len(found.names) == before and len(found.problems) == problems:
+        found.problems.append(f"{directory}: no files in this directory")
+
+
+def _add_entry(path: str, follow_links: bool, found: Expansion) -> None:
+    """A file met in a directory or through a pattern: a regular file counts, a link only when followed."""
+    try:
+        status = Path(path).stat(follow_symlinks=follow_links)
+    except OSError as exc:
+        found.problems.append(f"{path}: cannot open: {exc.strerror}")
+        return
+    if stat.S_ISLNK(status.st_mode):
+        found.skipped_links.append(path)
+    elif stat.S_ISREG(status.st_mode):
+        found.names.append(path)
+
+
+class NamedSink:
+    """A binary stream whose write errors name the file they happened to."""
+
+    def __init__(self, stream: IO[bytes], name: str) -> None:
+        self._stream = stream
+        self.name = name
+
+    def write(self, data: Any) -> int:
+        try:
+            return self._stream.write(data)
+        except OSError as exc:
+            raise OutputError(f"{self.name}: cannot write: {exc.strerror or exc}") from None
+
+    def flush(self) -> None:
+        try:
+            self._stream.flush()
+        except OSError as exc:
+            raise OutputError(f"{self.name}: cannot write: {exc.strerror or exc}") from None
 
 
 @contextmanager
@@ -73,31 +144,37 @@ def compressed_writer(raw: IO[bytes], name: str) -> Iterator[IO[bytes]]:
 
 
 @contextmanager
-def atomic_output(target: Path, backup_suffix: str | None = None) -> Iterator[IO[bytes]]:
+def atomic_output(target: Path) -> Iterator[IO[bytes]]:
     """A stream whose content replaces ``target`` in one rename once the block completes, never before.
 
     A symbolic link is followed, so the file it names is replaced and the link survives. A target that
     exists but is not a regular file (``/dev/null``, a FIFO, a terminal) is written to directly:
     renaming over it would replace the device node itself with a regular file.
     """
+    name = str(target)
     target = Path(os.path.realpath(target))
     if target.exists() and not target.is_file():
-        with target.open("wb") as raw, compressed_writer(raw, target.name) as stream:
+        try:
+            raw = target.open("wb")
+        except OSError as exc:
+            raise OutputError(f"{name}: cannot open: {exc.strerror}") from None
+        with raw, compressed_writer(NamedSink(raw, name), target.name) as stream:  # type: ignore[arg-type]
             yield stream
         return
-    handle, temporary = _create_temporary(target)
+    handle, temporary = create_temporary(target)
     try:
-        with compressed_writer(handle, target.name) as stream:
+        with compressed_writer(NamedSink(handle, name), target.name) as stream:  # type: ignore[arg-type]
             yield stream
-        handle.flush()
-        os.fsync(handle.fileno())
-        handle.close()
-        if target.exists():
-            _copy_owner_and_mode(target, temporary)
-            if backup_suffix:
-                _keep_backup(target, target.with_name(target.name + backup_suffix))
-        temporary.replace(target)
-        _sync_directory(target.parent)
+        try:
+            handle.flush()
+            os.fsync(handle.fileno())
+            handle.close()
+            if target.exists():
+                copy_owner_and_mode(target.stat(), temporary)
+            temporary.replace(target)
+        except OSError as exc:
+            raise OutputError(f"{name}: cannot write: {exc.strerror or exc}") from None
+        sync_directory(target.parent)
     except BaseException:
         with contextlib.suppress(OSError):  # closing flushes again, and fails again on a full disk
             handle.close()
@@ -105,8 +182,8 @@ def atomic_output(target: Path, backup_suffix: str | None = None) -> Iterator[IO
         raise
 
 
-def _create_temporary(target: Path) -> tuple[IO[bytes], Path]:
-    """A new file next to ``target``: never an existing name or link, and created with the usual mode (umask)."""
+def create_temporary(target: Path) -> tuple[IO[bytes], Path]:
+    """A new hidden file next to ``target``: never an existing name or link, created with the usual mode (umask)."""
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
     while True:
         temporary = target.with_name(f".{target.name}.{secrets.token_hex(8)}{TEMP_SUFFIX}")
@@ -114,45 +191,26 @@ def _create_temporary(target: Path) -> tuple[IO[bytes], Path]:
             descriptor = os.open(temporary, flags, 0o666)
         except FileExistsError:
             continue
+        except OSError as exc:
+            raise OutputError(f"{target}: cannot create a file beside it: {exc.strerror}") from None
         return os.fdopen(descriptor, "wb"), temporary
 
 
-def _copy_owner_and_mode(source: Path, target: Path) -> None:
+def copy_owner_and_mode(status: os.stat_result, target: Path) -> None:
     """The replacement keeps the original's mode and, where this process may set it, its owner."""
-    status = source.stat()
     with contextlib.suppress(PermissionError):
         os.chown(target, status.st_uid, status.st_gid)
     target.chmod(stat.S_IMODE(status.st_mode))
 
 
-def _keep_backup(target: Path, backup: Path) -> None:
-    staging = backup.with_name(f".{backup.name}{TEMP_SUFFIX}")
-    staging.unlink(missing_ok=True)
-    try:
-        os.link(target, staging)
-    except OSError:
-        shutil.copy2(target, staging)
-        _copy_owner_and_mode(target, staging)
-    staging.replace(backup)
-
-
-def _sync_directory(directory: Path) -> None:
+def sync_directory(directory: Path) -> None:
+    """Make a rename in ``directory`` durable (best effort: some filesystems cannot sync a directory)."""
     with contextlib.suppress(OSError):
         descriptor = os.open(directory, os.O_RDONLY)
         try:
             os.fsync(descriptor)
         finally:
             os.close(descriptor)
-
-
-def same_file(a: str, b: Path) -> bool:
-    """Whether input ``a`` and output ``b`` are the same file (so writing one would destroy the other)."""
-    if a == STDIN or not b.exists():
-        return False
-    try:
-        return Path(a).samefile(b)
-    except OSError:
-        return False
 
 
 def stdout_binary() -> IO[bytes]:

@@ -22,7 +22,11 @@ class Report:
     inferred: Counter[str] = field(default_factory=Counter)
     companions: Counter[str] = field(default_factory=Counter)
     unparsed_memory_lines: int = 0
+    #: memory-like lines left unparsed that ``--allow-unparsed`` accepts: not counted by --strict
+    allowed_unparsed_lines: int = 0
     rejected: int = 0
+    #: lines written differently from how they were read (rewritten, or dropped by --only-events)
+    changed_lines: int = 0
     unparsed_sample: list[dict[str, Any]] = field(default_factory=list)
 
     def counted_event(self, source: str, event: dict[str, Any]) -> None:
@@ -47,7 +51,9 @@ class Report:
         self.lines += other.lines
         self.events += other.events
         self.rejected += other.rejected
+        self.changed_lines += other.changed_lines
         self.unparsed_memory_lines += other.unparsed_memory_lines
+        self.allowed_unparsed_lines += other.allowed_unparsed_lines
         for mine, theirs in (
             (self.by_source, other.by_source),
             (self.by_event, other.by_event),
@@ -69,7 +75,9 @@ class Report:
             "inferred_fields": dict(sorted(self.inferred.items())),
             "companion_lines": dict(sorted(self.companions.items())),
             "unparsed_memory_lines": self.unparsed_memory_lines,
+            "allowed_unparsed_lines": self.allowed_unparsed_lines,
             "rejected_events": self.rejected,
+            "changed_lines": self.changed_lines,
             "unparsed_sample": self.unparsed_sample,
         }
 
@@ -79,4 +87,9 @@ class Report:
             f"{self.files} file(s), {self.lines} lines, {self.events} events "
             f"({', '.join(f'{k} {v}' for k, v in sorted(self.by_source.items())) or 'none'}), "
             f"{sum(self.inferred.values())} inferred fields, {self.unparsed_memory_lines} memory-like lines unparsed"
+            + (
+                f" (and {self.allowed_unparsed_lines} allowed by --allow-unparsed)"
+                if self.allowed_unparsed_lines
+                else ""
+            )
         )

@@ -9,40 +9,27 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import signal
 import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, ExitStack, contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
+from types import FrameType
 from typing import IO, Any
 
 import orjson
 
 from kvlog.errors import KvlogError
-from kvlog.inputs import STDIN, InputError, open_binary
-from kvlog.migration.engine import Migrator, Options
-from kvlog.migration.files import atomic_output, stdout_binary
+from kvlog.inputs import STDIN, InputError, decompressed, open_binary
+from kvlog.migration.engine import DeadLetter, Migrator, Options
+from kvlog.migration.files import NamedSink, OutputError, atomic_output, compressed_writer, stdout_binary
+from kvlog.migration.inplace import InPlace
+from kvlog.migration.plan import Task
 from kvlog.migration.report import Report
 from kvlog.migration.steps import load_chain
 
 _COPY_BLOCK = 1 << 20
-
-
-@dataclass(frozen=True)
-class Target:
-    """Where one input's output goes: ``stdout``, a ``file`` (atomic), the input itself, or nowhere."""
-
-    kind: str  # "stdout" | "file" | "in_place" | "discard"
-    path: Path | None = None
-    backup_suffix: str | None = None
-
-
-@dataclass(frozen=True)
-class Task:
-    """One input and where its output goes."""
-
-    name: str
-    target: Target
 
 
 @dataclass
@@ -52,6 +39,8 @@ class Outcome:
     name: str
     report: Report
     error: str | None = None
+    #: what became of the file, where there is more to say than the counts (``--in-place``)
+    note: str | None = None
     staged_output: str | None = None
     staged_dead: str | None = None
 
@@ -84,7 +73,14 @@ _worker: Migrator | None = None
 
 def _init_worker(options: Options, migrations: Path | None) -> None:
     global _worker  # noqa: PLW0603 - one migrator per worker process, built once
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, _exit_quietly)
     _worker = Migrator(load_chain(migrations), options)
+
+
+def _exit_quietly(signum: int, _frame: FrameType | None) -> None:
+    """A worker stopped (Ctrl-C, or the pool ending): unwind, removing its temporaries, with no traceback."""
+    raise SystemExit(128 + signum)
 
 
 def _run_in_worker(arguments: tuple[Task, bool]) -> Outcome:
@@ -107,37 +103,69 @@ def _run(
 
     staged: str | None = None
     try:
-        with _open_output(task, stage) as out, open_binary(task.name) as stream:
+        if task.target.kind == "in_place":
+            report, note = _run_in_place(migrator, task, dead, progress)
+            return Outcome(task.name, report, note=note)
+        with open_binary(task.name) as stream, _open_output(task, stage) as out:  # the input first: see inplace
             if stage and task.target.kind == "stdout":
                 staged = out.name
             report = migrator.migrate(task.name, _Counting(task.name, stream, progress), out, dead)
     except KvlogError as exc:
-        return Outcome(task.name, Report(), str(exc), staged)
-    except OSError as exc:
-        where = task.target.path or task.name
-        return Outcome(task.name, Report(), f"{where}: {exc.strerror or exc}", staged)
-    return Outcome(task.name, report, None, staged)
+        return Outcome(task.name, Report(), str(exc), staged_output=staged)
+    except OSError as exc:  # what no wrapper could attribute (the wrappers name inputs and outputs)
+        return Outcome(task.name, Report(), f"{task.name}: {exc.strerror or exc}", staged_output=staged)
+    return Outcome(task.name, report, staged_output=staged)
+
+
+def _run_in_place(
+    migrator: Migrator, task: Task, dead: DeadLetter, progress: Callable[[int], None]
+) -> tuple[Report, str]:
+    assert task.target.backup_suffix is not None
+    replacement = InPlace(task.name, task.target.backup_suffix)
+    try:
+        with (
+            replacement.output() as temporary,
+            decompressed(replacement.source, task.name) as stream,
+            compressed_writer(NamedSink(temporary, task.name), task.name) as out,  # type: ignore[arg-type]
+        ):
+            report = migrator.migrate(task.name, _Counting(task.name, stream, progress), out, dead)
+        return report, replacement.replace(changed=report.changed_lines > 0)
+    finally:
+        replacement.discard()
+        replacement.close()
 
 
 def _open_output(task: Task, stage: bool) -> AbstractContextManager[IO[bytes]]:
     target = task.target
     if target.kind == "stdout":
-        return _staging("out") if stage else nullcontext(stdout_binary())
+        return _staging("out") if stage else nullcontext(_standard_output())
     if target.kind == "discard":
         return Path(os.devnull).open("wb")
-    path = Path(task.name) if target.kind == "in_place" else target.path
-    assert path is not None
-    return atomic_output(path, target.backup_suffix if target.kind == "in_place" else None)
+    assert target.path is not None
+    try:
+        target.path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise OutputError(f"{target.path.parent}: cannot create the directory: {exc.strerror}") from None
+    return atomic_output(target.path)
+
+
+def _standard_output() -> IO[bytes]:
+    return NamedSink(stdout_binary(), "standard output")  # type: ignore[return-value]
 
 
 @contextmanager
 def _staging(kind: str) -> Iterator[IO[bytes]]:
+    """A worker's output for standard output or the dead letters, joined in input order by the parent."""
     with tempfile.NamedTemporaryFile(prefix=f"kvlog-migrate-{kind}-", delete=False) as handle:
-        yield handle
+        try:
+            yield NamedSink(handle, handle.name)  # type: ignore[misc]
+        except BaseException:
+            Path(handle.name).unlink(missing_ok=True)
+            raise
 
 
 def _unstage(outcome: Outcome, dead_letter: IO[bytes] | None) -> None:
-    for staged, sink in ((outcome.staged_output, stdout_binary()), (outcome.staged_dead, dead_letter)):
+    for staged, sink in ((outcome.staged_output, _standard_output()), (outcome.staged_dead, dead_letter)):
         if staged is None:
             continue
         if sink is not None:
