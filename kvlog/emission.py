@@ -12,6 +12,11 @@ that logger; ``emit()`` drives the very same processor chain itself, without str
 context copying, which keeps an emitted, validated event cheaper than the f-string line it replaces
 (see BENCHMARKS.md). Ranks live in one context variable rather than structlog's contextvars, so
 reading them costs one lookup and no other context can leak fields into a schema-checked event.
+
+Outside ``raise`` mode nothing in the write path raises into the caller: whatever a stream, a stdlib
+handler, a renderer or one of kvlog's processors raises loses that one event, is said once on stderr
+and counted (``lost_events()``). A forked child gets fresh locks, as stdlib ``logging`` does, so a
+fork while another thread was writing cannot leave the child's ``emit()`` waiting forever.
 """
 
 from __future__ import annotations
@@ -23,8 +28,10 @@ import os
 import sys
 import threading
 import time
+import weakref
 from collections.abc import Callable
 from contextvars import ContextVar
+from functools import cached_property
 from typing import IO, Any, Literal
 
 import orjson
@@ -68,7 +75,41 @@ class _Clock:
 
 _clock = _Clock()
 _pid = [os.getpid()]
-os.register_at_fork(after_in_child=lambda: _pid.__setitem__(0, os.getpid()))
+
+
+class _Locked:
+    """Something that holds a lock on the emission path and takes a new one in a forked child.
+
+    A lock another thread held at the moment of ``fork()`` stays held forever in the child, where
+    that thread does not exist.
+    """
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        _locked.add(self)
+
+    def after_fork(self) -> None:
+        """Start the child with the lock free."""
+        self.lock = threading.Lock()
+
+
+_locked: weakref.WeakSet[_Locked] = weakref.WeakSet()
+
+
+def _reinit_after_fork() -> None:
+    """In a forked child: the child's pid, and every lock of the emission path free again.
+
+    ``cached_property`` (Python < 3.12) computes under a lock of its own, shared by every validator.
+    """
+    _pid[0] = os.getpid()
+    for owner in list(_locked):
+        owner.after_fork()
+    for attribute in vars(EventValidator).values():
+        if isinstance(attribute, cached_property) and hasattr(attribute, "lock"):
+            attribute.lock = threading.RLock()
+
+
+os.register_at_fork(after_in_child=_reinit_after_fork)
 
 
 def _envelope(_logger: WrappedLogger, method: str, event_dict: EventDict) -> EventDict:
@@ -101,15 +142,15 @@ def _foreign_envelope(_logger: WrappedLogger, method: str, event_dict: EventDict
     return event_dict
 
 
-class _ReportLimiter:
+class _ReportLimiter(_Locked):
     """Lets through at most a few violation reports a second and counts the rest."""
 
     def __init__(self, per_second: int) -> None:
+        super().__init__()
         self.per_second = per_second
         self.window = 0
         self.sent = 0
         self.suppressed = 0
-        self.lock = threading.Lock()
 
     def admit(self) -> int | None:
         """The number suppressed since the last report if this one may go out, else None."""
@@ -198,10 +239,7 @@ class _Finisher:
         except Exception as exc:  # noqa: BLE001 - an unwritable value must not raise into the caller
             violation = Violation("$", f"cannot be written: {type(exc).__name__}: {exc}")
             event_dict = self.validation.reject(event_dict, [violation])
-            try:
-                line = render(logger, method, event_dict)
-            except Exception:  # noqa: BLE001 - not even the report renders (a broken renderer): drop, never raise
-                raise structlog.DropEvent from None
+            line = render(logger, method, event_dict)  # not even the report renders: a lost event (_Guarded)
         for tap in _taps:
             tap(dict(event_dict))
         return line if self.render is not None else event_dict
@@ -217,42 +255,132 @@ def _json_text(_logger: WrappedLogger, _method: str, event_dict: EventDict) -> s
     return orjson.dumps(event_dict).decode()
 
 
-class _LineWriter:
-    """The wrapped logger: writes each rendered line (bytes or str, newline included) and flushes it.
+class _Losses(_Locked):
+    """Events lost to a failure of the write path, and whether the current run of failures was said.
 
-    Unless ``strict``, a stream that cannot be written (a full disk, a closed file or pipe) loses the
-    line instead of raising into the code that emitted it: the event is the server's diagnostics,
-    not its work. The first failure after a success is said once on the interpreter's own stderr;
-    ``lost`` counts the lines lost.
+    The event is the server's diagnostics, not its work: outside ``raise`` mode a failure loses the
+    event instead of raising into the code that emitted it. The first failure after a success is
+    said once on the interpreter's own stderr; ``count`` is what was lost since ``configure``.
     """
 
-    def __init__(self, stream: IO[Any], owner: IO[Any], *, strict: bool) -> None:
+    def __init__(self, *, strict: bool) -> None:
+        super().__init__()
+        self.strict = strict
+        self.count = 0
+        self.failing = False
+
+    def lose(self, exc: Exception) -> None:
+        """Count one lost event; say why on stderr if the previous event got through."""
+        with self.lock:
+            self.count += 1
+            first, self.failing = not self.failing, True
+        if first and sys.__stderr__ is not None:
+            with contextlib.suppress(Exception):
+                reason = f"{type(exc).__name__}: {exc}"
+                print(f"kvlog: cannot write events ({reason}); dropping them until it can", file=sys.__stderr__)
+
+
+class _Guarded:
+    """The processor chain run as one step that, unless strict, turns any failure into a lost event.
+
+    ``emit()`` and the structlog logger both run it, so every way into the pipeline has the same guard;
+    a processor's ``DropEvent`` (a deliberate drop) is not a failure.
+    """
+
+    def __init__(self, processors: list[Processor], losses: _Losses) -> None:
+        self.processors = processors
+        self.losses = losses
+
+    def __call__(self, logger: WrappedLogger, method: str, event_dict: Any) -> Any:
+        try:
+            for processor in self.processors:
+                event_dict = processor(logger, method, event_dict)
+        except Exception as exc:
+            if self.losses.strict:
+                raise
+            self.losses.lose(exc)
+            raise structlog.DropEvent from None
+        return event_dict
+
+
+class _LineWriter(_Locked):
+    """The wrapped logger: writes each rendered line (bytes or str, newline included) and flushes it.
+
+    A line that cannot be written (a full disk, a closed file or pipe, a stream that raises anything
+    else) is lost and counted by ``losses``, unless strict.
+    """
+
+    def __init__(self, stream: IO[Any], owner: IO[Any], losses: _Losses) -> None:
+        super().__init__()
         self.owner = owner  # held: a text wrapper that is garbage-collected closes the buffer we write to
         self._write = stream.write
         self._flush = stream.flush
-        self._lock = threading.Lock()
-        self._strict = strict
-        self._failing = False
-        self.lost = 0
+        self.losses = losses
+
+    @property
+    def lost(self) -> int:
+        """Events lost since ``configure``, in writing or before it."""
+        return self.losses.count
 
     def msg(self, line: bytes | str) -> None:
         """Write and flush one line."""
-        with self._lock:
+        with self.lock:
             try:
                 self._write(line)
                 self._flush()
-            except (OSError, ValueError) as exc:  # ValueError: the stream was closed
-                if self._strict:
+            except Exception as exc:
+                if self.losses.strict:
                     raise
-                self.lost += 1
-                if not self._failing and sys.__stderr__ is not None:
-                    self._failing = True
-                    with contextlib.suppress(Exception):
-                        print(f"kvlog: cannot write events ({exc}); dropping them until it can", file=sys.__stderr__)
+                self.losses.lose(exc)
             else:
-                self._failing = False
+                self.losses.failing = False
 
     debug = info = warning = error = critical = exception = msg
+
+
+class _StdlibWriter:
+    """The wrapped logger with ``stdlib=True``: hands each event to the ``logging`` logger "kvlog".
+
+    A handler that raises (its ``emit`` or its formatter) loses the event, unless strict; handlers
+    that catch their own errors report them through ``logging``'s ``handleError`` as usual.
+    """
+
+    def __init__(self, logger: logging.Logger, losses: _Losses) -> None:
+        self.logger = logger
+        self.losses = losses
+
+    @property
+    def lost(self) -> int:
+        """Events lost since ``configure``, in a handler or before it."""
+        return self.losses.count
+
+    def _log(self, method: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        try:
+            getattr(self.logger, method)(*args, **kwargs)
+        except Exception as exc:
+            if self.losses.strict:
+                raise
+            self.losses.lose(exc)
+        else:
+            self.losses.failing = False
+
+    def debug(self, *args: Any, **kwargs: Any) -> None:
+        self._log("debug", args, kwargs)
+
+    def info(self, *args: Any, **kwargs: Any) -> None:
+        self._log("info", args, kwargs)
+
+    def warning(self, *args: Any, **kwargs: Any) -> None:
+        self._log("warning", args, kwargs)
+
+    def error(self, *args: Any, **kwargs: Any) -> None:
+        self._log("error", args, kwargs)
+
+    def critical(self, *args: Any, **kwargs: Any) -> None:
+        self._log("critical", args, kwargs)
+
+    exception = error
+    msg = info
 
 
 def _console_line(logger: WrappedLogger, method: str, event_dict: EventDict) -> str:
@@ -281,8 +409,8 @@ class _Emitter:
     logger's context copy and keyword re-packing, the largest cost left on the emission path.
     """
 
-    def __init__(self, processors: list[Processor], target: Any, threshold: int, *, stdlib: bool) -> None:
-        self.processors = processors
+    def __init__(self, pipeline: _Guarded, target: Any, threshold: int, *, stdlib: bool) -> None:
+        self.pipeline = pipeline
         self.target = target
         self.stdlib = stdlib
         self.enabled = {name: logging.getLevelNamesMapping()[name.upper()] >= threshold for name in LEVELS}
@@ -290,11 +418,9 @@ class _Emitter:
     def __call__(self, event: Event, level: Level) -> None:
         if not self.enabled[level]:
             return
-        event_dict: Any = event.to_dict()
         target = self.target
         try:
-            for processor in self.processors:
-                event_dict = processor(target, level, event_dict)
+            event_dict = self.pipeline(target, level, event.to_dict())
         except structlog.DropEvent:
             return
         if self.stdlib:
@@ -311,6 +437,7 @@ class _State:
         self.latest_versions: dict[Any, int] = {}
         self.logger: Any = None
         self.emitter: _Emitter | None = None
+        self.losses = _Losses(strict=False)
 
 
 _state = _State()
@@ -335,24 +462,28 @@ def configure(
     validator = EventValidator(catalog)
     latest = {name: validator.catalog.latest(name) for name in validator.catalog.events()}
     validating = ValidationProcessor(validation, validator)
+    losses = _Losses(strict=validation == "raise")
     chain: list[Processor] = [_envelope, validating]
     threshold = logging.getLevelNamesMapping()[level.upper()]
-    target: Any
+    target: _LineWriter | _StdlibWriter
     if stdlib:
         chain += [_Finisher(validating, None), structlog.stdlib.ProcessorFormatter.wrap_for_formatter]
-        target = logging.getLogger("kvlog")
-        target.setLevel(threshold)
+        stdlib_logger = logging.getLogger("kvlog")
+        stdlib_logger.setLevel(threshold)
+        target = _StdlibWriter(stdlib_logger, losses)
     else:
         owner = stream if stream is not None else sys.stderr
         writable, renderer = _target(owner, output)
         chain.append(_Finisher(validating, renderer))
-        target = _LineWriter(writable, owner, strict=validation == "raise")
+        target = _LineWriter(writable, owner, losses)
+    pipeline = _Guarded(chain, losses)
     logger = structlog.wrap_logger(
-        target, processors=chain, wrapper_class=structlog.make_filtering_bound_logger(threshold)
+        target, processors=[pipeline], wrapper_class=structlog.make_filtering_bound_logger(threshold)
     ).bind()
     _state.latest_versions = latest
-    _state.emitter = _Emitter(chain, target, threshold, stdlib=stdlib)
+    _state.emitter = _Emitter(pipeline, target, threshold, stdlib=stdlib)
     _state.logger = logger
+    _state.losses = losses
 
 
 def formatter(output: Output = "json") -> logging.Formatter:
@@ -381,6 +512,11 @@ def emit(event: Event, level: Level = "info") -> None:
         emitter = _state.emitter
         assert emitter is not None
     emitter(event, level)
+
+
+def lost_events() -> int:
+    """Events lost since the last ``configure`` because writing them failed (never raised, outside ``raise``)."""
+    return _state.losses.count
 
 
 def bind_ranks(**ranks: int) -> None:
