@@ -15,9 +15,10 @@ import sys
 import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import IO, Any
+from typing import IO
 
 from kvlog.errors import KvlogError
+from kvlog.zstd_frames import ZstdFrames
 
 STDIN = "-"
 
@@ -80,53 +81,7 @@ def _zstd_reader(name: str, raw: IO[bytes]) -> Iterator[IO[bytes]]:
         import zstandard  # noqa: PLC0415 - an optional extra, imported only when a .zst file is read
     except ImportError:
         raise InputError(f"{name}: reading .zst needs the zstd extra: pip install 'kvlog[zstd]'") from None
-    yield io.BufferedReader(_ZstdFrames(raw, zstandard), 1 << 16)
-
-
-class _ZstdFrames(io.RawIOBase):
-    """The concatenated frames of a zstd stream, and an error where the stream ends inside one.
-
-    zstandard's own ``stream_reader`` treats a truncated file as complete (a cut-off log would be
-    read as empty, and ``--in-place`` would replace it with nothing) and cannot be iterated by line.
-    The errors are those gzip raises for the same damage: EOFError when truncated, OSError when corrupt.
-    """
-
-    def __init__(self, raw: IO[bytes], zstandard: Any) -> None:
-        self._raw = raw
-        self._zstandard = zstandard
-        self._frame = zstandard.ZstdDecompressor().decompressobj()
-        self._pending = b""
-        self._started = False  # whether the current frame has received any input
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, buffer: Any) -> int:
-        view = memoryview(buffer).cast("B")
-        while not self._pending:
-            compressed = self._raw.read(1 << 16)
-            if not compressed:
-                if self._started and not self._frame.eof:
-                    raise EOFError("the zstd stream ends inside a frame (truncated)")
-                return 0
-            self._pending = self._decompress(compressed)
-        count = min(len(view), len(self._pending))
-        view[:count] = self._pending[:count]
-        self._pending = self._pending[count:]
-        return count
-
-    def _decompress(self, compressed: bytes) -> bytes:
-        out = b""
-        while compressed:
-            if self._frame.eof:  # the next frame of a concatenation
-                self._frame = self._zstandard.ZstdDecompressor().decompressobj()
-            self._started = True
-            try:
-                out += self._frame.decompress(compressed)
-            except self._zstandard.ZstdError as exc:
-                raise OSError(f"corrupt zstd data: {exc}") from None
-            compressed = self._frame.unused_data if self._frame.eof else b""
-        return out
+    yield io.BufferedReader(ZstdFrames(raw, zstandard), 1 << 16)
 
 
 def read_lines(name: str) -> Iterator[bytes]:
