@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import importlib
 import signal
-import sys
-from types import FrameType
 from typing import Any
 
 import click
 
 from kvlog import __version__
+from kvlog.stopping import STOP_SIGNALS, Stopped, remove_leftovers, stop_on_signals
 
 #: command name -> "module:attribute" of its click command
 COMMANDS = {
@@ -27,21 +26,6 @@ COMMANDS = {
 }
 
 
-class Stopped(BaseException):
-    """SIGTERM or SIGHUP arrived: unwinds like Ctrl-C, so every temporary file is removed on the way out.
-
-    A BaseException, so that no ``except Exception`` on the way swallows it.
-    """
-
-    def __init__(self, signum: int) -> None:
-        super().__init__(signum)
-        self.signum = signum
-
-
-def _stop(signum: int, _frame: FrameType | None) -> None:
-    raise Stopped(signum)
-
-
 class _LazyGroup(click.Group):
     """A group that imports each command of ``COMMANDS`` the first time it is asked for.
 
@@ -51,14 +35,15 @@ class _LazyGroup(click.Group):
     """
 
     def invoke(self, ctx: click.Context) -> Any:
-        for signum in (signal.SIGTERM, signal.SIGHUP):
-            signal.signal(signum, _stop)
+        stop_on_signals()
         try:
             return super().invoke(ctx)
-        except KeyboardInterrupt:
-            _stopped(ctx, signal.SIGINT)
         except Stopped as stopped:
-            _stopped(ctx, stopped.signum)
+            remove_leftovers()
+            for signum in STOP_SIGNALS:  # a second signal must not cut the exit short
+                signal.signal(signum, signal.SIG_IGN)
+            click.echo(f"\nkvlog: stopped by {signal.Signals(stopped.signum).name}; temporary files removed", err=True)
+            ctx.exit(stopped.exit_status)
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted({*super().list_commands(ctx), *COMMANDS})
@@ -74,12 +59,3 @@ class _LazyGroup(click.Group):
 @click.version_option(__version__, prog_name="kvlog")
 def main() -> None:
     """Truthful KV-cache memory events: validate, migrate and check logs."""
-
-
-def _stopped(ctx: click.Context, signum: int) -> None:
-    for ignored in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):  # a second signal must not cut the exit short
-        signal.signal(ignored, signal.SIG_IGN)
-    name = signal.Signals(signum).name
-    click.echo(f"\nkvlog: stopped by {name}; temporary files removed", err=True)
-    sys.stderr.flush()
-    ctx.exit(128 + signum)

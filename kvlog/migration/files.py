@@ -24,6 +24,7 @@ from typing import IO, Any
 
 from kvlog.errors import KvlogError
 from kvlog.inputs import STDIN, InputError
+from kvlog.stopping import held_back, off_the_books, on_the_books
 
 TEMP_SUFFIX = ".kvlog-tmp"
 
@@ -171,14 +172,14 @@ def atomic_output(target: Path) -> Iterator[IO[bytes]]:
             handle.close()
             if target.exists():
                 copy_owner_and_mode(target.stat(), temporary)
-            temporary.replace(target)
+            rename_temporary(temporary, target)
         except OSError as exc:
             raise OutputError(f"{name}: cannot write: {exc.strerror or exc}") from None
         sync_directory(target.parent)
     except BaseException:
         with contextlib.suppress(OSError):  # closing flushes again, and fails again on a full disk
             handle.close()
-        temporary.unlink(missing_ok=True)
+        remove_temporary(temporary)
         raise
 
 
@@ -187,13 +188,27 @@ def create_temporary(target: Path) -> tuple[IO[bytes], Path]:
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
     while True:
         temporary = target.with_name(f".{target.name}.{secrets.token_hex(8)}{TEMP_SUFFIX}")
-        try:
-            descriptor = os.open(temporary, flags, 0o666)
-        except FileExistsError:
-            continue
-        except OSError as exc:
-            raise OutputError(f"{target}: cannot create a file beside it: {exc.strerror}") from None
+        with held_back():
+            try:
+                descriptor = os.open(temporary, flags, 0o666)
+            except FileExistsError:
+                continue
+            except OSError as exc:
+                raise OutputError(f"{target}: cannot create a file beside it: {exc.strerror}") from None
+            on_the_books(temporary)
         return os.fdopen(descriptor, "wb"), temporary
+
+
+def remove_temporary(temporary: Path) -> None:
+    """Remove a temporary that will not be renamed into place."""
+    temporary.unlink(missing_ok=True)
+    off_the_books(temporary)
+
+
+def rename_temporary(temporary: Path, target: Path) -> None:
+    """Put a complete temporary in place of ``target``, in one rename."""
+    temporary.replace(target)
+    off_the_books(temporary)
 
 
 def copy_owner_and_mode(status: os.stat_result, target: Path) -> None:

@@ -29,7 +29,14 @@ from typing import IO
 
 from kvlog.errors import KvlogError
 from kvlog.inputs import InputError, open_raw
-from kvlog.migration.files import OutputError, copy_owner_and_mode, create_temporary, sync_directory
+from kvlog.migration.files import (
+    OutputError,
+    copy_owner_and_mode,
+    create_temporary,
+    remove_temporary,
+    rename_temporary,
+    sync_directory,
+)
 
 #: how often a run reopens a file that was replaced while it waited for the lock before giving up
 _REOPEN_ATTEMPTS = 100
@@ -88,7 +95,7 @@ class InPlace:
         except BaseException:
             with contextlib.suppress(OSError):  # closing flushes again, and fails again on a full disk
                 handle.close()
-            temporary.unlink(missing_ok=True)
+            remove_temporary(temporary)
             raise
         finally:
             with contextlib.suppress(OSError):
@@ -97,7 +104,7 @@ class InPlace:
     def discard(self) -> None:
         """Remove the temporary (the run failed or the file stays as it is)."""
         if self._temporary is not None:
-            self._temporary.unlink(missing_ok=True)
+            remove_temporary(self._temporary)
             self._temporary = None
 
     def replace(self, changed: bool) -> str:
@@ -115,7 +122,7 @@ class InPlace:
             copy_owner_and_mode(os.fstat(self.source.fileno()), self._temporary)
             self._check_unchanged()
             try:
-                self._temporary.replace(self.path)
+                rename_temporary(self._temporary, self.path)
             except OSError as exc:
                 raise OutputError(f"{self.name}: cannot replace it: {exc.strerror or exc}") from None
             self._temporary = None
@@ -199,7 +206,7 @@ class InPlace:
         except OSError as exc:
             raise OutputError(f"{self.backup}: cannot keep the backup: {exc.strerror or exc}") from None
         finally:
-            staging_path.unlink(missing_ok=True)
+            remove_temporary(staging_path)
 
 
 def _open_locked(name: str) -> IO[bytes]:

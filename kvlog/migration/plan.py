@@ -66,6 +66,8 @@ def plan(request: Request) -> list[Task]:
     written: list[tuple[str, str]] = []
     if not request.dry_run:
         written += [("-o", str(t.target.path)) for t in tasks if t.target.kind == "file"]
+        if request.output is not None and any(t.target.path != Path(request.output) for t in tasks):
+            written.append(("-o", request.output))  # the directory the outputs go into
         written += [(f"the backup of {t.name}", t.name + request.backup_suffix) for t in tasks if request.in_place]
     for option, path in (("--report", request.report), ("--dead-letter", request.dead_letter)):
         if path is not None:

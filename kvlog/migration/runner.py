@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import multiprocessing
 import os
-import signal
+import shutil
 import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, ExitStack, contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
-from types import FrameType
 from typing import IO, Any
 
 import orjson
@@ -28,6 +27,7 @@ from kvlog.migration.inplace import InPlace
 from kvlog.migration.plan import Task
 from kvlog.migration.report import Report
 from kvlog.migration.steps import load_chain
+from kvlog.stopping import held_back, off_the_books, on_the_books, stop_on_signals
 
 _COPY_BLOCK = 1 << 20
 
@@ -61,7 +61,10 @@ def run_tasks(
             yield _run(migrator, task, dead_letter, progress, stage=False)
         return
     context = multiprocessing.get_context("spawn" if os.name != "posix" else "fork")
-    with context.Pool(min(jobs, len(tasks)), initializer=_init_worker, initargs=(options, migrations)) as pool:
+    with (
+        _staging_directory() as staging,
+        context.Pool(min(jobs, len(tasks)), initializer=_init_worker, initargs=(options, migrations, staging)) as pool,
+    ):
         for outcome in pool.imap(_run_in_worker, [(task, dead_letter is not None) for task in tasks]):
             _unstage(outcome, dead_letter)
             progress(_size(outcome.name))
@@ -69,18 +72,27 @@ def run_tasks(
 
 
 _worker: Migrator | None = None
+_staging_in: Path | None = None
 
 
-def _init_worker(options: Options, migrations: Path | None) -> None:
-    global _worker  # noqa: PLW0603 - one migrator per worker process, built once
-    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-        signal.signal(signum, _exit_quietly)
+def _init_worker(options: Options, migrations: Path | None, staging: Path) -> None:
+    global _worker, _staging_in  # noqa: PLW0603 - one migrator per worker process, built once
+    stop_on_signals(worker=True)  # Ctrl-C, or the pool ending: unwind, removing temporaries, no traceback
     _worker = Migrator(load_chain(migrations), options)
+    _staging_in = staging
 
 
-def _exit_quietly(signum: int, _frame: FrameType | None) -> None:
-    """A worker stopped (Ctrl-C, or the pool ending): unwind, removing its temporaries, with no traceback."""
-    raise SystemExit(128 + signum)
+@contextmanager
+def _staging_directory() -> Iterator[Path]:
+    """A private directory for the workers' staged outputs: removed whole, however the run ends."""
+    with held_back():
+        staging = Path(tempfile.mkdtemp(prefix="kvlog-migrate-"))
+        on_the_books(staging)
+    try:
+        yield staging
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+        off_the_books(staging)
 
 
 def _run_in_worker(arguments: tuple[Task, bool]) -> Outcome:
@@ -156,7 +168,7 @@ def _standard_output() -> IO[bytes]:
 @contextmanager
 def _staging(kind: str) -> Iterator[IO[bytes]]:
     """A worker's output for standard output or the dead letters, joined in input order by the parent."""
-    with tempfile.NamedTemporaryFile(prefix=f"kvlog-migrate-{kind}-", delete=False) as handle:
+    with tempfile.NamedTemporaryFile(prefix=f"{kind}-", dir=_staging_in, delete=False) as handle:
         try:
             yield NamedSink(handle, handle.name)  # type: ignore[misc]
         except BaseException:

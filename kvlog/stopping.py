@@ -1,0 +1,99 @@
+"""Stopping a run on SIGINT, SIGTERM or SIGHUP without leaving a temporary file behind.
+
+A signal becomes ``Stopped``, raised in the main thread, so the run unwinds through the same cleanup
+as any error. Cleanup by unwinding has one gap: a file created an instant before the ``try`` that
+would remove it. So every temporary file is put on the books (``on_the_books``) the moment it is
+created, with the signal held back meanwhile (``held_back``), and whatever is still on the books
+when the run stops is removed by the stopping process (``remove_leftovers``). Entries carry the
+pid that made them: a forked worker never removes its parent's files.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from types import FrameType
+
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+class Stopped(BaseException):
+    """A stop signal arrived. A BaseException, like KeyboardInterrupt: no ``except Exception`` swallows it."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+    @property
+    def exit_status(self) -> int:
+        """What shells expect of a process a signal stopped: 128 + the signal."""
+        return 128 + self.signum
+
+
+_held = 0
+_pending: list[int] = []
+_books: dict[Path, int] = {}
+
+
+def stop_on_signals(*, worker: bool = False) -> None:
+    """Turn the stop signals into ``Stopped`` in this process (the main thread).
+
+    A ``worker`` (a process of a pool) exits with ``SystemExit`` instead, after removing its leftovers:
+    the pool's own loop would print a traceback for any other exception.
+    """
+    for signum in STOP_SIGNALS:
+        signal.signal(signum, _exit_worker if worker else _stop)
+
+
+def _stop(signum: int, _frame: FrameType | None) -> None:
+    if _held:
+        _pending.append(signum)
+        return
+    raise Stopped(signum)
+
+
+def _exit_worker(signum: int, frame: FrameType | None) -> None:
+    try:
+        _stop(signum, frame)
+    except Stopped as stopped:
+        remove_leftovers()
+        raise SystemExit(stopped.exit_status) from None
+
+
+@contextmanager
+def held_back() -> Iterator[None]:
+    """A stop signal that arrives inside waits until the block ends, then stops the run."""
+    global _held  # noqa: PLW0603 - one process-wide count, like the signal handlers it guards
+    _held += 1
+    try:
+        yield
+    finally:
+        _held -= 1
+        if not _held and _pending:
+            signal.raise_signal(_pending.pop(0))  # handled as if it arrived now
+
+
+def on_the_books(path: Path) -> None:
+    """Remember ``path`` (a temporary file or directory) to be removed if the run stops; call within held_back."""
+    _books[path] = os.getpid()
+
+
+def off_the_books(path: Path) -> None:
+    """``path`` was renamed into place or removed: it is no longer this run's to clean up."""
+    _books.pop(path, None)
+
+
+def remove_leftovers() -> None:
+    """Remove what this process put on the books and did not take off: the run is stopping."""
+    me = os.getpid()
+    for path, owner in list(_books.items()):
+        if owner == me:
+            if path.is_dir() and not path.is_symlink():
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                path.unlink(missing_ok=True)
+            del _books[path]
