@@ -2,7 +2,8 @@
 
 Lines keep sglang's ``[YYYY-mm-dd HH:MM:SS TP0] message`` prefix so that people (and their habits)
 read them as before, but the message is today's truthful wording from ``kvlog.wording``.
-Events without a wording fall back to ``name key=value ...`` so nothing is ever hidden.
+Events without a wording fall back to ``name key=value ...`` so nothing is ever hidden; a field
+without a value is left out rather than printed as ``None``.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ def console_line(event: Mapping[str, Any]) -> str:
     """The whole console line for one event."""
     message = render(event)
     if message is None:
-        fields = " ".join(f"{k}={v}" for k, v in event.items() if k not in _ENVELOPE)
+        fields = " ".join(f"{k}={v}" for k, v in event.items() if k not in _ENVELOPE and v is not None)
         message = f"{event.get('event')} {fields}".rstrip()
     level = event.get("level")
     if level not in _QUIET_LEVELS and level is not None:

@@ -19,6 +19,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import ROUND_CEILING, ROUND_HALF_EVEN, Decimal
+from functools import cache
 from typing import Any, Literal
 
 GIB = 1 << 30
@@ -47,17 +48,25 @@ class Template:
         """Whether this wording applies to ``event``."""
         return event.get("event") == self.event and all(event.get(k) == v for k, v in self.when.items())
 
+    def fits(self, event: Mapping[str, Any]) -> bool:
+        """Whether this wording applies and can say everything it must: no required field is unset.
+
+        A wording is never written with a missing value in it (Python would print ``None``); the
+        next wording that fits says what the source said in that case.
+        """
+        return self.matches(event) and all(event.get(name) is not None for name in _required(self.text))
+
     def render(self, event: Mapping[str, Any]) -> str:
         """The line for ``event``; optional sections whose fields are unset are left out."""
-        return _render_sections(self.text, event)
+        return _render_parts(_sections(self.text), event)
 
     def required_fields(self) -> list[str]:
         """Fields outside every optional section: the line cannot be written without them."""
-        return [name for part in split_sections(self.text) if isinstance(part, str) for name in _names(part)]
+        return list(_required(self.text))
 
     def fields(self) -> list[str]:
         """Every field the template prints, in order."""
-        return _fields_in(split_sections(self.text))
+        return _fields_in(_sections(self.text))
 
     def units(self) -> dict[str, str | None]:
         """The unit of each field (None when printed as is)."""
@@ -100,8 +109,15 @@ def split_sections(text: str) -> list[str | list[Any]]:
     return root
 
 
-def _render_sections(text: str, event: Mapping[str, Any]) -> str:
-    return _render_parts(split_sections(text), event)
+@cache
+def _sections(text: str) -> list[str | list[Any]]:
+    """``split_sections`` once per template text (the console renders every event with it)."""
+    return split_sections(text)
+
+
+@cache
+def _required(text: str) -> tuple[str, ...]:
+    return tuple(name for part in _sections(text) if isinstance(part, str) for name in _names(part))
 
 
 def _render_parts(parts: list[Any], event: Mapping[str, Any]) -> str:
@@ -313,9 +329,16 @@ CURRENT: tuple[Template, ...] = (
         "kv_pool.post_capture_sized",
         "Post-capture KV sizing: max_total_num_tokens={max_total_num_tokens}, free memory={free_bytes:gib2} GB",
     ),
+    # sglang < 0.5.17 said neither label nor tokens: its wording for that case
     Template(
         "kv_host_pool.allocation",
-        "Allocating {label} hierarchical KV host pool: {num_tokens} tokens, {host_bytes:gb2} GB host memory"
+        "Allocating {host_bytes:gb2} GB host memory for hierarchical KV cache.",
+        {"label": None, "num_tokens": None},
+    ),
+    # sglang >= 0.5.17 always printed both; either alone (kvlog's own events) keeps the rest of the wording
+    Template(
+        "kv_host_pool.allocation",
+        "Allocating {[{label} ]}hierarchical KV host pool: {[{num_tokens} tokens, ]}{host_bytes:gb2} GB host memory"
         "{[, packed MTP KV layers: target_layers={mtp_target_layers}, draft_layers={mtp_draft_layers}, "
         "total_layers={mtp_total_layers}]}.",
     ),
@@ -331,12 +354,12 @@ CURRENT: tuple[Template, ...] = (
     Template("kv_arena.closed", "KvVmmArena[{arena_id}] closed: released={released_bytes} B"),
     Template(
         "kv_pool.sleep",
-        "{[{label} ]}KV Cache {pool} asleep: freed={freed_bytes} B{[ measured={measured_freed_bytes} B "
+        "{[{label} ]}KV Cache {[{pool} ]}asleep: freed={freed_bytes} B{[ measured={measured_freed_bytes} B "
         "({measurement_source}, discrepancy={discrepancy_bytes} B)]} in {duration_us} us; addresses kept",
     ),
     Template(
         "kv_pool.wake",
-        "{[{label} ]}KV Cache {pool} awake: restored={restored_bytes} B{[ measured={measured_restored_bytes} B "
+        "{[{label} ]}KV Cache {[{pool} ]}awake: restored={restored_bytes} B{[ measured={measured_restored_bytes} B "
         "({measurement_source}, discrepancy={discrepancy_bytes} B)]} in {duration_us} us; contents zeroed",
     ),
     Template(
@@ -354,7 +377,7 @@ CURRENT: tuple[Template, ...] = (
     Template("weights.load_begin", "Load weight begin. avail mem={avail_bytes:gib2} GB"),
     Template(
         "weights.load_end",
-        "Load weight end. {[elapsed={elapsed_s:f2} s, ]}type={model_class}, dtype={dtype}, "
+        "Load weight end. {[elapsed={elapsed_s:f2} s, ]}{[type={model_class}, ]}{[dtype={dtype}, ]}"
         "avail mem={avail_bytes:gib2} GB{[, mem usage={mem_usage_bytes:gib2} GB.]}",
     ),
     Template(
@@ -368,8 +391,16 @@ CURRENT: tuple[Template, ...] = (
 
 
 def render(event: Mapping[str, Any], templates: Sequence[Template] = CURRENT) -> str | None:
-    """The line for ``event`` in the first template that applies; None when none does."""
-    for template in templates:
-        if template.matches(event):
+    """The line for ``event`` in the first template that fits it and says all any fitting one could.
+
+    Wordings are listed most specific first (sglang's wording for a case before kvlog's general one);
+    a wording that would leave out a set field another fitting wording prints is passed over.
+    """
+    fitting = [template for template in templates if template.fits(event)]
+    if not fitting:
+        return None
+    for template in fitting[:-1]:
+        printed = set(template.fields())
+        if all(name in printed for other in fitting for name in other.fields() if event.get(name) is not None):
             return template.render(event)
-    return None
+    return fitting[-1].render(event)

@@ -15,7 +15,6 @@ from typing import Any
 from kvlog.console import console_line, rank_tags, sglang_timestamp
 from kvlog.migration.grammar import Generation
 from kvlog.migration.steps import Chain
-from kvlog.wording import Template
 
 _NO_PREFIX_RULES = ("no-timestamp", "previous-line-timestamp")
 
@@ -51,13 +50,9 @@ class LegacyRenderer:
                 old = step.apply(old)
         for generation in self.generations:
             for template, template_version in generation.templates():
-                if template_version == old["schema_version"] and _fits(template, old):
+                if template_version == old["schema_version"] and template.fits(old):
                     return _prefixed(old, template.render(old))
         return current_line(event)
-
-
-def _fits(template: Template, event: Mapping[str, Any]) -> bool:
-    return template.matches(event) and all(event.get(name) is not None for name in template.required_fields())
 
 
 def _prefixed(event: Mapping[str, Any], message: str) -> str:
