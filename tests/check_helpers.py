@@ -37,7 +37,8 @@ def git(repo: Path, *args: str) -> str:
 
 
 def commit_all(repo: Path, message: str) -> None:
-    git(repo, "add", "-A")
+    """Stage every top-level entry by name (deletions under them included) and commit."""
+    git(repo, "add", "--", *sorted(p.name for p in repo.iterdir() if p.name != ".git"))
     git(repo, "commit", "-q", "-m", message)
 
 

@@ -82,7 +82,7 @@ CASES: list[tuple[str, Callable[[Path], None], int, str]] = [
         "a schema that cannot be read",
         lambda root: (root / SCHEMAS / "acme.alloc" / "v2.json").mkdir(),
         1,
-        f"{SCHEMAS}/acme.alloc/v2.json: KV001 error: cannot read: Is a directory",
+        f"{SCHEMAS}/acme.alloc/v2.json: KV001 error: not a regular file (a directory)",
     ),
     ("not an object", write(str(V1), "[1, 2]\n"), 1, f"{V1}:1: KV001 error: a schema must be a JSON object"),
     (

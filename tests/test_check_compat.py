@@ -240,9 +240,10 @@ def release_findings(
 ) -> list[Finding]:
     current = snapshot("working tree", versions)
     then = snapshot("REF", {v: doc for v, doc in versions.items() if v in released})
-    structure, resolved_now = check_structure(current)
-    assert structure == [], structure
-    _, resolved_then = check_structure(then)
+    structure = check_structure(current)
+    resolved_now = structure.resolved
+    assert structure.findings == [], structure.findings
+    resolved_then = check_structure(then).resolved
     return Evolution(current, then, resolved_now, resolved_then).check(mode, cover or (lambda *_: None))
 
 
@@ -335,11 +336,11 @@ def test_the_rename_passes_once_migrations_cover_it(tmp_path: Path, mode: Mode) 
 
 
 def test_kvlog_own_v2_changes_are_breaking_and_covered_by_the_shipped_migrations() -> None:
-    current = Snapshot.from_directory(data_dir("schemas"))
+    current = Snapshot.from_directory(data_dir("schemas"), data_dir("schemas"))
     first = {e: {1: f} for e, vs in current.versions.items() for v, f in vs.items() if v == 1}
     released = Snapshot("v1 catalog", versions=first)
-    _, resolved_now = check_structure(current)
-    _, resolved_then = check_structure(released)
+    resolved_now = check_structure(current).resolved
+    resolved_then = check_structure(released).resolved
     chain = load_chain(data_dir("migrations"), current.catalog)
     evolution = Evolution(current, released, resolved_now, resolved_then)
     assert [f.rule for f in evolution.check("full", lambda *_: None)] == ["KV204"] * 6
@@ -360,8 +361,8 @@ def test_removing_a_released_version_is_an_error() -> None:
     v2 = event_schema(2, {"a": INT, "b": INT}, ["a"], CLOSED)
     current = snapshot("working tree", {1: v1})
     released = snapshot("REF", {1: v1, 2: v2})
-    _, resolved_now = check_structure(current)
-    _, resolved_then = check_structure(released)
+    resolved_now = check_structure(current).resolved
+    resolved_then = check_structure(released).resolved
     findings = Evolution(current, released, resolved_now, resolved_then).check("backward", lambda *_: None)
     assert [(f.rule, f.message) for f in findings] == [
         ("KV203", "t.e@2 was released at REF and has been removed (t.e/v2.json)")

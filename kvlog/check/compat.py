@@ -21,9 +21,8 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from jsonschema import Draft202012Validator
-
 from kvlog.check.jsondiff import show
+from kvlog.check.validator import linear
 
 _ALL_TYPES = frozenset({"null", "boolean", "object", "array", "number", "integer", "string"})
 _NUMERIC = frozenset({"number", "integer"})
@@ -158,7 +157,11 @@ def _describe(bound: tuple[float, bool] | None, lower: bool) -> str:
 
 
 def _accepts(schema: dict[str, Any], value: Any) -> bool:
-    return Draft202012Validator(schema).is_valid(value)
+    """Whether ``schema`` accepts ``value``, matching patterns in linear time (a schema under review may backtrack)."""
+    try:
+        return linear(schema).is_valid(value)
+    except ValueError:  # a pattern the linear engine cannot compile: KV008 reports it, treat it as rejecting
+        return False
 
 
 class _Comparison:

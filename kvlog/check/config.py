@@ -9,6 +9,7 @@ from typing import Any
 
 from kvlog._resources import data_dir
 from kvlog.check.evolution import MODES, Mode
+from kvlog.check.files import Refused, inside, read_file
 from kvlog.errors import KvlogError
 
 
@@ -18,11 +19,15 @@ class ConfigError(KvlogError):
 
 @dataclass(frozen=True)
 class Target:
-    """The directories one ``kvlog check`` run reads; ``migrations``/``corpus`` are None when there are none."""
+    """The directories one ``kvlog check`` run reads; ``migrations``/``corpus`` are None when there are none.
+
+    ``root`` is the project they belong to: no file outside it is read, even through a link.
+    """
 
     schemas: Path
     migrations: Path | None
     corpus: Path | None
+    root: Path
     mode: Mode | None = None
 
 
@@ -45,21 +50,23 @@ def resolve_target(path: Path | None) -> Target:
             return _from_table(path, table)
         if (path / "schemas").is_dir():
             return Target(
-                path / "schemas", _optional_dir(path / "migrations"), _optional_dir(path / "tests" / "corpus")
+                path / "schemas", _optional_dir(path / "migrations"), _optional_dir(path / "tests" / "corpus"), path
             )
         raise ConfigError(f"{path}: holds neither schemas/ nor a pyproject.toml with a [tool.kvlog] table")
     table = _tool_table(Path("pyproject.toml"))
     if table is not None:
         return _from_table(Path(), table)
-    return Target(data_dir("schemas"), _optional_dir(data_dir("migrations")), None)
+    return Target(data_dir("schemas"), _optional_dir(data_dir("migrations")), None, data_dir("schemas").parent)
 
 
 def _tool_table(pyproject: Path) -> dict[str, Any] | None:
-    if not pyproject.is_file():
+    if not pyproject.exists() and not pyproject.is_symlink():
         return None
     try:
-        document = tomllib.loads(pyproject.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        document = tomllib.loads(read_file(pyproject, pyproject.parent).decode())
+    except Refused as exc:
+        raise ConfigError(f"{pyproject}: {exc}") from None
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError, RecursionError) as exc:
         raise ConfigError(f"{pyproject}: cannot read: {exc}") from None
     table = document.get("tool", {}).get("kvlog")
     if table is not None and not isinstance(table, dict):
@@ -74,19 +81,33 @@ def _from_table(root: Path, table: dict[str, Any]) -> Target:
             raise ConfigError(f"{where}: [tool.kvlog] {key} must be a string")
     if "schemas" not in table:
         raise ConfigError(f'{where}: [tool.kvlog] needs schemas = "<directory>" for kvlog check')
-    schemas = root / table["schemas"]
-    if not schemas.is_dir():
-        raise ConfigError(f"{where}: [tool.kvlog] schemas = {table['schemas']!r} is not a directory")
-    migrations = root / table["migrations"] if "migrations" in table else None
-    if migrations is not None and not migrations.is_dir():
-        raise ConfigError(f"{where}: [tool.kvlog] migrations = {table['migrations']!r} is not a directory")
-    corpus = root / table["corpus"] if "corpus" in table else None
-    if corpus is not None and not corpus.is_dir():
-        raise ConfigError(f"{where}: [tool.kvlog] corpus = {table['corpus']!r} is not a directory")
+    schemas = _table_dir(root, table, "schemas")
+    migrations = _table_dir(root, table, "migrations") if "migrations" in table else None
+    corpus = _table_dir(root, table, "corpus") if "corpus" in table else None
     mode = table.get("compatibility")
     if mode is not None and mode not in MODES:
         raise ConfigError(f"{where}: [tool.kvlog] compatibility = {mode!r}: expected one of {', '.join(MODES)}")
-    return Target(schemas, migrations, corpus, mode)
+    return Target(schemas, migrations, corpus, root, mode)
+
+
+def _table_dir(root: Path, table: dict[str, Any], key: str) -> Path:
+    """``[tool.kvlog] key``: a directory inside the project, since a pull request can edit pyproject.toml.
+
+    A directory elsewhere (``../x``, ``/etc``, a link out) is refused: its files would be read and
+    quoted in findings. One given on the command line is the user's choice and is read.
+    """
+    where = root / "pyproject.toml"
+    directory: Path = root / table[key]
+    if "\0" in table[key]:
+        raise ConfigError(f"{where}: [tool.kvlog] {key} = {table[key]!r} is not a directory")
+    if not inside(directory, root):
+        raise ConfigError(
+            f"{where}: [tool.kvlog] {key} = {table[key]!r} is outside the project; "
+            "name a directory outside it on the command line instead"
+        )
+    if not directory.is_dir():
+        raise ConfigError(f"{where}: [tool.kvlog] {key} = {table[key]!r} is not a directory")
+    return directory
 
 
 def _optional_dir(path: Path) -> Path | None:

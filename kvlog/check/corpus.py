@@ -15,10 +15,10 @@ from typing import Any
 
 import orjson
 
+from kvlog.check.files import Refused, entries, open_log, read_file
 from kvlog.check.findings import Finding
 from kvlog.check.snapshot import display_path
 from kvlog.errors import KvlogError
-from kvlog.inputs import open_binary
 from kvlog.migration import Chain, MigrationError
 from kvlog.migration.engine import Migrator, Options
 from kvlog.validation import EventValidator
@@ -36,12 +36,15 @@ class CorpusResult:
 
 
 def corpus_logs(directory: Path) -> list[Path]:
-    """The log files of a corpus, sorted, at any depth."""
-    return sorted(p for p in directory.rglob("*") if p.is_file() and p.name.endswith(_LOG_SUFFIXES))
+    """The log files of a corpus, sorted, at any depth (links and other non-files included, to be refused)."""
+    return entries(directory, lambda name: name.endswith(_LOG_SUFFIXES))
 
 
-def replay_corpus(directory: Path, chain: Chain, validator: EventValidator) -> CorpusResult:
-    """Migrate every log of the corpus with the real engine; report unreadable lines and invalid events."""
+def replay_corpus(directory: Path, chain: Chain, validator: EventValidator, root: Path) -> CorpusResult:
+    """Migrate every log of the corpus with the real engine; report unreadable lines and invalid events.
+
+    Only regular files inside ``root`` are read (``kvlog.check.files``), a log up to ``LOG_BYTES``.
+    """
     result = CorpusResult()
     try:
         migrator = Migrator(chain, Options(output_format="jsonl", only_events=True), validator)
@@ -50,21 +53,24 @@ def replay_corpus(directory: Path, chain: Chain, validator: EventValidator) -> C
         return result
     for log in corpus_logs(directory):
         result.files += 1
-        result.findings += _replay(log, migrator, validator)
+        result.findings += _replay(log, migrator, validator, root)
     return result
 
 
-def _replay(log: Path, migrator: Migrator, validator: EventValidator) -> list[Finding]:
+def _replay(log: Path, migrator: Migrator, validator: EventValidator, root: Path) -> list[Finding]:
     name = display_path(log)
+    expected = _expectation_file(log)
     try:
-        distractors = _distractors(log)
-    except (OSError, ValueError) as exc:
-        return [Finding("KV503", f"its expectation file is unreadable: {exc}", name)]
+        distractors = _distractors(expected, root) if expected is not None else set()
+    except _BadExpectation as exc:
+        return [Finding("KV503", exc.reason, display_path(exc.path), exc.line)]
     dead: list[dict[str, Any]] = []
     out = io.BytesIO()
     try:
-        with open_binary(str(log)) as stream:
+        with open_log(log, root) as stream:
             migrator.migrate(str(log), stream, out, dead.append)
+    except Refused as exc:
+        return [Finding("KV503", str(exc), name)]
     except (KvlogError, OSError) as exc:
         return [Finding("KV503", f"cannot be migrated: {exc}", name)]
     findings = [
@@ -89,21 +95,45 @@ def _replay(log: Path, migrator: Migrator, validator: EventValidator) -> list[Fi
     return findings
 
 
-def _distractors(log: Path) -> set[int]:
-    """Lines the corpus expects to pass through unread: they may be reported as unparsed."""
+def _expectation_file(log: Path) -> Path | None:
+    """``<name>.expected.jsonl`` beside ``log``, if there is one (a link or FIFO counts: it is refused)."""
     stem = log.name
     for suffix in _LOG_SUFFIXES[::-1]:
         if stem.endswith(suffix):
             stem = stem[: -len(suffix)]
             break
     expected = log.with_name(stem + _EXPECTED_SUFFIX)
-    if not expected.is_file():
-        return set()
+    return expected if expected.exists() or expected.is_symlink() else None
+
+
+class _BadExpectation(Exception):
+    def __init__(self, path: Path, reason: str, line: int | None = None) -> None:
+        super().__init__(reason)
+        self.path, self.reason, self.line = path, reason, line
+
+
+def _distractors(expected: Path, root: Path) -> set[int]:
+    """Lines the corpus expects to pass through unread: they may be reported as unparsed.
+
+    Every row must be a JSON object with a positive integer ``line``; a row that is not is reported
+    at its own line of the expectation file.
+    """
+    try:
+        rows = read_file(expected, root).splitlines()
+    except Refused as exc:
+        raise _BadExpectation(expected, str(exc)) from None
     lines = set()
-    for row in map(orjson.loads, expected.read_bytes().splitlines()):
-        reason = row.get("pass") if isinstance(row, dict) else None
+    for number, text in enumerate(rows, 1):
+        try:
+            row = orjson.loads(text)
+        except orjson.JSONDecodeError as exc:
+            raise _BadExpectation(expected, f"invalid JSON: {exc.msg} (column {exc.colno})", number) from None
+        line = row.get("line") if isinstance(row, dict) else None
+        if type(line) is not int or line < 1:
+            raise _BadExpectation(expected, 'each row is a JSON object with "line": a line number (1, 2, ...)', number)
+        reason = row.get("pass")
         if isinstance(reason, str) and not reason.startswith("context:"):
-            lines.add(row["line"])
+            lines.add(line)
     return lines
 
 

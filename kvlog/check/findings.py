@@ -28,6 +28,12 @@ RULES: dict[str, Rule] = {
         Rule("KV005", "version-mismatch", "error", "the event and schema_version constants agree with the file name"),
         Rule("KV006", "version-gap", "error", "the versions of an event are 1, 2, ... with none missing"),
         Rule("KV007", "stray-file", "error", "the catalog holds only <event>/v<N>.json and shared _<name>.json files"),
+        Rule(
+            "KV008",
+            "pattern-backtracks",
+            "error",
+            "every pattern matches in linear time: no loop in a loop or overlapping alternatives under one",
+        ),
         Rule("KV101", "bytes-type", "error", "fields named *_bytes are non-negative integers (or null)"),
         Rule("KV102", "unit-suffix", "error", "sizes are bytes: no _gb, _gib, _mb, _kib ... fields"),
         Rule("KV103", "bytes-name", "error", "fields typed as byte counts are named *_bytes"),
@@ -63,12 +69,6 @@ class Finding:
     def level(self) -> Level:
         """The rule's level: findings of one rule always weigh the same."""
         return RULES[self.rule].level
-
-    def location(self) -> str:
-        """``file:line`` (or what of it is known) for people reading a terminal."""
-        if self.file is None:
-            return "kvlog check"
-        return f"{self.file}:{self.line}" if self.line is not None else self.file
 
 
 def count_errors(findings: list[Finding]) -> int:

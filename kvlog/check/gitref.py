@@ -5,6 +5,7 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
+from kvlog.check.files import refuse_blob
 from kvlog.errors import KvlogError
 
 
@@ -23,26 +24,32 @@ def _git(directory: Path, *args: str, stdin: bytes | None = None) -> bytes:
     return done.stdout
 
 
-def files_at_ref(directory: Path, ref: str) -> tuple[dict[str, bytes], str]:
-    """Every file under ``directory`` at ``ref`` (paths relative to it), and its path from the repository root.
+def files_at_ref(directory: Path, ref: str) -> tuple[dict[str, bytes], dict[str, str], str]:
+    """Every file under ``directory`` at ``ref`` (paths relative to it), those not read with why, and the prefix.
 
-    A directory that did not exist at ``ref`` gives no files: everything in it is new.
+    The prefix is ``directory``'s path from the repository root. A directory that did not exist at
+    ``ref`` gives no files: everything in it is new. Links and oversized blobs are not read (a pull
+    request may plant them); they are returned as refused, with the reason.
     """
     directory = directory.resolve()
     prefix = _git(directory, "rev-parse", "--show-prefix").decode().strip()
-    try:
-        _git(directory, "rev-parse", "--verify", "--quiet", "--end-of-options", f"{ref}^{{commit}}")
-    except GitError:
-        raise GitError(f"--against {ref}: not a commit in the repository holding {directory}") from None
-    listing = _git(directory, "ls-tree", "-r", "-z", "--full-tree", ref, "--", prefix or ".")
+    commit = resolve_commit(directory, ref)
+    listing = _git(directory, "ls-tree", "-r", "-z", "-l", "--full-tree", commit, "--", prefix or ".")
     blobs: list[tuple[str, str]] = []
+    refused: dict[str, str] = {}
     for entry in filter(None, listing.split(b"\0")):
-        meta, _, name = entry.decode().partition("\t")
-        _mode, kind, sha = meta.split()
-        if kind == "blob" and name.startswith(prefix):
+        meta, _, raw_name = entry.partition(b"\t")
+        name = raw_name.decode(errors="surrogateescape")
+        mode, kind, sha, blob_size = meta.decode().split()
+        if kind != "blob" or not name.startswith(prefix):
+            continue
+        reason = refuse_blob(mode, int(blob_size))
+        if reason is None:
             blobs.append((name[len(prefix) :], sha))
+        else:
+            refused[name[len(prefix) :]] = reason
     if not blobs:
-        return {}, prefix
+        return {}, refused, prefix
     batch = _git(directory, "cat-file", "--batch", stdin="".join(f"{sha}\n" for _, sha in blobs).encode())
     files: dict[str, bytes] = {}
     offset = 0
@@ -51,4 +58,18 @@ def files_at_ref(directory: Path, ref: str) -> tuple[dict[str, bytes], str]:
         size = int(batch[offset:header_end].split()[2])
         files[name] = batch[header_end + 1 : header_end + 1 + size]
         offset = header_end + 1 + size + 1
-    return files, prefix
+    return files, refused, prefix
+
+
+def resolve_commit(directory: Path, ref: str) -> str:
+    """The object id of the commit ``ref`` names: the only form of it given to git afterwards.
+
+    A ref is user input and may look like an option (a branch named ``-r`` or ``--format=x``);
+    ``--end-of-options`` keeps ``rev-parse`` from reading it as one, and every later git command
+    gets the 40-hex id instead, which no git command mistakes for an option.
+    """
+    try:
+        out = _git(directory, "rev-parse", "--verify", "--quiet", "--end-of-options", f"{ref}^{{commit}}")
+    except GitError:
+        raise GitError(f"--against {ref}: not a commit in the repository holding {directory}") from None
+    return out.decode().strip()

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import tomllib
 from pathlib import Path
 from typing import Any
 
 from kvlog.catalog import Catalog
 from kvlog.check.evolution import Cover
+from kvlog.check.files import MAX_DEPTH, Refused, depth, entries, read_file
 from kvlog.check.findings import Finding
 from kvlog.check.jsondiff import MISSING, diff, show
 from kvlog.check.snapshot import Snapshot, display_path
@@ -14,15 +16,41 @@ from kvlog.migration import Chain, MigrationError, Step, load_chain
 from kvlog.validation import EventValidator
 
 
-def load(directory: Path | None, catalog: Catalog) -> tuple[Chain | None, list[Finding]]:
-    """The chain under ``directory`` against ``catalog`` (empty when there is no directory), or why not."""
+def load(directory: Path | None, catalog: Catalog, root: Path) -> tuple[Chain | None, list[Finding]]:
+    """The chain under ``directory`` against ``catalog`` (empty when there is no directory), or why not.
+
+    The loader reads every ``*.toml`` by name, so each is screened first (``kvlog.check.files``): a
+    link out of the project ``root``, a FIFO or a huge file is a finding and the chain is not loaded.
+    """
     if directory is None:
         return Chain([], catalog), []
+    refused = [
+        Finding("KV301", reason, display_path(path))
+        for path in entries(directory, lambda name: name.endswith(".toml"))
+        if (reason := _unreadable(path, root)) is not None
+    ]
+    if refused:
+        return None, refused
     try:
         return load_chain(directory, catalog), []
     except MigrationError as exc:
         file, message = _split_file(str(exc))
         return None, [Finding("KV301", message, file)]
+    except Exception as exc:  # noqa: BLE001 - the loader runs on a pull request's files: any failure is a finding
+        return None, [Finding("KV301", f"cannot be loaded: {type(exc).__name__}: {exc}", display_path(directory))]
+
+
+def _unreadable(path: Path, root: Path) -> str | None:
+    """Why the step file ``path`` must not be given to the loader, or None."""
+    try:
+        tomllib.loads(read_file(path, root).decode())
+    except Refused as exc:
+        return str(exc)
+    except RecursionError:
+        return "nested too deeply to read"
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError):
+        return None  # the loader says what is wrong with it
+    return None
 
 
 def _split_file(message: str) -> tuple[str | None, str]:
@@ -101,6 +129,11 @@ def check_examples(chain: Chain, validator: EventValidator) -> list[Finding]:
         for number, (given, expected) in enumerate(step.examples, 1):
             line = _example_line(text, number)
             where = f"{step.id} example {number}"
+            nesting = max(depth(given), depth(expected))
+            if nesting > MAX_DEPTH:
+                message = f"{where} is nested {nesting} levels deep; an example may nest {MAX_DEPTH}"
+                findings.append(Finding("KV401", message, file, line))
+                continue
             if step.event is not None:
                 findings += _invalid(validator, given, f"{where} input", file, line)
             findings += _invalid(validator, expected, f"{where} output", file, line)

@@ -9,12 +9,14 @@ from kvlog.check import migrations
 from kvlog.check.config import Target
 from kvlog.check.corpus import replay_corpus
 from kvlog.check.evolution import Evolution, Mode
+from kvlog.check.files import inside
 from kvlog.check.findings import Finding
 from kvlog.check.gitref import files_at_ref
 from kvlog.check.naming import check_naming
-from kvlog.check.snapshot import Snapshot
+from kvlog.check.patterns import check_patterns
+from kvlog.check.snapshot import Snapshot, refusals
 from kvlog.check.structure import check_structure
-from kvlog.validation import EventValidator
+from kvlog.check.validator import CheckValidator
 
 
 @dataclass(frozen=True)
@@ -41,35 +43,39 @@ class Report:
 def run_check(options: Options) -> Report:
     """Apply every rule that the options make applicable; raise ``KvlogError`` only for unusable options."""
     report = Report()
-    current = Snapshot.from_directory(options.target.schemas)
+    root = options.target.root
+    current = Snapshot.from_directory(options.target.schemas, root)
     report.schema_files = len(current.all_files()) + len(current.findings)
-    structure, resolved = check_structure(current)
-    report.findings += current.findings + structure + check_naming(current)
-    catalog = current.catalog
-    validator = EventValidator(catalog)
-    chain, unloadable = migrations.load(options.target.migrations, catalog)
+    structure = check_structure(current)
+    usable = current.without(structure.broken)  # the rules below assume what the structure rules check
+    report.findings += current.findings + structure.findings + check_patterns(current) + check_naming(usable)
+    catalog = usable.catalog
+    validator = CheckValidator(catalog)
+    chain, unloadable = migrations.load(options.target.migrations, catalog, root)
     report.findings += unloadable
     if chain is None:
         report.skipped["KV3"] = report.skipped["KV4"] = "the migrations do not load (KV301)"
     else:
         report.migration_steps = len(chain.steps)
-        report.findings += migrations.check_complete(chain, current)
+        report.findings += migrations.check_complete(chain, usable)
         report.findings += migrations.check_examples(chain, validator)
     if options.corpus is None:
         report.skipped["KV5"] = "no corpus: --corpus DIR or [tool.kvlog] corpus"
     elif chain is None:
         report.skipped["KV5"] = "the migrations do not load (KV301)"
     else:
-        replayed = replay_corpus(options.corpus, chain, validator)
+        corpus_root = root if inside(options.corpus, root) else options.corpus  # given on the command line
+        replayed = replay_corpus(options.corpus, chain, validator, corpus_root)
         report.findings += replayed.findings
         report.corpus_files = replayed.files
     if options.against is None:
         report.skipped["KV2"] = "needs --against GIT_REF"
     else:
-        files, prefix = files_at_ref(options.target.schemas, options.against)
-        labels = {rel: f"{options.against}:{prefix}{rel}" for rel in files}
+        files, refused, prefix = files_at_ref(options.target.schemas, options.against)
+        labels = {rel: f"{options.against}:{prefix}{rel}" for rel in [*files, *refused]}
         released = Snapshot.from_files(options.against, files, labels)
-        _, resolved_then = check_structure(released)
-        evolution = Evolution(current, released, resolved, resolved_then)
+        report.findings += refusals(refused, labels)
+        then = check_structure(released)
+        evolution = Evolution(current, released, structure.resolved, then.resolved)
         report.findings += evolution.check(options.mode, migrations.coverage(chain))
     return report

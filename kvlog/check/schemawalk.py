@@ -55,6 +55,7 @@ ANNOTATIONS = frozenset(
 )
 
 Transform = Callable[[Any, tuple[str, ...]], Any]
+_JSON_TYPES = {list: "array", str: "string", int: "number", float: "number", type(None): "null"}
 
 
 def map_subschemas(schema: Any, transform: Transform, path: tuple[str, ...] = ()) -> Any:
@@ -103,8 +104,11 @@ class _Dereferencer:
         if isinstance(ref, str):
             try:
                 resolved = resolver.lookup(ref)
-            except Unresolvable as exc:
+            except (Unresolvable, ValueError) as exc:  # ValueError: not a URI (urljoin on "http://[")
                 raise DerefError(ref, path, f"does not resolve ({type(exc).__name__})") from None
+            if not isinstance(resolved.contents, dict | bool):
+                kind = _JSON_TYPES.get(type(resolved.contents), "value")
+                raise DerefError(ref, path, f"points at a JSON {kind}, not at a schema")
             target_key = id(resolved.contents)  # the registry holds each target once, so identity names it
             if target_key in seen:
                 raise DerefError(ref, path, "is recursive; kvlog event schemas must be finite")

@@ -16,6 +16,7 @@ import orjson
 from referencing import Registry
 
 from kvlog.catalog import Catalog
+from kvlog.check.files import MAX_DEPTH, Refused, depth, entries, read_file
 from kvlog.check.findings import Finding
 
 _VERSION_FILE = re.compile(r"^v([1-9][0-9]*)\.json$")
@@ -66,18 +67,31 @@ class Snapshot:
         return snapshot
 
     @classmethod
-    def from_directory(cls, directory: Path) -> Snapshot:
-        """The catalog as it is on disk now."""
+    def from_directory(cls, directory: Path, root: Path) -> Snapshot:
+        """The catalog as it is on disk now; only regular files inside the project ``root`` are read."""
         files: dict[str, bytes] = {}
-        unreadable: list[Finding] = []
-        for path in sorted(directory.rglob("*.json")):
+        refused: dict[str, str] = {}
+        for path in entries(directory, lambda name: name.endswith(".json")):
+            rel = path.relative_to(directory).as_posix()
             try:
-                files[path.relative_to(directory).as_posix()] = path.read_bytes()
-            except OSError as exc:
-                unreadable.append(Finding("KV001", f"cannot read: {exc.strerror}", display_path(path)))
+                files[rel] = read_file(path, root)
+            except Refused as exc:
+                refused[rel] = str(exc)
         snapshot = cls.from_files("working tree", files, {rel: display_path(directory / rel) for rel in files})
-        snapshot.findings[:0] = unreadable
+        snapshot.findings[:0] = refusals(refused, {rel: display_path(directory / rel) for rel in refused})
         return snapshot
+
+    def without(self, rels: set[str]) -> Snapshot:
+        """A copy without the files ``rels`` (those the structure rules found broken), findings aside."""
+        return Snapshot(
+            self.label,
+            {rel: f for rel, f in self.shared.items() if rel not in rels},
+            {
+                event: kept
+                for event, versions in self.versions.items()
+                if (kept := {v: f for v, f in versions.items() if f.rel not in rels})
+            },
+        )
 
     def all_files(self) -> list[SchemaFile]:
         """Shared files, then every event version in order."""
@@ -99,6 +113,11 @@ class Snapshot:
         return self.catalog.registry
 
 
+def refusals(refused: dict[str, str], display: dict[str, str]) -> list[Finding]:
+    """The schema files that were not read (``kvlog.check.files`` says why), one finding each."""
+    return [Finding("KV001", reason, display[rel]) for rel, reason in sorted(refused.items())]
+
+
 def _parse(name: str, content: bytes, findings: list[Finding]) -> tuple[str, dict[str, Any]] | None:
     try:
         document = orjson.loads(content)
@@ -108,6 +127,10 @@ def _parse(name: str, content: bytes, findings: list[Finding]) -> tuple[str, dic
     if not isinstance(document, dict):
         findings.append(Finding("KV001", "a schema must be a JSON object", name, 1))
         return None
+    nesting = depth(document)
+    if nesting > MAX_DEPTH:
+        findings.append(Finding("KV001", f"nested {nesting} levels deep; a schema may nest {MAX_DEPTH}", name, 1))
+        return None
     if not isinstance(document.get("$id"), str):
         findings.append(Finding("KV001", "a schema needs a string $id, so that $refs can find it", name, 1))
         return None
@@ -115,9 +138,12 @@ def _parse(name: str, content: bytes, findings: list[Finding]) -> tuple[str, dic
 
 
 def display_path(path: Path) -> str:
-    """``path`` relative to the working directory when inside it: the form CI annotations need."""
+    """``path`` relative to the working directory when inside it: the form CI annotations need.
+
+    Its directory is resolved, not its last part: a planted link is named, not what it points to.
+    """
     try:
-        return path.resolve().relative_to(Path.cwd().resolve()).as_posix()
+        return (path.parent.resolve() / path.name).relative_to(Path.cwd().resolve()).as_posix()
     except ValueError:
         return str(path)
 

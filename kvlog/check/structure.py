@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import dataclass, field
 from typing import Any
 
 from jsonschema import Draft202012Validator
@@ -16,39 +17,64 @@ DRAFT_2020_12 = "https://json-schema.org/draft/2020-12/schema"
 _META = Draft202012Validator(Draft202012Validator.META_SCHEMA)
 
 
-def check_structure(snapshot: Snapshot) -> tuple[list[Finding], dict[tuple[str, int], Any]]:
+@dataclass
+class Structure:
+    """What the structure rules found, and what the other rules may use.
+
+    ``resolved`` holds each event version's schema with its ``$ref``s resolved; ``broken`` the files
+    the other rules must not use: not a Draft 2020-12 schema, a ``$ref`` that does not resolve, or
+    constants that contradict the file name. Later rules assume what these rules check.
+    """
+
+    findings: list[Finding] = field(default_factory=list)
+    resolved: dict[tuple[str, int], Any] = field(default_factory=dict)
+    broken: set[str] = field(default_factory=set)
+
+
+def check_structure(snapshot: Snapshot) -> Structure:
     """Findings on every file, and each event version's schema with its ``$ref``s resolved (when they do)."""
-    findings: list[Finding] = []
-    resolved: dict[tuple[str, int], Any] = {}
+    out = Structure()
+    findings = out.findings
     base = _catalog_base(snapshot)
     for file in snapshot.all_files():
-        findings += _metaschema(file)
-        findings += _identity(file, base)
+        invalid = _metaschema(file)
+        findings += _declared_draft(file) + invalid + _identity(file, base)
+        if invalid:
+            out.broken.add(file.rel)
+    schemas = snapshot.without(out.broken)  # a $ref into a broken file does not resolve
+    for file in schemas.all_files():
         try:
-            full = dereference(file.document, snapshot.registry, file.document["$id"])
+            full = dereference(file.document, schemas.registry, file.document["$id"])
         except DerefError as exc:
             findings.append(Finding("KV003", str(exc), file.display, locate(file.text, (*exc.path, "$ref"))))
+            out.broken.add(file.rel)
             continue
         if "/" in file.rel:
             event, version = file.rel.split("/")[0], int(file.rel.split("/")[1][1:-5])
-            findings += _constants(file, event, version)
-            resolved[event, version] = full
+            wrong = _constants(file, event, version)
+            findings += wrong
+            if wrong:
+                out.broken.add(file.rel)
+            else:
+                out.resolved[event, version] = full
     for event, versions in sorted(snapshot.versions.items()):
         missing = sorted(set(range(1, max(versions) + 1)) - set(versions))
         if missing:
             newest = versions[max(versions)]
             listed = ", ".join(f"v{v}.json" for v in missing)
             findings.append(Finding("KV006", f"{event}: missing {listed} (versions run 1, 2, ...)", newest.display, 1))
-    return findings, resolved
+    return out
+
+
+def _declared_draft(file: SchemaFile) -> list[Finding]:
+    declared = file.document.get("$schema")
+    if declared == DRAFT_2020_12:
+        return []
+    return [Finding("KV002", f"$schema is {declared!r}; catalog schemas declare {DRAFT_2020_12!r}", file.display, 1)]
 
 
 def _metaschema(file: SchemaFile) -> list[Finding]:
-    declared = file.document.get("$schema")
     findings = []
-    if declared != DRAFT_2020_12:
-        findings.append(
-            Finding("KV002", f"$schema is {declared!r}; catalog schemas declare {DRAFT_2020_12!r}", file.display, 1)
-        )
     for error in sorted(_META.iter_errors(file.document), key=_by_path):
         where = "/".join(str(p) for p in error.absolute_path) or "(root)"
         line = locate(file.text, tuple(str(p) for p in error.absolute_path))

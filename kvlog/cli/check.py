@@ -11,7 +11,7 @@ import click
 from kvlog.check.config import resolve_target
 from kvlog.check.evolution import MODES, Mode
 from kvlog.check.findings import count_errors
-from kvlog.check.report import Format, render, summary
+from kvlog.check.report import Format, printable, render, summary
 from kvlog.check.runner import Options, run_check
 from kvlog.errors import KvlogError
 
@@ -72,14 +72,14 @@ def check(  # noqa: PLR0917 - click passes every option positionally
         chosen = cast(Mode, mode) or target.mode or "backward"
         report = run_check(Options(target, chosen, against, corpus or target.corpus))
     except KvlogError as exc:
-        click.echo(f"kvlog check: {exc}", err=True)
+        click.echo(f"kvlog check: {printable(str(exc))}", err=True)
         sys.exit(EXIT_USAGE)
     text = render(report, cast(Format, output_format))
     if output is not None:
         try:
             output.write_text(text, encoding="utf-8")
         except OSError as exc:
-            click.echo(f"kvlog check: cannot write {output}: {exc.strerror}", err=True)
+            click.echo(f"kvlog check: cannot write {printable(str(output), name=True)}: {exc.strerror}", err=True)
             sys.exit(EXIT_USAGE)
     else:
         sys.stdout.write(text)
