@@ -10,9 +10,11 @@ full disk under the dead letters is not the output's fault. (``--in-place`` has 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import glob
 import gzip
 import os
+import re
 import secrets
 import stat
 import sys
@@ -27,6 +29,7 @@ from kvlog.inputs import STDIN, InputError
 from kvlog.stopping import held_back, off_the_books, on_the_books
 
 TEMP_SUFFIX = ".kvlog-tmp"
+_STALE_NAME = re.compile(r"\.[0-9a-f]{16}" + re.escape(TEMP_SUFFIX))
 
 
 class OutputError(KvlogError):
@@ -196,7 +199,35 @@ def create_temporary(target: Path) -> tuple[IO[bytes], Path]:
             except OSError as exc:
                 raise OutputError(f"{target}: cannot create a file beside it: {exc.strerror}") from None
             on_the_books(temporary)
+        fcntl.flock(descriptor, fcntl.LOCK_EX)  # held while it lives: see remove_stale_temporaries
         return os.fdopen(descriptor, "wb"), temporary
+
+
+def remove_stale_temporaries(target: Path) -> int:
+    """Remove the temporaries a killed run (SIGKILL, a power cut) left beside ``target``; return how many.
+
+    A live run holds a lock on its temporary; one that can be locked has no writer left. Links are
+    never followed, and a name replaced between the check and the removal is left alone.
+    """
+    removed = 0
+    for candidate in target.parent.glob(f".{glob.escape(target.name)}.*{TEMP_SUFFIX}"):
+        if not _STALE_NAME.fullmatch(candidate.name[len(target.name) + 1 :]):
+            continue
+        try:
+            descriptor = os.open(candidate, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0))
+        except OSError:
+            continue
+        try:
+            fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            opened, named = os.fstat(descriptor), candidate.lstat()
+            if (opened.st_dev, opened.st_ino) == (named.st_dev, named.st_ino) and stat.S_ISREG(named.st_mode):
+                candidate.unlink()
+                removed += 1
+        except OSError:
+            pass  # locked by a live run, or gone meanwhile
+        finally:
+            os.close(descriptor)
+    return removed
 
 
 def remove_temporary(temporary: Path) -> None:

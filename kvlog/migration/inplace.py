@@ -33,6 +33,7 @@ from kvlog.migration.files import (
     OutputError,
     copy_owner_and_mode,
     create_temporary,
+    remove_stale_temporaries,
     remove_temporary,
     rename_temporary,
     sync_directory,
@@ -70,6 +71,8 @@ class InPlace:
         self.source = _open_locked(name)
         self.seen = _Seen.of(os.fstat(self.source.fileno()))
         self._temporary: Path | None = None
+        #: hidden temporaries a killed run left beside the log, removed now that this run holds the lock
+        self.stale_removed = remove_stale_temporaries(self.path)
 
     def close(self) -> None:
         """Release the lock (by closing the descriptor)."""
@@ -114,7 +117,7 @@ class InPlace:
         """
         try:
             if not changed:
-                return "already current, unchanged"
+                return "already current, unchanged"  # (a killed run's leftovers are removed all the same)
             if self._temporary is None:
                 raise ReplaceRefused(self._backup_exists_message())
             self._check_unchanged()
@@ -135,7 +138,8 @@ class InPlace:
                 f"{self.name}: {after.st_size - self.seen.size} bytes were written to it while it was being "
                 f"replaced; they are in the backup {self.backup}, not in {self.name}"
             )
-        return f"replaced, original kept as {self.backup}"
+        stale = f"; removed {self.stale_removed} temporary file(s) a killed run left" if self.stale_removed else ""
+        return f"replaced, original kept as {self.backup}{stale}"
 
     def _foreign_backup(self) -> bool:
         """Whether the backup name is taken by anything but this very file."""
