@@ -103,32 +103,50 @@ def _tracked(directory: str) -> list[str]:
     return listed.stdout.split()
 
 
-@pytest.mark.slow
-def test_the_wheel_carries_the_catalog_and_works_in_a_fresh_venv_outside_the_repo(tmp_path: Path) -> None:
-    dist = tmp_path / "dist"
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The wheel of this checkout, built once for the module."""
+    dist = tmp_path_factory.mktemp("dist")
     subprocess.run(
         [sys.executable, "-m", "build", "--wheel", "--no-isolation", "--outdir", str(dist), str(ROOT)],
         capture_output=True,
         check=True,
         timeout=300,
     )
-    (wheel,) = dist.glob("kvlog-*.whl")
+    (built,) = dist.glob("kvlog-*.whl")
+    return built
+
+
+#: the environment of commands run in the fresh venv: nothing that points back at the checkout
+CLEAN_ENVIRONMENT = {k: v for k, v in os.environ.items() if k not in {"PYTHONPATH", "VIRTUAL_ENV"}}
+
+
+@pytest.fixture(scope="module")
+def fresh_venv(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A new virtual environment with the wheel installed as a user installs it; its directory."""
+    env_dir = tmp_path_factory.mktemp("venv")
+    venv.create(env_dir, with_pip=True)
+    subprocess.run(
+        [str(env_dir / "bin" / "python"), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", str(wheel)],
+        check=True,
+        timeout=300,
+        env=CLEAN_ENVIRONMENT,
+    )
+    return env_dir
+
+
+@pytest.mark.slow
+def test_the_wheel_carries_the_catalog_and_works_in_a_fresh_venv_outside_the_repo(
+    tmp_path: Path, wheel: Path, fresh_venv: Path
+) -> None:
     names = set(zipfile.ZipFile(wheel).namelist())
     for data in ("schemas", "migrations"):
         for path in _tracked(data):
             assert f"kvlog/_data/{path}" in names, f"{path} is not in the wheel"
     assert not any(name.startswith(("schemas/", "migrations/", "tests/")) for name in names)
 
-    env_dir = tmp_path / "venv"
-    venv.create(env_dir, with_pip=True)
+    env_dir, environment = fresh_venv, CLEAN_ENVIRONMENT
     python = env_dir / "bin" / "python"
-    environment = {k: v for k, v in os.environ.items() if k not in {"PYTHONPATH", "VIRTUAL_ENV"}}
-    subprocess.run(
-        [str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", str(wheel)],
-        check=True,
-        timeout=300,
-        env=environment,
-    )
     outside = tmp_path / "elsewhere"
     outside.mkdir()
     kvlog = str(env_dir / "bin" / "kvlog")
@@ -170,3 +188,77 @@ def test_the_wheel_carries_the_catalog_and_works_in_a_fresh_venv_outside_the_rep
     ]
     revalidated = run(kvlog, "validate", "-", stdin=migrated.stdout)
     assert revalidated.returncode == 0, revalidated.stdout + revalidated.stderr
+
+
+#: a user's module: (line, the error mypy must give there, or None where the line is correct)
+USER_CODE = [
+    ("import sys", None),
+    ("import kvlog", None),
+    ("from kvlog import events", None),
+    ('kvlog.configure(output="json", validation="raise", stream=sys.stdout)', None),
+    ("kvlog.bind_ranks(tp=0)", None),
+    ('kvlog.emit(events.KvArenaClosed(arena_id="1_0", released_bytes=0))', None),
+    ('kvlog.emit(events.KvArenaClosed(arena="1_0", released_bytes=0))', 'Unexpected keyword argument "arena"'),
+    (
+        'kvlog.emit(events.KvArenaClosed(arena_id="1_0", released_bytes="0"))',
+        'Argument "released_bytes" to "KvArenaClosed" has incompatible type "str"; expected "int"',
+    ),
+    (
+        'events.KvMemoryPoolEnd(avail_bytes="40 GB")',
+        'Argument "avail_bytes" to "KvMemoryPoolEnd" has incompatible type "str"',
+    ),
+    ('kvlog.configure(outptu="json")', 'Unexpected keyword argument "outptu" for "configure"'),
+    ('kvlog.configure(validation="strict")', 'Argument "validation" to "configure" has incompatible type'),
+    ('kvlog.emit({"event": "kv_arena.closed"})', 'Argument 1 to "emit" has incompatible type "dict[str, str]"'),
+]
+
+
+@pytest.mark.slow
+def test_a_users_code_is_type_checked_against_the_installed_wheel(tmp_path: Path, fresh_venv: Path) -> None:
+    """The README's promise: a wrong field name or type is a mypy error at the call site (needs py.typed).
+
+    mypy runs outside the checkout against the fresh venv's site-packages, as in a user's project;
+    without the marker it skips kvlog ("missing library stubs or py.typed marker") and passes anything.
+    """
+    pytest.importorskip("mypy", reason="mypy comes with the dev extra")
+    (tmp_path / "app.py").write_text("".join(f"{line}\n" for line, _ in USER_CODE))
+    checked = subprocess.run(
+        [
+            *(sys.executable, "-m", "mypy", "--strict", "--no-error-summary", "--hide-error-context"),
+            *("--python-executable", str(fresh_venv / "bin" / "python"), "--cache-dir", str(tmp_path / "cache")),
+            "app.py",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env={k: v for k, v in CLEAN_ENVIRONMENT.items() if k != "MYPYPATH"},
+        timeout=300,
+        check=False,
+    )
+    errors: dict[int, str] = {}
+    for line in checked.stdout.splitlines():
+        place, _, message = line.partition(": error: ")
+        if message:
+            number = int(place.split(":")[1])
+            errors[number] = errors.get(number, "") + message
+    expected = {number: error for number, (_, error) in enumerate(USER_CODE, 1) if error}
+    assert sorted(errors) == sorted(expected), checked.stdout + checked.stderr
+    for number, error in expected.items():
+        assert error in errors[number], f"line {number}: {errors[number]}"
+
+
+def test_the_torch_extra_brings_what_torch_needs_to_import_cleanly(wheel: Path) -> None:
+    """torch warns "Failed to initialize NumPy" at import when numpy is missing, on every kvlog run."""
+    with zipfile.ZipFile(wheel) as archive:
+        (metadata,) = [name for name in archive.namelist() if name.endswith(".dist-info/METADATA")]
+        requirements = [
+            line.removeprefix("Requires-Dist: ")
+            for line in archive.read(metadata).decode().splitlines()
+            if line.startswith("Requires-Dist: ")
+        ]
+    torch_extra = {
+        requirement.split(">")[0].split(";")[0].strip()
+        for requirement in requirements
+        if "'torch'" in requirement or '"torch"' in requirement
+    }
+    assert {"torch", "numpy"} <= torch_extra, requirements
