@@ -4,9 +4,12 @@ A template is text with ``{field:unit}`` placeholders and ``{[...]}`` sections t
 only when every field inside them is set. Units say how a byte count is printed, and so how precise a
 figure read back from such a line is: ``gib2`` is GiB with two decimals, ``gib1`` one decimal,
 ``kib`` whole KiB, ``gb2`` decimal GB (host memory) with two decimals; ``f2`` is a plain number with
-two decimals (seconds). The same templates are the grammar the migration layer reads old lines with:
-``Template.parser`` compiles one into an anchored regular expression whose placeholders are typed
-captures and whose sections are optional groups, so rendering and parsing cannot drift apart.
+two decimals (seconds). Those are sglang's units, kept exactly. kvlog's own lines use scaled units
+(``kvlog.units``): ``iec`` bytes in B, KiB, ... EiB and ``us`` a duration in microseconds, each
+printed in the unit that shows it, to 3 significant digits. The same templates are the grammar the
+migration layer reads old lines with: ``Template.parser`` compiles one into an anchored regular
+expression whose placeholders are typed captures and whose sections are optional groups, so
+rendering and parsing cannot drift apart.
 ``CURRENT`` is today's wording.
 
 Parsing must stay linear on hostile input (a later check feeds 50 MB lines): the compiled expressions
@@ -22,14 +25,18 @@ from decimal import ROUND_CEILING, ROUND_HALF_EVEN, Decimal
 from functools import cache
 from typing import Any, Literal
 
+from kvlog.units import BYTES, MICROSECONDS, Scale
+
 GIB = 1 << 30
 KIB = 1 << 10
 GB = 10**9
 
 #: unit name -> (bytes per printed unit, decimals printed)
 UNITS: dict[str, tuple[int, int]] = {"gib2": (GIB, 2), "gib1": (GIB, 1), "kib": (KIB, 0), "gb2": (GB, 2), "f2": (1, 2)}
+#: unit name -> the scale it picks its printed unit from (kvlog's own lines)
+SCALED: dict[str, Scale] = {"iec": BYTES, "us": MICROSECONDS}
 #: units whose value is a byte count (an integer); the others print a plain number
-BYTE_UNITS = frozenset({"gib2", "gib1", "kib", "gb2"})
+BYTE_UNITS = frozenset({"gib2", "gib1", "kib", "gb2", "iec"})
 
 _PLACEHOLDER = re.compile(r"\{(\w+)(?::(\w+))?\}")
 SECTION_OPEN, SECTION_CLOSE = "{[", "]}"
@@ -81,6 +88,8 @@ def format_value(value: Any, unit: str | None) -> str:
     """Print one field as the template's unit says."""
     if unit is None:
         return str(value)
+    if unit in SCALED:
+        return SCALED[unit].format(value)
     per_unit, decimals = UNITS[unit]
     if decimals == 0:
         return str(value // per_unit)
@@ -250,6 +259,8 @@ class TemplateParser:
 
     def _capture(self, name: str) -> str:
         unit = self._units[name]
+        if unit in SCALED:
+            return SCALED[unit].pattern
         if unit is not None:
             return _DIGITS if UNITS[unit][1] == 0 else _DECIMAL
         syntax = self._syntax[name]
@@ -273,6 +284,8 @@ def read_figure(text: str, unit: str) -> tuple[int | float, int]:
     printed (``54.12`` GiB: 0.005 GiB, rounded up to a whole byte). Integer KiB are exact: sglang
     prints granularities, which are whole KiB.
     """
+    if unit in SCALED:
+        return SCALED[unit].read(text)
     per_unit = UNITS[unit][0]
     number = Decimal(text)
     if unit not in BYTE_UNITS:
@@ -320,6 +333,13 @@ CURRENT: tuple[Template, ...] = (
         "SWAKVPool mem usage: {total_bytes:gib2} GB, swa size: {swa_tokens}, full size: {full_tokens}",
         {"allocation_state": "allocated"},
     ),
+    # kvlog's host backend, which sglang never had: its arenas are often small
+    Template(
+        "kv_arena.ready",
+        "KvVmmArena[{arena_id}] ready: backend=host reserved_va={reserved_va_bytes:iec} "
+        "granularity={granularity_bytes:iec}{[ handle_type={handle_type}]}",
+        {"backend": "host"},
+    ),
     Template(
         "kv_arena.ready",
         "KvVmmArena[{arena_id}] ready: {[device={device} ]}reserved_va={reserved_va_bytes:gib1} GiB "
@@ -345,26 +365,27 @@ CURRENT: tuple[Template, ...] = (
     *(
         Template(
             f"kv_arena.{verb}",
-            f"KvVmmArena[{{arena_id}}] {verb}: offset={{offset_bytes}} size={{nbytes}} B "
-            "committed={committed_bytes} B "
-            "{[measured={measured_committed_bytes} B ({measurement_source}) ]}in {duration_us} us",
+            f"KvVmmArena[{{arena_id}}] {verb}: offset={{offset_bytes:iec}} size={{nbytes:iec}} "
+            "committed={committed_bytes:iec} "
+            "{[measured={measured_committed_bytes:iec} ({measurement_source}) ]}in {duration_us:us}",
         )
         for verb in ("commit", "decommit")
     ),
-    Template("kv_arena.closed", "KvVmmArena[{arena_id}] closed: released={released_bytes} B"),
+    Template("kv_arena.closed", "KvVmmArena[{arena_id}] closed: released={released_bytes:iec}"),
     Template(
         "kv_pool.sleep",
-        "{[{label} ]}KV Cache {[{pool} ]}asleep: freed={freed_bytes} B{[ measured={measured_freed_bytes} B "
-        "({measurement_source}, discrepancy={discrepancy_bytes} B)]} in {duration_us} us; addresses kept",
+        "{[{label} ]}KV Cache {[{pool} ]}asleep: freed={freed_bytes:iec}{[ measured={measured_freed_bytes:iec} "
+        "({measurement_source}, discrepancy={discrepancy_bytes:iec})]} in {duration_us:us}; addresses kept",
     ),
     Template(
         "kv_pool.wake",
-        "{[{label} ]}KV Cache {[{pool} ]}awake: restored={restored_bytes} B{[ measured={measured_restored_bytes} B "
-        "({measurement_source}, discrepancy={discrepancy_bytes} B)]} in {duration_us} us; contents zeroed",
+        "{[{label} ]}KV Cache {[{pool} ]}awake: restored={restored_bytes:iec}"
+        "{[ measured={measured_restored_bytes:iec} ({measurement_source}, discrepancy={discrepancy_bytes:iec})]} "
+        "in {duration_us:us}; contents zeroed",
     ),
     Template(
         "kv_arena.error",
-        "KvVmmArena[{arena_id}] {operation} failed: {error}; committed={committed_bytes} B after rollback",
+        "KvVmmArena[{arena_id}] {operation} failed: {error}; committed={committed_bytes:iec} after rollback",
     ),
     Template("kv_memory.pool_end", "Memory pool end. avail mem={avail_bytes:gib2} GB"),
     Template(
