@@ -313,9 +313,22 @@ class _LineWriter(_Locked):
     def __init__(self, stream: IO[Any], owner: IO[Any], losses: _Losses) -> None:
         super().__init__()
         self.owner = owner  # held: a text wrapper that is garbage-collected closes the buffer we write to
+        self.stream = stream
         self._write = stream.write
         self._flush = stream.flush
         self.losses = losses
+
+    def after_fork(self) -> None:
+        """Also write through a fresh buffer on the same file descriptor, if the stream is a file's.
+
+        ``io``'s buffered streams have a lock of their own, which Python cannot re-create: held by a
+        thread blocked in a write at the fork (a full pipe, a slow disk), it would stop the child's
+        first line. The parent's unflushed bytes stay the parent's to write.
+        """
+        super().after_fork()
+        fresh = _reopened(self.stream)
+        if fresh is not None:
+            self.stream, self._write, self._flush = fresh, fresh.write, fresh.flush
 
     @property
     def lost(self) -> int:
@@ -336,6 +349,19 @@ class _LineWriter(_Locked):
                 self.losses.failing = False
 
     debug = info = warning = error = critical = exception = msg
+
+
+def _reopened(stream: IO[Any]) -> IO[Any] | None:
+    """A new buffered stream, of the same kind, on ``stream``'s file descriptor; None if it has none."""
+    if not isinstance(stream, io.BufferedWriter | io.BufferedRandom | io.TextIOWrapper):
+        return None
+    try:
+        raw = io.FileIO(stream.fileno(), "w", closefd=False)
+    except (OSError, ValueError):  # no descriptor (or closed): nothing of Python's to re-create
+        return None
+    if isinstance(stream, io.TextIOWrapper):
+        return io.TextIOWrapper(io.BufferedWriter(raw), encoding=stream.encoding, errors=stream.errors)
+    return io.BufferedWriter(raw)
 
 
 class _StdlibWriter:

@@ -15,11 +15,13 @@ renderer. Each must lose the event, say so once on stderr and count it in ``lost
 from __future__ import annotations
 
 import io
+import linecache
 import logging
 import multiprocessing
 import os
 import queue
 import signal
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -159,6 +161,70 @@ def test_a_forked_child_emits_while_another_thread_held_a_lock_of_the_emission_p
     assert status == 0, "the child hung on a lock held at fork" if status is None else f"child exit {status}"
     child = _child_lines(log, pid)
     assert [line["event"] for line in child] == ["kv_arena.closed", "kvlog.schema_violation", "kv_arena.closed"]
+
+
+def _fill(fd: int) -> None:
+    """Fill a pipe, so that the next write to it blocks until someone reads."""
+    os.set_blocking(fd, False)
+    try:
+        while True:
+            os.write(fd, b"#" * 65536)
+    except BlockingIOError:
+        pass
+    finally:
+        os.set_blocking(fd, True)
+
+
+def _blocked_in_write(thread: threading.Thread) -> bool:
+    """Whether ``thread`` sits in the writer's call into the stream (its write or its flush)."""
+    frame = sys._current_frames().get(thread.ident or -1)
+    while frame is not None and frame.f_code.co_name != "msg":
+        frame = frame.f_back
+    if frame is None:
+        return False
+    line = linecache.getline(frame.f_code.co_filename, frame.f_lineno)
+    return "self._write(line)" in line or "self._flush()" in line
+
+
+def _wait_until_blocked_in_write(thread: threading.Thread) -> None:
+    """Until ``thread`` is seen twice, a while apart, in its write: then it waits on the pipe."""
+    deadline = time.monotonic() + HANG_AFTER_S
+    seen = 0
+    while seen < 2:
+        assert time.monotonic() < deadline, "the writer never blocked"
+        seen = seen + 1 if _blocked_in_write(thread) else 0
+        time.sleep(0.05)
+
+
+def test_a_forked_child_emits_while_another_thread_is_blocked_writing_to_a_full_pipe() -> None:
+    """The lock of the stream itself (``io.BufferedWriter``'s), held in a write to a pipe nobody reads yet."""
+    reader, writer = os.pipe()
+    stream = os.fdopen(writer, "wb")
+    configure(output="json", validation="warn", stream=stream)
+    _fill(writer)
+    holder = threading.Thread(target=emit, args=(GOOD,), daemon=True)
+    holder.start()
+    _wait_until_blocked_in_write(holder)
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child
+        try:
+            emit(events.KvArenaClosed(arena_id=CHILD_MARK, released_bytes=1))
+        finally:
+            os._exit(0 if lost_events() == 0 else 3)
+    drained: list[bytes] = []
+    drain = threading.Thread(target=lambda: drained.extend(iter(lambda: os.read(reader, 65536), b"")), daemon=True)
+    drain.start()
+    status = _wait_or_kill(pid)
+    holder.join()
+    stream.close()
+    drain.join()
+    os.close(reader)
+    assert status == 0, "the child hung on the stream's lock" if status is None else f"child exit {status}"
+    lines = b"".join(drained).replace(b"#", b"").splitlines()
+    assert [orjson.loads(line)["arena_id"] for line in lines if line] in (
+        [GOOD.arena_id, CHILD_MARK],
+        [CHILD_MARK, GOOD.arena_id],
+    )
 
 
 def test_a_multiprocessing_fork_child_emits_while_the_parent_is_writing(tmp_path: Path) -> None:
