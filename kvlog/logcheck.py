@@ -15,6 +15,7 @@ import contextlib
 import dataclasses
 import gc
 import io
+import json
 import multiprocessing
 import os
 import sys
@@ -26,7 +27,9 @@ import orjson
 
 from kvlog.catalog import Catalog
 from kvlog.inputs import STDIN, InputError, read_lines
-from kvlog.jsonline import duplicate_key
+from kvlog.jsonline import problems
+from kvlog.printable import printable, printable_name
+from kvlog.stopping import stop_on_signals
 from kvlog.validation import EventValidator, Violation
 
 #: Below this size a file is validated serially unless ``jobs`` is given: starting workers costs more.
@@ -53,9 +56,11 @@ class Finding:
     violation: Violation
 
     def __str__(self) -> str:
+        """One line, whatever the file name or the log holds (see ``kvlog.printable``)."""
         event = self.event if self.event is not None else "?"
         version = self.version if self.version is not None else "?"
-        return f"{self.file}:{self.line}: {event}@{version}: {self.violation.path}: {self.violation.message}"
+        where = f"{printable_name(self.file)}:{self.line}: "
+        return where + printable(f"{event}@{version}: {self.violation.path}: {self.violation.message}")
 
 
 @dataclass
@@ -67,6 +72,8 @@ class Summary:
     invalid_events: int = 0
     non_json_lines: int = 0
     skipped_lines: int = 0
+    #: of the skipped lines, JSON objects that are not catalog events (``skip_unknown_events``)
+    unknown_events: int = 0
     findings: int = 0
     by_event: dict[str, int] = field(default_factory=dict)
 
@@ -82,15 +89,30 @@ class Summary:
         self.invalid_events += other.invalid_events
         self.non_json_lines += other.non_json_lines
         self.skipped_lines += other.skipped_lines
+        self.unknown_events += other.unknown_events
         self.findings += other.findings
         for name, count in other.by_event.items():
             self.by_event[name] = self.by_event.get(name, 0) + count
 
     def __str__(self) -> str:
+        unknown = f" ({self.unknown_events} unknown events)" if self.unknown_events else ""
         return (
             f"{self.events} events, {self.invalid_events} invalid, {self.non_json_lines} non-JSON lines, "
-            f"{self.skipped_lines} skipped, {self.findings} problems"
+            f"{self.skipped_lines} skipped{unknown}, {self.findings} problems"
         )
+
+
+@dataclass(frozen=True)
+class Skips:
+    """Which lines of a mixed log are not kvlog's to judge: skipped and counted, never reported."""
+
+    #: lines that are not JSON objects (text, JSON arrays, strings, numbers)
+    non_json: bool = False
+    #: JSON objects whose ``event`` is not the name of a catalog event (other loggers' JSON)
+    unknown_events: bool = False
+
+
+_NO_SKIPS = Skips()
 
 
 def check_lines(
@@ -99,7 +121,7 @@ def check_lines(
     summary: Summary,
     validator: EventValidator,
     *,
-    skip_non_json: bool = False,
+    skips: Skips = _NO_SKIPS,
 ) -> Iterator[Finding]:
     """Validate each line of one input, yielding a finding for every problem and counting in ``summary``."""
     loads = orjson.loads
@@ -112,9 +134,9 @@ def check_lines(
                 event = loads(line)
                 check = checks[event["event"]][event["schema_version"]]
             except Exception:  # noqa: BLE001 - any unusual line (not JSON, no name, first of its kind) looks closer
-                yield from _look_closer(name, number, line, summary, validator, checks, skip_non_json=skip_non_json)
+                yield from _look_closer(name, number, line, summary, validator, checks, skips)
                 continue
-            if not check(event) or duplicate_key(line, event) is not None:
+            if not check(event) or problems(line, event):
                 yield from _explain(name, number, line, event, summary, validator)
     finally:
         # every line is valid, skipped, non-JSON or an event counted by a slow path: the rest were valid
@@ -130,51 +152,80 @@ def _look_closer(  # noqa: PLR0917 - the hot loop's state, passed positionally o
     summary: Summary,
     validator: EventValidator,
     checks: _Checks,
-    *,
-    skip_non_json: bool,
+    skips: Skips,
 ) -> list[Finding]:
     """The slow path of ``check_lines``: a line that is not JSON, not an object, or a new kind of event."""
     line = line.rstrip(b"\r\n")  # reports do not depend on how (or whether) the line ended
     try:
         event = orjson.loads(line)
     except orjson.JSONDecodeError as exc:
-        if not line.strip() or skip_non_json:
+        unreadable = _json_orjson_refuses(line)
+        if not line.strip() or (skips.non_json and not unreadable):
             summary.skipped_lines += 1
             return []
         summary.non_json_lines += 1
         summary.findings += 1
-        return [Finding(name, number, None, None, Violation("$", f"not a JSON event: {exc}"))]
+        what = "JSON that kvlog cannot read" if unreadable else "not a JSON event"
+        return [Finding(name, number, None, None, Violation("$", f"{what}: {exc}"))]
     if type(event) is not dict:
-        if skip_non_json:
+        if skips.non_json:
             summary.skipped_lines += 1
             return []
         summary.non_json_lines += 1
         summary.findings += 1
         return [Finding(name, number, None, None, Violation("$", f"not a JSON event: a JSON {type(event).__name__}"))]
     name_field, version = event.get("event"), event.get("schema_version")
+    if skips.unknown_events and not (isinstance(name_field, str) and name_field in validator.catalog.schemas):
+        summary.skipped_lines += 1
+        summary.unknown_events += 1
+        return []
     check = validator.fast_check(name_field, version)
     with contextlib.suppress(TypeError):  # an unhashable name or version: never valid, nothing to remember
         checks.setdefault(name_field, {})[version] = check
-    if check(event) and duplicate_key(line, event) is None:
+    if check(event) and not problems(line, event):
         summary.events += 1
         return []
     return list(_explain(name, number, line, event, summary, validator))
 
 
+def _json_orjson_refuses(line: bytes) -> bool:
+    """Whether a line orjson refused is a JSON object all the same (over 1024 levels deep, a number beyond a double).
+
+    Such a line is reported even where lines that are not JSON are skipped: it may be an event.
+    """
+    if not line.lstrip().startswith(b"{"):
+        return False
+    try:
+        json.loads(line, parse_constant=_not_json)
+    except json.JSONDecodeError:
+        return False
+    except (ValueError, RecursionError):  # too long a number, too deep: JSON, beyond what the library reads
+        return True
+    return True
+
+
+def _not_json(constant: str) -> object:
+    raise json.JSONDecodeError(f"{constant} is not JSON", constant, 0)
+
+
 def _explain(  # noqa: PLR0917 - the hot loop's state, as _look_closer
     name: str, number: int, line: bytes, event: dict[str, object], summary: Summary, validator: EventValidator
 ) -> Iterator[Finding]:
-    """Every reason a line's event is not valid: its schema violations and any duplicate key."""
+    """Every reason a line's event is not valid: how the line reads, then its schema violations.
+
+    A line nested deeper than kvlog reads gets that one finding: its schema violations would be
+    explained by a validator that recurses into the nesting.
+    """
     summary.events += 1
     summary.invalid_events += 1
     name_field = event.get("event")
     label = name_field if isinstance(name_field, str) else None
     summary.by_event[label or "?"] = summary.by_event.get(label or "?", 0) + 1
     version = event.get("schema_version")
-    violations = validator.violations(event)
-    duplicate = duplicate_key(line, event)
-    if duplicate is not None:
-        violations.insert(0, Violation("$", f"duplicate key {duplicate!r}: readers disagree on which value counts"))
+    found = problems(line, event)
+    violations = [Violation(problem.path, problem.message) for problem in found]
+    if not any(problem.too_deep for problem in found):
+        violations += validator.violations(event)
     for violation in violations:
         summary.findings += 1
         yield Finding(name, number, label, version, violation)
@@ -185,7 +236,7 @@ def check_input(
     summary: Summary,
     validator: EventValidator,
     *,
-    skip_non_json: bool = False,
+    skips: Skips = _NO_SKIPS,
     jobs: int | None = None,
 ) -> Iterator[Finding]:
     """Validate one input (a path or ``-``), in parallel where it pays; raises InputError if unreadable.
@@ -197,9 +248,9 @@ def check_input(
     size = _splittable_size(name)
     workers = jobs if jobs is not None else (available_cpus() if size >= PARALLEL_MIN_BYTES else 1)
     if size > 0:
-        yield from _check_chunks(name, size, workers, summary, validator, skip_non_json=skip_non_json)
+        yield from _check_chunks(name, size, workers, summary, validator, skips)
     else:
-        yield from check_lines(name, read_lines(name), summary, validator, skip_non_json=skip_non_json)
+        yield from check_lines(name, read_lines(name), summary, validator, skips=skips)
 
 
 def available_cpus() -> int:
@@ -235,7 +286,7 @@ def chunk_ranges(name: str, size: int, jobs: int) -> list[tuple[int, int]]:
                     break
                 starts.append(stream.tell())
     except OSError as exc:
-        raise InputError(f"{name}: cannot open: {exc.strerror}") from None
+        raise InputError(f"{name}: cannot open: {exc.strerror or exc}") from None
     return list(zip(starts, [*starts[1:], size], strict=True))
 
 
@@ -244,7 +295,7 @@ class _Chunk:
     name: str
     start: int
     end: int
-    skip_non_json: bool
+    skips: Skips
 
 
 _worker_validator: EventValidator | None = None
@@ -252,6 +303,7 @@ _worker_validator: EventValidator | None = None
 
 def _start_worker(catalog: Catalog) -> None:
     global _worker_validator  # noqa: PLW0603 - one validator per worker process, built once
+    stop_on_signals(worker=True)  # Ctrl-C, or the pool ending (SIGTERM): exit quietly, no traceback
     _worker_validator = EventValidator(catalog)
     gc.freeze()  # what the worker inherited is never garbage: keep collections off its copy-on-write pages
 
@@ -269,18 +321,18 @@ def _check_chunk_with(validator: EventValidator, chunk: _Chunk) -> tuple[list[Fi
             stream.seek(chunk.start)
             data = stream.read(chunk.end - chunk.start)
     except OSError as exc:
-        raise InputError(f"{chunk.name}: cannot read: {exc.strerror}") from None
+        raise InputError(f"{chunk.name}: cannot read: {exc.strerror or exc}") from None
     summary = Summary()
     lines = io.BytesIO(data)  # iterating splits exactly as iterating the file does: at b"\n" only
-    findings = list(check_lines(chunk.name, lines, summary, validator, skip_non_json=chunk.skip_non_json))
+    findings = list(check_lines(chunk.name, lines, summary, validator, skips=chunk.skips))
     return findings, summary
 
 
-def _check_chunks(
-    name: str, size: int, jobs: int, summary: Summary, validator: EventValidator, *, skip_non_json: bool
+def _check_chunks(  # noqa: PLR0917 - check_input's arguments, passed on
+    name: str, size: int, jobs: int, summary: Summary, validator: EventValidator, skips: Skips
 ) -> Iterator[Finding]:
     """Validate the chunks of a plain file, here or in worker processes, reporting in file order."""
-    chunks = [_Chunk(name, start, end, skip_non_json) for start, end in chunk_ranges(name, size, jobs)]
+    chunks = [_Chunk(name, start, end, skips) for start, end in chunk_ranges(name, size, jobs)]
     if jobs == 1 or len(chunks) == 1:
         yield from _in_file_order((_check_chunk_with(validator, chunk) for chunk in chunks), summary)
         return

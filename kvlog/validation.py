@@ -46,7 +46,10 @@ class EventValidator:
 
     def is_valid(self, event: Mapping[str, Any]) -> bool:
         """Answer quickly whether ``event`` is valid; unknown events and versions are invalid."""
-        return self.fast_check(event.get("event"), event.get("schema_version"))(event)
+        try:
+            return self.fast_check(event.get("event"), event.get("schema_version"))(event)
+        except ValueError:  # a value the compiled validator cannot take (a number keeping its source text)
+            return not self.violations(event)
 
     def fast_check(self, name: object, version: object) -> Callable[[object], bool]:
         """The compiled "valid?" test for events claiming ``name@version`` (never-valid when unknown).

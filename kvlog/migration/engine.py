@@ -24,8 +24,8 @@ from typing import IO, Any, Literal, Protocol
 
 import orjson
 
+from kvlog import jsonline
 from kvlog.inputs import InputError
-from kvlog.jsonline import duplicate_key
 from kvlog.migration.context import Context, Held
 from kvlog.migration.grammar import Generation, Recognised
 from kvlog.migration.ops import provenance
@@ -260,9 +260,10 @@ class _FileRun:
             return None
         if not isinstance(event, dict):
             return None
-        duplicate = duplicate_key(body, event)
-        if duplicate is not None:
-            self._reject(raw, f"duplicate key {duplicate!r}: readers disagree on which value counts")
+        try:  # numbers orjson would write differently keep their text; no duplicate key, no nesting too deep
+            event = jsonline.exact(body, event)
+        except jsonline.LineError as exc:
+            self._reject(raw, str(exc))
             return None
         name, version = event.get("event"), event.get("schema_version")
         if not isinstance(name, str) or name not in self.m.catalog.schemas or type(version) is not int:
@@ -374,7 +375,10 @@ class _FileRun:
             else:
                 event = self._at_target(event)
                 self._check(event)
-                out = orjson.dumps(_ordered(event))
+                try:
+                    out = jsonline.dumps(_ordered(event))
+                except orjson.JSONEncodeError as exc:  # steps nested it deeper than JSON is written
+                    raise MigrationError(f"the migrated event cannot be written: {exc}") from None
         except MigrationError as exc:
             self._reject(held.raw, str(exc), held.line)
             return b"" if options.only_events else held.raw

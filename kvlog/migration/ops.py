@@ -16,6 +16,7 @@ from typing import Any
 
 import orjson
 
+from kvlog import jsonline
 from kvlog.migration.hooks import HOOKS
 
 Event = dict[str, Any]
@@ -167,7 +168,7 @@ def _map(spec: Mapping[str, Any]) -> Op:
     def run(event: Event) -> None:
         if name not in event:
             return
-        key = event[name] if isinstance(event[name], str) else orjson.dumps(event[name]).decode()
+        key = event[name] if isinstance(event[name], str) else jsonline.dumps(event[name]).decode()
         if key not in mapping:
             raise ApplyError(f"{name}={event[name]!r} has no mapping (known: {', '.join(sorted(mapping))})")
         event[name] = mapping[key]

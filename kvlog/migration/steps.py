@@ -19,6 +19,7 @@ from typing import Any
 
 import orjson
 
+from kvlog import jsonline
 from kvlog._resources import data_dir
 from kvlog.catalog import Catalog, default_catalog
 from kvlog.errors import KvlogError, UnknownEventError
@@ -215,7 +216,7 @@ def _event_step(path: Path, relative: Path, document: dict[str, Any], catalog: C
     def run(given: dict[str, Any]) -> dict[str, Any]:
         if given.get("event") != event or given.get("schema_version") != from_version:
             raise ApplyError(f"expects {event}@{from_version}, got {given.get('event')}@{given.get('schema_version')}")
-        result = orjson.loads(orjson.dumps(given))
+        result = jsonline.copy(given)  # numbers keeping their source text keep it
         provenance(result).setdefault("steps", []).append(step_id)
         for op in ops:
             op.run(result)
