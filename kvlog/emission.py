@@ -122,7 +122,8 @@ def _envelope(_logger: WrappedLogger, method: str, event_dict: EventDict) -> Eve
         name = event_dict.pop("event", None)
         event_dict = {"event": name, **event_dict}
     if "schema_version" not in event_dict:
-        version = _state.latest_versions.get(event_dict["event"])
+        name = event_dict["event"]  # not a string (a caller's list): no version, validation reports it
+        version = _state.latest_versions.get(name) if isinstance(name, str) else None
         if version is not None:
             event_dict["schema_version"] = version
     ranks = _ranks.get()

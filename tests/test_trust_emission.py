@@ -387,6 +387,17 @@ def test_warn_mode_absorbs_any_exception_of_the_write_path_says_it_once_and_coun
     assert capfd.readouterr().err.count("kvlog: cannot write") == 1
 
 
+def test_a_name_kvlogs_own_processors_cannot_look_up_becomes_a_violation_report() -> None:
+    """``get_logger().info(["a", "list"])``: the envelope's version lookup raised TypeError into the caller."""
+    stream = io.BytesIO()
+    configure(output="json", validation="warn", stream=stream)
+    kvlog.get_logger().info(["not", "a", "name"])
+    (report,) = [orjson.loads(line) for line in stream.getvalue().splitlines()]
+    assert report["event"] == "kvlog.schema_violation"
+    assert report["violating_event"] is None
+    assert lost_events() == 0
+
+
 @pytest.mark.parametrize("where", ["write", "flush", "handler.emit"])
 def test_raise_mode_still_raises_what_the_stream_or_handler_raised(where: str, kvlog_logger: logging.Logger) -> None:
     fault = Fault(EXCEPTIONS["RuntimeError"])
