@@ -66,9 +66,11 @@ def validate(
                 for finding in check_input(name, summary, validator, skips=skips, jobs=jobs):
                     if not quiet:
                         _write(f"{finding}\n")
-            except InputError as exc:
+            except InputError as exc:  # its message starts with the name, shown here as in a finding
                 input_errors += 1
-                _input_error(printable(str(exc)))
+                message = str(exc)
+                reason = message[len(name) + 2 :] if message.startswith(f"{name}: ") else message
+                _input_error(f"{printable_name(name)}: {printable(reason)}")
             except OSError as exc:  # a read failure no reader named: the file is this input
                 input_errors += 1
                 _input_error(f"{printable_name(name)}: cannot read: {printable(exc.strerror or str(exc))}")
