@@ -21,6 +21,12 @@ _SKIPPABLE_MAGIC = range(0x184D2A50, 0x184D2A60)
 _DICTIONARY_ID_BYTES = (0, 1, 2, 4)
 _CONTENT_SIZE_BYTES = (0, 2, 4, 8)  # the first is 1 for a single-segment frame
 _RLE_BLOCK = 1
+#: zstd's own limit on the window a frame may need, 128 MiB: what bounds the memory a .zst costs to read
+_WINDOW_REFUSED = "Frame requires too much memory"
+_WINDOW_ADVICE = (
+    "it was written with a window over 128 MiB (zstd --long=28 or more), which zstd itself will not read "
+    "by default; decompress it first with zstd -d --long=31"
+)
 
 
 class ZstdFrames(io.RawIOBase):
@@ -40,6 +46,8 @@ class ZstdFrames(io.RawIOBase):
         try:
             count: int = self._reader.readinto(buffer)
         except self._corrupt as exc:
+            if _WINDOW_REFUSED in str(exc):
+                raise OSError(f"{exc}: {_WINDOW_ADVICE}") from None
             raise OSError(f"corrupt zstd data: {exc}") from None
         if count == 0:
             self._source.check_complete()

@@ -87,6 +87,32 @@ def test_validate_reads_a_decompression_bomb_in_bounded_memory(bombs: dict[str, 
     assert peak < PEAK_LIMIT, f"validate peaked at {peak >> 20} MiB on a {bomb.stat().st_size >> 10} KiB file"
 
 
+def windowed(window_log: int, total: int) -> bytes:
+    """``total`` zeros as one frame that declares a ``2**window_log``-byte window (``zstd --long``)."""
+    parameters = zstandard.ZstdCompressionParameters.from_level(3, window_log=window_log, enable_ldm=True)
+    writer = zstandard.ZstdCompressor(compression_params=parameters).compressobj()
+    return b"".join(writer.compress(chunk) for chunk in repeated(b"\0", total)) + writer.flush()
+
+
+def test_a_zst_bomb_with_the_largest_window_zstd_reads_stays_in_bounded_memory(tmp_path: Path) -> None:
+    """The decoder holds one window: 128 MiB at most, zstd's default limit, whatever the file declares."""
+    (tmp_path / "long.log.zst").write_bytes(windowed(27, GIB // 4))
+    status, _, stderr, peak = run_bounded(["migrate", "long.log.zst", "-o", "out.log.zst"], tmp_path)
+    assert status == 0, stderr
+    assert peak < PEAK_LIMIT, f"migrate peaked at {peak >> 20} MiB"
+    assert decompressed_size(tmp_path / "out.log.zst") == GIB // 4
+
+
+def test_a_zst_frame_that_needs_a_larger_window_is_refused_with_advice(tmp_path: Path) -> None:
+    (tmp_path / "longer.log.zst").write_bytes(windowed(28, 16 * MIB))
+    for command in (["migrate", "longer.log.zst", "-o", "out.log"], ["validate", "longer.log.zst"]):
+        status, _, stderr, peak = run_bounded(command, tmp_path)
+        assert status == 2, stderr
+        assert b"longer.log.zst: cannot read" in stderr and b"zstd -d --long=31" in stderr, stderr
+        assert peak < PEAK_LIMIT
+    assert not (tmp_path / "out.log").exists()
+
+
 def skippable(content: bytes) -> bytes:
     return (0x184D2A53).to_bytes(4, "little") + len(content).to_bytes(4, "little") + content
 
