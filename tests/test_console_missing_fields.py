@@ -24,6 +24,8 @@ import orjson
 import pytest
 from foundation_samples import fields
 
+import kvlog
+from kvlog import events
 from kvlog.catalog import default_catalog
 from kvlog.console import console_line
 from kvlog.migration import load_chain
@@ -219,3 +221,10 @@ def test_an_event_without_a_wording_leaves_out_fields_without_a_value() -> None:
     line = console_line(report)
     assert "None" not in line
     assert line.startswith("WARNING kvlog.schema_violation errors=")
+
+
+def test_the_console_renderer_of_a_typed_event_without_label_or_tokens() -> None:
+    stream = io.StringIO()
+    kvlog.configure(output="console", validation="raise", stream=stream)
+    kvlog.emit(events.KvHostPoolAllocation(label=None, num_tokens=None, host_bytes=99_420_000_000))
+    assert stream.getvalue().endswith("] Allocating 99.42 GB host memory for hierarchical KV cache.\n")
