@@ -39,17 +39,20 @@ class KvArenaClosed(Event):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class KvArenaCommit(Event):
-    """KV arena commit (``kv_arena.commit`` v1).
+    """KV arena commit (``kv_arena.commit`` v2).
 
-    Physical memory was committed over a range of an arena. `committed_bytes` is kvlog's bookkeeping
-    after the operation; `measured_committed_bytes` is what the driver or kernel reports for the
-    same arena, so the two can be compared.
+    Physical memory was committed over one or more ranges of an arena in one operation (a pool
+    commits all of its buffers at once). One event per operation: `committed_bytes` is kvlog's
+    bookkeeping after the whole operation; `measured_committed_bytes` is what the driver or kernel
+    reports for the same arena at that moment, so the two can be compared. v1 had one event per
+    range, each carrying the totals of the end of the operation.
     """
 
     EVENT: ClassVar[str] = "kv_arena.commit"
-    VERSION: ClassVar[int] = 1
+    VERSION: ClassVar[int] = 2
 
     arena_id: str
+    range_count: int
     offset_bytes: int
     nbytes: int
     committed_bytes: int
@@ -62,8 +65,9 @@ class KvArenaCommit(Event):
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
             "event": "kv_arena.commit",
-            "schema_version": 1,
+            "schema_version": 2,
             "arena_id": self.arena_id,
+            "range_count": self.range_count,
             "offset_bytes": self.offset_bytes,
             "nbytes": self.nbytes,
             "committed_bytes": self.committed_bytes,

@@ -123,7 +123,13 @@ def test_an_instance_built_with_sample_values_validates(event: str) -> None:
 
 def test_unset_optional_fields_are_left_out_not_sent_as_null() -> None:
     commit = events.KvArenaCommit(
-        arena_id="1", offset_bytes=0, nbytes=1, committed_bytes=1, measured_committed_bytes=None, duration_us=1.0
+        arena_id="1",
+        range_count=1,
+        offset_bytes=0,
+        nbytes=1,
+        committed_bytes=1,
+        measured_committed_bytes=None,
+        duration_us=1.0,
     )
     assert commit.fields()["measured_committed_bytes"] is None, "required and nullable: sent as null"
     assert "requested_nbytes" not in commit.fields()

@@ -276,7 +276,7 @@ def test_concurrent_maps_from_threads_keep_exact_accounting(backend: CudaBackend
 
 
 def test_coarser_granules_are_one_handle_each_even_when_not_a_power_of_two() -> None:
-    with pytest.raises(ValueError, match="not a positive multiple"):
+    with pytest.raises(ArenaError, match="not a multiple of the driver's minimum granularity"):
         CudaBackend(0, granularity_bytes=3 * MiB)
     backend = CudaBackend(0, granularity_bytes=10 * MiB)
     g = backend.granularity
@@ -294,7 +294,7 @@ def test_coarser_granules_are_one_handle_each_even_when_not_a_power_of_two() -> 
         arena.decommit(2 * g, g)  # the middle handle alone
         assert arena.committed_runs == [(g, 2 * g), (3 * g, 4 * g)]
         assert before - driver_free() == 2 * g
-        with pytest.raises(ValueError, match="whole granules"):
+        with pytest.raises(ArenaError, match="whole granules"):
             backend.map(arena.base + 2 * g + 2 * MiB, g)
 
 
@@ -306,9 +306,9 @@ def test_misuse_is_refused_before_the_driver_sees_it(backend: CudaBackend) -> No
         backend.map(base + g, 2 * g)
     with pytest.raises(ValueError, match="not mapped"):
         backend.unmap(base + g, 2 * g)
-    with pytest.raises(ValueError, match="not inside a reservation"):
+    with pytest.raises(ArenaError, match="inside a reservation"):
         backend.map(base + 4 * g, g)
-    with pytest.raises(ValueError, match="whole granules"):
+    with pytest.raises(ArenaError, match="whole granules"):
         backend.map(base + 2 * g, g // 2)
     with pytest.raises(ValueError, match="still has mapped granules"):
         backend.release(base, 4 * g)

@@ -14,11 +14,16 @@ Semantics, shared by both backends:
 - A commit is all or nothing: when the backend fails half-way (out of memory), the granules this call
   mapped are unmapped again, the books stay exact and a ``kv_arena.error`` event says what happened.
 - ``decommit`` refuses a range that a live tensor view from ``tensor()`` overlaps (using it would
-  fault), ``close`` refuses while any view is alive. ``sleep`` is the deliberate exception: it gives
+  fault), ``close`` refuses while any view is alive. A view is alive while anything shares its
+  storage: the tensor, a slice, ``detach()``, ``set_()`` onto its storage, the storage itself, a
+  numpy array or a DLPack export. The arena holds a weak reference to the storage, not the tensor
+  object, which an alias outlives. ``sleep`` is the deliberate exception: it gives
   back all physical memory under live views, keeping their addresses so captured CUDA graphs stay
   valid; the caller promises not to touch the memory until ``wake`` backs the same ranges again
   (with zeroed memory: a KV cache is recomputed, not preserved).
 - One lock serialises the operations of an arena, so events appear in the order the books changed.
+- Every size and offset is checked against what the platform can address (``kvlog.memory.limits``)
+  before any system or driver call; a ``commit_many`` emits one ``kv_arena.commit`` for the batch.
 """
 
 from __future__ import annotations
@@ -28,29 +33,27 @@ import itertools
 import os
 import threading
 import time
-import weakref
 from dataclasses import dataclass
 from math import prod
 from typing import Literal
 
 import torch
+from torch.multiprocessing.reductions import StorageWeakRef
 
 from kvlog import events
 from kvlog.emission import emit
-from kvlog.errors import KvlogError
 from kvlog.memory.backend import Backend, BackendError, Measurement, MeasurementSource
 from kvlog.memory.closing import ClosesOnExit
 from kvlog.memory.host_backend import HostBackend
 from kvlog.memory.intervals import Run, RunSet
+from kvlog.memory.limits import ArenaError, checked_int, checked_range
 
 Operation = Literal["reserve", "commit", "decommit", "close", "sleep", "wake"]
 
 _arena_numbers = itertools.count()
 _arena_numbers_lock = threading.Lock()
 
-
-class ArenaError(KvlogError):
-    """An arena operation was refused or failed; a ``kv_arena.error`` event was emitted with it."""
+__all__ = ["ArenaChange", "ArenaError", "VmmArena"]
 
 
 @dataclass(frozen=True)
@@ -78,21 +81,25 @@ class VmmArena(ClosesOnExit):
     def __init__(self, backend: Backend, reserve_bytes: int) -> None:
         """Reserve ``reserve_bytes`` (rounded up to the granularity) and emit ``kv_arena.ready``."""
         self._backend = backend
-        self._granularity = backend.granularity
         self._arena_id = _next_arena_id()
         self._lock = threading.Lock()
         self._committed = RunSet()
-        self._views: list[tuple[weakref.ref[torch.Tensor], int, int]] = []
+        self._views: list[tuple[StorageWeakRef, int, int]] = []
+        self._prune_at = 64  # forget dead views when the list reaches this: amortised, not on every view
         self._asleep: list[Run] | None = None
-        self._closed = False
-        self._reserved = _align_up(reserve_bytes, self._granularity)
-        if reserve_bytes <= 0:
-            raise self._refuse("reserve", None, reserve_bytes, "the reservation must be larger than 0 bytes")
+        self._closed = True  # until the reservation exists
+        self._reserved = 0
+        try:
+            self._granularity = checked_int("the backend's granularity", backend.granularity, minimum=1)
+            requested = checked_int("reserve_bytes", reserve_bytes, minimum=1)
+            self._reserved = checked_int("reserve_bytes rounded up", _align_up(requested, self._granularity))
+        except ArenaError as exc:
+            raise self._refuse("reserve", None, None, str(exc)) from None
         try:
             self._base = backend.reserve(self._reserved)
-        except BackendError as exc:
-            self._closed = True
+        except (BackendError, ArenaError) as exc:  # ArenaError: a backend's own, tighter limit
             raise self._refuse("reserve", None, self._reserved, str(exc)) from exc
+        self._closed = False
         emit(
             events.KvArenaReady(
                 arena_id=self._arena_id,
@@ -173,11 +180,15 @@ class VmmArena(ClosesOnExit):
         self.commit_many([(offset, nbytes)])
 
     def commit_many(self, ranges: list[tuple[int, int]]) -> None:
-        """Back several ``(offset, nbytes)`` ranges, all or none: one failure rolls back the others."""
+        """Back several ``(offset, nbytes)`` ranges, all or none: one failure rolls back the others.
+
+        One ``kv_arena.commit`` says what the whole batch did (an empty batch does nothing).
+        """
         with self._lock:
-            self._require_awake("commit", ranges)
-            aligned = [self._align("commit", offset, nbytes) for offset, nbytes in ranges]
-            self._map_all(aligned, [nbytes for _, nbytes in ranges], "commit")
+            self._require_awake("commit")
+            checked = self._checked("commit", ranges)
+            aligned = [self._align("commit", offset, nbytes) for offset, nbytes in checked]
+            self._map_all(aligned, [nbytes for _, nbytes in checked], "commit")
 
     def decommit(self, offset: int, nbytes: int, *, force: bool = False) -> None:
         """Give back the physical memory of ``[offset, offset + nbytes)`` (rounded outwards).
@@ -185,15 +196,17 @@ class VmmArena(ClosesOnExit):
         ``force`` decommits under live views too: for undoing a growth that no view has used yet.
         """
         with self._lock:
-            self._require_awake("decommit", [(offset, nbytes)])
-            start, end = self._align("decommit", offset, nbytes)
-            users = 0 if force else self._views_over(start, end)
+            self._require_awake("decommit")
+            checked = self._checked("decommit", [(offset, nbytes)])
+            start, end = self._align("decommit", *checked[0])
+            users = [] if force else self._views_over(start, end)
             if users:
                 raise self._refuse(
                     "decommit",
                     start,
                     end - start,
-                    f"{users} live tensor view(s) use bytes in [{start}, {end}); drop them first (or sleep())",
+                    f"{_describe(users)} use bytes in [{start}, {end}); drop every tensor, storage or array "
+                    "sharing them first (or sleep())",
                 )
             started = time.perf_counter()
             self._unmap(start, end, "decommit")
@@ -202,7 +215,7 @@ class VmmArena(ClosesOnExit):
     def sleep(self) -> ArenaChange:
         """Give back all physical memory, live views included, keeping the addresses for ``wake``."""
         with self._lock:
-            self._require_awake("sleep", [])
+            self._require_awake("sleep")
             before = self._backend.measure(self._base, self._reserved)
             runs = self._asleep = self._committed.runs()
             duration = 0.0
@@ -236,10 +249,11 @@ class VmmArena(ClosesOnExit):
         With ``require_committed=False`` the view may extend over reserved but unbacked bytes, as a
         KV pool's buffers do before post-capture sizing; touching those bytes faults.
         """
-        nbytes = prod(shape) * dtype.itemsize
         with self._lock:
             self._require_open("tensor")
-            if nbytes <= 0 or offset < 0 or offset % dtype.itemsize or offset + nbytes > self._reserved:
+            offset, shape, dtype = self._checked_view(offset, shape, dtype)
+            nbytes = prod(shape) * dtype.itemsize
+            if nbytes <= 0 or offset % dtype.itemsize or offset + nbytes > self._reserved:
                 raise ArenaError(
                     f"arena {self._arena_id}: a {dtype} view of {nbytes} bytes at offset {offset} must be non-empty, "
                     f"aligned to {dtype.itemsize} bytes and inside the {self._reserved}-byte reservation"
@@ -252,9 +266,9 @@ class VmmArena(ClosesOnExit):
             view = self._backend.tensor(self._base + offset, shape, dtype)
             if view.data_ptr() != self._base + offset:
                 raise ArenaError(f"arena {self._arena_id}: backend returned a copy, not a view at offset {offset}")
-            root = view._base if view._base is not None else view
-            self._views_over(0, 0)  # forget dead views, so that creating many never grows the list
-            self._views.append((weakref.ref(root), offset, offset + nbytes))
+            if len(self._views) >= self._prune_at:  # so that creating many views never grows the list
+                self._prune_at = 2 * len(self._views_over(0, self._reserved)) + 64
+            self._views.append((_storage_ref(view), offset, offset + nbytes))
             return view
 
     def close(self) -> None:
@@ -266,7 +280,12 @@ class VmmArena(ClosesOnExit):
                 gc.collect()  # views kept alive only by reference cycles are not in use
             users = self._views_over(0, self._reserved)
             if users:
-                raise self._refuse("close", None, None, f"{users} live tensor view(s) still use the arena")
+                raise self._refuse(
+                    "close",
+                    None,
+                    None,
+                    f"{_describe(users)} still use the arena; drop every tensor, storage or array sharing them first",
+                )
             released = self._committed.total
             for start, end in self._committed.runs():
                 self._unmap(start, end, "close")
@@ -291,16 +310,49 @@ class VmmArena(ClosesOnExit):
         if self._closed:
             raise ArenaError(f"arena {self._arena_id} is closed; {operation} refused")
 
-    def _require_awake(self, operation: Operation, ranges: list[tuple[int, int]]) -> None:
-        offset, nbytes = ranges[0] if len(ranges) == 1 else (None, None)
+    def _require_awake(self, operation: Operation) -> None:
         if self._closed:
-            raise self._refuse(operation, offset, nbytes, "the arena is closed")
+            raise self._refuse(operation, None, None, "the arena is closed")
         if self._asleep is not None:
-            raise self._refuse(operation, offset, nbytes, "the arena is asleep; wake() it first")
+            raise self._refuse(operation, None, None, "the arena is asleep; wake() it first")
+
+    def _checked(self, operation: Operation, ranges: object) -> list[Run]:
+        """``ranges`` as ``(offset, nbytes)`` pairs of addressable ints; refused (with its event) otherwise.
+
+        Runs before anything else, so that no unchecked value reaches a backend, the books or an event.
+        """
+        try:
+            pairs = list(ranges)  # type: ignore[call-overload]
+        except TypeError:
+            reason = f"ranges must be (offset, nbytes) pairs, not {ranges!r:.60}"
+            raise self._refuse(operation, None, None, reason) from None
+        checked: list[Run] = []
+        for index, pair in enumerate(pairs):
+            try:
+                offset, nbytes = pair
+            except (TypeError, ValueError):
+                reason = f"range {index} is not an (offset, nbytes) pair: {pair!r:.60}"
+                raise self._refuse(operation, None, None, reason) from None
+            try:
+                checked.append(checked_range(offset, nbytes))
+            except ArenaError as exc:
+                raise self._refuse(operation, None, None, f"range {index}: {exc}") from None
+        return checked
+
+    def _checked_view(self, offset: object, shape: object, dtype: object) -> tuple[int, tuple[int, ...], torch.dtype]:
+        """A view's offset, shape and dtype as plain ints and a torch dtype, or ``ArenaError``."""
+        if not isinstance(dtype, torch.dtype):
+            raise ArenaError(f"arena {self._arena_id}: dtype must be a torch.dtype, not {dtype!r:.40}")
+        if not isinstance(shape, tuple):
+            raise ArenaError(f"arena {self._arena_id}: shape must be a tuple of sizes, not {shape!r:.40}")
+        try:
+            dims = tuple(checked_int(f"dimension {index} of the shape", dim) for index, dim in enumerate(shape))
+            start = checked_int("offset", offset)
+        except ArenaError as exc:
+            raise ArenaError(f"arena {self._arena_id}: tensor refused: {exc}") from None
+        return start, dims, dtype
 
     def _align(self, operation: Operation, offset: int, nbytes: int) -> Run:
-        if offset < 0 or nbytes < 0:
-            raise self._refuse(operation, offset, nbytes, f"offset {offset} and size {nbytes} must not be negative")
         start = offset - offset % self._granularity
         end = _align_up(offset + nbytes, self._granularity) if nbytes else start  # an empty range stays empty
         if end > self._reserved:
@@ -312,14 +364,17 @@ class VmmArena(ClosesOnExit):
             )
         return start, end
 
-    def _views_over(self, start: int, end: int) -> int:
-        self._views = [(ref, lo, hi) for ref, lo, hi in self._views if ref() is not None]
-        return sum(1 for _, lo, hi in self._views if lo < end and hi > start)
+    def _views_over(self, start: int, end: int) -> list[Run]:
+        """The byte ranges of the live views that overlap ``[start, end)``; dead views are forgotten."""
+        self._views = [(ref, lo, hi) for ref, lo, hi in self._views if not ref.expired()]  # type: ignore[no-untyped-call]
+        return [(lo, hi) for _, lo, hi in self._views if lo < end and hi > start]
 
     def _map_all(self, aligned: list[Run], requested: list[int], operation: Operation) -> float:
-        """Map the gaps of every range, undoing this call's mappings if one fails; one event per range.
+        """Map the gaps of every range, undoing this call's mappings if one fails; one event for them all.
 
-        Returns the time spent mapping, in microseconds.
+        The event's ``committed_bytes`` and measurement are those after the whole batch, which is
+        when they are true; it carries the batch's range count, lowest offset and the bytes its
+        ranges cover. Returns the time spent mapping, in microseconds.
         """
         mapped: list[Run] = []
         timings: list[float] = []
@@ -338,21 +393,27 @@ class VmmArena(ClosesOnExit):
                 self._committed.add(held_start, held_end)
                 message += f"; [{held_start}, {held_end}) could not be rolled back and stays committed"
             raise self._refuse(operation, start, end - start, message) from exc
+        duration = round(sum(timings), 3)
+        if not aligned:
+            return duration
+        covered = RunSet()
+        for start, end in aligned:
+            covered.add(start, end)
         measured = self._backend.measure(self._base, self._reserved)
-        for (start, end), asked, duration in zip(aligned, requested, timings, strict=True):
-            emit(
-                events.KvArenaCommit(
-                    arena_id=self._arena_id,
-                    offset_bytes=start,
-                    nbytes=end - start,
-                    requested_nbytes=asked,
-                    committed_bytes=self._committed.total,
-                    measured_committed_bytes=measured.nbytes if measured else None,
-                    measurement_source=_source(measured),
-                    duration_us=duration,
-                )
+        emit(
+            events.KvArenaCommit(
+                arena_id=self._arena_id,
+                range_count=len(aligned),
+                offset_bytes=min(start for start, _ in aligned),
+                nbytes=covered.total,
+                requested_nbytes=sum(requested),
+                committed_bytes=self._committed.total,
+                measured_committed_bytes=measured.nbytes if measured else None,
+                measurement_source=_source(measured),
+                duration_us=duration,
             )
-        return sum(timings)
+        )
+        return duration
 
     def _undo(self, mapped: list[Run], error: BackendError) -> str:
         """Unmap what a failed call mapped; the message says what failed and what could not be undone."""
@@ -412,6 +473,18 @@ class VmmArena(ClosesOnExit):
             level="error",
         )
         return ArenaError(f"arena {self._arena_id}: {operation} refused: {reason}")
+
+
+def _storage_ref(view: torch.Tensor) -> StorageWeakRef:
+    """A weak reference to the storage under ``view``: alive while any tensor, storage or array shares it."""
+    return StorageWeakRef(view.untyped_storage())  # type: ignore[no-untyped-call]
+
+
+def _describe(users: list[Run]) -> str:
+    """Live views as their byte ranges, the first few named, for a refusal message."""
+    named = ", ".join(f"[{lo}, {hi})" for lo, hi in users[:4])
+    more = f" and {len(users) - 4} more" if len(users) > 4 else ""
+    return f"{len(users)} live tensor view(s) over {named}{more}"
 
 
 def _source(measured: Measurement | None) -> MeasurementSource | None:

@@ -14,6 +14,10 @@ device-wide, so memory that another thread of this process (outside this backend
 allocates or frees *during* a map or unmap call is attributed to the arena; allocations between
 calls are not. The driver's own overhead for our mappings (page tables) is counted, because the
 device really spends it.
+
+Every size, offset and address is checked (``kvlog.memory.limits``) and found inside a reservation
+of this backend before it reaches a driver call: the bindings would raise ``OverflowError`` on a size
+past ``size_t``, and a wrong address would map over memory that is not ours.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from cuda.bindings import driver
 
 from kvlog.memory.backend import BackendError, BackendName, Measurement
 from kvlog.memory.dlpack import borrowed_bytes
+from kvlog.memory.limits import ADDRESS_SPACE_LIMIT, ArenaError, checked_granularity, checked_int, checked_range
 
 HandleType = Literal["NONE", "POSIX_FD", "FABRIC"]
 
@@ -125,6 +130,7 @@ class CudaBackend:
         """
         if handle_type not in _HANDLE_TYPES:
             raise ValueError(f"handle_type must be one of {sorted(_HANDLE_TYPES)}, not {handle_type!r}")
+        device = checked_int("device", device, limit=(1 << 31) - 1)  # a CUdevice ordinal is a C int
         self.device: int | None = device
         self.handle_type: str | None = handle_type
         self._cu_device, self._context = _primary_context(device)
@@ -158,11 +164,13 @@ class CudaBackend:
                     ),
                 )
             )
-        if granularity_bytes is not None and (granularity_bytes <= 0 or granularity_bytes % self._minimum):
-            raise ValueError(
-                f"granularity_bytes {granularity_bytes} is not a positive multiple of the driver's {self._minimum}"
+        self.granularity: int = (
+            self._minimum
+            if granularity_bytes is None
+            else checked_granularity(
+                granularity_bytes, self._minimum, "the driver's minimum granularity", power_of_two=False
             )
-        self.granularity: int = granularity_bytes or self._minimum
+        )
 
     def _require_attribute(self, attribute: Any, what: str) -> None:
         if not _check("cuDeviceGetAttribute", driver.cuDeviceGetAttribute(attribute, self._cu_device)):
@@ -197,16 +205,21 @@ class CudaBackend:
     def _aligned(self, offset: int, nbytes: int) -> None:
         """Granules count from the reservation's base: a granularity need not be a power of two."""
         if nbytes <= 0 or offset % self.granularity or nbytes % self.granularity:
-            raise ValueError(
+            raise ArenaError(
                 f"range [base + {offset}, +{nbytes}) is not made of whole granules ({self.granularity} B each)"
             )
 
-    def _reservation_of(self, address: int, nbytes: int) -> _Reservation:
+    def _reservation_of(self, address: int, nbytes: int, *, granules: bool = True) -> tuple[int, int, _Reservation]:
+        """The checked ``(address, nbytes)`` and the reservation holding it (whole granules unless told)."""
+        address, nbytes = checked_range(address, nbytes)
         for base, reservation in self._reservations.items():
-            if base <= address and address + nbytes <= base + reservation.nbytes:
-                self._aligned(address - base, nbytes)
-                return reservation
-        raise ValueError(f"range [{address:#x}, +{nbytes}) is not inside a reservation of this backend")
+            if nbytes and base <= address and address + nbytes <= base + reservation.nbytes:
+                if granules:
+                    self._aligned(address - base, nbytes)
+                return address, nbytes, reservation
+        raise ArenaError(
+            f"range [{address:#x}, +{nbytes}) is not a non-empty range inside a reservation of the backend"
+        )
 
     def reserve(self, nbytes: int) -> int:
         """Reserve address space; the driver backs none of it.
@@ -214,6 +227,7 @@ class CudaBackend:
         Aligned to the driver's minimum granularity (a power of two, as the alignment must be), which
         aligns every granule even when ``granularity_bytes`` is not a power of two.
         """
+        nbytes = checked_int("reservation size", nbytes, minimum=1, limit=ADDRESS_SPACE_LIMIT)
         self._aligned(0, nbytes)
         with self._lock, self._current():
             base = int(_check("cuMemAddressReserve", driver.cuMemAddressReserve(nbytes, self._minimum, 0, 0)))
@@ -231,7 +245,7 @@ class CudaBackend:
         step = self.granularity
         prop = self._prop
         with self._lock, self._current():
-            reservation = self._reservation_of(address, nbytes)
+            address, nbytes, reservation = self._reservation_of(address, nbytes)
             mapped = [a for a in range(address, address + nbytes, step) if a in self._handles or a in self._unreleased]
             if mapped:
                 raise ValueError(f"granule {mapped[0]:#x} is already mapped")
@@ -291,7 +305,7 @@ class CudaBackend:
         """
         step = self.granularity
         with self._lock, self._current():
-            reservation = self._reservation_of(address, nbytes)
+            address, nbytes, reservation = self._reservation_of(address, nbytes)
             granules = range(address, address + nbytes, step)
             missing = [a for a in granules if a not in self._handles and a not in self._unreleased]
             if missing:
@@ -322,10 +336,11 @@ class CudaBackend:
 
     def release(self, base: int, nbytes: int) -> None:
         """Free a reservation whose granules are all unmapped."""
+        base, nbytes = checked_range(base, nbytes)
         with self._lock, self._current():
             reservation = self._reservations.get(base)
             if reservation is None or reservation.nbytes != nbytes:
-                raise ValueError(f"[{base:#x}, +{nbytes}) is not a reservation of this backend")
+                raise ArenaError(f"[{base:#x}, +{nbytes}) is not a reservation of this backend")
             if any(base <= a < base + nbytes for a in (*self._handles, *self._unreleased)):
                 raise ValueError(f"reservation {base:#x} still has mapped granules")
             _check("cuMemAddressFree", driver.cuMemAddressFree(base, nbytes))
@@ -348,4 +363,6 @@ class CudaBackend:
 
         The bytes are viewed as ``dtype`` afterwards, so bfloat16 and the float8 types work too.
         """
-        return borrowed_bytes(address, prod(shape) * dtype.itemsize, self._torch_device).view(dtype).view(shape)
+        with self._lock:
+            address, nbytes, _ = self._reservation_of(address, prod(shape) * dtype.itemsize, granules=False)
+        return borrowed_bytes(address, nbytes, self._torch_device).view(dtype).view(shape)

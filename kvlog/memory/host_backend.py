@@ -10,6 +10,9 @@ does not do, and keeps the addresses reserved.
 Measurement sums ``Rss`` over the arena's mappings in ``/proc/self/smaps``: the kernel's own count of
 resident pages. Each reservation is fenced by a read-only guard page on either side so that the
 kernel never merges an arena's mappings with a neighbour's, which would make its Rss unattributable.
+
+Every call checks its range against the reservations this backend made before it reaches the
+kernel: ``mmap(MAP_FIXED)`` over any other address would replace another mapping of the process.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from typing import Final
 import torch
 
 from kvlog.memory.backend import BackendError, BackendName, Measurement
+from kvlog.memory.limits import ADDRESS_SPACE_LIMIT, ArenaError, checked_granularity, checked_int, checked_range
 
 # Linux ABI values, identical on x86_64 and aarch64 (Python's mmap module lacks some of them).
 PROT_NONE: Final = 0x0
@@ -76,25 +80,51 @@ class HostBackend:
     handle_type: str | None = None
 
     def __init__(self, granularity: int | None = None) -> None:
-        """``granularity`` defaults to the page size; a larger one must be a multiple of it."""
-        granularity = PAGE_SIZE if granularity is None else granularity
-        if granularity <= 0 or granularity % PAGE_SIZE:
-            raise ValueError(f"host granularity must be a positive multiple of the page size {PAGE_SIZE}")
-        self.granularity = granularity
+        """``granularity`` defaults to the page size; a larger one must be a power-of-two multiple of it.
+
+        A power of two, so that every granule of a reservation (which the kernel aligns to the page
+        only) stays aligned to the page, and addressable, or ``ArenaError``.
+        """
+        self.granularity = (
+            PAGE_SIZE
+            if granularity is None
+            else checked_granularity(granularity, PAGE_SIZE, "the page size", power_of_two=True)
+        )
         self._populate = True
+        self._reservations: dict[int, int] = {}
 
     def reserve(self, nbytes: int) -> int:
         """Address space between two guard pages; neither costs memory nor commit charge."""
-        outer = _mmap(None, nbytes + 2 * PAGE_SIZE, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE)
+        size = checked_int("reservation size", nbytes, minimum=1, limit=ADDRESS_SPACE_LIMIT - 2 * PAGE_SIZE)
+        self._whole_granules(0, size)
+        outer = _mmap(None, size + 2 * PAGE_SIZE, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE)
         base = outer + PAGE_SIZE
-        if _libc.mprotect(base, nbytes, PROT_NONE) != 0:
+        if _libc.mprotect(base, size, PROT_NONE) != 0:
             error = _os_error("mprotect")
-            _libc.munmap(outer, nbytes + 2 * PAGE_SIZE)
+            _libc.munmap(outer, size + 2 * PAGE_SIZE)
             raise error
+        self._reservations[base] = size
         return base
+
+    def _whole_granules(self, offset: int, nbytes: int) -> None:
+        if offset % self.granularity or nbytes % self.granularity:
+            raise ArenaError(
+                f"range [base + {offset}, +{nbytes}) is not made of whole granules ({self.granularity} B each)"
+            )
+
+    def _inside(self, address: object, nbytes: object, *, granules: bool = True) -> tuple[int, int]:
+        """``(address, nbytes)`` checked to be non-empty (whole granules) inside one reservation of this backend."""
+        start, size = checked_range(address, nbytes)
+        for base, reserved in self._reservations.items():
+            if size and base <= start and start + size <= base + reserved:
+                if granules:
+                    self._whole_granules(start - base, size)
+                return start, size
+        raise ArenaError(f"range [{start:#x}, +{size}) is not a non-empty range inside a reservation of this backend")
 
     def map(self, address: int, nbytes: int) -> None:
         """Read-write and populated; on a failure the range is reserved-only again, or named in ``still_held``."""
+        address, nbytes = self._inside(address, nbytes)
         try:
             _check("mprotect", _libc.mprotect(address, nbytes, PROT_READ | PROT_WRITE))
             self._fill(address, nbytes)
@@ -124,6 +154,7 @@ class HostBackend:
         memory. Then ``mprotect(PROT_NONE)`` and ``MADV_DONTNEED`` give the pages back in place; were
         the range left readable and writable, a failed commit would leave memory that no book counts.
         """
+        address, nbytes = self._inside(address, nbytes)
         try:
             _mmap(address, nbytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED)
         except BackendError as error:
@@ -132,7 +163,11 @@ class HostBackend:
 
     def release(self, base: int, nbytes: int) -> None:
         """Unmap the reservation and its guard pages."""
-        _check("munmap", _libc.munmap(base - PAGE_SIZE, nbytes + 2 * PAGE_SIZE))
+        start, size = checked_range(base, nbytes)
+        if self._reservations.get(start) != size:
+            raise ArenaError(f"[{start:#x}, +{size}) is not a reservation of this backend")
+        _check("munmap", _libc.munmap(start - PAGE_SIZE, size + 2 * PAGE_SIZE))
+        del self._reservations[start]
 
     def measure(self, base: int, nbytes: int) -> Measurement | None:
         """Rss of the mappings inside ``[base, base + nbytes)``; None if one straddles its edge with pages in it.
@@ -147,7 +182,7 @@ class HostBackend:
 
     def tensor(self, address: int, shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
         """``torch.frombuffer`` over a ctypes array at ``address``; the tensor keeps the array alive."""
-        nbytes = prod(shape) * dtype.itemsize
+        address, nbytes = self._inside(address, prod(shape) * dtype.itemsize, granules=False)
         buffer = (ctypes.c_ubyte * nbytes).from_address(address)
         return torch.frombuffer(buffer, dtype=dtype).view(shape)
 

@@ -17,7 +17,8 @@ Device pools have ``num_tokens + page_size`` rows: the extra page is the padding
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import math
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from math import prod
@@ -32,6 +33,7 @@ from kvlog.memory.arena import ArenaChange, VmmArena
 from kvlog.memory.backend import Backend, BackendName
 from kvlog.memory.closing import ClosesOnExit
 from kvlog.memory.host_backend import HostBackend
+from kvlog.memory.limits import ADDRESS_SPACE_LIMIT, checked_int
 from kvlog.memory.pinning import PinnedRanges
 from kvlog.memory.sizing import PoolSizingError, free_memory_bytes, largest_fitting
 
@@ -41,6 +43,9 @@ if TYPE_CHECKING:
 AllocationState = Literal["va_upper_bound", "allocated"]
 Label = Literal["Full", "SWA"]
 GB = 10**9
+# Each layer is one or two buffers, each a tensor and a granule-aligned region of its own: a count
+# far beyond any model's (hundreds) would only make construction run for minutes before failing.
+MAX_LAYERS = 1 << 12
 
 
 class PoolStateError(KvlogError):
@@ -59,9 +64,26 @@ class KVShape:
     v_head_dim: int | None = None
 
     def __post_init__(self) -> None:
-        sizes = (self.layers, self.heads, self.head_dim, self.page_size, self.v_head_dim or 1)
-        if min(sizes) <= 0:
-            raise ValueError(f"every dimension of {self} must be positive")
+        """Every dimension a positive int, and one token slot of every layer addressable (``ValueError``).
+
+        Checked here, so that no product of them (rows times row bytes) can outgrow what an arena
+        accepts and reach torch or the kernel as a wrapped-around size.
+        """
+        if not isinstance(self.dtype, torch.dtype):
+            raise ValueError(f"KVShape.dtype must be a torch.dtype, not {self.dtype!r:.40}")
+        names = ("layers", "heads", "head_dim", "page_size", *(("v_head_dim",) if self.v_head_dim is not None else ()))
+        for name in names:
+            checked_int(f"KVShape.{name}", getattr(self, name), minimum=1, error=ValueError)
+        checked_int("KVShape.layers", self.layers, minimum=1, limit=MAX_LAYERS, error=ValueError)
+        v_dim = self.head_dim if self.v_head_dim is None else self.v_head_dim
+        slot = self.layers * self.heads * (self.head_dim + v_dim) * self.dtype.itemsize
+        if slot * self.page_size > ADDRESS_SPACE_LIMIT:
+            raise ValueError(f"one page of {self} takes {slot * self.page_size} bytes, more than can be addressable")
+
+
+def checked_tokens(what: str, value: object) -> int:
+    """A token count or byte budget given by the caller, as a plain non-negative int (``PoolSizingError``)."""
+    return checked_int(what, value, error=PoolSizingError)
 
 
 @dataclass(frozen=True)
@@ -101,7 +123,8 @@ class ArenaBuffers(ClosesOnExit):
 
     def __init__(self, shape: KVShape, max_tokens: int, backend: Backend, *, label: Label | None = None) -> None:
         """Reserve regions for ``max_tokens`` slots and map the tensors; ``allocate``/``plan`` commit."""
-        if max_tokens < 0 or max_tokens % shape.page_size:
+        max_tokens = checked_tokens("max_tokens", max_tokens)
+        if max_tokens % shape.page_size:
             raise PoolSizingError(f"{max_tokens} tokens is not a non-negative multiple of the page size")
         self.shape = shape
         self.label = label
@@ -244,6 +267,10 @@ class KVPool(ArenaBuffers):
         """Eager lifecycle: ``num_tokens`` slots, or as many as ``budget_bytes`` buys, committed now."""
         if (num_tokens is None) == (budget_bytes is None):
             raise ValueError("give exactly one of num_tokens and budget_bytes")
+        if budget_bytes is not None:
+            budget_bytes = checked_tokens("budget_bytes", budget_bytes)
+        else:
+            num_tokens = checked_tokens("num_tokens", num_tokens)
         memory = new_backend(backend, device)
         if budget_bytes is not None:
             specs, padding = cls.buffer_specs(shape), cls.padding_rows(shape)
@@ -272,6 +299,7 @@ class KVPool(ArenaBuffers):
         device: int = 0,
     ) -> Self:
         """Post-capture lifecycle, first half: address space for the upper bound, the first page backed."""
+        upper_bound_tokens = checked_tokens("upper_bound_tokens", upper_bound_tokens)
         upper = upper_bound_tokens - upper_bound_tokens % shape.page_size
         pool = cls(shape, upper, new_backend(backend, device), label=label)
         with pool.closed_on_failure():
@@ -296,8 +324,9 @@ class KVPool(ArenaBuffers):
         is given) minus ``headroom_bytes``, plus what the pool already holds.
         """
         self.require_planned()
-        free = self.free_bytes() if free_bytes is None else free_bytes
-        budget = free - headroom_bytes + self.committed_bytes if budget_bytes is None else budget_bytes
+        free, budget = sized_budget(
+            budget_bytes, free_bytes, headroom_bytes, free_now=self.free_bytes, committed=self.committed_bytes
+        )
         tokens = self.size_for(budget)
         self.commit_tokens(tokens)
         emit(
@@ -437,10 +466,11 @@ class HostKVPool(SeparateKV, ArenaBuffers):
         ):
             raise ValueError("give exactly one of num_tokens, size_gb, or device_pool with ratio")
         if size_gb is not None:
-            num_tokens = round(size_gb * GB) // sum(spec.row_bytes for spec in self.buffer_specs(shape))
+            host_bytes = round(_positive_number("size_gb", size_gb) * GB)
+            num_tokens = host_bytes // sum(spec.row_bytes for spec in self.buffer_specs(shape))
         elif device_pool is not None and ratio is not None:
-            num_tokens = int(device_pool.num_tokens * ratio)
-        assert num_tokens is not None
+            num_tokens = int(device_pool.num_tokens * _positive_number("ratio", ratio))
+        num_tokens = checked_tokens("num_tokens", num_tokens)
         tokens = num_tokens - num_tokens % shape.page_size
         if tokens <= 0:
             raise PoolSizingError(f"a host pool of {num_tokens} tokens holds no page of {shape.page_size} tokens")
@@ -489,6 +519,28 @@ class HostKVPool(SeparateKV, ArenaBuffers):
                 label=self.host_label, num_tokens=self.num_tokens, host_bytes=self.committed_bytes
             )
         )
+
+
+def sized_budget(
+    budget_bytes: object, free_bytes: object, headroom_bytes: object, *, free_now: Callable[[], int], committed: int
+) -> tuple[int, int]:
+    """``finalize``'s free memory and budget: the caller's figures (checked) or sglang's rule.
+
+    Without a budget it is the free memory (``free_now()`` unless given) minus the headroom plus
+    what the pool already holds.
+    """
+    headroom = checked_tokens("headroom_bytes", headroom_bytes)
+    free = free_now() if free_bytes is None else checked_tokens("free_bytes", free_bytes)
+    if budget_bytes is None:
+        return free, free - headroom + committed
+    return free, checked_tokens("budget_bytes", budget_bytes)
+
+
+def _positive_number(what: str, value: object) -> float:
+    """A size in GB or a ratio: a finite number above 0 (``PoolSizingError``)."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value <= 0:
+        raise PoolSizingError(f"{what} must be a finite number above 0, not {value!r:.40}")
+    return float(value)
 
 
 def _discrepancy(change: ArenaChange) -> int | None:

@@ -16,7 +16,7 @@ from kvlog import events
 from kvlog.emission import emit
 from kvlog.memory.backend import BackendName
 from kvlog.memory.closing import ClosesOnExit
-from kvlog.memory.pools import KVShape, MHAKVPool, PoolStateError
+from kvlog.memory.pools import KVShape, MHAKVPool, PoolStateError, sized_budget
 from kvlog.memory.sizing import largest_fitting
 
 if TYPE_CHECKING:
@@ -46,7 +46,8 @@ class SWAKVPool(ClosesOnExit):
     ) -> Self:
         """Eager lifecycle: both sub-pools committed now, then the summary."""
         swa = MHAKVPool.allocate(swa_shape, num_tokens=swa_tokens, label="SWA", backend=backend, device=device)
-        full = MHAKVPool.allocate(full_shape, num_tokens=full_tokens, label="Full", backend=backend, device=device)
+        with swa.closed_on_failure():  # a refused Full sub-pool must not leave the SWA one reserved
+            full = MHAKVPool.allocate(full_shape, num_tokens=full_tokens, label="Full", backend=backend, device=device)
         pool = cls(full, swa)
         pool.announce()
         return pool
@@ -64,7 +65,8 @@ class SWAKVPool(ClosesOnExit):
     ) -> Self:
         """Post-capture lifecycle, first half: both sub-pools reserved for their upper bounds."""
         swa = MHAKVPool.plan(swa_shape, swa_upper_bound_tokens, label="SWA", backend=backend, device=device)
-        full = MHAKVPool.plan(full_shape, full_upper_bound_tokens, label="Full", backend=backend, device=device)
+        with swa.closed_on_failure():  # a refused Full sub-pool must not leave the SWA one reserved
+            full = MHAKVPool.plan(full_shape, full_upper_bound_tokens, label="Full", backend=backend, device=device)
         pool = cls(full, swa)
         pool.announce()
         return pool
@@ -93,8 +95,9 @@ class SWAKVPool(ClosesOnExit):
         """
         self.full.require_planned()
         self.swa.require_planned()
-        free = self.full.free_bytes() if free_bytes is None else free_bytes
-        budget = free - headroom_bytes + self.committed_bytes if budget_bytes is None else budget_bytes
+        free, budget = sized_budget(
+            budget_bytes, free_bytes, headroom_bytes, free_now=self.full.free_bytes, committed=self.committed_bytes
+        )
         full_tokens = largest_fitting(self.cost, budget, self.full.shape.page_size, self.full.max_tokens)
         swa_tokens = self.swa_tokens_for(full_tokens)
         self.swa.commit_tokens(swa_tokens)
