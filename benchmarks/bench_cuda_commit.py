@@ -213,6 +213,7 @@ def main() -> None:
                 lambda: kvlog.emit(
                     events.KvArenaCommit(
                         arena_id="bench",
+                        range_count=1,
                         offset_bytes=0,
                         nbytes=g,
                         requested_nbytes=g,

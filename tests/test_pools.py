@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 import torch
-from memory_helpers import kernel_rss, last, validated_events
+from memory_helpers import gpu_or_skip, kernel_rss, last, validated_events
 
 from kvlog.memory import (
     ArenaError,
@@ -318,3 +318,27 @@ def test_pinned_host_pool_copies_to_and_from_the_gpu_asynchronously_across_sleep
         assert pool.pinned and pool.k_buffer[0].is_pinned()
         assert rss(pool.arena) == pool.committed_bytes
         del source, on_device
+
+
+@pytest.mark.parametrize("backend", ["host", pytest.param("cuda", marks=pytest.mark.cuda)])
+def test_a_32_layer_pool_emits_one_commit_event_per_batch_with_the_totals_after_it(backend: str) -> None:
+    """Issue 9, item 29: plan and finalize are one batch each, not one event per buffer (193 on an H200).
+
+    Each event's committed_bytes and measurement are what the arena holds right after that batch,
+    and its range count and bytes say what the batch did.
+    """
+    if backend == "cuda":
+        gpu_or_skip()
+    shape = KVShape(layers=32, heads=8, head_dim=128, dtype=torch.bfloat16, page_size=16)
+    with validated_events() as captured, MHAKVPool.plan(shape, 4096, backend=backend) as pool:  # type: ignore[arg-type]
+        after_plan = pool.committed_bytes
+        pool.finalize(budget_bytes=pool.cost(2048), free_bytes=1 << 40)
+        after_finalize = pool.committed_bytes
+        measured = pool.arena.measure()
+    commits = named(captured, "kv_arena.commit")
+    assert [(e["range_count"], e["committed_bytes"]) for e in commits] == [(64, after_plan), (64, after_finalize)]
+    assert [e["measured_committed_bytes"] for e in commits] == [after_plan, after_finalize]
+    assert measured is not None and measured.nbytes == after_finalize
+    assert commits[0]["nbytes"] == after_plan and commits[1]["nbytes"] == after_finalize  # both batches start at 0
+    assert commits[1]["requested_nbytes"] == 64 * (2048 + 16) * 8 * 128 * 2
+    assert all(e["offset_bytes"] == 0 for e in commits)
