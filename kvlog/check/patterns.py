@@ -87,9 +87,9 @@ def pattern_problem(pattern: str) -> str | None:
     parser = _Parser(pattern)
     try:
         tree = parser.alternation()
-    except (IndexError, ValueError):
+        shape = _Scan(sorted({*_SAMPLES, *parser.named})).node(tree, 0, loops=0)
+    except (IndexError, ValueError, RecursionError):
         return None  # the linear engine reads it and this parser does not: nothing to analyse
-    shape = _Scan(sorted({*_SAMPLES, *parser.named})).node(tree, [], loops=0)
     if shape is None:
         return None
     return f"can backtrack exponentially: {shape}; rewrite it so that each string matches it one way only"
@@ -228,55 +228,82 @@ class _Parser:
 
 
 class _Scan:
-    """Finds a loop inside a loop whose iterations can end where the next begins, or overlapping alternatives."""
+    """Finds a loop inside a loop whose iterations can end where the next begins, or overlapping alternatives.
+
+    Sets of characters are bit masks over the alphabet (each predicate is asked once per character),
+    and a sequence is scanned from its end, so the cost grows with the pattern's length, not its square.
+    """
 
     def __init__(self, alphabet: list[str]) -> None:
         self.alphabet = alphabet
+        self.masks: dict[int, int] = {}
+        self.firsts: dict[int, tuple[int, bool]] = {}
 
-    def overlap(self, a: Chars, b: Chars) -> bool:
-        return any(any(p(c) for p in a) and any(q(c) for q in b) for c in self.alphabet)
+    def mask(self, predicate: Char) -> int:
+        key = id(predicate)
+        if key not in self.masks:
+            self.masks[key] = sum(1 << i for i, c in enumerate(self.alphabet) if predicate(c))
+        return self.masks[key]
 
-    def node(self, node: Node, follow: Chars, loops: int) -> str | None:
+    def node(self, node: Node, follow: int, loops: int) -> str | None:
         """The first unsafe shape in ``node``, followed by what begins with ``follow``, inside ``loops`` loops."""
         kind = node[0]
         if kind == "seq":
-            items = node[1]
-            for index, item in enumerate(items):
-                rest, nullable = self.first(("seq", items[index + 1 :]))
-                found = self.node(item, rest + follow if nullable else rest, loops)
+            after = [follow]  # after[k]: what can begin once items[-k:] are behind
+            for item in reversed(node[1][1:]):
+                begins, nullable = self.first(item)
+                after.append(begins | after[-1] if nullable else begins)
+            for item, follows in zip(node[1], reversed(after), strict=False):
+                found = self.node(item, follows, loops)
                 if found is not None:
                     return found
             return None
         if kind == "alt":
             starts = [self.first(branch)[0] for branch in node[1]]
-            if loops and any(self.overlap(a, b) for i, a in enumerate(starts) for b in starts[i + 1 :]):
-                return "alternatives inside a repeat can begin with the same character"
+            seen = 0
+            for begins in starts:
+                if loops and seen & begins:
+                    return "alternatives inside a repeat can begin with the same character"
+                seen |= begins
             return next((f for b in node[1] if (f := self.node(b, follow, loops)) is not None), None)
         if kind == "repeat":
             _low, high, body = node[1:]
             looping = high is None or high > 1
             begins, _ = self.first(body)
-            if looping and loops and self.overlap(begins, follow):
+            if looping and loops and begins & follow:
                 return "a repeat inside a repeat can end where the next round begins"
-            return self.node(body, begins + follow if looping else follow, loops + looping)
+            return self.node(body, begins | follow if looping else follow, loops + looping)
         return None
 
-    def first(self, node: Node) -> tuple[Chars, bool]:
+    def first(self, node: Node) -> tuple[int, bool]:
         """What a match of ``node`` can begin with, and whether it can be empty."""
+        key = id(node)
+        if key not in self.firsts:
+            self.firsts[key] = self._first(node)
+        return self.firsts[key]
+
+    def _first(self, node: Node) -> tuple[int, bool]:
         kind = node[0]
         if kind == "chars":
-            return [node[1]], False
+            return self.mask(node[1]), False
         if kind == "empty":
-            return [], True
+            return 0, True
         if kind == "repeat":
             begins, nullable = self.first(node[3])
             return begins, nullable or node[1] == 0
         parts = [self.first(child) for child in node[1]]
         if kind == "alt":
-            return [p for begins, _ in parts for p in begins], any(n for _, n in parts)
-        begins = []
+            return _union(begins for begins, _ in parts), any(n for _, n in parts)
+        begins = 0
         for chars, nullable in parts:
-            begins += chars
+            begins |= chars
             if not nullable:
                 return begins, False
         return begins, True
+
+
+def _union(masks: Iterator[int]) -> int:
+    out = 0
+    for mask in masks:
+        out |= mask
+    return out
