@@ -332,7 +332,7 @@ def test_a_32_layer_pool_emits_one_commit_event_per_batch_with_the_totals_after_
     shape = KVShape(layers=32, heads=8, head_dim=128, dtype=torch.bfloat16, page_size=16)
     with validated_events() as captured, MHAKVPool.plan(shape, 4096, backend=backend) as pool:  # type: ignore[arg-type]
         after_plan = pool.committed_bytes
-        pool.finalize(budget_bytes=pool.cost(2048), free_bytes=1 << 40)
+        tokens = pool.finalize(budget_bytes=pool.cost(2048), free_bytes=1 << 40)
         after_finalize = pool.committed_bytes
         measured = pool.arena.measure()
     commits = named(captured, "kv_arena.commit")
@@ -340,5 +340,5 @@ def test_a_32_layer_pool_emits_one_commit_event_per_batch_with_the_totals_after_
     assert [e["measured_committed_bytes"] for e in commits] == [after_plan, after_finalize]
     assert measured is not None and measured.nbytes == after_finalize
     assert commits[0]["nbytes"] == after_plan and commits[1]["nbytes"] == after_finalize  # both batches start at 0
-    assert commits[1]["requested_nbytes"] == 64 * (2048 + 16) * 8 * 128 * 2
+    assert commits[1]["requested_nbytes"] == 64 * (tokens + 16) * 8 * 128 * 2
     assert all(e["offset_bytes"] == 0 for e in commits)
