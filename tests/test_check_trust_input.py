@@ -370,3 +370,21 @@ def test_an_error_line_naming_a_path_stays_one_line(tmp_path: Path) -> None:
     done = kvlog("check", "no\nsuch\x1bdir", cwd=tmp_path)
     assert done.returncode == 2
     assert done.stderr == "kvlog check: no\\nsuch\\x1bdir: not a directory\n", done.stderr
+
+
+@pytest.mark.parametrize("breakage", ["nested 100 deep", "invalid JSON", "a link to /dev/zero"])
+def test_a_released_version_made_unreadable_is_reported_once_not_as_removed(tmp_path: Path, breakage: str) -> None:
+    root = acme_project(tmp_path / "acme")
+    git(root, "init", "-q", "-b", "main")
+    git(root, "add", "--", "pyproject.toml", "telemetry")
+    git(root, "commit", "-q", "-m", "v1")
+    if breakage == "nested 100 deep":
+        set_in_v1(root, ["properties", "deep"], nested(100))
+    elif breakage == "invalid JSON":
+        (root / V1).write_text("{")
+    else:
+        (root / V1).unlink()
+        (root / V1).symlink_to("/dev/zero")
+    done = kvlog("check", "--against", "HEAD", "--format", "json", cwd=root)
+    assert done.returncode == 1, done.stderr
+    assert [(f["rule"], f["file"]) for f in json.loads(done.stdout)] == [("KV001", V1.as_posix())], done.stdout

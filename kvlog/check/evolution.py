@@ -81,6 +81,8 @@ class Evolution:
         for event, versions in sorted(self.released.versions.items()):
             for version, then in sorted(versions.items()):
                 now = self.current.versions.get(event, {}).get(version)
+                if now is None and then.rel in self.current.unread:
+                    continue  # there, but unreadable: reported as such, not as removed
                 if now is None:
                     siblings = self.current.versions.get(event, {})
                     display = next(iter(siblings.values())).display if siblings else then.display

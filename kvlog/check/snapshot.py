@@ -40,6 +40,8 @@ class Snapshot:
     shared: dict[str, SchemaFile] = field(default_factory=dict)
     versions: dict[str, dict[int, SchemaFile]] = field(default_factory=dict)
     findings: list[Finding] = field(default_factory=list)
+    #: Files that are there but could not be read or parsed (each has a finding): not removed, unknown.
+    unread: set[str] = field(default_factory=set)
 
     @classmethod
     def from_files(cls, label: str, files: dict[str, bytes], display: dict[str, str]) -> Snapshot:
@@ -64,6 +66,8 @@ class Snapshot:
             parsed = _parse(name, files[rel], snapshot.findings)
             if parsed is not None:
                 snapshot.versions.setdefault(parts[0], {})[int(match.group(1))] = SchemaFile(rel, name, *parsed)
+            else:
+                snapshot.unread.add(rel)
         return snapshot
 
     @classmethod
@@ -79,6 +83,7 @@ class Snapshot:
                 refused[rel] = str(exc)
         snapshot = cls.from_files("working tree", files, {rel: display_path(directory / rel) for rel in files})
         snapshot.findings[:0] = refusals(refused, {rel: display_path(directory / rel) for rel in refused})
+        snapshot.unread |= set(refused)
         return snapshot
 
     def without(self, rels: set[str]) -> Snapshot:
