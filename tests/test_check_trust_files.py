@@ -261,3 +261,18 @@ def test_an_option_that_names_no_branch_is_no_commit(tmp_path: Path, ref: str) -
     assert done.returncode == 2, done.stdout + done.stderr
     assert done.stderr.startswith(f"kvlog check: --against {ref}: not a commit"), done.stderr
     assert not (root / "planted.txt").exists()
+
+
+@pytest.mark.parametrize("part", ["schemas", "migrations", "tests/corpus"])
+def test_a_catalog_directory_linked_out_of_the_path_is_refused(tmp_path: Path, part: str) -> None:
+    project = tmp_path / "project"
+    (project / "schemas").mkdir(parents=True)
+    outside = secret_outside(project).parent
+    (project / part).parent.mkdir(parents=True, exist_ok=True)
+    if part == "schemas":
+        (project / "schemas").rmdir()
+    (project / part).symlink_to(outside, target_is_directory=True)
+    done = kvlog("check", "project", cwd=tmp_path)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert done.stderr.startswith(f"kvlog check: project/{part}: a link out of project"), done.stderr
+    assert SECRET not in done.stdout + done.stderr

@@ -49,6 +49,9 @@ def resolve_target(path: Path | None) -> Target:
         if table is not None:
             return _from_table(path, table)
         if (path / "schemas").is_dir():
+            for part in ("schemas", "migrations", "tests/corpus"):
+                if (path / part).is_dir() and not inside(path / part, path):
+                    raise ConfigError(f"{path / part}: a link out of {path}; name the directory it links to instead")
             return Target(
                 path / "schemas", _optional_dir(path / "migrations"), _optional_dir(path / "tests" / "corpus"), path
             )
