@@ -73,12 +73,14 @@ class KVShape:
             raise ValueError(f"KVShape.dtype must be a torch.dtype, not {self.dtype!r:.40}")
         names = ("layers", "heads", "head_dim", "page_size", *(("v_head_dim",) if self.v_head_dim is not None else ()))
         for name in names:
-            checked_int(f"KVShape.{name}", getattr(self, name), minimum=1, error=ValueError)
-        checked_int("KVShape.layers", self.layers, minimum=1, limit=MAX_LAYERS, error=ValueError)
+            limit = MAX_LAYERS if name == "layers" else ADDRESS_SPACE_LIMIT
+            checked_int(f"KVShape.{name}", getattr(self, name), minimum=1, limit=limit, error=ValueError)
         v_dim = self.head_dim if self.v_head_dim is None else self.v_head_dim
         slot = self.layers * self.heads * (self.head_dim + v_dim) * self.dtype.itemsize
         if slot * self.page_size > ADDRESS_SPACE_LIMIT:
-            raise ValueError(f"one page of {self} takes {slot * self.page_size} bytes, more than can be addressable")
+            raise ValueError(
+                f"one page of {self} takes {slot * self.page_size} bytes, more than this platform can address"
+            )
 
 
 def checked_tokens(what: str, value: object) -> int:
