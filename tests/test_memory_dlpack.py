@@ -42,7 +42,12 @@ def test_dropping_the_tensor_frees_its_header_and_never_the_memory() -> None:
 
 
 def test_bad_requests_are_refused() -> None:
-    with pytest.raises(ValueError, match="at least one byte"):
+    with pytest.raises(ValueError, match="size 0 must be at least 1"):
         borrowed_bytes(4096, 0, torch.device("cpu"))
+    for size in (1 << 63, 1 << 64, -1, 1.0, True):  # the header's int64 shape would wrap around
+        with pytest.raises(ValueError, match="size"):
+            borrowed_bytes(4096, size, torch.device("cpu"))  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="address"):
+        borrowed_bytes(1 << 64, 16, torch.device("cpu"))
     with pytest.raises(ValueError, match="cpu and cuda"):
         borrowed_bytes(4096, 16, torch.device("meta"))

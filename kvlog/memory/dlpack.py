@@ -19,6 +19,8 @@ from typing import Final
 
 import torch
 
+from kvlog.memory.limits import SIZE_MAX, checked_int
+
 _KDL_CPU: Final = 1
 _KDL_CUDA: Final = 2
 _KDL_UINT: Final = 1
@@ -67,9 +69,13 @@ _CAPSULE_NAME: Final = ctypes.create_string_buffer(b"dltensor")
 
 
 def borrowed_bytes(address: int, nbytes: int, device: torch.device) -> torch.Tensor:
-    """A one-dimensional uint8 tensor over ``nbytes`` at ``address`` on ``device``; torch will not free it."""
-    if nbytes <= 0:
-        raise ValueError(f"a borrowed tensor needs at least one byte, not {nbytes}")
+    """A one-dimensional uint8 tensor over ``nbytes`` at ``address`` on ``device``; torch will not free it.
+
+    Both are checked first (``ValueError``): the header's fields are fixed-width C integers, which
+    ctypes would fill with a wrapped-around value.
+    """
+    nbytes = checked_int("a borrowed tensor's size", nbytes, minimum=1, error=ValueError)
+    address = checked_int("a borrowed tensor's address", address, limit=SIZE_MAX, error=ValueError)
     device_type = _DEVICE_TYPES.get(device.type)
     if device_type is None:
         raise ValueError(f"DLPack views are made for cpu and cuda devices, not {device.type}")
