@@ -230,6 +230,21 @@ VALUES = JSON | REFS.map(lambda ref: {"$ref": ref}) | st.sampled_from([40, 100, 
 DEPTHS = st.sampled_from([100, 1000, 1025, 5000, 10000])
 
 
+def toml_value(value: Any) -> str:
+    """``value`` as a TOML value (an array, an inline table, a number...), so every TOML type is tried."""
+    if value is None:
+        return '""'
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, int | float):
+        return repr(value) if value == value and abs(value) != float("inf") else "0"
+    if isinstance(value, str):
+        return json.dumps(value)
+    if isinstance(value, list):
+        return "[" + ", ".join(toml_value(item) for item in value) + "]"
+    return "{" + ", ".join(f"{json.dumps(k)} = {toml_value(v)}" for k, v in value.items()) + "}"
+
+
 def nodes(document: Any, path: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
     """Every place in ``document`` a value can be put."""
     places = [path]
@@ -279,9 +294,10 @@ def test_any_mutation_of_a_catalog_is_checked_without_a_traceback(tmp_path: Path
         write_json(path, replace(document, data.draw(st.sampled_from(nodes(document))), data.draw(VALUES)))
     elif path.suffix == ".toml":
         text = path.read_text()
-        value = json.dumps(data.draw(VALUES))
-        key = data.draw(st.sampled_from(["from_version", "to_version", "invertible", "input", "output", "op"]))
-        path.write_text(re.sub(rf"^{key} = .*$", lambda _m: f"{key} = '{value}'", text, count=1, flags=re.M))
+        drawn = data.draw(VALUES)
+        value = data.draw(st.sampled_from([f"'{json.dumps(drawn)}'", toml_value(drawn)]))
+        key = data.draw(st.sampled_from(["event", "from_version", "to_version", "invertible", "input", "output", "op"]))
+        path.write_text(re.sub(rf"^{key} = .*$", lambda _m: f"{key} = {value}", text, count=1, flags=re.M))
     else:
         path.write_text(json.dumps(data.draw(VALUES)) + "\n")
     result = CliRunner().invoke(check, [str(root), "--corpus", str(corpus), "--format", "json"])
