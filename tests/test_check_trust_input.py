@@ -22,6 +22,7 @@ from xml.etree import ElementTree
 import pytest
 from check_helpers import (
     ACME_V1,
+    acme_event,
     acme_project,
     acme_rename_migrations,
     acme_schema,
@@ -404,3 +405,34 @@ def test_a_released_version_made_unreadable_is_reported_once_not_as_removed(tmp_
     done = kvlog("check", "--against", "HEAD", "--format", "json", cwd=root)
     assert done.returncode == 1, done.stderr
     assert [(f["rule"], f["file"]) for f in json.loads(done.stdout)] == [("KV001", V1.as_posix())], done.stdout
+
+
+@pytest.mark.parametrize("depth", [100, 255, 1000, 1025, 5000])
+def test_a_deeply_nested_event_in_a_golden_log_is_a_finding(tmp_path: Path, depth: int) -> None:
+    root = acme_project(tmp_path / "acme")
+    corpus = root / "corpus"
+    corpus.mkdir()
+    deep = "[" * depth + "]" * depth
+    line = acme_event(1, reserved_bytes=1, pool_state="reserved")[:-1] + f', "migrated": {{"x": {deep}}}}}'
+    (corpus / "old.log").write_text(f"plain text\n{line}\n")
+    done = kvlog("check", "--corpus", "corpus", "--format", "json", cwd=root)
+    findings = json.loads(done.stdout)
+    if depth <= 254:  # what orjson writes back: such an event is valid (migrated is any object)
+        assert (done.returncode, findings) == (0, []), done.stdout
+        return
+    assert done.returncode == 1, done.stderr
+    assert findings and all(f["rule"].startswith("KV50") and f["file"] == "corpus/old.log" for f in findings), findings
+
+
+def test_the_linear_validator_answers_for_an_event_too_deep_for_it() -> None:
+    from kvlog.catalog import default_catalog  # noqa: PLC0415
+    from kvlog.check.validator import CheckValidator  # noqa: PLC0415
+
+    deep: Any = []
+    for _ in range(1000):
+        deep = [deep]
+    event = {"event": "kv_arena.closed", "schema_version": 1, "ext": {"x": deep}}
+    validator = CheckValidator(default_catalog())
+    assert not validator.is_valid(event)
+    assert [v.path for v in validator.violations(event)] == ["$"]
+    assert "cannot be validated" in validator.violations(event)[0].message

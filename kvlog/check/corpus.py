@@ -73,6 +73,8 @@ def _replay(log: Path, migrator: Migrator, validator: EventValidator, root: Path
         return [Finding("KV503", str(exc), name)]
     except (KvlogError, OSError) as exc:
         return [Finding("KV503", f"cannot be migrated: {exc}", name)]
+    except Exception as exc:  # noqa: BLE001 - the engine on a pull request's log: any failure is a finding
+        return [Finding("KV503", f"cannot be migrated: {type(exc).__name__}: {exc}", name)]
     findings = [
         Finding(
             "KV501",

@@ -64,7 +64,10 @@ class CheckValidator(EventValidator):
         compiled = self._compiled(*key)
         if isinstance(compiled, str):
             return [Violation("$", compiled)]
-        errors = sorted(compiled.iter_errors(event), key=lambda e: [str(p) for p in e.instance_path])
+        try:
+            errors = sorted(compiled.iter_errors(event), key=lambda e: [str(p) for p in e.instance_path])
+        except ValueError as exc:  # jsonschema-rs: "Recursion limit reached" on a deeply nested event
+            return [Violation("$", f"cannot be validated: {exc}")]
         return [violation for error in errors for violation in _violations(error)]
 
 
