@@ -362,14 +362,23 @@ CURRENT: tuple[Template, ...] = (
         "{[, packed MTP KV layers: target_layers={mtp_target_layers}, draft_layers={mtp_draft_layers}, "
         "total_layers={mtp_total_layers}]}.",
     ),
+    # One range: the wording from before batches had a count (kv_arena.commit v1), read back as one range
     *(
         Template(
             f"kv_arena.{verb}",
             f"KvVmmArena[{{arena_id}}] {verb}: offset={{offset_bytes:iec}} size={{nbytes:iec}} "
             "committed={committed_bytes:iec} "
             "{[measured={measured_committed_bytes:iec} ({measurement_source}) ]}in {duration_us:us}",
+            when,
         )
-        for verb in ("commit", "decommit")
+        for verb, when in (("commit", {"range_count": 1}), ("decommit", {}))
+    ),
+    # A pool's batch: the count of ranges, the lowest offset, and the totals after the whole batch
+    Template(
+        "kv_arena.commit",
+        "KvVmmArena[{arena_id}] commit: ranges={range_count} from offset={offset_bytes:iec} size={nbytes:iec} "
+        "committed={committed_bytes:iec} "
+        "{[measured={measured_committed_bytes:iec} ({measurement_source}) ]}in {duration_us:us}",
     ),
     Template("kv_arena.closed", "KvVmmArena[{arena_id}] closed: released={released_bytes:iec}"),
     Template(
@@ -421,7 +430,7 @@ def render(event: Mapping[str, Any], templates: Sequence[Template] = CURRENT) ->
     if not fitting:
         return None
     for template in fitting[:-1]:
-        printed = set(template.fields())
+        printed = {*template.fields(), *template.when}  # a value a wording stands for is said by it
         if all(name in printed for other in fitting for name in other.fields() if event.get(name) is not None):
             return template.render(event)
     return fitting[-1].render(event)

@@ -87,6 +87,7 @@ def test_the_reported_lines() -> None:
     commit = {
         "event": "kv_arena.commit",
         "arena_id": "4242_0",
+        "range_count": 1,
         "offset_bytes": 0,
         "nbytes": 2 << 20,
         "committed_bytes": (2 << 20) * 3,
@@ -94,6 +95,10 @@ def test_the_reported_lines() -> None:
         "duration_us": 14204.838999999998,
     }
     assert render(commit) == "KvVmmArena[4242_0] commit: offset=0 B size=2.00 MiB committed=6.00 MiB in 14.2 ms"
+    batch = commit | {"range_count": 64, "nbytes": 64 << 21, "committed_bytes": 64 << 21}
+    assert render(batch) == (
+        "KvVmmArena[4242_0] commit: ranges=64 from offset=0 B size=128 MiB committed=128 MiB in 14.2 ms"
+    )
     host = {
         "event": "kv_arena.ready",
         "arena_id": "7_0",
@@ -134,6 +139,7 @@ def test_kvlogs_own_console_lines_read_back_within_their_precision(
     commit = {
         "event": "kv_arena.commit",
         "arena_id": "1_0",
+        "range_count": 1,
         "offset_bytes": offset,
         "nbytes": size,
         "committed_bytes": committed,
@@ -151,7 +157,8 @@ def test_kvlogs_own_console_lines_read_back_within_their_precision(
         "measurement_source": "smaps_rss",
         "duration_us": micros,
     }
-    written: list[dict[str, Any]] = [commit, closed, sleep]
+    batch = commit | {"range_count": 64}
+    written: list[dict[str, Any]] = [commit, batch, closed, sleep]
     for event in written:
         message = console_line({**event, "level": "info"})
         for number, _unit in FIGURE.findall(message):
