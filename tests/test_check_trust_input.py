@@ -436,3 +436,62 @@ def test_the_linear_validator_answers_for_an_event_too_deep_for_it() -> None:
     assert not validator.is_valid(event)
     assert [v.path for v in validator.violations(event)] == ["$"]
     assert "cannot be validated" in validator.violations(event)[0].message
+
+
+# The rules after the structure rules see any valid Draft 2020-12 schema: compatibility and naming
+# must answer for every shape one can take, not only the shapes kvlog's own catalog has.
+
+NUMBERS = st.integers(-(2**63), 2**63 - 1) | st.floats(allow_nan=False, allow_infinity=False)
+SCALARS = st.none() | st.booleans() | NUMBERS | st.text(max_size=3)
+TYPES = ["null", "boolean", "object", "array", "number", "integer", "string"]
+NAMES = st.sampled_from(["a", "b", "c_bytes", "pool_state"])
+
+
+def schema_shapes(depth: int) -> st.SearchStrategy[Any]:
+    sub = st.booleans() | st.just({}) if depth == 0 else schema_shapes(depth - 1)
+    keywords = st.fixed_dictionaries(
+        {},
+        optional={
+            "type": st.sampled_from(TYPES) | st.lists(st.sampled_from(TYPES), min_size=1, max_size=3, unique=True),
+            "enum": st.lists(SCALARS | st.lists(SCALARS, max_size=2), max_size=3),
+            "const": SCALARS,
+            "minimum": NUMBERS,
+            "maximum": NUMBERS,
+            "exclusiveMinimum": NUMBERS,
+            "multipleOf": NUMBERS.filter(lambda x: x > 0),
+            "maxLength": st.integers(0, 5),
+            "pattern": st.sampled_from(["a", "(", "^(a+)+$"]),
+            "items": sub,
+            "prefixItems": st.lists(sub, max_size=2),
+            "minItems": st.integers(0, 3),
+            "uniqueItems": st.booleans(),
+            "properties": st.dictionaries(NAMES, sub, max_size=3),
+            "required": st.lists(NAMES, unique=True, max_size=3),
+            "additionalProperties": sub,
+            "patternProperties": st.dictionaries(st.sampled_from(["^a", "(a*)*"]), sub, max_size=1),
+            "allOf": st.lists(sub, min_size=1, max_size=2),
+            "anyOf": st.lists(sub, min_size=1, max_size=2),
+            "oneOf": st.lists(sub, min_size=1, max_size=2),
+            "not": sub,
+            "if": sub,
+            "then": sub,
+        },
+    )
+    return st.booleans() | keywords
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
+@given(st.data())
+def test_compatibility_and_naming_answer_for_any_valid_schema(data: st.DataObject) -> None:
+    from jsonschema import Draft202012Validator  # noqa: PLC0415
+
+    from kvlog.check.compat import incompatibilities  # noqa: PLC0415
+    from kvlog.check.evolution import comparable  # noqa: PLC0415
+    from kvlog.check.naming import _integer_problem, _is_enumerated  # noqa: PLC0415
+
+    valid = schema_shapes(1).filter(Draft202012Validator(Draft202012Validator.META_SCHEMA).is_valid)
+    old, new = data.draw(valid), data.draw(valid)
+    for writer, reader in ((old, new), (new, old)):
+        assert all(str(reason) for reason in incompatibilities(comparable(writer), comparable(reader)))
+    _integer_problem(new, signed=False)
+    _is_enumerated(new)
