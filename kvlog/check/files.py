@@ -70,7 +70,7 @@ def open_log(path: Path, root: Path, cap: int = LOG_BYTES) -> Iterator[IO[bytes]
 
 
 def _open_regular(path: Path, root: Path, cap: int) -> IO[bytes]:
-    if path.is_symlink() and not inside(path, root):
+    if not inside(path, root):  # a link, or a link in the path, leading elsewhere
         raise Refused(f"a symbolic link to {os.path.realpath(path)}, outside the project")
     try:
         status = path.stat()
@@ -107,7 +107,7 @@ def inside(path: Path, root: Path) -> bool:
 
 
 def _size(size: int) -> str:
-    return f"{size} bytes" if size < 1 << 20 else f"{size / (1 << 20):.0f} MiB"
+    return f"{size >> 20} MiB" if size and size % (1 << 20) == 0 else f"{size} bytes"
 
 
 def refuse_blob(mode: str, size: int, cap: int = DOCUMENT_BYTES) -> str | None:
