@@ -18,8 +18,11 @@ import io
 import json
 import multiprocessing
 import os
+import signal
 import sys
 from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -29,7 +32,6 @@ from kvlog.catalog import Catalog
 from kvlog.inputs import STDIN, InputError, read_lines
 from kvlog.jsonline import problems
 from kvlog.printable import printable, printable_name
-from kvlog.stopping import stop_on_signals
 from kvlog.validation import EventValidator, Violation
 
 #: Below this size a file is validated serially unless ``jobs`` is given: starting workers costs more.
@@ -303,7 +305,12 @@ _worker_validator: EventValidator | None = None
 
 def _start_worker(catalog: Catalog) -> None:
     global _worker_validator  # noqa: PLW0603 - one validator per worker process, built once
-    stop_on_signals(worker=True)  # Ctrl-C, or the pool ending (SIGTERM): exit quietly, no traceback
+    # Stopping is the parent's to do: a stop signal to the whole process group (Ctrl-C, a hang-up) is
+    # ignored here, and the pool's SIGTERM kills at once. A Python handler can miss a signal that lands
+    # just before a blocking wait on the pool's queue, and the pool then waits for that worker for ever.
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    for signum in (signal.SIGINT, signal.SIGHUP):
+        signal.signal(signum, signal.SIG_IGN)
     _worker_validator = EventValidator(catalog)
     gc.freeze()  # what the worker inherited is never garbage: keep collections off its copy-on-write pages
 
@@ -338,8 +345,18 @@ def _check_chunks(  # noqa: PLR0917 - check_input's arguments, passed on
         return
     method = "fork" if "fork" in multiprocessing.get_all_start_methods() and sys.platform == "linux" else "spawn"
     context = multiprocessing.get_context(method)
-    with context.Pool(min(jobs, len(chunks)), initializer=_start_worker, initargs=(validator.catalog,)) as pool:
-        yield from _in_file_order(pool.imap(_check_chunk, chunks), summary)
+    # A process pool that notices a worker's death (multiprocessing.Pool replaces the worker and waits
+    # for its result for ever) and whose shutdown takes no lock a killed worker may have held: SIGTERM to
+    # the whole process group once hung the run 1 time in 4 under Pool.terminate().
+    workers = ProcessPoolExecutor(
+        min(jobs, len(chunks)), mp_context=context, initializer=_start_worker, initargs=(validator.catalog,)
+    )
+    try:
+        yield from _in_file_order(workers.map(_check_chunk, chunks), summary)
+    except BrokenProcessPool:
+        raise InputError(f"{name}: cannot validate: a worker process ended unexpectedly (killed?)") from None
+    finally:
+        workers.shutdown(wait=True, cancel_futures=True)
 
 
 def _in_file_order(results: Iterable[tuple[list[Finding], Summary]], summary: Summary) -> Iterator[Finding]:

@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import os
 import re
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -236,3 +238,68 @@ def test_the_readme_example_of_a_mixed_log_runs_as_written(tmp_path: Path) -> No
             env={**os.environ, "PATH": path},
         )
         assert done.stdout.splitlines() == expected, command
+
+
+# -- stopping a parallel run -----------------------------------------------------------------------
+
+
+def _start_parallel_run(tmp_path: Path) -> tuple[subprocess.Popen[bytes], list[int]]:
+    """``validate --jobs 2`` of a 27 MB log, four times over, once its workers run: (the run, their pids)."""
+    log = tmp_path / "big.jsonl"
+    if not log.exists():
+        log.write_text(f"{GOOD}\n" * 200_000)
+    run = subprocess.Popen(
+        [sys.executable, "-m", "kvlog", "validate", "--jobs", "2", *[log.name] * 4],
+        cwd=tmp_path,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        start_new_session=True,  # a process group of its own, as a shell job or a CI step
+    )
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        children = Path(f"/proc/{run.pid}/task/{run.pid}/children")
+        workers = [int(pid) for pid in children.read_text().split()] if children.exists() else []
+        if len(workers) == 2:
+            time.sleep(0.2)  # into the chunks
+            return run, workers
+        time.sleep(0.01)
+    run.kill()
+    pytest.fail("the workers never started")
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP])
+@pytest.mark.parametrize("target", ["process group", "parent"])
+def test_a_stop_signal_ends_a_parallel_run_and_its_workers(tmp_path: Path, signum: int, target: str) -> None:
+    """Ctrl-C, a CI runner's SIGTERM to the process group, or a hang-up: 128 + N, never a hang.
+
+    multiprocessing.Pool hung here: on SIGTERM to the group (workers killed while holding its
+    queue's lock), and now and then at a normal end (its SIGTERM to a worker about to block).
+    """
+    for _ in range(3):
+        run, workers = _start_parallel_run(tmp_path)
+        (os.killpg if target == "process group" else os.kill)(run.pid, signum)
+        try:
+            _, errors = run.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(run.pid, signal.SIGKILL)
+            pytest.fail(f"validate hung after {signal.Signals(signum).name}")
+        assert run.returncode == 128 + signum, errors
+        assert b"Traceback" not in errors
+        assert not [pid for pid in workers if Path(f"/proc/{pid}").exists() and _alive(pid)], "a worker was left"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def test_a_worker_killed_mid_run_is_an_error_naming_the_file(tmp_path: Path) -> None:
+    run, workers = _start_parallel_run(tmp_path)
+    os.kill(workers[0], signal.SIGKILL)  # what the OOM killer does
+    _, errors = run.communicate(timeout=120)
+    assert run.returncode == 2
+    assert b"kvlog validate: big.jsonl: cannot validate: a worker process ended unexpectedly" in errors
+    assert b"Traceback" not in errors
