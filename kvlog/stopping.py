@@ -42,8 +42,9 @@ _books: dict[Path, int] = {}
 def stop_on_signals(*, worker: bool = False) -> None:
     """Turn the stop signals into ``Stopped`` in this process (the main thread).
 
-    A ``worker`` (a process of a pool) exits with ``SystemExit`` instead, after removing its leftovers:
-    the pool's own loop would print a traceback for any other exception.
+    A ``worker`` (a process of a pool) removes its leftovers and exits at once (``os._exit``): unwinding
+    would print the pool loop's traceback, and a worker's normal exit waits on queues its parent may no
+    longer read. A signal inside ``held_back`` still waits for the block's end.
     """
     for signum in STOP_SIGNALS:
         signal.signal(signum, _exit_worker if worker else _stop)
@@ -61,7 +62,7 @@ def _exit_worker(signum: int, frame: FrameType | None) -> None:
         _stop(signum, frame)
     except Stopped as stopped:
         remove_leftovers()
-        raise SystemExit(stopped.exit_status) from None
+        os._exit(stopped.exit_status)
 
 
 @contextmanager

@@ -320,6 +320,34 @@ def test_a_signal_mid_run_removes_temporaries_and_exits_128_plus_n(
     assert not (tmp_path / "out.jsonl").exists() and not (tmp_path / "dead.jsonl").exists()
 
 
+def test_a_worker_killed_mid_run_is_an_error_not_a_hang(tmp_path: Path) -> None:
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    for index in range(4):
+        (logs / f"app{index}.log").write_bytes(big_log() * 2)
+    before = snapshot(logs)
+    process = subprocess.Popen([*KVLOG, "--jobs", "2", "--in-place", str(logs)], stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 120
+    while not temporaries(logs) and time.monotonic() < deadline and process.poll() is None:
+        time.sleep(0.01)
+    children = Path(f"/proc/{process.pid}/task/{process.pid}/children").read_text().split()
+    assert children, "no worker to kill"
+    os.kill(int(children[0]), signal.SIGKILL)
+    _, err = process.communicate(timeout=120)
+    assert process.returncode == 2, err
+    assert b"a worker process ended unexpectedly" in err and b"Traceback" not in err
+    for name, content in snapshot(logs).items():  # each log the original, or its complete migration
+        if name.endswith(".kvlog-tmp"):
+            continue  # the killed worker's (SIGKILL cannot be cleaned up after)
+        if name.endswith(".orig"):
+            assert content == before[name.removesuffix(".orig")]
+        elif content != before[name]:
+            assert (logs / f"{name}.orig").read_bytes() == before[name] and b'"event"' in content
+    again = kvlog("--in-place", logs)  # the next run finishes the job and removes what the killed worker left
+    assert again.returncode == 0, again.stderr
+    assert temporaries(logs) == []
+
+
 # -- 20. a write error names the file that failed ----------------------------------------------------------------
 
 

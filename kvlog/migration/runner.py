@@ -10,8 +10,11 @@ from __future__ import annotations
 import multiprocessing
 import os
 import shutil
+import sys
 import tempfile
 from collections.abc import Callable, Iterator
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from contextlib import AbstractContextManager, ExitStack, contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
@@ -60,15 +63,28 @@ def run_tasks(
         for task in tasks:
             yield _run(migrator, task, dead_letter, progress, stage=False)
         return
-    context = multiprocessing.get_context("spawn" if os.name != "posix" else "fork")
-    with (
-        _staging_directory() as staging,
-        context.Pool(min(jobs, len(tasks)), initializer=_init_worker, initargs=(options, migrations, staging)) as pool,
-    ):
-        for outcome in pool.imap(_run_in_worker, [(task, dead_letter is not None) for task in tasks]):
-            _unstage(outcome, dead_letter)
-            progress(_size(outcome.name))
-            yield outcome
+    method = "fork" if "fork" in multiprocessing.get_all_start_methods() and sys.platform == "linux" else "spawn"
+    # multiprocessing.Pool waits for ever for the task of a worker that died (killed, OOM) and its
+    # terminate() could hang on a lock a dying worker held; this pool notices a death and shuts down
+    # without signalling its workers.
+    with _staging_directory() as staging:
+        workers = ProcessPoolExecutor(
+            min(jobs, len(tasks)),
+            mp_context=multiprocessing.get_context(method),
+            initializer=_init_worker,
+            initargs=(options, migrations, staging),
+        )
+        try:
+            for outcome in workers.map(_run_in_worker, [(task, dead_letter is not None) for task in tasks]):
+                _unstage(outcome, dead_letter)
+                progress(_size(outcome.name))
+                yield outcome
+        except BrokenProcessPool:
+            raise KvlogError(
+                "a worker process ended unexpectedly (killed?); the inputs not reported above were not migrated"
+            ) from None
+        finally:
+            workers.shutdown(wait=True, cancel_futures=True)
 
 
 _worker: Migrator | None = None
@@ -77,7 +93,7 @@ _staging_in: Path | None = None
 
 def _init_worker(options: Options, migrations: Path | None, staging: Path) -> None:
     global _worker, _staging_in  # noqa: PLW0603 - one migrator per worker process, built once
-    stop_on_signals(worker=True)  # Ctrl-C, or the pool ending: unwind, removing temporaries, no traceback
+    stop_on_signals(worker=True)  # Ctrl-C or SIGTERM: remove this worker's temporaries and exit at once
     _worker = Migrator(load_chain(migrations), options)
     _staging_in = staging
 
