@@ -14,7 +14,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import gc
-import io
 import json
 import multiprocessing
 import os
@@ -29,7 +28,7 @@ from pathlib import Path
 import orjson
 
 from kvlog.catalog import Catalog
-from kvlog.inputs import STDIN, InputError, read_lines
+from kvlog.inputs import MAX_LINE_BYTES, STDIN, InputError, OverlongLine, bounded_lines, read_lines
 from kvlog.jsonline import problems
 from kvlog.printable import printable, printable_name
 from kvlog.validation import EventValidator, Violation
@@ -157,6 +156,11 @@ def _look_closer(  # noqa: PLR0917 - the hot loop's state, passed positionally o
     skips: Skips,
 ) -> list[Finding]:
     """The slow path of ``check_lines``: a line that is not JSON, not an object, or a new kind of event."""
+    if isinstance(line, OverlongLine):  # read past, never held: reported whatever the skips (it may be an event)
+        summary.non_json_lines += 1
+        summary.findings += 1
+        message = f"a line of {line.length} bytes, over the {MAX_LINE_BYTES >> 20} MiB an event may take: not read"
+        return [Finding(name, number, None, None, Violation("$", message))]
     line = line.rstrip(b"\r\n")  # reports do not depend on how (or whether) the line ended
     try:
         event = orjson.loads(line)
@@ -283,7 +287,8 @@ def chunk_ranges(name: str, size: int, jobs: int) -> list[tuple[int, int]]:
                 if approximate <= starts[-1]:
                     continue
                 stream.seek(approximate - 1)
-                stream.readline()  # to the end of the line that holds byte approximate - 1
+                for _ in bounded_lines(stream):  # to the end of the line that holds byte approximate - 1
+                    break
                 if stream.tell() >= size:
                     break
                 starts.append(stream.tell())
@@ -323,15 +328,14 @@ def _check_chunk(chunk: _Chunk) -> tuple[list[Finding], Summary]:
 
 def _check_chunk_with(validator: EventValidator, chunk: _Chunk) -> tuple[list[Finding], Summary]:
     """Validate one byte range; line numbers in the findings count from the chunk's first line."""
+    summary = Summary()
     try:
         with Path(chunk.name).open("rb") as stream:
             stream.seek(chunk.start)
-            data = stream.read(chunk.end - chunk.start)
+            lines = bounded_lines(stream, chunk.end - chunk.start)  # split at b"\n" only, as a file iterates
+            findings = list(check_lines(chunk.name, lines, summary, validator, skips=chunk.skips))
     except OSError as exc:
         raise InputError(f"{chunk.name}: cannot read: {exc.strerror or exc}") from None
-    summary = Summary()
-    lines = io.BytesIO(data)  # iterating splits exactly as iterating the file does: at b"\n" only
-    findings = list(check_lines(chunk.name, lines, summary, validator, skips=chunk.skips))
     return findings, summary
 
 

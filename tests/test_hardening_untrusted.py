@@ -104,6 +104,7 @@ def run_bounded(args: list[str], cwd: Path) -> tuple[int, bytes, bytes, int]:
     return process.returncode, out.read_bytes(), errors, int(peak.read_text()) * 1024
 
 
+SMALL_INVALID = "{" + ENVELOPE + ',"arena_id":"1_0","released_bytes":-1}'
 HOSTILE = {
     "huge integer": "{" + ENVELOPE + ',"arena_id":"1_0","released_bytes":' + "9" * 5000 + "}",
     "huge integer in ext": "{" + ENVELOPE + ',"arena_id":"1_0","released_bytes":0,"ext":{"n":' + "9" * 5000 + "}}",
@@ -178,11 +179,18 @@ def test_kvlog_migrate_strict_reports_an_event_line_it_cannot_read(tmp_path: Pat
 @pytest.mark.slow
 def test_a_100_mb_string_is_handled_in_bounded_time_and_memory(tmp_path: Path) -> None:
     line = "{" + ENVELOPE + ',"arena_id":"' + "a" * (100 << 20) + '","released_bytes":-1}\n'
-    (tmp_path / "big.jsonl").write_text(line)
-    status, stdout, _, peak = run_bounded(["validate", "big.jsonl"], tmp_path)
-    assert status == 1 and stdout.startswith(b"big.jsonl:1: kv_arena.closed@1: $.released_bytes")
-    assert len(stdout) < 10_000, "the finding repeats the 100 MB value"
-    assert peak < 1 << 30, f"validate peaked at {peak >> 20} MiB for a 100 MiB line"
+    (tmp_path / "big.jsonl").write_text(line + SMALL_INVALID + "\n")
+    for jobs in ("1", "2"):
+        status, stdout, _, peak = run_bounded(["validate", "-j", jobs, "big.jsonl"], tmp_path)
+        assert status == 1, stdout
+        assert stdout.startswith(b"big.jsonl:1: ?@?: $: a line of %d bytes, over the 16 MiB" % len(line))
+        assert b"big.jsonl:2: kv_arena.closed@1: $.released_bytes" in stdout, "the line after it is read"
+        assert len(stdout) < 10_000, "the finding repeats the 100 MB value"
+        assert peak < 160 << 20, f"validate peaked at {peak >> 20} MiB for a 100 MiB line (it reads past it)"
+    just_under = "{" + ENVELOPE + ',"arena_id":"' + "a" * ((16 << 20) - 200) + '","released_bytes":-1}\n'
+    (tmp_path / "under.jsonl").write_text(just_under)
+    status, stdout, _, _ = run_bounded(["validate", "under.jsonl"], tmp_path)
+    assert status == 1 and stdout.startswith(b"under.jsonl:1: kv_arena.closed@1: $.released_bytes"), stdout[:200]
     status, _, _, peak = run_bounded(["migrate", "big.jsonl", "-o", "out.jsonl"], tmp_path)
-    assert status == 0 and (tmp_path / "out.jsonl").stat().st_size == len(line)
+    assert status == 0 and (tmp_path / "out.jsonl").stat().st_size == len(line) + len(SMALL_INVALID) + 1
     assert peak < 128 << 20, f"migrate peaked at {peak >> 20} MiB for a 100 MiB line (it streams long lines)"

@@ -87,6 +87,15 @@ def test_validate_reads_a_decompression_bomb_in_bounded_memory(bombs: dict[str, 
     assert peak < PEAK_LIMIT, f"validate peaked at {peak >> 20} MiB on a {bomb.stat().st_size >> 10} KiB file"
 
 
+def test_validate_reads_past_an_endless_line_in_bounded_memory(bombs: dict[str, Path], tmp_path: Path) -> None:
+    """One line of 1 GiB (.zst) or 256 MiB (.gz): one finding naming its length, never held whole."""
+    bomb = bombs["endless"]
+    status, stdout, stderr, peak = run_bounded(["validate", str(bomb)], tmp_path)
+    assert status == 1, stderr
+    assert f"a line of {BOMB_BYTES[bomb.suffix]} bytes, over the 16 MiB".encode() in stdout, stdout[:300]
+    assert peak < PEAK_LIMIT, f"validate peaked at {peak >> 20} MiB on one line of {BOMB_BYTES[bomb.suffix] >> 20} MiB"
+
+
 def windowed(window_log: int, total: int) -> bytes:
     """``total`` zeros as one frame that declares a ``2**window_log``-byte window (``zstd --long``)."""
     parameters = zstandard.ZstdCompressionParameters.from_level(3, window_log=window_log, enable_ldm=True)
