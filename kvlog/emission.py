@@ -270,6 +270,17 @@ class _Losses(_Locked):
         self.count = 0
         self.failing = False
 
+    def attempt(self, write: Callable[[], object]) -> None:
+        """Run one write of an event: a failure loses the event (raised instead when strict)."""
+        try:
+            write()
+        except Exception as exc:
+            if self.strict:
+                raise
+            self.lose(exc)
+        else:
+            self.failing = False
+
     def lose(self, exc: Exception) -> None:
         """Count one lost event; say why on stderr if the previous event got through."""
         with self.lock:
@@ -338,16 +349,13 @@ class _LineWriter(_Locked):
 
     def msg(self, line: bytes | str) -> None:
         """Write and flush one line."""
+
+        def write() -> None:
+            self._write(line)
+            self._flush()
+
         with self.lock:
-            try:
-                self._write(line)
-                self._flush()
-            except Exception as exc:
-                if self.losses.strict:
-                    raise
-                self.losses.lose(exc)
-            else:
-                self.losses.failing = False
+            self.losses.attempt(write)
 
     debug = info = warning = error = critical = exception = msg
 
@@ -382,14 +390,7 @@ class _StdlibWriter:
         return self.losses.count
 
     def _log(self, method: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
-        try:
-            getattr(self.logger, method)(*args, **kwargs)
-        except Exception as exc:
-            if self.losses.strict:
-                raise
-            self.losses.lose(exc)
-        else:
-            self.losses.failing = False
+        self.losses.attempt(lambda: getattr(self.logger, method)(*args, **kwargs))
 
     def debug(self, *args: Any, **kwargs: Any) -> None:
         self._log("debug", args, kwargs)

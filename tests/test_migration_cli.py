@@ -350,12 +350,11 @@ def test_in_place_survives_sigkill_at_any_moment(big_log: Path, tmp_path: Path) 
     assert "original" in outcomes
 
 
-def test_progress_bar_on_a_terminal_only(big_log: Path, tmp_path: Path) -> None:
+def stderr_on_a_terminal(*args: str | Path) -> bytes:
+    """What ``kvlog migrate ARGS`` writes to standard error when that is a terminal (a pty); it must exit 0."""
     leader, follower = pty.openpty()
     process = subprocess.Popen(
-        [sys.executable, "-m", "kvlog", "migrate", str(big_log), "-o", str(tmp_path / "out")],
-        stderr=follower,
-        stdout=subprocess.DEVNULL,
+        [sys.executable, "-m", "kvlog", "migrate", *map(str, args)], stderr=follower, stdout=subprocess.DEVNULL
     )
     os.close(follower)
     seen = b""
@@ -369,7 +368,11 @@ def test_progress_bar_on_a_terminal_only(big_log: Path, tmp_path: Path) -> None:
         seen += chunk
     assert process.wait(timeout=300) == 0
     os.close(leader)
-    assert b"migrating" in seen
+    return seen
+
+
+def test_progress_bar_on_a_terminal_only(big_log: Path, tmp_path: Path) -> None:
+    assert b"migrating" in stderr_on_a_terminal(big_log, "-o", tmp_path / "out")
     piped = kvlog("migrate", big_log, "-o", tmp_path / "out2")
     assert b"migrating" not in piped.stderr
 

@@ -178,12 +178,12 @@ def _fill(fd: int) -> None:
 def _blocked_in_write(thread: threading.Thread) -> bool:
     """Whether ``thread`` sits in the writer's call into the stream (its write or its flush)."""
     frame = sys._current_frames().get(thread.ident or -1)
-    while frame is not None and frame.f_code.co_name != "msg":
+    while frame is not None:
+        line = linecache.getline(frame.f_code.co_filename, frame.f_lineno)
+        if "self._write(line)" in line or "self._flush()" in line:
+            return True
         frame = frame.f_back
-    if frame is None:
-        return False
-    line = linecache.getline(frame.f_code.co_filename, frame.f_lineno)
-    return "self._write(line)" in line or "self._flush()" in line
+    return False
 
 
 def _wait_until_blocked_in_write(thread: threading.Thread) -> None:
