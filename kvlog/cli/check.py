@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import errno
+import os
 import sys
 from pathlib import Path
 from typing import cast
@@ -82,7 +84,16 @@ def check(  # noqa: PLR0917 - click passes every option positionally
             click.echo(f"kvlog check: cannot write {printable(str(output), name=True)}: {exc.strerror}", err=True)
             sys.exit(EXIT_USAGE)
     else:
-        sys.stdout.write(text)
+        try:
+            if sys.stdout is None:  # started with descriptor 1 closed (`>&-`)
+                raise OSError(errno.EBADF, "standard output is closed")
+            sys.stdout.write(text)
+            sys.stdout.flush()
+        except OSError as exc:  # a closed pipe, a full disk
+            if sys.stdout is not None:
+                os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # so the exit's own flush is quiet
+            click.echo(f"kvlog check: cannot write the report: {exc.strerror or exc}", err=True)
+            sys.exit(EXIT_USAGE)
     click.echo(summary(report), err=True)
     if count_errors(report.findings):
         sys.exit(EXIT_FINDINGS)

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import errno
 import io
 import os
 import sys
 
 import click
 
-from kvlog.inputs import InputError
+from kvlog.inputs import STDIN, InputError
 from kvlog.logcheck import PARALLEL_MIN_BYTES, Skips, Summary, check_input
 from kvlog.printable import printable, printable_name
 from kvlog.validation import EventValidator
@@ -63,6 +64,8 @@ def validate(
     try:
         for name in files:
             try:
+                if name == STDIN and sys.stdin is None:  # started with descriptor 0 closed (`<&-`)
+                    raise InputError(f"{name}: cannot read: standard input is closed")
                 for finding in check_input(name, summary, validator, skips=skips, jobs=jobs):
                     if not quiet:
                         _write(f"{finding}\n")
@@ -76,7 +79,8 @@ def validate(
                 _input_error(f"{printable_name(name)}: cannot read: {printable(exc.strerror or str(exc))}")
         _write("")
     except _OutputError as exc:  # a full disk or a closed pipe under standard output
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # so the exit's own flush is quiet
+        if sys.stdout is not None:
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # so the exit's own flush is quiet
         click.echo(f"kvlog validate: cannot write the findings: {exc}", err=True)
         sys.exit(EXIT_INPUT_ERROR)
     click.echo(str(summary), err=True)
@@ -88,6 +92,10 @@ def validate(
 
 def _write(text: str) -> None:
     """Write to standard output (flush when ``text`` is empty); an OSError here is an _OutputError."""
+    if sys.stdout is None:  # started with descriptor 1 closed (`>&-`): only a finding needs it
+        if text:
+            raise _OutputError(OSError(errno.EBADF, "standard output is closed"))
+        return
     try:
         if text:
             sys.stdout.write(text)
