@@ -444,7 +444,7 @@ def test_the_linear_validator_answers_for_an_event_too_deep_for_it() -> None:
 NUMBERS = st.integers(-(2**63), 2**63 - 1) | st.floats(allow_nan=False, allow_infinity=False)
 SCALARS = st.none() | st.booleans() | NUMBERS | st.text(max_size=3)
 TYPES = ["null", "boolean", "object", "array", "number", "integer", "string"]
-NAMES = st.sampled_from(["a", "b", "c_bytes", "pool_state"])
+FIELD_NAMES = st.sampled_from(["a", "b", "c_bytes", "pool_state"])
 
 
 def schema_shapes(depth: int) -> st.SearchStrategy[Any]:
@@ -465,8 +465,8 @@ def schema_shapes(depth: int) -> st.SearchStrategy[Any]:
             "prefixItems": st.lists(sub, max_size=2),
             "minItems": st.integers(0, 3),
             "uniqueItems": st.booleans(),
-            "properties": st.dictionaries(NAMES, sub, max_size=3),
-            "required": st.lists(NAMES, unique=True, max_size=3),
+            "properties": st.dictionaries(FIELD_NAMES, sub, max_size=3),
+            "required": st.lists(FIELD_NAMES, unique=True, max_size=3),
             "additionalProperties": sub,
             "patternProperties": st.dictionaries(st.sampled_from(["^a", "(a*)*"]), sub, max_size=1),
             "allOf": st.lists(sub, min_size=1, max_size=2),
