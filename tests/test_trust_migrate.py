@@ -157,6 +157,8 @@ def test_runs_at_once_on_one_file_take_turns_and_keep_the_original(tmp_path: Pat
         ["--report", "{tmp}/r.json", "--dead-letter", "{tmp}/r.json"],
         ["--report", "{tmp}/r.json", "--dead-letter", "{tmp}/link-to-r.json"],
         ["-o", "{outdir}/", "--report", "{outdir}/app.log"],
+        ["-o", "{out}", "--report", "{tmp}"],
+        ["--dead-letter", "{dir}"],
     ],
 )
 def test_an_output_that_names_an_input_or_another_output_is_refused(tmp_path: Path, arguments: list[str]) -> None:
@@ -400,6 +402,16 @@ def test_unreadable_paths_are_named_with_the_real_reason_and_the_rest_runs(tmp_p
     finally:
         locked.chmod(0o700)
         closed.chmod(0o700)
+
+
+def test_a_working_directory_removed_under_the_run_is_an_error_not_a_traceback(tmp_path: Path) -> None:
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    log = tmp_path / "app.log"
+    log.write_bytes(OLD)
+    done = kvlog(log, "--report", "report.json", "-o", "out.jsonl", cwd=gone, preexec_fn=gone.rmdir)
+    assert done.returncode == 2, done.stderr
+    assert b"No such file or directory" in done.stderr and b"Traceback" not in done.stderr
 
 
 # -- 23. a trailing slash means a directory ---------------------------------------------------------------------

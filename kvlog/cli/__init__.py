@@ -44,6 +44,11 @@ class _LazyGroup(click.Group):
                 signal.signal(signum, signal.SIG_IGN)
             click.echo(f"\nkvlog: stopped by {signal.Signals(stopped.signum).name}; temporary files removed", err=True)
             ctx.exit(stopped.exit_status)
+        except OSError as exc:  # the last resort: an I/O failure no command foresaw (its working directory gone)
+            remove_leftovers()
+            where = f"{exc.filename}: " if exc.filename else ""
+            click.echo(f"kvlog: {where}{exc.strerror or exc}", err=True)
+            ctx.exit(2)
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted({*super().list_commands(ctx), *COMMANDS})

@@ -101,6 +101,8 @@ def _refuse_conflicts(inputs: list[str], written: list[tuple[str, str]]) -> None
     read = {_identity(name): name for name in inputs}
     seen: dict[object, tuple[str, str]] = {}
     for option, path in written:
+        if option != "-o" and Path(path).is_dir():
+            raise PlanError(f"{option} {path} is a directory; name a file")
         key = _identity(path)
         if key in read:
             hint = ": use --in-place to replace it" if option == "-o" else ""
