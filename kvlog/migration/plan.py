@@ -101,7 +101,7 @@ def _refuse_conflicts(inputs: list[str], written: list[tuple[str, str]]) -> None
     read = {_identity(name): name for name in inputs}
     seen: dict[object, tuple[str, str]] = {}
     for option, path in written:
-        if option != "-o" and Path(path).is_dir():
+        if option in ("--report", "--dead-letter") and Path(path).is_dir():
             raise PlanError(f"{option} {path} is a directory; name a file")
         key = _identity(path)
         if key in read:
