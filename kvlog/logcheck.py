@@ -31,6 +31,7 @@ from kvlog.catalog import Catalog
 from kvlog.inputs import MAX_LINE_BYTES, STDIN, InputError, OverlongLine, bounded_lines, read_lines
 from kvlog.jsonline import problems
 from kvlog.printable import printable, printable_name
+from kvlog.stopping import held_back
 from kvlog.validation import EventValidator, Violation
 
 #: Below this size a file is validated serially unless ``jobs`` is given: starting workers costs more.
@@ -356,7 +357,9 @@ def _check_chunks(  # noqa: PLR0917 - check_input's arguments, passed on
         min(jobs, len(chunks)), mp_context=context, initializer=_start_worker, initargs=(validator.catalog,)
     )
     try:
-        yield from _in_file_order(workers.map(_check_chunk, chunks), summary)
+        with held_back():  # a stop signal while the pool starts its threads would leave one unjoinable
+            results = workers.map(_check_chunk, chunks)
+        yield from _in_file_order(results, summary)
     except BrokenProcessPool:
         raise InputError(f"{name}: cannot validate: a worker process ended unexpectedly (killed?)") from None
     finally:

@@ -59,8 +59,10 @@ def temporaries(directory: Path) -> list[str]:
 def test_a_second_in_place_run_keeps_the_backup_and_says_already_current(tmp_path: Path) -> None:
     log = tmp_path / "app.log"
     log.write_bytes(OLD)
+    original_inode = log.stat().st_ino
     first = kvlog("--in-place", log)
     assert first.returncode == 0, first.stderr
+    assert (tmp_path / "app.log.orig").stat().st_ino == original_inode, "the backup is the original file, not a copy"
     migrated = log.read_bytes()
     assert migrated != OLD and (tmp_path / "app.log.orig").read_bytes() == OLD
     inode = log.stat().st_ino

@@ -71,8 +71,9 @@ class InPlace:
         self.source = _open_locked(name)
         self.seen = _Seen.of(os.fstat(self.source.fileno()))
         self._temporary: Path | None = None
-        #: hidden temporaries a killed run left beside the log, removed now that this run holds the lock
-        self.stale_removed = remove_stale_temporaries(self.path)
+        #: hidden temporaries a killed run left beside the log (its output, its backup's copy), removed now
+        #: that this run holds the lock
+        self.stale_removed = remove_stale_temporaries(self.path) + remove_stale_temporaries(self.backup)
 
     def close(self) -> None:
         """Release the lock (by closing the descriptor)."""
@@ -190,7 +191,7 @@ class InPlace:
         if status == "foreign":
             raise ReplaceRefused(self._backup_exists_message())
         try:
-            os.link(f"/proc/self/fd/{self.source.fileno()}", self.backup, follow_symlinks=True)
+            _link_descriptor(self.source.fileno(), self.backup)
             return
         except FileExistsError:
             raise ReplaceRefused(self._backup_exists_message()) from None
@@ -211,6 +212,19 @@ class InPlace:
             raise OutputError(f"{self.backup}: cannot keep the backup: {exc.strerror or exc}") from None
         finally:
             remove_temporary(staging_path)
+
+
+def _link_descriptor(descriptor: int, name: Path) -> None:
+    """A new name for the open file ``descriptor``: ``linkat(AT_SYMLINK_FOLLOW)`` through ``/proc/self/fd``.
+
+    ``os.link`` calls plain ``link()``, which links the /proc symlink itself (EXDEV), unless a
+    directory descriptor is given: only then does it call ``linkat`` with the follow flag.
+    """
+    directory = os.open(name.parent, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+    try:
+        os.link(f"/proc/self/fd/{descriptor}", name, src_dir_fd=directory, follow_symlinks=True)
+    finally:
+        os.close(directory)
 
 
 def _open_locked(name: str) -> IO[bytes]:

@@ -75,7 +75,9 @@ def run_tasks(
             initargs=(options, migrations, staging),
         )
         try:
-            for outcome in workers.map(_run_in_worker, [(task, dead_letter is not None) for task in tasks]):
+            with held_back():  # a stop signal while the pool starts its threads would leave one unjoinable
+                outcomes = workers.map(_run_in_worker, [(task, dead_letter is not None) for task in tasks])
+            for outcome in outcomes:
                 _unstage(outcome, dead_letter)
                 progress(_size(outcome.name))
                 yield outcome
