@@ -15,13 +15,9 @@ import contextlib
 import dataclasses
 import gc
 import json
-import multiprocessing
 import os
 import signal
-import sys
 from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import ProcessPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -31,8 +27,8 @@ from kvlog.catalog import Catalog
 from kvlog.inputs import MAX_LINE_BYTES, STDIN, InputError, OverlongLine, bounded_lines, read_lines
 from kvlog.jsonline import problems
 from kvlog.printable import printable, printable_name
-from kvlog.stopping import held_back
 from kvlog.validation import EventValidator, Violation
+from kvlog.workers import WorkerDied, in_order
 
 #: Below this size a file is validated serially unless ``jobs`` is given: starting workers costs more.
 PARALLEL_MIN_BYTES = 16 << 20
@@ -348,22 +344,18 @@ def _check_chunks(  # noqa: PLR0917 - check_input's arguments, passed on
     if jobs == 1 or len(chunks) == 1:
         yield from _in_file_order((_check_chunk_with(validator, chunk) for chunk in chunks), summary)
         return
-    method = "fork" if "fork" in multiprocessing.get_all_start_methods() and sys.platform == "linux" else "spawn"
-    context = multiprocessing.get_context(method)
-    # A process pool that notices a worker's death (multiprocessing.Pool replaces the worker and waits
-    # for its result for ever) and whose shutdown takes no lock a killed worker may have held: SIGTERM to
-    # the whole process group once hung the run 1 time in 4 under Pool.terminate().
-    workers = ProcessPoolExecutor(
-        min(jobs, len(chunks)), mp_context=context, initializer=_start_worker, initargs=(validator.catalog,)
+    results = in_order(
+        _check_chunk,
+        chunks,
+        workers=min(jobs, len(chunks)),
+        initializer=_start_worker,
+        initargs=(validator.catalog,),
     )
     try:
-        with held_back():  # a stop signal while the pool starts its threads would leave one unjoinable
-            results = workers.map(_check_chunk, chunks)
-        yield from _in_file_order(results, summary)
-    except BrokenProcessPool:
-        raise InputError(f"{name}: cannot validate: a worker process ended unexpectedly (killed?)") from None
-    finally:
-        workers.shutdown(wait=True, cancel_futures=True)
+        with contextlib.closing(results):
+            yield from _in_file_order(results, summary)
+    except WorkerDied as exc:
+        raise InputError(f"{name}: cannot validate: {exc}") from None
 
 
 def _in_file_order(results: Iterable[tuple[list[Finding], Summary]], summary: Summary) -> Iterator[Finding]:

@@ -7,15 +7,11 @@ staged in temporary files and joined in input order, so ``--jobs`` never changes
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 import shutil
-import sys
 import tempfile
 from collections.abc import Callable, Iterator
-from concurrent.futures import ProcessPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
-from contextlib import AbstractContextManager, ExitStack, contextmanager, nullcontext
+from contextlib import AbstractContextManager, ExitStack, closing, contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
@@ -31,6 +27,7 @@ from kvlog.migration.plan import Task
 from kvlog.migration.report import Report
 from kvlog.migration.steps import load_chain
 from kvlog.stopping import held_back, off_the_books, on_the_books, stop_on_signals
+from kvlog.workers import WorkerDied, in_order
 
 _COPY_BLOCK = 1 << 20
 
@@ -63,30 +60,22 @@ def run_tasks(
         for task in tasks:
             yield _run(migrator, task, dead_letter, progress, stage=False)
         return
-    method = "fork" if "fork" in multiprocessing.get_all_start_methods() and sys.platform == "linux" else "spawn"
-    # multiprocessing.Pool waits for ever for the task of a worker that died (killed, OOM) and its
-    # terminate() could hang on a lock a dying worker held; this pool notices a death and shuts down
-    # without signalling its workers.
     with _staging_directory() as staging:
-        workers = ProcessPoolExecutor(
-            min(jobs, len(tasks)),
-            mp_context=multiprocessing.get_context(method),
+        outcomes = in_order(
+            _run_in_worker,
+            [(task, dead_letter is not None) for task in tasks],
+            workers=min(jobs, len(tasks)),
             initializer=_init_worker,
             initargs=(options, migrations, staging),
         )
         try:
-            with held_back():  # a stop signal while the pool starts its threads would leave one unjoinable
-                outcomes = workers.map(_run_in_worker, [(task, dead_letter is not None) for task in tasks])
-            for outcome in outcomes:
-                _unstage(outcome, dead_letter)
-                progress(_size(outcome.name))
-                yield outcome
-        except BrokenProcessPool:
-            raise KvlogError(
-                "a worker process ended unexpectedly (killed?); the inputs not reported above were not migrated"
-            ) from None
-        finally:
-            workers.shutdown(wait=True, cancel_futures=True)
+            with closing(outcomes):
+                for outcome in outcomes:
+                    _unstage(outcome, dead_letter)
+                    progress(_size(outcome.name))
+                    yield outcome
+        except WorkerDied as exc:
+            raise WorkerDied(f"{exc}; the inputs not reported above were not migrated") from None
 
 
 _worker: Migrator | None = None
