@@ -134,4 +134,3 @@ def bounded_lines(stream: IO[bytes], size: int = -1) -> Iterator[bytes]:
             if not more or more[-1] == 0x0A:
                 break
         yield line if length == cap else OverlongLine.of(length)  # exactly at the cap: the last line
-        del line

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import errno
-import os
 import sys
 from pathlib import Path
 from typing import cast
@@ -15,6 +13,7 @@ from kvlog.check.evolution import MODES, Mode
 from kvlog.check.findings import count_errors
 from kvlog.check.report import Format, printable, render, summary
 from kvlog.check.runner import Options, run_check
+from kvlog.cli.stdout import abandon_out, flush_out, write_out
 from kvlog.errors import KvlogError
 
 EXIT_FINDINGS = 1
@@ -85,13 +84,10 @@ def check(  # noqa: PLR0917 - click passes every option positionally
             sys.exit(EXIT_USAGE)
     else:
         try:
-            if sys.stdout is None:  # started with descriptor 1 closed (`>&-`)
-                raise OSError(errno.EBADF, "standard output is closed")
-            sys.stdout.write(text)
-            sys.stdout.flush()
-        except OSError as exc:  # a closed pipe, a full disk
-            if sys.stdout is not None:
-                os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # so the exit's own flush is quiet
+            write_out(text)
+            flush_out()
+        except OSError as exc:  # closed at start, a closed pipe, a full disk
+            abandon_out()
             click.echo(f"kvlog check: cannot write the report: {exc.strerror or exc}", err=True)
             sys.exit(EXIT_USAGE)
     click.echo(summary(report), err=True)

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import errno
 import io
-import os
 import sys
 
 import click
 
+from kvlog.cli.stdout import abandon_out, flush_out, write_out
 from kvlog.inputs import STDIN, InputError
 from kvlog.logcheck import PARALLEL_MIN_BYTES, Skips, Summary, check_input
 from kvlog.printable import printable, printable_name
@@ -79,8 +78,7 @@ def validate(
                 _input_error(f"{printable_name(name)}: cannot read: {printable(exc.strerror or str(exc))}")
         _write("")
     except _OutputError as exc:  # a full disk or a closed pipe under standard output
-        if sys.stdout is not None:
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # so the exit's own flush is quiet
+        abandon_out()
         click.echo(f"kvlog validate: cannot write the findings: {exc}", err=True)
         sys.exit(EXIT_INPUT_ERROR)
     click.echo(str(summary), err=True)
@@ -92,15 +90,11 @@ def validate(
 
 def _write(text: str) -> None:
     """Write to standard output (flush when ``text`` is empty); an OSError here is an _OutputError."""
-    if sys.stdout is None:  # started with descriptor 1 closed (`>&-`): only a finding needs it
-        if text:
-            raise _OutputError(OSError(errno.EBADF, "standard output is closed"))
-        return
     try:
         if text:
-            sys.stdout.write(text)
+            write_out(text)
         else:
-            sys.stdout.flush()
+            flush_out()
     except OSError as exc:
         raise _OutputError(exc) from None
 
