@@ -1,6 +1,6 @@
 """``kvlog validate`` and ``kvlog migrate`` of this tree against a baseline source tree, in one run.
 
-A change to the reading of JSON lines (``kvlog.jsonline``: duplicate keys, nesting, the text of
+A change to the reading of JSON lines (``kvlog.io.jsonline``: duplicate keys, nesting, the text of
 numbers) must not slow the common path. This script times the same commands of two source trees on
 the same generated files, interleaved round by round, each pinned to one core, and reports the
 median CPU seconds of each and their ratio (this tree / baseline: below 1 is faster):

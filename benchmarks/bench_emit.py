@@ -32,8 +32,8 @@ from quiet import wait_for_idle
 
 import kvlog
 from kvlog import events
-from kvlog.logcheck import Summary, check_lines
-from kvlog.validation import EventValidator
+from kvlog.schema.validation import EventValidator
+from kvlog.validate import Summary, validate_lines
 
 GB = 1 << 30
 DTYPE = "torch.bfloat16"
@@ -131,7 +131,7 @@ def main() -> None:
 
         summary = Summary()
         with (out / "warn.jsonl").open("rb") as written:
-            problems = list(check_lines("warn.jsonl", written, summary, EventValidator()))
+            problems = list(validate_lines("warn.jsonl", written, summary, EventValidator()))
         assert not problems and summary.events == n, "every emitted event must be valid"
 
     baseline = best["stdlib logging.info(f-string), FileHandler"]

@@ -5,7 +5,7 @@ current events (arena commits and decommits dominate, as in a server that grows 
 pools; every line is valid), then measures, in one run on the same file:
 
 * ``orjson.loads`` of every line: the floor, parsing alone;
-* kvlog's validation loop in-process, one core (``kvlog.logcheck.check_lines``);
+* kvlog's validation loop in-process, one core (``kvlog.validate.check_lines``);
 * the ``kvlog validate`` command end to end (a subprocess: start-up, reading, output), serial
   (``--jobs 1``) and with its default (all CPUs for a file this size);
 * plain ``jsonschema`` (``Draft202012Validator`` with the same schemas and registry, dispatched by
@@ -36,9 +36,9 @@ import orjson
 from jsonschema import Draft202012Validator
 from quiet import wait_for_idle
 
-from kvlog.catalog import default_catalog
-from kvlog.logcheck import Summary, available_cpus, check_lines
-from kvlog.validation import EventValidator
+from kvlog.schema.catalog import default_catalog
+from kvlog.schema.validation import EventValidator
+from kvlog.validate import Summary, available_cpus, validate_lines
 
 GIB = 1 << 30
 MIB = 1 << 20
@@ -204,7 +204,7 @@ def bench_kvlog_loop(lines: list[bytes]) -> float:
     validator = EventValidator()
     summary = Summary()
     start = time.perf_counter()
-    problems = list(check_lines("bench", lines, summary, validator))
+    problems = list(validate_lines("bench", lines, summary, validator))
     elapsed = time.perf_counter() - start
     assert not problems and summary.events == len(lines), "the generated log must be valid"
     return elapsed
@@ -276,7 +276,7 @@ def main() -> None:
         per_ref = t_reference / len(reference)
 
         print(f"orjson.loads only, in-process, 1 core        {rate(n, t_orjson)}")
-        print(f"kvlog check_lines, in-process, 1 core        {rate(n, t_loop)}")
+        print(f"kvlog validate_lines, in-process, 1 core        {rate(n, t_loop)}")
         print(f"kvlog validate --jobs 1 (CLI, end to end)    {rate(n, t_cli_serial)}; CPU {cpu_serial:.2f} s")
         print(
             f"kvlog validate (CLI, default jobs={available_cpus()})      {rate(n, t_cli_default)}; "
@@ -290,7 +290,7 @@ def main() -> None:
         print(f"kvlog validate (default) vs jsonschema:      {per_ref / (t_cli_default / n):.1f}x faster")
         print(f"kvlog validate --jobs 1 vs jsonschema:       {per_ref / (t_cli_serial / n):.1f}x faster")
         print(f"kvlog validate (default) / orjson.loads:     {t_cli_default / t_orjson:.2f}x the time of bare parsing")
-        print(f"kvlog check_lines / orjson.loads (1 core):   {t_loop / t_orjson:.2f}x the time of bare parsing")
+        print(f"kvlog validate_lines / orjson.loads (1 core):   {t_loop / t_orjson:.2f}x the time of bare parsing")
         print(f"goal >= 1M events/s by the CLI:              {'met' if n / t_cli_default >= 1e6 else 'NOT met'}")
 
 

@@ -87,11 +87,11 @@ def migration_tour(stream: IO[str]) -> int:
     it tells, and the migrated event says so, with the evidence. Returns how many events it read.
     """
     from kvlog.migration import load_chain  # noqa: PLC0415 - only the demo's last step needs the migrator
-    from kvlog.migration.engine import Migrator, Options  # noqa: PLC0415 - same reason
-    from kvlog.migration.render import current_line  # noqa: PLC0415 - same reason
+    from kvlog.migration.engine import MigrateOptions, Migrator  # noqa: PLC0415 - same reason
+    from kvlog.migration.legacy import current_line  # noqa: PLC0415 - same reason
 
     out = io.BytesIO()
-    Migrator(load_chain(), Options()).migrate("old-sglang.log", io.BytesIO(OLD_SGLANG_LOG.encode()), out)
+    Migrator(load_chain(), MigrateOptions()).migrate("old-sglang.log", io.BytesIO(OLD_SGLANG_LOG.encode()), out)
     stream.write("\nkvlog migrate: lines of old sglang logs that read differently today\n")
     count = 0
     for old, new in zip(OLD_SGLANG_LOG.splitlines(), out.getvalue().decode().splitlines(), strict=True):

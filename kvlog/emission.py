@@ -38,18 +38,18 @@ import orjson
 import structlog
 from structlog.typing import EventDict, Processor, WrappedLogger
 
-from kvlog.catalog import Catalog
-from kvlog.console import console_renderer
 from kvlog.errors import SchemaViolationError
 from kvlog.event_base import Event
-from kvlog.validation import EventValidator, Violation
+from kvlog.schema.catalog import Catalog
+from kvlog.schema.validation import EventValidator, Violation
+from kvlog.text.console import console_renderer
 
 ValidationMode = Literal["off", "warn", "drop", "raise"]
 Output = Literal["json", "console"]
-Level = Literal["debug", "info", "warning", "error", "critical"]
+LogLevel = Literal["debug", "info", "warning", "error", "critical"]
 
 VIOLATION_EVENT = "kvlog.schema_violation"
-LEVELS: tuple[Level, ...] = ("debug", "info", "warning", "error", "critical")
+LEVELS: tuple[LogLevel, ...] = ("debug", "info", "warning", "error", "critical")
 _MAX_REPORTS_PER_SECOND = 10
 #: structlog method names that are not level names
 _LEVEL_ALIASES = {"warn": "warning", "exception": "error", "fatal": "critical", "failure": "error", "err": "error"}
@@ -443,7 +443,7 @@ class _Emitter:
         self.stdlib = stdlib
         self.enabled = {name: logging.getLevelNamesMapping()[name.upper()] >= threshold for name in LEVELS}
 
-    def __call__(self, event: Event, level: Level) -> None:
+    def __call__(self, event: Event, level: LogLevel) -> None:
         if not self.enabled[level]:
             return
         target = self.target
@@ -477,7 +477,7 @@ def configure(
     validation: ValidationMode = "warn",
     stream: IO[str] | IO[bytes] | None = None,
     stdlib: bool = False,
-    level: Level = "debug",
+    level: LogLevel = "debug",
     catalog: Catalog | None = None,
 ) -> None:
     """Set up kvlog's structlog pipeline; calling it again replaces the previous setup.
@@ -532,7 +532,7 @@ def get_logger(**initial: Any) -> Any:
     return _state.logger.bind(**initial) if initial else _state.logger
 
 
-def emit(event: Event, level: Level = "info") -> None:
+def emit(event: Event, level: LogLevel = "info") -> None:
     """Log a typed catalog event at ``level``."""
     emitter = _state.emitter
     if emitter is None:

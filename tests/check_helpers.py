@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from kvlog._resources import data_dir
+from kvlog.schema.resources import data_dir
 
 KVLOG = str(Path(sys.executable).with_name("kvlog"))
 GIT_ENV = {

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kvlog.catalog import default_catalog
+from kvlog.schema.catalog import default_catalog
 
 ENVELOPE = {"event", "schema_version", "timestamp", "level", "pid", "ranks", "migrated", "ext"}
 GIB = 1 << 30

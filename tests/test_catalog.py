@@ -11,9 +11,9 @@ import pytest
 from foundation_samples import FIELDS, MLA_ALLOCATION, envelope, fields, sample
 from jsonschema import Draft202012Validator
 
-from kvlog.catalog import SCHEMA_BASE_URI, Catalog, default_catalog
 from kvlog.errors import CatalogError, UnknownEventError
-from kvlog.validation import EventValidator
+from kvlog.schema.catalog import SCHEMA_BASE_URI, Catalog, default_catalog
+from kvlog.schema.validation import EventValidator
 
 SCHEMAS = Path(__file__).resolve().parent.parent / "schemas"
 SCHEMA_FILES = sorted(SCHEMAS.rglob("*.json"))

@@ -14,13 +14,13 @@ from typing import Any
 import orjson
 import pytest
 
-from kvlog._resources import data_dir
 from kvlog.check.evolution import MODES, Evolution, Mode
 from kvlog.check.findings import Finding
 from kvlog.check.migrations import coverage
 from kvlog.check.snapshot import Snapshot
 from kvlog.check.structure import check_structure
 from kvlog.migration import load_chain
+from kvlog.schema.resources import data_dir
 
 OPEN: dict[str, Any] = {}
 CLOSED = {"additionalProperties": False}

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from check_helpers import kvlog
 
-from kvlog._resources import data_dir
+from kvlog.schema.resources import data_dir
 
 CORPUS = Path(__file__).parent / "corpus"
 

@@ -26,19 +26,19 @@ from foundation_samples import fields
 
 import kvlog
 from kvlog import events
-from kvlog.catalog import default_catalog
-from kvlog.console import console_line
 from kvlog.migration import load_chain
-from kvlog.migration.engine import Migrator, Options
-from kvlog.migration.render import LegacyRenderer, current_line
-from kvlog.validation import EventValidator
-from kvlog.wording import _PLACEHOLDER as PLACEHOLDER
-from kvlog.wording import BYTE_UNITS, CURRENT, Template, render, split_sections
+from kvlog.migration.engine import MigrateOptions, Migrator
+from kvlog.migration.legacy import LegacyRenderer, current_line
+from kvlog.schema.catalog import default_catalog
+from kvlog.schema.validation import EventValidator
+from kvlog.text.console import console_line
+from kvlog.text.wording import _PLACEHOLDER as PLACEHOLDER
+from kvlog.text.wording import BYTE_UNITS, CURRENT, Template, render_message, split_sections
 
 CATALOG = default_catalog()
 CHAIN = load_chain()
 VALIDATOR = EventValidator()
-MIGRATOR = Migrator(CHAIN, Options())
+MIGRATOR = Migrator(CHAIN, MigrateOptions())
 LEGACY = [LegacyRenderer(CHAIN, g.id) for g in CHAIN.generations() if g.catalog_version < CATALOG.newest_release()]
 ENVELOPE = {"event", "schema_version", "timestamp", "level", "pid", "ranks", "migrated", "ext"}
 KVLOG = Path(sys.executable).with_name("kvlog")
@@ -177,8 +177,8 @@ def _reads_back(event: dict[str, Any], message: str) -> None:
 def test_the_wording_sglang_used_when_a_host_pool_said_neither_label_nor_tokens() -> None:
     """sglang before 0.5.17 (checked in 0.4.6 and 0.5.10) printed this; 0.5.17 and later printed both fields."""
     event = {"event": "kv_host_pool.allocation", "label": None, "num_tokens": None, "host_bytes": 99_420_000_000}
-    assert render(event) == "Allocating 99.42 GB host memory for hierarchical KV cache."
-    assert render({**event, "label": "kv", "num_tokens": 5}) == (
+    assert render_message(event) == "Allocating 99.42 GB host memory for hierarchical KV cache."
+    assert render_message({**event, "label": "kv", "num_tokens": 5}) == (
         "Allocating kv hierarchical KV host pool: 5 tokens, 99.42 GB host memory."
     )
 

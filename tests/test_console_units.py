@@ -24,16 +24,16 @@ import orjson
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from kvlog.console import console_line
 from kvlog.migration import load_chain
-from kvlog.migration.engine import Migrator, Options
-from kvlog.units import BYTES, MICROSECONDS
-from kvlog.wording import render
+from kvlog.migration.engine import MigrateOptions, Migrator
+from kvlog.text.console import console_line
+from kvlog.text.units import BYTES, MICROSECONDS
+from kvlog.text.wording import render_message
 
 #: a figure and its unit, as kvlog's own lines print them
 FIGURE = re.compile(r"(?<![\w.\[])(-?[0-9][0-9.e+-]*) (B|KiB|MiB|GiB|TiB|PiB|EiB|ns|us|ms|s|min|h|d)\b")
 CHAIN = load_chain()
-MIGRATOR = Migrator(CHAIN, Options())
+MIGRATOR = Migrator(CHAIN, MigrateOptions())
 #: today's wording, as the grammar reads it
 TODAY = CHAIN.generations()[-1]
 
@@ -94,9 +94,9 @@ def test_the_reported_lines() -> None:
         "measured_committed_bytes": None,
         "duration_us": 14204.838999999998,
     }
-    assert render(commit) == "KvVmmArena[4242_0] commit: offset=0 B size=2.00 MiB committed=6.00 MiB in 14.2 ms"
+    assert render_message(commit) == "KvVmmArena[4242_0] commit: offset=0 B size=2.00 MiB committed=6.00 MiB in 14.2 ms"
     batch = commit | {"range_count": 64, "nbytes": 64 << 21, "committed_bytes": 64 << 21}
-    assert render(batch) == (
+    assert render_message(batch) == (
         "KvVmmArena[4242_0] commit: ranges=64 from offset=0 B size=128 MiB committed=128 MiB in 14.2 ms"
     )
     host = {
@@ -108,8 +108,8 @@ def test_the_reported_lines() -> None:
         "granularity_bytes": 4096,
         "handle_type": None,
     }
-    assert render(host) == "KvVmmArena[7_0] ready: backend=host reserved_va=16.0 MiB granularity=4.00 KiB"
-    assert _migrated(render(host) or "")["reserved_va_bytes"] == 16 << 20
+    assert render_message(host) == "KvVmmArena[7_0] ready: backend=host reserved_va=16.0 MiB granularity=4.00 KiB"
+    assert _migrated(render_message(host) or "")["reserved_va_bytes"] == 16 << 20
 
 
 def test_sglangs_wordings_keep_sglangs_fixed_units() -> None:
@@ -122,8 +122,10 @@ def test_sglangs_wordings_keep_sglangs_fixed_units() -> None:
         "reserved_va_bytes": 2 << 20,
         "granularity_bytes": 2 << 20,
     }
-    assert render(cuda) == "KvVmmArena[7_0] ready: device=0 reserved_va=0.0 GiB granularity=2048 KiB"
-    assert render({"event": "kv_memory.pool_end", "avail_bytes": 1 << 20}) == "Memory pool end. avail mem=0.00 GB"
+    assert render_message(cuda) == "KvVmmArena[7_0] ready: device=0 reserved_va=0.0 GiB granularity=2048 KiB"
+    assert (
+        render_message({"event": "kv_memory.pool_end", "avail_bytes": 1 << 20}) == "Memory pool end. avail mem=0.00 GB"
+    )
 
 
 _SIZES = st.integers(0, 2**63)

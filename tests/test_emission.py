@@ -18,8 +18,8 @@ from foundation_samples import fields
 import kvlog
 from kvlog import events
 from kvlog.emission import ValidationMode
+from kvlog.schema.validation import EventValidator
 from kvlog.testing import capture_events
-from kvlog.validation import EventValidator
 
 GIB = 1 << 30
 VALIDATOR = EventValidator()

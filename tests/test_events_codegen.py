@@ -13,10 +13,10 @@ import pytest
 from foundation_samples import envelope, fields
 
 from kvlog import events
-from kvlog.catalog import default_catalog
-from kvlog.codegen import class_name, render_module
 from kvlog.event_base import Event
-from kvlog.validation import EventValidator
+from kvlog.schema.catalog import default_catalog
+from kvlog.schema.codegen import class_name, render_module
+from kvlog.schema.validation import EventValidator
 
 ROOT = Path(__file__).resolve().parent.parent
 ENVELOPE = {"event", "schema_version", "timestamp", "level", "pid", "ranks", "migrated", "ext"}
@@ -28,7 +28,7 @@ JSON_TYPES = {"integer": int, "number": float, "string": str, "boolean": bool, "
 
 def test_the_committed_module_is_a_fresh_generation() -> None:
     committed = (ROOT / "kvlog" / "events.py").read_text()
-    assert committed == render_module(CATALOG), "schemas changed: run `python -m kvlog.codegen` and commit"
+    assert committed == render_module(CATALOG), "schemas changed: run `python -m kvlog.schema.codegen` and commit"
 
 
 def test_every_current_event_has_exactly_one_constructor() -> None:

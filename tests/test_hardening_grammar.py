@@ -19,12 +19,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kvlog.migration import load_chain
-from kvlog.migration.engine import MAX_LINE_BYTES, Migrator, Options
-from kvlog.validation import EventValidator
+from kvlog.migration.engine import MAX_LINE_BYTES, MigrateOptions, Migrator
+from kvlog.schema.validation import EventValidator
 
 CHAIN = load_chain()
 VALIDATOR = EventValidator()
-MIGRATORS = {fmt: Migrator(CHAIN, Options(output_format=fmt)) for fmt in ("jsonl", "text", "legacy")}
+MIGRATORS = {fmt: Migrator(CHAIN, MigrateOptions(output_format=fmt)) for fmt in ("jsonl", "text", "legacy")}
 VALID_LINES = [
     b"[2025-06-03 11:20:41 TP0] KV Cache is allocated. #tokens: 2371584, K size: 56.57 GB, V size: 56.58 GB",
     b"[2025-06-03 11:20:41 PP1 TP3] KV Cache is allocated. K size: 1.00 GB, V size: 2.00 GB.",

@@ -9,12 +9,12 @@ from typing import Any
 
 import pytest
 
-from kvlog._resources import data_dir
-from kvlog.catalog import Catalog, default_catalog
 from kvlog.errors import KvlogError
 from kvlog.migration import MigrationError, Step, load_chain
 from kvlog.migration.ops import ApplyError, OpError, compile_op
-from kvlog.validation import EventValidator
+from kvlog.schema.catalog import Catalog, default_catalog
+from kvlog.schema.resources import data_dir
+from kvlog.schema.validation import EventValidator
 
 CHAIN = load_chain()
 VALIDATOR = EventValidator()

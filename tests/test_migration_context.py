@@ -9,7 +9,7 @@ import orjson
 import pytest
 
 from kvlog.migration import engine, load_chain
-from kvlog.migration.engine import Migrator, Options
+from kvlog.migration.engine import MigrateOptions, Migrator
 
 CHAIN = load_chain()
 ARENA = "KvVmmArena[0] ready: device=0 reserved=20.0 GiB granularity=2048 KiB"
@@ -21,7 +21,7 @@ SIZED = "Post-capture KV sizing: max_total_num_tokens=800, free memory=3.00 GB"
 def migrate(*lines: str) -> list[dict[str, Any] | bytes]:
     out = io.BytesIO()
     text = "".join(line + "\n" for line in lines)
-    Migrator(CHAIN, Options()).migrate("ctx.log", io.BytesIO(text.encode()), out)
+    Migrator(CHAIN, MigrateOptions()).migrate("ctx.log", io.BytesIO(text.encode()), out)
     result: list[dict[str, Any] | bytes] = []
     for line in out.getvalue().split(b"\n")[:-1]:
         try:
@@ -113,7 +113,7 @@ def test_the_look_ahead_counts_the_lines_only_events_drops(monkeypatch: pytest.M
     monkeypatch.setattr(engine, "LOOKAHEAD_LINES", 3)
     text = "".join(f"{line}\n" for line in (f"[2026-07-21 09:00:00 TP0] {POOL}", *["filler"] * 4, SIZED))
     out = io.BytesIO()
-    Migrator(CHAIN, Options(only_events=True)).migrate("ctx.log", io.BytesIO(text.encode()), out)
+    Migrator(CHAIN, MigrateOptions(only_events=True)).migrate("ctx.log", io.BytesIO(text.encode()), out)
     first, sized = (orjson.loads(line) for line in out.getvalue().splitlines())
     assert state(first) == ("allocated", "v1-claims-allocated", None)
     assert sized["event"] == "kv_pool.post_capture_sized"

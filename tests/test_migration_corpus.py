@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from kvlog.catalog import default_catalog
+from kvlog.schema.catalog import default_catalog
 
 CORPUS = Path(__file__).parent / "corpus"
 NAMES = sorted(p.name.removesuffix(".expected.jsonl") for p in CORPUS.glob("*.expected.jsonl"))

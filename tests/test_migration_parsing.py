@@ -1,6 +1,6 @@
 """Reading sglang lines: every generation's wording, prefixes, rounding, and the template round trip.
 
-The parser and the console renderer share the templates of ``kvlog.wording``; the round-trip
+The parser and the console renderer share the templates of ``kvlog.text.wording``; the round-trip
 properties check that a line rendered from any event reads back to the same figures, within the
 precision the line prints.
 """
@@ -16,23 +16,23 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kvlog.console import rank_tags
 from kvlog.migration import load_chain
-from kvlog.migration.engine import Migrator, Options, _split
+from kvlog.migration.engine import MigrateOptions, Migrator, _split
 from kvlog.migration.grammar import Rule
-from kvlog.migration.prefix import split_prefix
-from kvlog.validation import EventValidator
-from kvlog.wording import _PLACEHOLDER as PLACEHOLDER
-from kvlog.wording import SCALED, UNITS, read_figure, split_sections
+from kvlog.schema.validation import EventValidator
+from kvlog.text.console import rank_tags
+from kvlog.text.prefix import split_prefix
+from kvlog.text.wording import _PLACEHOLDER as PLACEHOLDER
+from kvlog.text.wording import SCALED, UNITS, read_figure, split_sections
 
 CHAIN = load_chain()
-MIGRATOR = Migrator(CHAIN, Options())
+MIGRATOR = Migrator(CHAIN, MigrateOptions())
 GIB = 1 << 30
 
 
 def migrate_text(text: str, **options: Any) -> list[bytes]:
     out = io.BytesIO()
-    migrator = Migrator(CHAIN, Options(**options)) if options else MIGRATOR
+    migrator = Migrator(CHAIN, MigrateOptions(**options)) if options else MIGRATOR
     migrator.migrate("test.log", io.BytesIO(text.encode()), out)
     *lines, last = out.getvalue().split(b"\n")
     return [line + b"\n" for line in lines] + ([last] if last else [])

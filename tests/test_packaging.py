@@ -157,7 +157,9 @@ def test_the_wheel_carries_the_catalog_and_works_in_a_fresh_venv_outside_the_rep
         )
 
     where = run(
-        str(python), "-c", "import kvlog, kvlog._resources as r; print(kvlog.__file__); print(r.data_dir('schemas'))"
+        str(python),
+        "-c",
+        "import kvlog, kvlog.schema.resources as r; print(kvlog.__file__); print(r.data_dir('schemas'))",
     )
     module, schemas = where.stdout.split()
     assert Path(module).is_relative_to(env_dir), "kvlog must come from the venv, not the checkout"

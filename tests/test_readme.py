@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from kvlog.catalog import default_catalog
+from kvlog.schema.catalog import default_catalog
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 EXAMPLES = re.findall(r"```python\n(.*?)```", README.read_text(), flags=re.DOTALL)

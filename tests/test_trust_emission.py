@@ -34,9 +34,9 @@ import pytest
 
 import kvlog
 from kvlog import emission, events
-from kvlog.console import console_renderer
 from kvlog.emission import configure, emit, lost_events
-from kvlog.validation import EventValidator
+from kvlog.schema.validation import EventValidator
+from kvlog.text.console import console_renderer
 
 GOOD = events.KvArenaClosed(arena_id="1_0", released_bytes=5)
 BAD = events.KvMemoryPoolEnd(avail_bytes=-1)

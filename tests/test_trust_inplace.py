@@ -1,4 +1,4 @@
-"""``kvlog.migration.inplace`` on its own: a file that changed between reading and renaming stays as it was.
+"""``kvlog.io.inplace`` on its own: a file that changed between reading and renaming stays as it was.
 
 The subprocess tests (``test_trust_migrate.py``) cannot choose the moment a change happens; here each
 kind of change is made exactly between the migration and the rename.
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from kvlog.migration.inplace import InPlace, ReplaceRefused
+from kvlog.io.inplace import InPlace, ReplaceRefused
 
 OLD = (Path(__file__).parent / "corpus" / "gen2_2025.log").read_bytes()
 

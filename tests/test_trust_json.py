@@ -20,7 +20,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kvlog import jsonline
+from kvlog.io import jsonline
 
 ENVELOPE = '"event":"kv_arena.closed","schema_version":1,"timestamp":"2025-01-01T00:00:00Z","level":"info"'
 GOOD = "{" + ENVELOPE + ',"arena_id":"1_0","released_bytes":0}'

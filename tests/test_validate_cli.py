@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 from foundation_samples import FIELDS, sample
 
-from kvlog.catalog import default_catalog
-from kvlog.logcheck import chunk_ranges
+from kvlog.schema.catalog import default_catalog
+from kvlog.validate import chunk_ranges
 
 GOOD = [sample(event, version) for event, version in FIELDS]  # the hand-written ones: stable across catalog growth
 ALLOCATION = sample("kv_pool.allocation", 2)

@@ -12,7 +12,7 @@ The answer is exact for the keywords event schemas use (types, enums and consts,
 arrays, object content models, nullable ``anyOf``) and conservative where a proof would need a
 solver (a changed ``if``/``then``, ``not``, ``pattern`` or ``patternProperties``): such a change is
 reported as incompatible, with the reason, rather than waved through.
-The schemas compared must already be dereferenced and stripped of annotations (``kvlog.check.schemawalk``).
+The schemas compared must already be dereferenced and stripped of annotations (``kvlog.schema.walk``).
 """
 
 from __future__ import annotations

@@ -7,10 +7,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kvlog._resources import data_dir
 from kvlog.check.evolution import MODES, Mode
 from kvlog.check.files import Refused, inside, read_file
 from kvlog.errors import KvlogError
+from kvlog.schema.resources import data_dir
 
 
 class ConfigError(KvlogError):
@@ -18,7 +18,7 @@ class ConfigError(KvlogError):
 
 
 @dataclass(frozen=True)
-class Target:
+class Project:
     """The directories one ``kvlog check`` run reads; ``migrations``/``corpus`` are None when there are none.
 
     ``root`` is the project they belong to: no file outside it is read, even through a link.
@@ -31,8 +31,8 @@ class Target:
     mode: Mode | None = None
 
 
-def resolve_target(path: Path | None) -> Target:
-    """``path`` (or the working directory, falling back to kvlog's shipped catalog) as a ``Target``.
+def resolve_project(path: Path | None) -> Project:
+    """``path`` (or the working directory, falling back to kvlog's shipped catalog) as a ``Project``.
 
     A project says where its catalog is in ``pyproject.toml``::
 
@@ -52,14 +52,14 @@ def resolve_target(path: Path | None) -> Target:
             for part in ("schemas", "migrations", "tests/corpus"):
                 if (path / part).is_dir() and not inside(path / part, path):
                     raise ConfigError(f"{path / part}: a link out of {path}; name the directory it links to instead")
-            return Target(
+            return Project(
                 path / "schemas", _optional_dir(path / "migrations"), _optional_dir(path / "tests" / "corpus"), path
             )
         raise ConfigError(f"{path}: holds neither schemas/ nor a pyproject.toml with a [tool.kvlog] table")
     table = _tool_table(Path("pyproject.toml"))
     if table is not None:
         return _from_table(Path(), table)
-    return Target(data_dir("schemas"), _optional_dir(data_dir("migrations")), None, data_dir("schemas").parent)
+    return Project(data_dir("schemas"), _optional_dir(data_dir("migrations")), None, data_dir("schemas").parent)
 
 
 def _tool_table(pyproject: Path) -> dict[str, Any] | None:
@@ -77,7 +77,7 @@ def _tool_table(pyproject: Path) -> dict[str, Any] | None:
     return table
 
 
-def _from_table(root: Path, table: dict[str, Any]) -> Target:
+def _from_table(root: Path, table: dict[str, Any]) -> Project:
     where = root / "pyproject.toml"
     for key in ("schemas", "migrations", "corpus", "compatibility"):
         if key in table and not isinstance(table[key], str):
@@ -90,7 +90,7 @@ def _from_table(root: Path, table: dict[str, Any]) -> Target:
     mode = table.get("compatibility")
     if mode is not None and mode not in MODES:
         raise ConfigError(f"{where}: [tool.kvlog] compatibility = {mode!r}: expected one of {', '.join(MODES)}")
-    return Target(schemas, migrations, corpus, root, mode)
+    return Project(schemas, migrations, corpus, root, mode)
 
 
 def _table_dir(root: Path, table: dict[str, Any], key: str) -> Path:

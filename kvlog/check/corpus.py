@@ -20,8 +20,8 @@ from kvlog.check.findings import Finding
 from kvlog.check.snapshot import display_path
 from kvlog.errors import KvlogError
 from kvlog.migration import Chain, MigrationError
-from kvlog.migration.engine import Migrator, Options
-from kvlog.validation import EventValidator
+from kvlog.migration.engine import MigrateOptions, Migrator
+from kvlog.schema.validation import EventValidator
 
 _LOG_SUFFIXES = (".log", ".log.gz", ".log.zst")
 _EXPECTED_SUFFIX = ".expected.jsonl"
@@ -47,7 +47,7 @@ def replay_corpus(directory: Path, chain: Chain, validator: EventValidator, root
     """
     result = CorpusResult()
     try:
-        migrator = Migrator(chain, Options(output_format="jsonl", only_events=True), validator)
+        migrator = Migrator(chain, MigrateOptions(output_format="jsonl", only_events=True), validator)
     except MigrationError as exc:
         result.findings.append(Finding("KV503", f"cannot migrate: {exc}", display_path(directory)))
         return result

@@ -17,8 +17,8 @@ import orjson
 from kvlog.check.compat import Incompatibility, incompatibilities
 from kvlog.check.findings import Finding
 from kvlog.check.jsondiff import describe_change, diff
-from kvlog.check.schemawalk import strip_annotations
 from kvlog.check.snapshot import SchemaFile, Snapshot, locate
+from kvlog.schema.walk import strip_annotations
 
 Mode = Literal["backward", "backward_transitive", "forward", "forward_transitive", "full", "full_transitive", "none"]
 MODES: tuple[Mode, ...] = (

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-Level = Literal["error", "warning", "note"]
+Severity = Literal["error", "warning", "note"]
 
 
 @dataclass(frozen=True)
@@ -14,7 +14,7 @@ class Rule:
 
     id: str
     name: str
-    level: Level
+    level: Severity
     summary: str
 
 
@@ -66,7 +66,7 @@ class Finding:
     line: int | None = None
 
     @property
-    def level(self) -> Level:
+    def level(self) -> Severity:
         """The rule's level: findings of one rule always weigh the same."""
         return RULES[self.rule].level
 

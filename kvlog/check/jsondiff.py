@@ -6,7 +6,7 @@ from typing import Any
 
 import orjson
 
-from kvlog.check.schemawalk import ANNOTATIONS
+from kvlog.schema.walk import ANNOTATIONS
 
 #: Stands for "no value here" on one side of a difference.
 MISSING: Any = object()

@@ -6,14 +6,14 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-from kvlog.catalog import Catalog
 from kvlog.check.evolution import Cover
 from kvlog.check.files import MAX_DEPTH, Refused, depth, entries, read_file
 from kvlog.check.findings import Finding
 from kvlog.check.jsondiff import MISSING, diff, show
 from kvlog.check.snapshot import Snapshot, display_path
 from kvlog.migration import Chain, MigrationError, Step, load_chain
-from kvlog.validation import EventValidator
+from kvlog.schema.catalog import Catalog
+from kvlog.schema.validation import EventValidator
 
 
 def load(directory: Path | None, catalog: Catalog, root: Path) -> tuple[Chain | None, list[Finding]]:
@@ -158,7 +158,7 @@ def check_examples(chain: Chain, validator: EventValidator) -> list[Finding]:
 
 
 def _invalid(validator: EventValidator, event: dict[str, Any], what: str, file: str, line: int | None) -> list[Finding]:
-    violations = validator.check(event)
+    violations = validator.violations(event)
     if not violations:
         return []
     detail = "; ".join(f"{v.path}: {v.message}" for v in violations[:5])

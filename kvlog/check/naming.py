@@ -8,8 +8,8 @@ from typing import Any
 
 from kvlog.check.findings import Finding
 from kvlog.check.jsondiff import show
-from kvlog.check.schemawalk import DerefError, dereference, map_subschemas
 from kvlog.check.snapshot import SchemaFile, Snapshot, locate
+from kvlog.schema.walk import DerefError, dereference, map_subschemas
 
 _UNIT_SUFFIX = re.compile(r"_(?:[kmgtp]i?b|bytes?_[kmgt]i?b)$", re.IGNORECASE)
 _STATE_FIELD = re.compile(r"(?:^|_)(?:state|status|kind|mode)$")

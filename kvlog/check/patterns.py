@@ -22,9 +22,9 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from kvlog.check.findings import Finding
-from kvlog.check.schemawalk import map_subschemas
 from kvlog.check.snapshot import Snapshot, locate
 from kvlog.check.validator import linear
+from kvlog.schema.walk import map_subschemas
 
 Char = Callable[[str], bool]
 Chars = list[Char]  # a set of characters, as the predicates of its parts

@@ -9,7 +9,7 @@ from xml.etree import ElementTree
 import orjson
 
 from kvlog.check.findings import RULES, Finding, count_errors
-from kvlog.check.runner import Report
+from kvlog.check.runner import CheckReport
 
 Format = Literal["text", "github", "junit", "json"]
 _GITHUB_COMMAND = {"error": "error", "warning": "warning", "note": "notice"}
@@ -39,7 +39,7 @@ def _escape_char(char: str) -> str:
     return {"\n": "\\n", "\r": "\\r", "\t": "\\t"}.get(char) or (f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}")
 
 
-def render(report: Report, output_format: Format) -> str:
+def format_report(report: CheckReport, output_format: Format) -> str:
     """The report in ``output_format``; text and github end with a newline when non-empty."""
     if output_format == "json":
         return orjson.dumps([_as_json(f) for f in report.findings], option=orjson.OPT_INDENT_2).decode() + "\n"
@@ -49,7 +49,7 @@ def render(report: Report, output_format: Format) -> str:
     return "".join(f"{line}\n" for line in lines)
 
 
-def summary(report: Report) -> str:
+def summary(report: CheckReport) -> str:
     """One line: what was checked and what was found."""
     levels = [f.level for f in report.findings]
     errors, warnings, notes = levels.count("error"), levels.count("warning"), levels.count("note")
@@ -106,7 +106,7 @@ def _as_json(finding: Finding) -> dict[str, object]:
     }
 
 
-def junit(report: Report) -> str:
+def junit(report: CheckReport) -> str:
     """One test case per rule: failed with its error findings, skipped when its family did not run."""
     suite = ElementTree.Element("testsuite", name="kvlog check", tests=str(len(RULES)))
     failures = skipped = 0

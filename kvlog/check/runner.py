@@ -6,7 +6,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from kvlog.check import migrations
-from kvlog.check.config import Target
+from kvlog.check.config import Project
 from kvlog.check.corpus import replay_corpus
 from kvlog.check.evolution import Evolution, Mode
 from kvlog.check.files import inside
@@ -20,17 +20,17 @@ from kvlog.check.validator import CheckValidator
 
 
 @dataclass(frozen=True)
-class Options:
+class CheckOptions:
     """What to check and how strictly."""
 
-    target: Target
+    project: Project
     mode: Mode = "backward"
     against: str | None = None
     corpus: Path | None = None
 
 
 @dataclass
-class Report:
+class CheckReport:
     """The findings of a run and which rule families were skipped, with why (for JUnit and the summary)."""
 
     findings: list[Finding] = field(default_factory=list)
@@ -40,18 +40,18 @@ class Report:
     corpus_files: int = 0
 
 
-def run_check(options: Options) -> Report:
+def run_check(options: CheckOptions) -> CheckReport:
     """Apply every rule that the options make applicable; raise ``KvlogError`` only for unusable options."""
-    report = Report()
-    root = options.target.root
-    current = Snapshot.from_directory(options.target.schemas, root)
+    report = CheckReport()
+    root = options.project.root
+    current = Snapshot.from_directory(options.project.schemas, root)
     report.schema_files = len(current.all_files()) + len(current.findings)
     structure = check_structure(current)
     usable = current.without(structure.broken)  # the rules below assume what the structure rules check
     report.findings += current.findings + structure.findings + check_patterns(current) + check_naming(usable)
     catalog = usable.catalog
     validator = CheckValidator(catalog)
-    chain, unloadable = migrations.load(options.target.migrations, catalog, root)
+    chain, unloadable = migrations.load(options.project.migrations, catalog, root)
     if chain is not None or not structure.broken:
         report.findings += unloadable
     else:  # a step may fail only because a schema it names was left out
@@ -75,7 +75,7 @@ def run_check(options: Options) -> Report:
     if options.against is None:
         report.skipped["KV2"] = "needs --against GIT_REF"
     else:
-        files, refused, prefix = files_at_ref(options.target.schemas, options.against)
+        files, refused, prefix = files_at_ref(options.project.schemas, options.against)
         labels = {rel: f"{options.against}:{prefix}{rel}" for rel in [*files, *refused]}
         released = Snapshot.from_files(options.against, files, labels)
         report.findings += refusals(refused, labels)

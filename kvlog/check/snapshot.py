@@ -15,9 +15,9 @@ from typing import Any
 import orjson
 from referencing import Registry
 
-from kvlog.catalog import Catalog
 from kvlog.check.files import MAX_DEPTH, Refused, depth, entries, read_file
 from kvlog.check.findings import Finding
+from kvlog.schema.catalog import Catalog
 
 _VERSION_FILE = re.compile(r"^v([1-9][0-9]*)\.json$")
 

@@ -10,8 +10,8 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import ValidationError
 
 from kvlog.check.findings import Finding
-from kvlog.check.schemawalk import DerefError, dereference
 from kvlog.check.snapshot import SchemaFile, Snapshot, locate
+from kvlog.schema.walk import DerefError, dereference
 
 DRAFT_2020_12 = "https://json-schema.org/draft/2020-12/schema"
 _META = Draft202012Validator(Draft202012Validator.META_SCHEMA)

@@ -16,8 +16,8 @@ from typing import Any
 
 import jsonschema_rs
 
-from kvlog.catalog import Catalog
-from kvlog.validation import EventValidator, Violation
+from kvlog.schema.catalog import Catalog
+from kvlog.schema.validation import EventValidator, Violation
 
 _UNKNOWN_FIELD = "unknown field (not in this event's schema; engine-specific fields go under ext)"
 

@@ -14,7 +14,7 @@ from typing import Any
 import click
 
 from kvlog import __version__
-from kvlog.stopping import STOP_SIGNALS, Stopped, remove_leftovers, stop_on_signals
+from kvlog.io.stopping import STOP_SIGNALS, Stopped, remove_leftovers, stop_on_signals
 
 #: command name -> "module:attribute" of its click command
 COMMANDS = {

@@ -8,11 +8,11 @@ from typing import cast
 
 import click
 
-from kvlog.check.config import resolve_target
+from kvlog.check.config import resolve_project
 from kvlog.check.evolution import MODES, Mode
 from kvlog.check.findings import count_errors
-from kvlog.check.report import Format, printable, render, summary
-from kvlog.check.runner import Options, run_check
+from kvlog.check.report import Format, format_report, printable, summary
+from kvlog.check.runner import CheckOptions, run_check
 from kvlog.cli.stdout import abandon_out, flush_out, write_out
 from kvlog.errors import KvlogError
 
@@ -69,13 +69,13 @@ def check(  # noqa: PLR0917 - click passes every option positionally
     Exit status: 0 when no finding is an error, 1 when one is, 2 when the input cannot be checked.
     """
     try:
-        target = resolve_target(path)
-        chosen = cast(Mode, mode) or target.mode or "backward"
-        report = run_check(Options(target, chosen, against, corpus or target.corpus))
+        project = resolve_project(path)
+        chosen = cast(Mode, mode) or project.mode or "backward"
+        report = run_check(CheckOptions(project, chosen, against, corpus or project.corpus))
     except KvlogError as exc:
         click.echo(f"kvlog check: {printable(str(exc))}", err=True)
         sys.exit(EXIT_USAGE)
-    text = render(report, cast(Format, output_format))
+    text = format_report(report, cast(Format, output_format))
     if output is not None:
         try:
             output.write_text(text, encoding="utf-8")

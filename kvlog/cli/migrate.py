@@ -13,15 +13,14 @@ import orjson
 
 from kvlog.cli.progress import progress_reporter
 from kvlog.errors import KvlogError
-from kvlog.inputs import InputError
-from kvlog.migration.engine import Options, OutputFormat
-from kvlog.migration.files import atomic_output, expand_inputs
+from kvlog.io.inputs import InputError
+from kvlog.io.outputs import atomic_output, expand_inputs
+from kvlog.migration.engine import MigrateOptions, OutputFormat
 from kvlog.migration.plan import PlanError, Request, allowed_unparsed, plan
-from kvlog.migration.report import Report
+from kvlog.migration.report import MigrationReport
 from kvlog.migration.runner import run_tasks
 from kvlog.migration.steps import MigrationError
 
-EXIT_OK = 0
 EXIT_UNPARSED = 1
 EXIT_INPUT_ERROR = 2
 EXIT_BROKEN_MIGRATIONS = 3
@@ -113,7 +112,7 @@ def migrate(  # noqa: PLR0917 - click passes every option as a parameter
             raise PlanError("--to chooses the catalog version of JSON events: it needs --format jsonl")
         if legacy_generation is not None and output_format != "legacy":
             raise PlanError("--legacy-generation chooses an old wording: it needs --format legacy")
-        options = Options(
+        options = MigrateOptions(
             output_format=_format(output_format),
             to_catalog=to_catalog,
             only_events=only_events,
@@ -129,7 +128,7 @@ def migrate(  # noqa: PLR0917 - click passes every option as a parameter
     for problem in found.problems:
         click.echo(f"kvlog migrate: {problem}", err=True)
     errors = len(found.problems)
-    total = Report()
+    total = MigrationReport()
     notes: Counter[str] = Counter()
     try:
         with ExitStack() as stack:
@@ -174,7 +173,7 @@ def _format(name: str) -> OutputFormat:
     return "text" if name == "text" else "legacy" if name == "legacy" else "jsonl"
 
 
-def _write_report(path: Path, report: Report) -> None:
+def _write_report(path: Path, report: MigrationReport) -> None:
     with atomic_output(path) as stream:
         stream.write(orjson.dumps(report.to_json(), option=orjson.OPT_INDENT_2) + b"\n")
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import click
 
-from kvlog.inputs import STDIN
+from kvlog.io.inputs import STDIN
 
 #: below this much input, no bar unless asked for: the run is over before a bar would say anything
 AUTO_MIN_BYTES = 64 << 20

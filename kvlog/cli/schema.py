@@ -5,8 +5,8 @@ from __future__ import annotations
 import click
 import orjson
 
-from kvlog.catalog import default_catalog
 from kvlog.errors import UnknownEventError
+from kvlog.schema.catalog import default_catalog
 
 
 @click.group()

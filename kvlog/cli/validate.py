@@ -8,10 +8,10 @@ import sys
 import click
 
 from kvlog.cli.stdout import abandon_out, flush_out, write_out
-from kvlog.inputs import STDIN, InputError
-from kvlog.logcheck import PARALLEL_MIN_BYTES, Skips, Summary, check_input
-from kvlog.printable import printable, printable_name
-from kvlog.validation import EventValidator
+from kvlog.io.inputs import STDIN, InputError
+from kvlog.schema.validation import EventValidator
+from kvlog.text.printable import printable, printable_name
+from kvlog.validate import PARALLEL_MIN_BYTES, Skips, Summary, validate_input
 
 EXIT_INVALID = 1
 EXIT_INPUT_ERROR = 2
@@ -65,7 +65,7 @@ def validate(
             try:
                 if name == STDIN and sys.stdin is None:  # started with descriptor 0 closed (`<&-`)
                     raise InputError(f"{name}: cannot read: standard input is closed")
-                for finding in check_input(name, summary, validator, skips=skips, jobs=jobs):
+                for finding in validate_input(name, summary, validator, skips=skips, jobs=jobs):
                     if not quiet:
                         _write(f"{finding}\n")
             except InputError as exc:  # its message starts with the name, shown here as in a finding

@@ -24,16 +24,16 @@ from typing import IO, Any, Literal, Protocol
 
 import orjson
 
-from kvlog import jsonline
-from kvlog.inputs import InputError
+from kvlog.io import jsonline
+from kvlog.io.inputs import InputError
 from kvlog.migration.context import Context, Held
 from kvlog.migration.grammar import Generation, Recognised
+from kvlog.migration.legacy import LegacyRenderer, current_line
 from kvlog.migration.ops import provenance
-from kvlog.migration.prefix import LinePrefix, split_prefix
-from kvlog.migration.render import LegacyRenderer, current_line
-from kvlog.migration.report import Report
+from kvlog.migration.report import MigrationReport
 from kvlog.migration.steps import Chain, MigrationError
-from kvlog.validation import EventValidator
+from kvlog.schema.validation import EventValidator
+from kvlog.text.prefix import LinePrefix, split_prefix
 
 OutputFormat = Literal["jsonl", "text", "legacy"]
 DeadLetter = Callable[[dict[str, Any]], None]
@@ -81,7 +81,7 @@ class Readable(Protocol):
 
 
 @dataclass(frozen=True)
-class Options:
+class MigrateOptions:
     """How to migrate: the output format and catalog version, and what to keep."""
 
     output_format: OutputFormat = "jsonl"
@@ -96,7 +96,7 @@ class Options:
 class Migrator:
     """Everything that does not change from one input to the next: the chain, its parsers, the validator."""
 
-    def __init__(self, chain: Chain, options: Options, validator: EventValidator | None = None) -> None:
+    def __init__(self, chain: Chain, options: MigrateOptions, validator: EventValidator | None = None) -> None:
         self.chain = chain
         self.catalog = chain.catalog
         self.options = options
@@ -111,9 +111,9 @@ class Migrator:
         patterns = options.allowed_unparsed
         self.allowed_unparsed = re.compile("|".join(f"(?:{p})" for p in patterns)) if patterns else None
 
-    def migrate(self, name: str, stream: Readable, out: IO[bytes], dead: DeadLetter | None = None) -> Report:
+    def migrate(self, name: str, stream: Readable, out: IO[bytes], dead: DeadLetter | None = None) -> MigrationReport:
         """Migrate one input (``name`` as given, ``-`` for standard input) from ``stream`` to ``out``."""
-        report = Report(files=1)
+        report = MigrationReport(files=1)
         run = _FileRun(self, None if name == "-" else name, out, report, dead)
         try:
             for is_candidate, data, start, end in _segments(stream):
@@ -130,8 +130,10 @@ class Migrator:
 class _FileRun:
     """The state of one input: line numbers, context, and the output held back for look-ahead."""
 
-    def __init__(self, migrator: Migrator, file: str | None, out: IO[bytes], report: Report, dead: DeadLetter | None):
-        self.m = migrator
+    def __init__(
+        self, migrator: Migrator, file: str | None, out: IO[bytes], report: MigrationReport, dead: DeadLetter | None
+    ):
+        self.migrator = migrator
         self.file = file
         self.out = out
         self.report = report
@@ -154,7 +156,7 @@ class _FileRun:
         lines = data.count(b"\n", start, end) + ends_open - self.open_line
         self.open_line = ends_open
         self.number += lines
-        if self.m.options.only_events:
+        if self.migrator.options.only_events:
             self.report.changed_lines += lines
             if self.held:
                 self._emit(b"", lines)  # written as nothing, but counted against the look-ahead
@@ -174,7 +176,7 @@ class _FileRun:
         else:
             held = self._text(raw, body)
         if held is None:
-            if not self.m.options.only_events:
+            if not self.migrator.options.only_events:
                 self._emit(raw, 1)
                 return
             self.report.changed_lines += 1
@@ -223,7 +225,7 @@ class _FileRun:
             }
         migrated = event["migrated"]
         migrated["file"], migrated["line"] = self.file, self.number
-        if self.m.options.keep_original or before or after:
+        if self.migrator.options.keep_original or before or after:
             migrated["original"] = text
         held = self._upgrade(event, raw, recognised.generation.id)
         if held is not None:
@@ -242,10 +244,10 @@ class _FileRun:
             attempts.append((tail, before + "\r"))
         for candidate, before in attempts:
             prefix = split_prefix(candidate)
-            if not prefix.message.startswith(self.m.starts):
+            if not prefix.message.startswith(self.migrator.starts):
                 continue  # most candidate lines (request logs that mention the KV cache) end here
             for glued_after in (False, True):
-                for generation in self.m.generations:
+                for generation in self.migrator.generations:
                     recognised = generation.recognise(prefix.message, glued=glued_after)
                     if recognised is not None:
                         return recognised, prefix, before
@@ -266,24 +268,24 @@ class _FileRun:
             self._reject(raw, str(exc))
             return None
         name, version = event.get("event"), event.get("schema_version")
-        if not isinstance(name, str) or name not in self.m.catalog.schemas or type(version) is not int:
+        if not isinstance(name, str) or name not in self.migrator.catalog.schemas or type(version) is not int:
             return None
-        if version not in self.m.catalog.schemas[name]:
+        if version not in self.migrator.catalog.schemas[name]:
             self._unparsed(body.decode("utf-8", "replace"), f"{name}@{version}: the catalog has no such version")
             return None
         # An event at the newest version, or one a migration already wrote at the version asked for, is
         # copied as it is (so migrating twice changes nothing); the context still learns from it. An older
         # event never migrated goes up the chain and back, to gain what the context knows (or say it is lost).
-        at_target = version == self.m.catalog.at_catalog_version(name, self.m.to_catalog)
-        latest = version == self.m.catalog.latest(name)
-        keep = self.m.options.output_format == "jsonl" and at_target and (latest or "migrated" in event)
+        at_target = version == self.migrator.catalog.at_catalog_version(name, self.migrator.to_catalog)
+        latest = version == self.migrator.catalog.latest(name)
+        keep = self.migrator.options.output_format == "jsonl" and at_target and (latest or "migrated" in event)
         if latest:
             event["_source_version"] = version
             return Held(event, self.number, revisable=False, raw=raw, keep_raw=keep)
         migrated = provenance(event)
         migrated.setdefault("file", self.file)
         migrated.setdefault("line", self.number)
-        if self.m.options.keep_original:
+        if self.migrator.options.keep_original:
             migrated.setdefault("original", body.decode("utf-8", "replace"))
         held = self._upgrade(event, raw, str(migrated["source_format"]))
         if held is not None and keep:
@@ -293,7 +295,7 @@ class _FileRun:
     def _upgrade(self, event: dict[str, Any], raw: bytes, source: str) -> Held | None:
         name, version = str(event["event"]), int(event["schema_version"])
         try:
-            for step in self.m.chain.path(name, version, self.m.catalog.latest(name)):
+            for step in self.migrator.chain.path(name, version, self.migrator.catalog.latest(name)):
                 event = step.apply(event)
         except MigrationError as exc:
             self._reject(raw, str(exc))
@@ -305,7 +307,7 @@ class _FileRun:
     def _unparsed(self, text: str, reason: str) -> None:
         if _MEMORY_LIKE.search(text) is None:
             return
-        if self.m.allowed_unparsed is not None and self.m.allowed_unparsed.search(text):
+        if self.migrator.allowed_unparsed is not None and self.migrator.allowed_unparsed.search(text):
             self.report.allowed_unparsed_lines += 1
             return
         self.report.unparsed(self.file, self.number, reason, text)
@@ -358,7 +360,7 @@ class _FileRun:
 
     def _finalise(self, held: Held) -> bytes:
         """The output line of an event: validated, at the requested version, in the requested format."""
-        event, options = held.event, self.m.options
+        event, options = held.event, self.migrator.options
         source = str(event.pop("_source", "")) or str(event.get("migrated", {}).get("source_format", "kvlog-json"))
         ending = b"\n" if options.only_events or held.raw.endswith(b"\n") else b""
         if held.keep_raw:
@@ -371,7 +373,7 @@ class _FileRun:
                 out = f"{before}{current_line(event)}{after}".encode()
             elif options.output_format == "legacy":
                 self._check(event)
-                out = f"{before}{self.m.legacy.line(event)}{after}".encode()  # type: ignore[union-attr]
+                out = f"{before}{self.migrator.legacy.line(event)}{after}".encode()  # type: ignore[union-attr]
             else:
                 event = self._at_target(event)
                 self._check(event)
@@ -386,20 +388,20 @@ class _FileRun:
         return out + ending
 
     def _target(self, event: dict[str, Any]) -> int | None:
-        return self.m.catalog.at_catalog_version(str(event["event"]), self.m.to_catalog)
+        return self.migrator.catalog.at_catalog_version(str(event["event"]), self.migrator.to_catalog)
 
     def _at_target(self, event: dict[str, Any]) -> dict[str, Any]:
         name, version, target = str(event["event"]), int(event["schema_version"]), self._target(event)
         if target is None:
-            raise MigrationError(f"{name} does not exist in catalog version {self.m.to_catalog}")
-        for step in self.m.chain.path(name, version, target):
+            raise MigrationError(f"{name} does not exist in catalog version {self.migrator.to_catalog}")
+        for step in self.migrator.chain.path(name, version, target):
             event = step.apply(event)
         return event
 
     def _check(self, event: dict[str, Any]) -> None:
-        if self.m.validator.is_valid(event):
+        if self.migrator.validator.is_valid(event):
             return
-        problems = "; ".join(f"{v.path}: {v.message}" for v in self.m.validator.violations(event)[:3])
+        problems = "; ".join(f"{v.path}: {v.message}" for v in self.migrator.validator.violations(event)[:3])
         raise MigrationError(f"the migrated {event.get('event')}@{event.get('schema_version')} is invalid: {problems}")
 
 

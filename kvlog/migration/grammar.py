@@ -1,9 +1,9 @@
 """Text generations: the wordings one era of sglang printed, compiled into parsers.
 
 A generation file (``migrations/sglang-text/<id>.toml``) lists the templates that era introduced, in
-the template language of ``kvlog.wording``, and the catalog version whose field names they use. It
+the template language of ``kvlog.text.wording``, and the catalog version whose field names they use. It
 may also say that the era already printed today's wording of some events (``current = [...]``), or
-that it *is* today's wording (``wording = "current"``): then the templates are ``kvlog.wording.CURRENT``
+that it *is* today's wording (``wording = "current"``): then the templates are ``kvlog.text.wording.CURRENT``
 themselves, the ones the console renderer writes with. Placeholders without a unit take their type
 from the event's JSON Schema, so an integer field captures digits and an enum captures its values.
 
@@ -18,10 +18,10 @@ from dataclasses import dataclass, field
 from functools import cache, cached_property
 from typing import Any
 
-from kvlog.catalog import Catalog
 from kvlog.migration.ops import Op, OpError, compile_op, provenance, value_of
-from kvlog.migration.prefix import FOREIGN_START
-from kvlog.wording import CURRENT, FieldSyntax, Parsed, Template, TemplateParser
+from kvlog.schema.catalog import Catalog
+from kvlog.text.prefix import FOREIGN_START
+from kvlog.text.wording import CURRENT, FieldSyntax, Parsed, Template, TemplateParser
 
 #: companion roles: a new server run starts, the KV-cache dtype of older logs, or merely a known memory line
 ROLES = ("run_start", "kv_dtype", "note")
@@ -150,7 +150,7 @@ def build_generation(generation_id: str, document: Mapping[str, Any], catalog: C
     for name in inherited:
         templates = [t for t in CURRENT if t.event == name]
         if not templates:
-            raise GrammarError(f"current: kvlog.wording.CURRENT has no wording of {name!r}")
+            raise GrammarError(f"current: kvlog.text.wording.CURRENT has no wording of {name!r}")
         rules += [_event_rule(t, "info", catalog, catalog_version, ops_by_event) for t in templates]
     for spec in _tables(document, "companions"):
         rules.append(_companion_rule(spec))

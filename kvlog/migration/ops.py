@@ -16,7 +16,7 @@ from typing import Any
 
 import orjson
 
-from kvlog import jsonline
+from kvlog.io import jsonline
 from kvlog.migration.hooks import HOOKS
 
 Event = dict[str, Any]

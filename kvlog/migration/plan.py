@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kvlog.errors import KvlogError
-from kvlog.inputs import STDIN, InputError
+from kvlog.io.inputs import STDIN, InputError
 
 
 class PlanError(KvlogError):
@@ -23,7 +23,7 @@ class PlanError(KvlogError):
 
 
 @dataclass(frozen=True)
-class Target:
+class Destination:
     """Where one input's output goes: ``stdout``, a ``file`` (atomic), the input itself, or nowhere."""
 
     kind: str  # "stdout" | "file" | "in_place" | "discard"
@@ -36,7 +36,7 @@ class Task:
     """One input and where its output goes."""
 
     name: str
-    target: Target
+    destination: Destination
 
 
 @dataclass(frozen=True)
@@ -65,8 +65,8 @@ def plan(request: Request) -> list[Task]:
     tasks = _tasks(request)
     written: list[tuple[str, str]] = []
     if not request.dry_run:
-        written += [("-o", str(t.target.path)) for t in tasks if t.target.kind == "file"]
-        if request.output is not None and any(t.target.path != Path(request.output) for t in tasks):
+        written += [("-o", str(t.destination.path)) for t in tasks if t.destination.kind == "file"]
+        if request.output is not None and any(t.destination.path != Path(request.output) for t in tasks):
             written.append(("-o", request.output))  # the directory the outputs go into
         written += [(f"the backup of {t.name}", t.name + request.backup_suffix) for t in tasks if request.in_place]
     for option, path in (("--report", request.report), ("--dead-letter", request.dead_letter)):
@@ -81,11 +81,11 @@ def _tasks(request: Request) -> list[Task]:
     if not names:
         return []
     if request.dry_run:
-        return [Task(name, Target("discard")) for name in names]
+        return [Task(name, Destination("discard")) for name in names]
     if request.in_place:
-        return [Task(name, Target("in_place", backup_suffix=request.backup_suffix)) for name in names]
+        return [Task(name, Destination("in_place", backup_suffix=request.backup_suffix)) for name in names]
     if output is None or output == STDIN:
-        return [Task(name, Target("stdout")) for name in names]
+        return [Task(name, Destination("stdout")) for name in names]
     destination = Path(output)
     if len(names) > 1 or destination.is_dir() or output.endswith(("/", os.sep)):
         paths = [destination / Path(name).name for name in names]
@@ -93,7 +93,7 @@ def _tasks(request: Request) -> list[Task]:
             raise PlanError(f"-o {output}: two inputs have the same file name")
     else:
         paths = [destination]
-    return [Task(name, Target("file", path)) for name, path in zip(names, paths, strict=True)]
+    return [Task(name, Destination("file", path)) for name, path in zip(names, paths, strict=True)]
 
 
 def _refuse_conflicts(inputs: list[str], written: list[tuple[str, str]]) -> None:

@@ -11,7 +11,7 @@ _SAMPLE_TEXT = 300
 
 
 @dataclass
-class Report:
+class MigrationReport:
     """Counts over one or more inputs."""
 
     files: int = 0
@@ -45,7 +45,7 @@ class Report:
         if len(self.unparsed_sample) < SAMPLE_SIZE:
             self.unparsed_sample.append({"file": file, "line": line, "reason": reason, "text": text[:_SAMPLE_TEXT]})
 
-    def merge(self, other: Report) -> None:
+    def merge(self, other: MigrationReport) -> None:
         """Add another worker's counts."""
         self.files += other.files
         self.lines += other.lines

@@ -19,15 +19,15 @@ from typing import IO, Any
 import orjson
 
 from kvlog.errors import KvlogError
-from kvlog.inputs import STDIN, InputError, decompressed, open_binary
-from kvlog.migration.engine import DeadLetter, Migrator, Options
-from kvlog.migration.files import NamedSink, OutputError, atomic_output, compressed_writer, stdout_binary
-from kvlog.migration.inplace import InPlace
+from kvlog.io.inplace import InPlace
+from kvlog.io.inputs import STDIN, InputError, decompressed, open_binary
+from kvlog.io.outputs import NamedSink, OutputError, atomic_output, compressed_writer, stdout_binary
+from kvlog.io.stopping import held_back, off_the_books, on_the_books, stop_on_signals
+from kvlog.io.workers import WorkerDied, in_order
+from kvlog.migration.engine import DeadLetter, MigrateOptions, Migrator
 from kvlog.migration.plan import Task
-from kvlog.migration.report import Report
+from kvlog.migration.report import MigrationReport
 from kvlog.migration.steps import load_chain
-from kvlog.stopping import held_back, off_the_books, on_the_books, stop_on_signals
-from kvlog.workers import WorkerDied, in_order
 
 _COPY_BLOCK = 1 << 20
 
@@ -37,7 +37,7 @@ class Outcome:
     """What happened to one input."""
 
     name: str
-    report: Report
+    report: MigrationReport
     error: str | None = None
     #: what became of the file, where there is more to say than the counts (``--in-place``)
     note: str | None = None
@@ -47,7 +47,7 @@ class Outcome:
 
 def run_tasks(
     tasks: list[Task],
-    options: Options,
+    options: MigrateOptions,
     *,
     migrations: Path | None,
     jobs: int,
@@ -82,7 +82,7 @@ _worker: Migrator | None = None
 _staging_in: Path | None = None
 
 
-def _init_worker(options: Options, migrations: Path | None, staging: Path) -> None:
+def _init_worker(options: MigrateOptions, migrations: Path | None, staging: Path) -> None:
     global _worker, _staging_in  # noqa: PLW0603 - one migrator per worker process, built once
     stop_on_signals(worker=True)  # Ctrl-C or SIGTERM: remove this worker's temporaries and exit at once
     _worker = Migrator(load_chain(migrations), options)
@@ -122,25 +122,25 @@ def _run(
 
     staged: str | None = None
     try:
-        if task.target.kind == "in_place":
+        if task.destination.kind == "in_place":
             report, note = _run_in_place(migrator, task, dead, progress)
             return Outcome(task.name, report, note=note)
         with open_binary(task.name) as stream, _open_output(task, stage) as out:  # the input first: see inplace
-            if stage and task.target.kind == "stdout":
+            if stage and task.destination.kind == "stdout":
                 staged = out.name
             report = migrator.migrate(task.name, _Counting(task.name, stream, progress), out, dead)
     except KvlogError as exc:
-        return Outcome(task.name, Report(), str(exc), staged_output=staged)
+        return Outcome(task.name, MigrationReport(), str(exc), staged_output=staged)
     except OSError as exc:  # what no wrapper could attribute (the wrappers name inputs and outputs)
-        return Outcome(task.name, Report(), f"{task.name}: {exc.strerror or exc}", staged_output=staged)
+        return Outcome(task.name, MigrationReport(), f"{task.name}: {exc.strerror or exc}", staged_output=staged)
     return Outcome(task.name, report, staged_output=staged)
 
 
 def _run_in_place(
     migrator: Migrator, task: Task, dead: DeadLetter, progress: Callable[[int], None]
-) -> tuple[Report, str]:
-    assert task.target.backup_suffix is not None
-    replacement = InPlace(task.name, task.target.backup_suffix)
+) -> tuple[MigrationReport, str]:
+    assert task.destination.backup_suffix is not None
+    replacement = InPlace(task.name, task.destination.backup_suffix)
     try:
         with (
             replacement.output() as temporary,
@@ -155,17 +155,17 @@ def _run_in_place(
 
 
 def _open_output(task: Task, stage: bool) -> AbstractContextManager[IO[bytes]]:
-    target = task.target
-    if target.kind == "stdout":
+    destination = task.destination
+    if destination.kind == "stdout":
         return _staging("out") if stage else nullcontext(_standard_output())
-    if target.kind == "discard":
+    if destination.kind == "discard":
         return Path(os.devnull).open("wb")
-    assert target.path is not None
+    assert destination.path is not None
     try:
-        target.path.parent.mkdir(parents=True, exist_ok=True)
+        destination.path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise OutputError(f"{target.path.parent}: cannot create the directory: {exc.strerror}") from None
-    return atomic_output(target.path)
+        raise OutputError(f"{destination.path.parent}: cannot create the directory: {exc.strerror}") from None
+    return atomic_output(destination.path)
 
 
 def _standard_output() -> IO[bytes]:

@@ -19,13 +19,13 @@ from typing import Any
 
 import orjson
 
-from kvlog import jsonline
-from kvlog._resources import data_dir
-from kvlog.catalog import Catalog, default_catalog
 from kvlog.errors import KvlogError, UnknownEventError
+from kvlog.io import jsonline
 from kvlog.migration.grammar import Generation, GrammarError, build_generation
 from kvlog.migration.ops import ApplyError, Op, OpError, compile_op, provenance
-from kvlog.migration.prefix import split_prefix
+from kvlog.schema.catalog import Catalog, default_catalog
+from kvlog.schema.resources import data_dir
+from kvlog.text.prefix import split_prefix
 
 TEXT_DIRECTORY = "sglang-text"
 _EVENT_STEP_FILE = re.compile(r"^v([1-9][0-9]*)-to-v([1-9][0-9]*)\.toml$")
@@ -50,7 +50,6 @@ class Step:
     invertible: bool
     examples: list[tuple[dict[str, Any], dict[str, Any]]]
     _run: Callable[[dict[str, Any]], dict[str, Any]] = field(repr=False, compare=False)
-    description: str = ""
     generation: Generation | None = field(default=None, repr=False, compare=False)
 
     def apply(self, event: dict[str, Any]) -> dict[str, Any]:
@@ -233,7 +232,6 @@ def _event_step(path: Path, relative: Path, document: dict[str, Any], catalog: C
         to_version=to_version,
         invertible=invertible,
         examples=_examples(document, "input"),
-        description=str(document.get("description", "")),
         _run=run,
     )
 
@@ -286,7 +284,6 @@ def _text_step(path: Path, relative: Path, document: dict[str, Any], catalog: Ca
         to_version=generation.catalog_version,
         invertible=False,
         examples=_examples(document, "line"),
-        description=str(document.get("description", "")),
         generation=generation,
         _run=run,
     )

@@ -19,8 +19,8 @@ import orjson
 if TYPE_CHECKING:
     from referencing import Registry
 
-from kvlog._resources import data_dir
 from kvlog.errors import CatalogError, UnknownEventError
+from kvlog.schema.resources import data_dir
 
 SCHEMA_BASE_URI = "https://kvlog.dev/schemas/"
 _VERSION_FILE = re.compile(r"^v([1-9][0-9]*)\.json$")

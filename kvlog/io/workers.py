@@ -17,7 +17,7 @@ from concurrent.futures.process import BrokenProcessPool
 from typing import Any, TypeVar
 
 from kvlog.errors import KvlogError
-from kvlog.stopping import held_back
+from kvlog.io.stopping import held_back
 
 Item = TypeVar("Item")
 Result = TypeVar("Result")

@@ -5,7 +5,7 @@ only when every field inside them is set. Units say how a byte count is printed,
 figure read back from such a line is: ``gib2`` is GiB with two decimals, ``gib1`` one decimal,
 ``kib`` whole KiB, ``gb2`` decimal GB (host memory) with two decimals; ``f2`` is a plain number with
 two decimals (seconds). Those are sglang's units, kept exactly. kvlog's own lines use scaled units
-(``kvlog.units``): ``iec`` bytes in B, KiB, ... EiB and ``us`` a duration in microseconds, each
+(``kvlog.text.units``): ``iec`` bytes in B, KiB, ... EiB and ``us`` a duration in microseconds, each
 printed in the unit that shows it, to 3 significant digits. The same templates are the grammar the
 migration layer reads old lines with: ``Template.parser`` compiles one into an anchored regular
 expression whose placeholders are typed captures and whose sections are optional groups, so
@@ -25,7 +25,7 @@ from decimal import ROUND_CEILING, ROUND_HALF_EVEN, Decimal
 from functools import cache
 from typing import Any, Literal
 
-from kvlog.units import BYTES, MICROSECONDS, Scale
+from kvlog.text.units import BYTES, MICROSECONDS, Scale
 
 GIB = 1 << 30
 KIB = 1 << 10
@@ -420,7 +420,7 @@ CURRENT: tuple[Template, ...] = (
 )
 
 
-def render(event: Mapping[str, Any], templates: Sequence[Template] = CURRENT) -> str | None:
+def render_message(event: Mapping[str, Any], templates: Sequence[Template] = CURRENT) -> str | None:
     """The line for ``event`` in the first template that fits it and says all any fitting one could.
 
     Wordings are listed most specific first (sglang's wording for a case before kvlog's general one);

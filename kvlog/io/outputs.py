@@ -4,7 +4,7 @@ An output file is never half-written: it is written to a temporary file in the s
 flushed to disk (fsync), and renamed over the target (``os.replace``), so a reader or a crash sees
 either the old file or the complete new one. Every write error names the file it happened to: a
 full disk under the dead letters is not the output's fault. (``--in-place`` has rules of its own:
-``kvlog.migration.inplace``.)
+``kvlog.io.inplace``.)
 """
 
 from __future__ import annotations
@@ -25,8 +25,8 @@ from pathlib import Path
 from typing import IO, Any
 
 from kvlog.errors import KvlogError
-from kvlog.inputs import STDIN, InputError
-from kvlog.stopping import held_back, off_the_books, on_the_books
+from kvlog.io.inputs import STDIN, InputError
+from kvlog.io.stopping import held_back, off_the_books, on_the_books
 
 TEMP_SUFFIX = ".kvlog-tmp"
 _STALE_NAME = re.compile(r"\.[0-9a-f]{16}" + re.escape(TEMP_SUFFIX))

@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from kvlog.console import console_line, rank_tags, sglang_timestamp
 from kvlog.migration.grammar import Generation
 from kvlog.migration.steps import Chain
+from kvlog.text.console import console_line, rank_tags, sglang_timestamp
 
 _NO_PREFIX_RULES = ("no-timestamp", "previous-line-timestamp")
 

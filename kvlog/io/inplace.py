@@ -28,8 +28,8 @@ from pathlib import Path
 from typing import IO
 
 from kvlog.errors import KvlogError
-from kvlog.inputs import InputError, open_raw
-from kvlog.migration.files import (
+from kvlog.io.inputs import InputError, open_raw
+from kvlog.io.outputs import (
     OutputError,
     copy_owner_and_mode,
     create_temporary,

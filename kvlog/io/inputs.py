@@ -18,7 +18,7 @@ from contextlib import contextmanager
 from typing import IO
 
 from kvlog.errors import KvlogError
-from kvlog.zstd_frames import ZstdFrames
+from kvlog.io.zstd_frames import ZstdFrames
 
 STDIN = "-"
 #: the longest line read as one piece; no event is this long (a longer line is read past, never held)

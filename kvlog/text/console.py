@@ -1,7 +1,7 @@
 """The console renderer: each event as the line an operator knows from sglang.
 
 Lines keep sglang's ``[YYYY-mm-dd HH:MM:SS TP0] message`` prefix so that people (and their habits)
-read them as before, but the message is today's truthful wording from ``kvlog.wording``.
+read them as before, but the message is today's truthful wording from ``kvlog.text.wording``.
 Events without a wording fall back to ``name key=value ...`` so nothing is ever hidden; a field
 without a value is left out rather than printed as ``None``.
 """
@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping, MutableMapping
 from typing import Any
 
-from kvlog.wording import render
+from kvlog.text.wording import render_message
 
 _ENVELOPE = ("event", "schema_version", "timestamp", "level", "pid", "ranks", "migrated", "ext")
 _QUIET_LEVELS = ("info", "debug")
@@ -33,7 +33,7 @@ def sglang_timestamp(timestamp: str | None) -> str:
 
 def console_line(event: Mapping[str, Any]) -> str:
     """The whole console line for one event."""
-    message = render(event)
+    message = render_message(event)
     if message is None:
         fields = " ".join(f"{k}={v}" for k, v in event.items() if k not in _ENVELOPE and v is not None)
         message = f"{event.get('event')} {fields}".rstrip()

@@ -23,12 +23,12 @@ from pathlib import Path
 
 import orjson
 
-from kvlog.catalog import Catalog
-from kvlog.inputs import MAX_LINE_BYTES, STDIN, InputError, OverlongLine, bounded_lines, read_lines
-from kvlog.jsonline import problems
-from kvlog.printable import printable, printable_name
-from kvlog.validation import EventValidator, Violation
-from kvlog.workers import WorkerDied, in_order
+from kvlog.io.inputs import MAX_LINE_BYTES, STDIN, InputError, OverlongLine, bounded_lines, read_lines
+from kvlog.io.jsonline import problems
+from kvlog.io.workers import WorkerDied, in_order
+from kvlog.schema.catalog import Catalog
+from kvlog.schema.validation import EventValidator, Violation
+from kvlog.text.printable import printable, printable_name
 
 #: Below this size a file is validated serially unless ``jobs`` is given: starting workers costs more.
 PARALLEL_MIN_BYTES = 16 << 20
@@ -44,7 +44,7 @@ _Checks = dict[object, dict[object, Callable[[object], bool]]]
 
 
 @dataclass(frozen=True)
-class Finding:
+class LineProblem:
     """One problem at one line of one file."""
 
     file: str
@@ -54,7 +54,7 @@ class Finding:
     violation: Violation
 
     def __str__(self) -> str:
-        """One line, whatever the file name or the log holds (see ``kvlog.printable``)."""
+        """One line, whatever the file name or the log holds (see ``kvlog.text.printable``)."""
         event = self.event if self.event is not None else "?"
         version = self.version if self.version is not None else "?"
         where = f"{printable_name(self.file)}:{self.line}: "
@@ -113,14 +113,14 @@ class Skips:
 _NO_SKIPS = Skips()
 
 
-def check_lines(
+def validate_lines(
     name: str,
     lines: Iterable[bytes],
     summary: Summary,
     validator: EventValidator,
     *,
     skips: Skips = _NO_SKIPS,
-) -> Iterator[Finding]:
+) -> Iterator[LineProblem]:
     """Validate each line of one input, yielding a finding for every problem and counting in ``summary``."""
     loads = orjson.loads
     checks: _Checks = {}
@@ -151,13 +151,13 @@ def _look_closer(  # noqa: PLR0917 - the hot loop's state, passed positionally o
     validator: EventValidator,
     checks: _Checks,
     skips: Skips,
-) -> list[Finding]:
-    """The slow path of ``check_lines``: a line that is not JSON, not an object, or a new kind of event."""
+) -> list[LineProblem]:
+    """The slow path of ``validate_lines``: a line that is not JSON, not an object, or a new kind of event."""
     if isinstance(line, OverlongLine):  # read past, never held: reported whatever the skips (it may be an event)
         summary.non_json_lines += 1
         summary.findings += 1
         message = f"a line of {line.length} bytes, over the {MAX_LINE_BYTES >> 20} MiB an event may take: not read"
-        return [Finding(name, number, None, None, Violation("$", message))]
+        return [LineProblem(name, number, None, None, Violation("$", message))]
     line = line.rstrip(b"\r\n")  # reports do not depend on how (or whether) the line ended
     try:
         event = orjson.loads(line)
@@ -169,14 +169,16 @@ def _look_closer(  # noqa: PLR0917 - the hot loop's state, passed positionally o
         summary.non_json_lines += 1
         summary.findings += 1
         what = "JSON that kvlog cannot read" if unreadable else "not a JSON event"
-        return [Finding(name, number, None, None, Violation("$", f"{what}: {exc}"))]
+        return [LineProblem(name, number, None, None, Violation("$", f"{what}: {exc}"))]
     if type(event) is not dict:
         if skips.non_json:
             summary.skipped_lines += 1
             return []
         summary.non_json_lines += 1
         summary.findings += 1
-        return [Finding(name, number, None, None, Violation("$", f"not a JSON event: a JSON {type(event).__name__}"))]
+        return [
+            LineProblem(name, number, None, None, Violation("$", f"not a JSON event: a JSON {type(event).__name__}"))
+        ]
     name_field, version = event.get("event"), event.get("schema_version")
     if skips.unknown_events and not (isinstance(name_field, str) and name_field in validator.catalog.schemas):
         summary.skipped_lines += 1
@@ -213,7 +215,7 @@ def _not_json(constant: str) -> object:
 
 def _explain(  # noqa: PLR0917 - the hot loop's state, as _look_closer
     name: str, number: int, line: bytes, event: dict[str, object], summary: Summary, validator: EventValidator
-) -> Iterator[Finding]:
+) -> Iterator[LineProblem]:
     """Every reason a line's event is not valid: how the line reads, then its schema violations.
 
     A line nested deeper than kvlog reads gets that one finding: its schema violations would be
@@ -231,17 +233,17 @@ def _explain(  # noqa: PLR0917 - the hot loop's state, as _look_closer
         violations += validator.violations(event)
     for violation in violations:
         summary.findings += 1
-        yield Finding(name, number, label, version, violation)
+        yield LineProblem(name, number, label, version, violation)
 
 
-def check_input(
+def validate_input(
     name: str,
     summary: Summary,
     validator: EventValidator,
     *,
     skips: Skips = _NO_SKIPS,
     jobs: int | None = None,
-) -> Iterator[Finding]:
+) -> Iterator[LineProblem]:
     """Validate one input (a path or ``-``), in parallel where it pays; raises InputError if unreadable.
 
     A plain file is read in large byte ranges that start at line starts; ``jobs`` worker processes
@@ -251,9 +253,9 @@ def check_input(
     size = _splittable_size(name)
     workers = jobs if jobs is not None else (available_cpus() if size >= PARALLEL_MIN_BYTES else 1)
     if size > 0:
-        yield from _check_chunks(name, size, workers, summary, validator, skips)
+        yield from _validate_chunks(name, size, workers, summary, validator, skips)
     else:
-        yield from check_lines(name, read_lines(name), summary, validator, skips=skips)
+        yield from validate_lines(name, read_lines(name), summary, validator, skips=skips)
 
 
 def available_cpus() -> int:
@@ -317,35 +319,35 @@ def _start_worker(catalog: Catalog) -> None:
     gc.freeze()  # what the worker inherited is never garbage: keep collections off its copy-on-write pages
 
 
-def _check_chunk(chunk: _Chunk) -> tuple[list[Finding], Summary]:
+def _validate_chunk(chunk: _Chunk) -> tuple[list[LineProblem], Summary]:
     """In a worker: validate one byte range with the worker's validator."""
     assert _worker_validator is not None, "worker started without _start_worker"
-    return _check_chunk_with(_worker_validator, chunk)
+    return _validate_chunk_with(_worker_validator, chunk)
 
 
-def _check_chunk_with(validator: EventValidator, chunk: _Chunk) -> tuple[list[Finding], Summary]:
+def _validate_chunk_with(validator: EventValidator, chunk: _Chunk) -> tuple[list[LineProblem], Summary]:
     """Validate one byte range; line numbers in the findings count from the chunk's first line."""
     summary = Summary()
     try:
         with Path(chunk.name).open("rb") as stream:
             stream.seek(chunk.start)
             lines = bounded_lines(stream, chunk.end - chunk.start)  # split at b"\n" only, as a file iterates
-            findings = list(check_lines(chunk.name, lines, summary, validator, skips=chunk.skips))
+            findings = list(validate_lines(chunk.name, lines, summary, validator, skips=chunk.skips))
     except OSError as exc:
         raise InputError(f"{chunk.name}: cannot read: {exc.strerror or exc}") from None
     return findings, summary
 
 
-def _check_chunks(  # noqa: PLR0917 - check_input's arguments, passed on
+def _validate_chunks(  # noqa: PLR0917 - validate_input's arguments, passed on
     name: str, size: int, jobs: int, summary: Summary, validator: EventValidator, skips: Skips
-) -> Iterator[Finding]:
+) -> Iterator[LineProblem]:
     """Validate the chunks of a plain file, here or in worker processes, reporting in file order."""
     chunks = [_Chunk(name, start, end, skips) for start, end in chunk_ranges(name, size, jobs)]
     if jobs == 1 or len(chunks) == 1:
-        yield from _in_file_order((_check_chunk_with(validator, chunk) for chunk in chunks), summary)
+        yield from _in_file_order((_validate_chunk_with(validator, chunk) for chunk in chunks), summary)
         return
     results = in_order(
-        _check_chunk,
+        _validate_chunk,
         chunks,
         workers=min(jobs, len(chunks)),
         initializer=_start_worker,
@@ -358,7 +360,7 @@ def _check_chunks(  # noqa: PLR0917 - check_input's arguments, passed on
         raise InputError(f"{name}: cannot validate: {exc}") from None
 
 
-def _in_file_order(results: Iterable[tuple[list[Finding], Summary]], summary: Summary) -> Iterator[Finding]:
+def _in_file_order(results: Iterable[tuple[list[LineProblem], Summary]], summary: Summary) -> Iterator[LineProblem]:
     """Findings of consecutive chunks, renumbered from chunk lines to file lines."""
     lines_before = 0
     for findings, part in results:
