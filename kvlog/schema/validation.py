@@ -9,6 +9,7 @@ The test suite checks that both engines agree.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from contextlib import suppress
 from dataclasses import dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, cast
@@ -71,8 +72,9 @@ class EventValidator:
         """
         if not isinstance(event, dict):
             return [Violation("$", f"an event is a JSON object, not {type(event).__name__}")]
-        if self.is_valid(event):
-            return []
+        with suppress(ValueError):  # a value the compiled validator cannot take: the reference one decides
+            if self.fast_check(event.get("event"), event.get("schema_version"))(event):
+                return []
         name, version = event.get("event"), event.get("schema_version")
         if not isinstance(name, str):
             return [Violation("$.event", "missing or not a string: every event needs a name")]

@@ -1,0 +1,60 @@
+"""The layers hold: import-linter's contracts (``[tool.importlinter]`` in pyproject.toml) pass on kvlog.
+
+The contracts are the architecture users rely on without knowing it: ``pip install kvlog`` alone can
+validate and migrate because the logging core never reaches up to migration, check or the CLI (or
+down to torch). The second test proves the contracts bite: the same run on a copy of kvlog with one
+import pointing the wrong way fails and names the broken contract.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+LINT_IMPORTS = Path(sys.executable).with_name("lint-imports")
+
+
+def _lint(project: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(LINT_IMPORTS), "--no-cache", "--no-logo"],
+        cwd=project,
+        env={"PYTHONPATH": str(project), "PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+
+
+def test_kvlog_keeps_its_layers() -> None:
+    result = _lint(ROOT)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "0 broken" in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("module", "wrong_import", "contract"),
+    [
+        ("kvlog/schema/codegen.py", "import kvlog.migration.engine", "The logging core imports neither"),
+        ("kvlog/schema/catalog.py", "import torch", "The logging core never imports torch"),
+        ("kvlog/migration/grammar.py", "import kvlog.cli", "No library module imports the CLI"),
+        ("kvlog/memory/arena.py", "import kvlog.check", "Memory imports neither"),
+        ("kvlog/io/inputs.py", "import kvlog.validate", "I/O knows no command"),
+    ],
+)
+def test_an_import_pointing_the_wrong_way_fails(tmp_path: Path, module: str, wrong_import: str, contract: str) -> None:
+    shutil.copytree(ROOT / "kvlog", tmp_path / "kvlog", ignore=shutil.ignore_patterns("__pycache__", "_data"))
+    shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
+    victim = tmp_path / module
+    victim.write_text(victim.read_text() + f"\n{wrong_import}  # noqa\n")
+    result = _lint(tmp_path)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert result.stdout.count("BROKEN") == 1, result.stdout
+    report = result.stdout.split("Broken contracts", 1)[1]
+    first_named = next(line for line in report.splitlines() if line.strip("- "))
+    assert first_named.startswith(contract), result.stdout
