@@ -32,8 +32,8 @@ from kvlog.migration.legacy import LegacyRenderer, current_line
 from kvlog.schema.catalog import default_catalog
 from kvlog.schema.validation import EventValidator
 from kvlog.text.console import console_line
-from kvlog.text.wording import _PLACEHOLDER as PLACEHOLDER
-from kvlog.text.wording import BYTE_UNITS, CURRENT, Template, render_message, split_sections
+from kvlog.text.template import BYTE_UNITS, PLACEHOLDER, Template, split_sections
+from kvlog.text.wording import CURRENT, render_message
 
 CATALOG = default_catalog()
 CHAIN = load_chain()

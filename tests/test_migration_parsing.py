@@ -20,10 +20,8 @@ from kvlog.migration import load_chain
 from kvlog.migration.engine import MigrateOptions, Migrator, _split
 from kvlog.migration.grammar import Rule
 from kvlog.schema.validation import EventValidator
-from kvlog.text.console import rank_tags
-from kvlog.text.prefix import split_prefix
-from kvlog.text.wording import _PLACEHOLDER as PLACEHOLDER
-from kvlog.text.wording import SCALED, UNITS, read_figure, split_sections
+from kvlog.text.prefix import SGLANG, rank_tags
+from kvlog.text.template import PLACEHOLDER, SCALED, UNITS, read_figure, split_sections
 
 CHAIN = load_chain()
 MIGRATOR = Migrator(CHAIN, MigrateOptions())
@@ -463,7 +461,7 @@ _TAGS = st.from_regex(r"[a-z]{1,6}(_[a-z]{1,6})?", fullmatch=True)
 def test_prefix_round_trip(ranks: dict[str, int], seconds: int) -> None:
     """The console's prefix (timestamp and rank tags) reads back into the same envelope."""
     clock = f"{seconds // 3600:02d}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
-    prefix = split_prefix(f"[2026-03-04 {clock}{rank_tags(ranks)}] Memory pool end. avail mem=1.00 GB")
+    prefix = SGLANG.split(f"[2026-03-04 {clock}{rank_tags(ranks)}] Memory pool end. avail mem=1.00 GB")
     assert prefix.ranks == ranks
     assert prefix.timestamp == f"2026-03-04T{clock}Z"
     assert prefix.message == "Memory pool end. avail mem=1.00 GB"

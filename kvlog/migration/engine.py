@@ -33,7 +33,7 @@ from kvlog.migration.ops import provenance
 from kvlog.migration.report import MigrationReport
 from kvlog.migration.steps import Chain, MigrationError
 from kvlog.schema.validation import EventValidator
-from kvlog.text.prefix import LinePrefix, split_prefix
+from kvlog.text.prefix import SGLANG, LinePrefix
 
 OutputFormat = Literal["jsonl", "text", "legacy"]
 DeadLetter = Callable[[dict[str, Any]], None]
@@ -243,7 +243,7 @@ class _FileRun:
             before, _, tail = stripped.rpartition("\r")
             attempts.append((tail, before + "\r"))
         for candidate, before in attempts:
-            prefix = split_prefix(candidate)
+            prefix = SGLANG.split(candidate)
             if not prefix.message.startswith(self.migrator.starts):
                 continue  # most candidate lines (request logs that mention the KV cache) end here
             for glued_after in (False, True):

@@ -1,7 +1,7 @@
 """Text generations: the wordings one era of sglang printed, compiled into parsers.
 
 A generation file (``migrations/sglang-text/<id>.toml``) lists the templates that era introduced, in
-the template language of ``kvlog.text.wording``, and the catalog version whose field names they use. It
+the template language of ``kvlog.text.template``, and the catalog version whose field names they use. It
 may also say that the era already printed today's wording of some events (``current = [...]``), or
 that it *is* today's wording (``wording = "current"``): then the templates are ``kvlog.text.wording.CURRENT``
 themselves, the ones the console renderer writes with. Placeholders without a unit take their type
@@ -21,7 +21,8 @@ from typing import Any
 from kvlog.migration.ops import Op, OpError, compile_op, provenance, value_of
 from kvlog.schema.catalog import Catalog
 from kvlog.text.prefix import FOREIGN_START
-from kvlog.text.wording import CURRENT, FieldSyntax, Parsed, Template, TemplateParser
+from kvlog.text.template import FieldSyntax, Parsed, Template, TemplateParser
+from kvlog.text.wording import CURRENT
 
 #: companion roles: a new server run starts, the KV-cache dtype of older logs, or merely a known memory line
 ROLES = ("run_start", "kv_dtype", "note")

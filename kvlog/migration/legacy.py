@@ -14,7 +14,8 @@ from typing import Any
 
 from kvlog.migration.grammar import Generation
 from kvlog.migration.steps import Chain
-from kvlog.text.console import console_line, rank_tags, sglang_timestamp
+from kvlog.text.console import console_line
+from kvlog.text.prefix import SGLANG
 
 _NO_PREFIX_RULES = ("no-timestamp", "previous-line-timestamp")
 
@@ -57,8 +58,7 @@ class LegacyRenderer:
 
 def _prefixed(event: Mapping[str, Any], message: str) -> str:
     event = _without_invented_prefix(event)
-    prefix = f"{sglang_timestamp(event.get('timestamp'))}{rank_tags(event.get('ranks'))}"
-    return f"[{prefix}] {message}" if prefix else message
+    return SGLANG.build(event.get("timestamp"), event.get("ranks")) + message
 
 
 def _without_invented_prefix(event: Mapping[str, Any]) -> Mapping[str, Any]:

@@ -25,7 +25,7 @@ from kvlog.migration.grammar import Generation, GrammarError, build_generation
 from kvlog.migration.ops import ApplyError, Op, OpError, compile_op, provenance
 from kvlog.schema.catalog import Catalog, default_catalog
 from kvlog.schema.resources import data_dir
-from kvlog.text.prefix import split_prefix
+from kvlog.text.prefix import SGLANG
 
 TEXT_DIRECTORY = "sglang-text"
 _EVENT_STEP_FILE = re.compile(r"^v([1-9][0-9]*)-to-v([1-9][0-9]*)\.toml$")
@@ -268,7 +268,7 @@ def _text_step(path: Path, relative: Path, document: dict[str, Any], catalog: Ca
         line = given.get("line")
         if not isinstance(line, str):
             raise ApplyError("a text step takes {'line': '<log line>'}")
-        prefix = split_prefix(line)
+        prefix = SGLANG.split(line)
         recognised = generation.recognise(prefix.message)
         if recognised is None or recognised.rule.role is not None:
             raise ApplyError(f"not an event line of {generation_id}: {line!r}")

@@ -7,7 +7,7 @@ value disappears. A figure here is written in the largest unit it reaches (``14.
 ``512 B``), so it never has more than 3 significant digits and a non-zero value never reads as zero.
 
 The wordings sglang printed keep their fixed units (``{:.2f} GB``): monitoring parses them, and
-``kvlog.text.wording`` writes them exactly. Reading a scaled figure back gives the value and, for bytes,
+``kvlog.text.template`` writes them exactly. Reading a scaled figure back gives the value and, for bytes,
 the half-width its rounding hides, as for sglang's figures.
 """
 

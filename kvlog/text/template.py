@@ -1,0 +1,306 @@
+"""The template language: one text both renders an event as a line and parses the line back.
+
+A template is text with ``{field:unit}`` placeholders and ``{[...]}`` sections that are rendered
+only when every field inside them is set. Units say how a byte count is printed, and so how precise a
+figure read back from such a line is: ``gib2`` is GiB with two decimals, ``gib1`` one decimal,
+``kib`` whole KiB, ``gb2`` decimal GB (host memory) with two decimals; ``f2`` is a plain number with
+two decimals (seconds). Those are sglang's units, kept exactly. kvlog's own lines use scaled units
+(``kvlog.text.units``): ``iec`` bytes in B, KiB, ... EiB and ``us`` a duration in microseconds, each
+printed in the unit that shows it, to 3 significant digits. ``Template.parser`` compiles a template
+into an anchored regular expression whose placeholders are typed captures and whose sections are
+optional groups, so rendering and parsing cannot drift apart. Which templates are today's wording is
+``kvlog.text.wording``'s business; old servers' wordings are data in ``migrations/sglang-text/``.
+
+Parsing must stay linear on hostile input (a later check feeds 50 MB lines): the compiled expressions
+are anchored, have no nested quantifiers, and bound every run of digits or text.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from decimal import ROUND_CEILING, ROUND_HALF_EVEN, Decimal
+from functools import cache
+from typing import Any, Literal
+
+from kvlog.text.units import BYTES, MICROSECONDS, Scale
+
+GIB = 1 << 30
+KIB = 1 << 10
+GB = 10**9
+
+#: unit name -> (bytes per printed unit, decimals printed)
+UNITS: dict[str, tuple[int, int]] = {"gib2": (GIB, 2), "gib1": (GIB, 1), "kib": (KIB, 0), "gb2": (GB, 2), "f2": (1, 2)}
+#: unit name -> the scale it picks its printed unit from (kvlog's own lines)
+SCALED: dict[str, Scale] = {"iec": BYTES, "us": MICROSECONDS}
+#: units whose value is a byte count (an integer); the others print a plain number
+BYTE_UNITS = frozenset({"gib2", "gib1", "kib", "gb2", "iec"})
+
+#: ``{field}`` or ``{field:unit}``
+PLACEHOLDER = re.compile(r"\{(\w+)(?::(\w+))?\}")
+SECTION_OPEN, SECTION_CLOSE = "{[", "]}"
+_SECTION_MARK = re.compile(r"\{\[|\]\}")
+
+
+@dataclass(frozen=True)
+class Template:
+    """One wording of one event, chosen when every ``when`` field of the event has the given value."""
+
+    event: str
+    text: str
+    when: Mapping[str, Any] = field(default_factory=dict)
+
+    def matches(self, event: Mapping[str, Any]) -> bool:
+        """Whether this wording applies to ``event``."""
+        return event.get("event") == self.event and all(event.get(k) == v for k, v in self.when.items())
+
+    def fits(self, event: Mapping[str, Any]) -> bool:
+        """Whether this wording applies and can say everything it must: no required field is unset.
+
+        A wording is never written with a missing value in it (Python would print ``None``); the
+        next wording that fits says what the source said in that case.
+        """
+        return self.matches(event) and all(event.get(name) is not None for name in _required(self.text))
+
+    def render(self, event: Mapping[str, Any]) -> str:
+        """The line for ``event``; optional sections whose fields are unset are left out."""
+        return _render_parts(_sections(self.text), event)
+
+    def required_fields(self) -> list[str]:
+        """Fields outside every optional section: the line cannot be written without them."""
+        return list(_required(self.text))
+
+    def fields(self) -> list[str]:
+        """Every field the template prints, in order."""
+        return _fields_in(_sections(self.text))
+
+    def units(self) -> dict[str, str | None]:
+        """The unit of each field (None when printed as is)."""
+        return {m.group(1): m.group(2) for m in PLACEHOLDER.finditer(self.text)}
+
+    def parser(self, syntax: Mapping[str, FieldSyntax]) -> TemplateParser:
+        """Compile the template into a parser; ``syntax`` says how each unit-less field is written."""
+        return TemplateParser(self, syntax)
+
+
+def format_value(value: Any, unit: str | None) -> str:
+    """Print one field as the template's unit says."""
+    if unit is None:
+        return str(value)
+    if unit in SCALED:
+        return SCALED[unit].format(value)
+    per_unit, decimals = UNITS[unit]
+    if decimals == 0:
+        return str(value // per_unit)
+    return f"{value / per_unit:.{decimals}f}"
+
+
+def split_sections(text: str) -> list[str | list[Any]]:
+    """Parse a template into literal/placeholder text and nested optional sections (lists)."""
+    root: list[Any] = []
+    stack = [root]
+    position = 0
+    for match in _SECTION_MARK.finditer(text):
+        stack[-1].append(text[position : match.start()])
+        if match.group() == SECTION_OPEN:
+            section: list[Any] = []
+            stack[-1].append(section)
+            stack.append(section)
+        elif len(stack) == 1:
+            raise ValueError(f"unbalanced {SECTION_CLOSE} in template {text!r}")
+        else:
+            stack.pop()
+        position = match.end()
+    if len(stack) != 1:
+        raise ValueError(f"unbalanced {SECTION_OPEN} in template {text!r}")
+    root.append(text[position:])
+    return root
+
+
+@cache
+def _sections(text: str) -> list[str | list[Any]]:
+    """``split_sections`` once per template text (the console renders every event with it)."""
+    return split_sections(text)
+
+
+@cache
+def _required(text: str) -> tuple[str, ...]:
+    return tuple(name for part in _sections(text) if isinstance(part, str) for name in _names(part))
+
+
+def _render_parts(parts: list[Any], event: Mapping[str, Any]) -> str:
+    out: list[str] = []
+    for part in parts:
+        if isinstance(part, str):
+            out.append(_fill(part, event))
+        elif all(event.get(name) is not None for name in _fields_in(part)):
+            out.append(_render_parts(part, event))
+    return "".join(out)
+
+
+def _fields_in(parts: list[Any]) -> list[str]:
+    names: list[str] = []
+    for part in parts:
+        names += _names(part) if isinstance(part, str) else _fields_in(part)
+    return names
+
+
+def _names(text: str) -> list[str]:
+    return [m.group(1) for m in PLACEHOLDER.finditer(text)]
+
+
+def _fill(text: str, event: Mapping[str, Any]) -> str:
+    return PLACEHOLDER.sub(lambda m: format_value(event[m.group(1)], m.group(2)), text)
+
+
+@dataclass(frozen=True)
+class FieldSyntax:
+    """How a unit-less field is written in a line: an integer, a number, or text (maybe one of ``choices``).
+
+    ``nullable`` fields also accept ``None``, the way Python prints a missing value.
+    """
+
+    kind: Literal["integer", "number", "string"]
+    choices: tuple[str, ...] = ()
+    nullable: bool = False
+    signed: bool = False
+
+
+@dataclass(frozen=True)
+class Parsed:
+    """What a line said: typed field values, and for each rounded byte count its half-width in bytes."""
+
+    fields: dict[str, Any]
+    uncertainty_bytes: dict[str, int]
+    rest: str = ""
+
+
+_DIGITS = "[0-9]{1,20}"
+_DECIMAL = "[0-9]{1,15}(?:[.][0-9]{1,9})?"
+_NUMBER = "-?[0-9]{1,20}(?:[.][0-9]{1,20})?(?:e[-+]?[0-9]{1,3})?"
+_TEXT_LIMIT = 1024
+
+
+class TemplateParser:
+    """A template compiled into an anchored regular expression with one typed capture per field."""
+
+    def __init__(self, template: Template, syntax: Mapping[str, FieldSyntax]) -> None:
+        self.template = template
+        self._units = template.units()
+        self._syntax = {name: syntax.get(name, FieldSyntax("string")) for name in self._units}
+        flat = _SECTION_MARK.sub("", template.text)
+        self._next_char = {m.group(1): flat[m.end()] if m.end() < len(flat) else "" for m in PLACEHOLDER.finditer(flat)}
+        parts = split_sections(template.text)
+        self.pattern = re.compile(self._expression(parts), re.DOTALL)
+        #: every way a matching message can begin ("" when any start is possible): a cheap first test
+        self.starts = tuple(sorted(self._starts(parts)))
+
+    def parse(self, message: str, *, whole: bool = True) -> Parsed | None:
+        """The fields of ``message`` if it is this template's wording (``whole=False``: if it starts with it)."""
+        return self._read(self.pattern.fullmatch(message) if whole else self.pattern.match(message))
+
+    def parse_glued(self, message: str, follower: re.Pattern[str]) -> Parsed | None:
+        """The fields of ``message`` if it is this template's wording followed by text ``follower`` matches."""
+        match = self.pattern.match(message)
+        if match is None or match.end() == len(message) or follower.match(message, match.end()) is None:
+            return None
+        parsed = self._read(match)
+        return None if parsed is None else Parsed(parsed.fields, parsed.uncertainty_bytes, message[match.end() :])
+
+    def _read(self, match: re.Match[str] | None) -> Parsed | None:
+        if match is None:
+            return None
+        fields: dict[str, Any] = {}
+        uncertainty: dict[str, int] = {}
+        for name, raw in match.groupdict().items():
+            if raw is None:
+                continue
+            unit = self._units[name]
+            if unit is not None:
+                fields[name], spread = read_figure(raw, unit)
+                if spread:
+                    uncertainty[name] = spread
+            else:
+                fields[name] = _read_plain(raw, self._syntax[name])
+        return Parsed(fields, uncertainty)
+
+    def _expression(self, parts: list[Any]) -> str:
+        out: list[str] = []
+        for part in parts:
+            if isinstance(part, str):
+                position = 0
+                for m in PLACEHOLDER.finditer(part):
+                    out.append(re.escape(part[position : m.start()]))
+                    out.append(f"(?P<{m.group(1)}>{self._capture(m.group(1))})")
+                    position = m.end()
+                out.append(re.escape(part[position:]))
+            else:
+                out.append(f"(?:{self._expression(part)})?")
+        return "".join(out)
+
+    def _starts(self, parts: list[Any]) -> set[str]:
+        if not parts:
+            return {""}
+        head, rest = parts[0], parts[1:]
+        if isinstance(head, list):
+            return self._starts(head + rest) | self._starts(rest)
+        placeholder = PLACEHOLDER.search(head)
+        if placeholder is None:
+            return {head} if head else self._starts(rest)
+        if placeholder.start() > 0:
+            return {head[: placeholder.start()]}
+        syntax = self._syntax[placeholder.group(1)]
+        if self._units[placeholder.group(1)] is None and syntax.choices:
+            return set(syntax.choices) | ({"None"} if syntax.nullable else set())
+        return {""}
+
+    def _capture(self, name: str) -> str:
+        unit = self._units[name]
+        if unit in SCALED:
+            return SCALED[unit].pattern
+        if unit is not None:
+            return _DIGITS if UNITS[unit][1] == 0 else _DECIMAL
+        syntax = self._syntax[name]
+        if syntax.choices:
+            body = "|".join(re.escape(c) for c in sorted(syntax.choices, key=len, reverse=True))
+        elif syntax.kind == "integer":
+            body = f"-?{_DIGITS}" if syntax.signed else _DIGITS
+        elif syntax.kind == "number":
+            body = _NUMBER
+        else:
+            stop = self._next_char[name]
+            excluded = r"\s" if not stop or stop.isspace() else re.escape(stop) + r"\r\n"
+            body = f"[^{excluded}]{{1,{_TEXT_LIMIT}}}"
+        return f"{body}|None" if syntax.nullable else body
+
+
+def read_figure(text: str, unit: str) -> tuple[int | float, int]:
+    """A printed figure in ``unit`` -> (value, half-width in bytes of what its rounding hides).
+
+    Byte units give whole bytes, rounded to nearest; the half-width follows the decimals actually
+    printed (``54.12`` GiB: 0.005 GiB, rounded up to a whole byte). Integer KiB are exact: sglang
+    prints granularities, which are whole KiB.
+    """
+    if unit in SCALED:
+        return SCALED[unit].read(text)
+    per_unit = UNITS[unit][0]
+    number = Decimal(text)
+    if unit not in BYTE_UNITS:
+        return float(number), 0
+    value = int((number * per_unit).to_integral_value(ROUND_HALF_EVEN))
+    decimals = -int(number.as_tuple().exponent)
+    if unit == "kib":
+        return value, 0
+    spread = (Decimal(per_unit) / 2 / Decimal(10) ** decimals).to_integral_value(ROUND_CEILING)
+    return value, int(spread)
+
+
+def _read_plain(text: str, syntax: FieldSyntax) -> Any:
+    if syntax.nullable and text == "None":
+        return None
+    if syntax.kind == "integer" and not syntax.choices:
+        return int(text)
+    if syntax.kind == "number" and not syntax.choices:
+        return float(text)
+    return text
