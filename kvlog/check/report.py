@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from typing import Literal
 from xml.etree import ElementTree
 
@@ -10,33 +9,11 @@ import orjson
 
 from kvlog.check.findings import RULES, Finding, count_errors
 from kvlog.check.runner import CheckReport
+from kvlog.text.printable import CATALOG_REPORT, printable, printable_name
 
 Format = Literal["text", "github", "junit", "json"]
 _GITHUB_COMMAND = {"error": "error", "warning": "warning", "note": "notice"}
 _GITHUB_ESCAPES = "\n\r"  # GitHub's own escaping writes these as %0A and %0D
-# What a terminal, a CI log or an XML file would act on instead of showing: C0 and C1 controls, line
-# and paragraph separators, bidirectional overrides, and the surrogates that stand for bytes of a
-# file name that are not UTF-8.
-_UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
-
-
-def printable(text: str, *, name: bool = False, keep: str = "") -> str:
-    r"""``text`` with every character that could act on the reader escaped (``\x1b``, ``\n``, ``\u202e``).
-
-    A file name is a pull request's to choose: a newline in it could start a ``::error`` workflow
-    command, an escape sequence could rewrite the terminal. In a ``name`` backslashes are doubled too,
-    so the escaped form reads back unambiguously. Characters in ``keep`` are left for the caller.
-    """
-    if name:
-        text = text.replace("\\", "\\\\")
-    return _UNSAFE.sub(lambda m: m.group() if m.group() in keep else _escape_char(m.group()), text)
-
-
-def _escape_char(char: str) -> str:
-    code = ord(char)
-    if 0xDC80 <= code <= 0xDCFF:  # a byte that is not UTF-8, as os.fsdecode keeps it
-        return f"\\x{code - 0xDC00:02x}"
-    return {"\n": "\\n", "\r": "\\r", "\t": "\\t"}.get(char) or (f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}")
 
 
 def format_report(report: CheckReport, output_format: Format) -> str:
@@ -69,8 +46,10 @@ def _text(finding: Finding) -> str:
     if finding.file is None:
         where = "kvlog check"
     else:
-        where = printable(finding.file, name=True) + (f":{finding.line}" if finding.line is not None else "")
-    return f"{where}: {finding.rule} {finding.level}: {printable(finding.message)}"
+        where = printable_name(finding.file, escaping=CATALOG_REPORT) + (
+            f":{finding.line}" if finding.line is not None else ""
+        )
+    return f"{where}: {finding.rule} {finding.level}: {printable(finding.message, escaping=CATALOG_REPORT)}"
 
 
 def _escape_data(text: str) -> str:
@@ -85,12 +64,12 @@ def _github(finding: Finding) -> str:
     r"""A workflow command: newlines and ``%`` by GitHub's own escaping (``%0A``), other controls as ``\xNN``."""
     properties = []
     if finding.file is not None:
-        file = printable(finding.file, name=True, keep=_GITHUB_ESCAPES)
+        file = printable_name(finding.file, escaping=CATALOG_REPORT, keep=_GITHUB_ESCAPES)
         properties.append(f"file={_escape_property(file)}")
     if finding.line is not None:
         properties.append(f"line={finding.line}")
     properties.append(f"title={_escape_property(f'{finding.rule} {RULES[finding.rule].name}')}")
-    message = _escape_data(printable(finding.message, keep=_GITHUB_ESCAPES))
+    message = _escape_data(printable(finding.message, escaping=CATALOG_REPORT, keep=_GITHUB_ESCAPES))
     return f"::{_GITHUB_COMMAND[finding.level]} {','.join(properties)}::{message}"
 
 
@@ -100,9 +79,9 @@ def _as_json(finding: Finding) -> dict[str, object]:
         "rule": finding.rule,
         "name": rule.name,
         "level": finding.level,
-        "file": None if finding.file is None else printable(finding.file, name=True),
+        "file": None if finding.file is None else printable_name(finding.file, escaping=CATALOG_REPORT),
         "line": finding.line,
-        "message": printable(finding.message),
+        "message": printable(finding.message, escaping=CATALOG_REPORT),
     }
 
 

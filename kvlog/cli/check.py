@@ -11,10 +11,11 @@ import click
 from kvlog.check.config import resolve_project
 from kvlog.check.evolution import MODES, Mode
 from kvlog.check.findings import count_errors
-from kvlog.check.report import Format, format_report, printable, summary
+from kvlog.check.report import Format, format_report, summary
 from kvlog.check.runner import CheckOptions, run_check
 from kvlog.cli.stdout import abandon_out, flush_out, write_out
 from kvlog.errors import KvlogError
+from kvlog.text.printable import CATALOG_REPORT, printable, printable_name
 
 EXIT_FINDINGS = 1
 EXIT_USAGE = 2
@@ -73,14 +74,17 @@ def check(  # noqa: PLR0917 - click passes every option positionally
         chosen = cast(Mode, mode) or project.mode or "backward"
         report = run_check(CheckOptions(project, chosen, against, corpus or project.corpus))
     except KvlogError as exc:
-        click.echo(f"kvlog check: {printable(str(exc))}", err=True)
+        click.echo(f"kvlog check: {printable(str(exc), escaping=CATALOG_REPORT)}", err=True)
         sys.exit(EXIT_USAGE)
     text = format_report(report, cast(Format, output_format))
     if output is not None:
         try:
             output.write_text(text, encoding="utf-8")
         except OSError as exc:
-            click.echo(f"kvlog check: cannot write {printable(str(output), name=True)}: {exc.strerror}", err=True)
+            click.echo(
+                f"kvlog check: cannot write {printable_name(str(output), escaping=CATALOG_REPORT)}: {exc.strerror}",
+                err=True,
+            )
             sys.exit(EXIT_USAGE)
     else:
         try:

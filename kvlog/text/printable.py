@@ -1,31 +1,59 @@
-r"""Text from outside (file names, log content) made safe to print on one line of a report.
+r"""Text from outside (file names, log content, catalog text) made safe to print on one line of a report.
 
 A file name can hold a newline, a carriage return or an escape sequence, and a log line can hold
 anything. Printed raw, a name like ``x\n::error::...`` starts a line of its own, which a CI runner
-reads as a workflow command, and ``\x1b[...`` rewrites the terminal. Everything that is not
-printable is escaped the way Python writes it in a string literal; bytes that are not UTF-8 (which
-Python hands over as surrogate escapes) become ``\xNN``.
+reads as a workflow command, and ``\x1b[...`` rewrites the terminal. An escaped character is written
+the way Python writes it in a string literal; bytes that are not UTF-8 (which Python hands over as
+surrogate escapes) become ``\xNN``. Which characters are escaped depends on what the report is for
+(``LOG_REPORT``, ``CATALOG_REPORT``); how they are escaped is the same for every report.
 """
 
 from __future__ import annotations
 
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+
 _NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+_ACTS_ON_READER = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
 
 
-def printable(text: str) -> str:
-    """``text`` with every character that is not printable escaped: one line, no terminal controls."""
-    if text.isprintable():
-        return text
-    return "".join(char if char.isprintable() else _escaped(char) for char in text)
+@dataclass(frozen=True)
+class Escaping:
+    """The characters one kind of report escapes, and how it shows a file name.
 
-
-def printable_name(name: str) -> str:
-    """A file name for a report: unambiguous (backslashes escaped too) and never taken for a command.
-
-    A name that would start its line with ``:`` (``::error::``) is shown as ``./NAME``, the same file.
+    ``shown_as_is`` holds for a text none of whose characters is escaped, one character or a whole
+    line alike, so that text with nothing to escape (nearly all of it) costs a single call.
+    ``command_guard``: a file name beginning with ``:`` (``::error::``) is shown as ``./NAME``, the
+    same file, so that no line of the report begins with a workflow command.
     """
-    shown = printable(name.replace("\\", "\\\\"))
-    return f"./{shown}" if shown.startswith(":") else shown
+
+    shown_as_is: Callable[[str], bool]
+    command_guard: bool
+
+
+#: ``kvlog validate``: findings quote event names, keys and values from a server's log, which can hold
+#: anything. Every character that does not show as itself is escaped, invisible ones too (U+200B,
+#: U+00A0): an unknown event name holding one would otherwise look like a known name.
+LOG_REPORT = Escaping(str.isprintable, command_guard=True)
+#: ``kvlog check``: findings about the project's own catalog, for a terminal, GitHub workflow commands,
+#: JUnit XML and JSON tools. Only what one of those acts on instead of showing is escaped: C0 and C1
+#: controls, line and paragraph separators, bidirectional overrides, and the surrogates that stand for
+#: bytes of a file name that are not UTF-8. The rest of the catalog's text stays as it is written.
+CATALOG_REPORT = Escaping(lambda text: _ACTS_ON_READER.search(text) is None, command_guard=False)
+
+
+def printable(text: str, *, escaping: Escaping = LOG_REPORT, keep: str = "") -> str:
+    """``text`` as one line with no terminal controls; characters in ``keep`` are left for the caller."""
+    if escaping.shown_as_is(text):
+        return text
+    return "".join(char if char in keep or escaping.shown_as_is(char) else _escaped(char) for char in text)
+
+
+def printable_name(name: str, *, escaping: Escaping = LOG_REPORT, keep: str = "") -> str:
+    """A file name for a report: unambiguous (backslashes escaped too) and, guarded, never taken for a command."""
+    shown = printable(name.replace("\\", "\\\\"), escaping=escaping, keep=keep)
+    return f"./{shown}" if escaping.command_guard and shown.startswith(":") else shown
 
 
 def _escaped(char: str) -> str:
