@@ -2,9 +2,41 @@
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Mapping
+from typing import Any
+
 
 class KvlogError(Exception):
     """Base class of every error kvlog raises on purpose."""
+
+
+class OptionError(KvlogError):
+    """A command cannot do what it was asked: options conflict, a value is out of range, an output names an input.
+
+    Nothing was read or written. The message names each option by its keyword argument
+    (``in_place``), the way ``kvlog.commands`` is called; ``worded(names)`` names them as a front end
+    spells them (the CLI passes ``{"in_place": "--in-place", ...}``), so that no library message has
+    to know the command line.
+    """
+
+    def __init__(self, template: str, /, **values: object) -> None:
+        #: the message, with ``{option}`` for each option it names and ``{name}`` for each of ``values``
+        self.template = template
+        self.values = values
+        super().__init__(self.worded({}))
+
+    def worded(self, names: Mapping[str, str]) -> str:
+        """The message, each option named as ``names`` says (an option it leaves out: by its keyword)."""
+        return self.template.format_map(_Wording({**names, **self.values}))
+
+    def __reduce__(self) -> tuple[Any, ...]:  # pickled whole: the template and its values, not the message
+        return functools.partial(type(self), self.template, **self.values), ()
+
+
+class _Wording(dict[str, object]):
+    def __missing__(self, key: str) -> str:
+        return key
 
 
 class CatalogError(KvlogError):

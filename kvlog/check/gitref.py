@@ -13,11 +13,24 @@ class GitError(KvlogError):
     """git is missing, the directory is not in a repository, or the ref names no commit."""
 
 
+class GitNotFound(GitError):
+    """There is no git to run."""
+
+
+class NotACommit(GitError):
+    """The ref names no commit of the repository that holds the directory."""
+
+    def __init__(self, ref: str, directory: Path) -> None:
+        super().__init__(f"{ref}: not a commit in the repository holding {directory}")
+        self.ref = ref
+        self.directory = directory
+
+
 def _git(directory: Path, *args: str, stdin: bytes | None = None) -> bytes:
     try:
         done = subprocess.run(["git", *args], cwd=directory, input=stdin, capture_output=True, check=False)
     except FileNotFoundError:
-        raise GitError("--against needs git, and git is not on PATH") from None
+        raise GitNotFound("reading a catalog at a git ref needs git, and git is not on PATH") from None
     if done.returncode != 0:
         detail = done.stderr.decode(errors="replace").strip().splitlines()
         raise GitError(f"{directory}: git {args[0]} failed: {detail[-1] if detail else done.returncode}")
@@ -70,6 +83,8 @@ def resolve_commit(directory: Path, ref: str) -> str:
     """
     try:
         out = _git(directory, "rev-parse", "--verify", "--quiet", "--end-of-options", f"{ref}^{{commit}}")
+    except GitNotFound:
+        raise
     except GitError:
-        raise GitError(f"--against {ref}: not a commit in the repository holding {directory}") from None
+        raise NotACommit(ref, directory) from None
     return out.decode().strip()

@@ -1,4 +1,4 @@
-"""``kvlog check``: schema, migration and corpus checks for CI (see ``kvlog.check``)."""
+"""``kvlog check``: schema, migration and corpus checks for CI (``kvlog.commands.check`` runs them)."""
 
 from __future__ import annotations
 
@@ -8,17 +8,13 @@ from typing import cast
 
 import click
 
-from kvlog.check.config import resolve_project
-from kvlog.check.evolution import MODES, Mode
-from kvlog.check.findings import count_errors
+from kvlog import commands
+from kvlog.check.evolution import MODES
 from kvlog.check.report import Format, format_report, summary
-from kvlog.check.runner import CheckOptions, run_check
+from kvlog.cli.failing import fail, message
 from kvlog.cli.stdout import abandon_out, flush_out, write_out
 from kvlog.errors import KvlogError
 from kvlog.text.printable import CATALOG_REPORT, printable, printable_name
-
-EXIT_FINDINGS = 1
-EXIT_USAGE = 2
 
 
 @click.command()
@@ -70,30 +66,22 @@ def check(  # noqa: PLR0917 - click passes every option positionally
     Exit status: 0 when no finding is an error, 1 when one is, 2 when the input cannot be checked.
     """
     try:
-        project = resolve_project(path)
-        chosen = cast(Mode, mode) or project.mode or "backward"
-        report = run_check(CheckOptions(project, chosen, against, corpus or project.corpus))
+        outcome = commands.check(path, against=against, mode=mode, corpus=corpus)
     except KvlogError as exc:
-        click.echo(f"kvlog check: {printable(str(exc), escaping=CATALOG_REPORT)}", err=True)
-        sys.exit(EXIT_USAGE)
-    text = format_report(report, cast(Format, output_format))
+        fail("check", printable(message(exc, check), escaping=CATALOG_REPORT), commands.exit_status_of(exc))
+    text = format_report(outcome.report, cast(Format, output_format))
     if output is not None:
         try:
             output.write_text(text, encoding="utf-8")
         except OSError as exc:
-            click.echo(
-                f"kvlog check: cannot write {printable_name(str(output), escaping=CATALOG_REPORT)}: {exc.strerror}",
-                err=True,
-            )
-            sys.exit(EXIT_USAGE)
+            shown = printable_name(str(output), escaping=CATALOG_REPORT)
+            fail("check", f"cannot write {shown}: {exc.strerror}", commands.EXIT_ERROR)
     else:
         try:
             write_out(text)
             flush_out()
         except OSError as exc:  # closed at start, a closed pipe, a full disk
             abandon_out()
-            click.echo(f"kvlog check: cannot write the report: {exc.strerror or exc}", err=True)
-            sys.exit(EXIT_USAGE)
-    click.echo(summary(report), err=True)
-    if count_errors(report.findings):
-        sys.exit(EXIT_FINDINGS)
+            fail("check", f"cannot write the report: {exc.strerror or exc}", commands.EXIT_ERROR)
+    click.echo(summary(outcome.report), err=True)
+    sys.exit(outcome.exit_status)

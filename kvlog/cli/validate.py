@@ -1,4 +1,4 @@
-"""``kvlog validate``: check JSON-lines logs against the catalog."""
+"""``kvlog validate``: check JSON-lines logs against the catalog (``kvlog.commands.validate`` does the work)."""
 
 from __future__ import annotations
 
@@ -7,14 +7,12 @@ import sys
 
 import click
 
+from kvlog import commands
+from kvlog.cli.failing import fail, message
 from kvlog.cli.stdout import abandon_out, flush_out, write_out
-from kvlog.io.inputs import STDIN, InputError
-from kvlog.schema.validation import EventValidator
-from kvlog.text.printable import printable, printable_name
-from kvlog.validate import PARALLEL_MIN_BYTES, Skips, Summary, validate_input
-
-EXIT_INVALID = 1
-EXIT_INPUT_ERROR = 2
+from kvlog.commands import InputFailure
+from kvlog.errors import KvlogError
+from kvlog.validate import PARALLEL_MIN_BYTES, LineProblem
 
 
 class _OutputError(Exception):
@@ -54,38 +52,33 @@ def validate(
     event, 1 when any is not, 2 when an input cannot be read (the other inputs are still validated)
     or the findings cannot be written.
     """
-    validator = EventValidator()
-    skips = Skips(non_json=skip_non_json, unknown_events=skip_unknown_events)
-    summary = Summary()
-    input_errors = 0
     if isinstance(sys.stdout, io.TextIOWrapper):  # a finding quoting any text prints, whatever the encoding
         sys.stdout.reconfigure(errors="backslashreplace")
     try:
-        for name in files:
-            try:
-                if name == STDIN and sys.stdin is None:  # started with descriptor 0 closed (`<&-`)
-                    raise InputError(f"{name}: cannot read: standard input is closed")
-                for finding in validate_input(name, summary, validator, skips=skips, jobs=jobs):
-                    if not quiet:
-                        _write(f"{finding}\n")
-            except InputError as exc:  # its message starts with the name, shown here as in a finding
-                input_errors += 1
-                message = str(exc)
-                reason = message[len(name) + 2 :] if message.startswith(f"{name}: ") else message
-                _input_error(f"{printable_name(name)}: {printable(reason)}")
-            except OSError as exc:  # a read failure no reader named: the file is this input
-                input_errors += 1
-                _input_error(f"{printable_name(name)}: cannot read: {printable(exc.strerror or str(exc))}")
+        outcome = commands.validate(
+            files,
+            skip_non_json=skip_non_json,
+            skip_unknown_events=skip_unknown_events,
+            jobs=jobs,
+            on_finding=_ignore if quiet else _print,
+            on_input_failure=_input_failure,
+        )
         _write("")
     except _OutputError as exc:  # a full disk or a closed pipe under standard output
         abandon_out()
-        click.echo(f"kvlog validate: cannot write the findings: {exc}", err=True)
-        sys.exit(EXIT_INPUT_ERROR)
-    click.echo(str(summary), err=True)
-    if input_errors:
-        sys.exit(EXIT_INPUT_ERROR)
-    if not summary.ok:
-        sys.exit(EXIT_INVALID)
+        fail("validate", f"cannot write the findings: {exc}", commands.EXIT_ERROR)
+    except KvlogError as exc:
+        fail("validate", message(exc, validate), commands.exit_status_of(exc))
+    click.echo(str(outcome.summary), err=True)
+    sys.exit(outcome.exit_status)
+
+
+def _print(finding: LineProblem) -> None:
+    _write(f"{finding}\n")
+
+
+def _ignore(_: LineProblem) -> None:
+    pass
 
 
 def _write(text: str) -> None:
@@ -99,6 +92,6 @@ def _write(text: str) -> None:
         raise _OutputError(exc) from None
 
 
-def _input_error(message: str) -> None:
+def _input_failure(failure: InputFailure) -> None:
     _write("")  # the findings of earlier inputs first
-    click.echo(f"kvlog validate: {message}", err=True)
+    click.echo(f"kvlog validate: {failure}", err=True)

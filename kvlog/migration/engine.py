@@ -105,7 +105,7 @@ class Migrator:
         self.starts = tuple(sorted({start for generation in self.generations for start in generation.starts}))
         top = self.catalog.newest_release()
         if options.to_catalog is not None and not 1 <= options.to_catalog <= top:
-            raise ValueError(f"--to {options.to_catalog}: catalog versions are 1..{top}")
+            raise ValueError(f"catalog version {options.to_catalog} is not known (catalog versions are 1..{top})")
         self.to_catalog = options.to_catalog or top
         self.legacy = LegacyRenderer(chain, options.legacy_generation) if options.output_format == "legacy" else None
         patterns = options.allowed_unparsed

@@ -5,6 +5,9 @@ every input and with every other output, by inode where the file exists and by r
 it does not: a run that would write over one of its own inputs, or write two outputs to one file,
 is refused as a whole, and nothing is touched. Once, ``--dead-letter`` naming the input left it at
 0 bytes, even under ``--dry-run``.
+
+``kvlog.commands.migrate`` plans with this module. A refusal is a ``PlanError``, which names each
+option by its keyword argument (``output``, ``in_place``): the CLI words it with its flags.
 """
 
 from __future__ import annotations
@@ -14,11 +17,11 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from kvlog.errors import KvlogError
+from kvlog.errors import OptionError
 from kvlog.io.inputs import STDIN, InputError
 
 
-class PlanError(KvlogError):
+class PlanError(OptionError):
     """The options or paths of a run conflict; nothing was read or written."""
 
 
@@ -57,21 +60,21 @@ def plan(request: Request) -> list[Task]:
     names, output = request.inputs, request.output
     if request.in_place:
         if output is not None:
-            raise PlanError("--in-place and -o exclude each other")
+            raise PlanError("{in_place} and {output} exclude each other")
         if STDIN in names:
-            raise PlanError("--in-place cannot replace standard input")
+            raise PlanError("{in_place} cannot replace standard input")
         if not request.backup_suffix or "/" in request.backup_suffix:
-            raise PlanError("--in-place keeps a backup beside each file: --backup-suffix must be a non-empty name part")
+            raise PlanError("{in_place} keeps a backup beside each file: {backup_suffix} must be a non-empty name part")
     tasks = _tasks(request)
-    written: list[tuple[str, str]] = []
+    written: list[tuple[_Role, str]] = []
     if not request.dry_run:
-        written += [("-o", str(t.destination.path)) for t in tasks if t.destination.kind == "file"]
+        written += [(("output", None), str(t.destination.path)) for t in tasks if t.destination.kind == "file"]
         if request.output is not None and any(t.destination.path != Path(request.output) for t in tasks):
-            written.append(("-o", request.output))  # the directory the outputs go into
-        written += [(f"the backup of {t.name}", t.name + request.backup_suffix) for t in tasks if request.in_place]
-    for option, path in (("--report", request.report), ("--dead-letter", request.dead_letter)):
+            written.append((("output", None), request.output))  # the directory the outputs go into
+        written += [(("backup", t.name), t.name + request.backup_suffix) for t in tasks if request.in_place]
+    for option, path in (("report", request.report), ("dead_letter", request.dead_letter)):
         if path is not None:
-            written.append((option, path))
+            written.append(((option, None), path))
     _refuse_conflicts([n for n in names if n != STDIN], written)
     return tasks
 
@@ -90,27 +93,43 @@ def _tasks(request: Request) -> list[Task]:
     if len(names) > 1 or destination.is_dir() or output.endswith(("/", os.sep)):
         paths = [destination / Path(name).name for name in names]
         if len(set(paths)) != len(paths):
-            raise PlanError(f"-o {output}: two inputs have the same file name")
+            raise PlanError("{output} {path}: two inputs have the same file name", path=output)
     else:
         paths = [destination]
     return [Task(name, Destination("file", path)) for name, path in zip(names, paths, strict=True)]
 
 
-def _refuse_conflicts(inputs: list[str], written: list[tuple[str, str]]) -> None:
+#: what a written path is: ("output" | "report" | "dead_letter", None), or ("backup", the input it backs up)
+_Role = tuple[str, str | None]
+
+
+def _refuse_conflicts(inputs: list[str], written: list[tuple[_Role, str]]) -> None:
     """No written path is an input, and no two written paths are one file."""
     read = {_identity(name): name for name in inputs}
-    seen: dict[object, tuple[str, str]] = {}
-    for option, path in written:
-        if option in ("--report", "--dead-letter") and Path(path).is_dir():
-            raise PlanError(f"{option} {path} is a directory; name a file")
+    seen: dict[object, tuple[_Role, str]] = {}
+    for role, path in written:
+        label, values = _label(role, "of")
+        if role[0] in ("report", "dead_letter") and Path(path).is_dir():
+            raise PlanError(label + " {path} is a directory; name a file", path=path, **values)
         key = _identity(path)
         if key in read:
-            hint = ": use --in-place to replace it" if option == "-o" else ""
-            raise PlanError(f"{option} {path} is the input {read[key]}; it would be overwritten{hint}")
+            hint = ": use {in_place} to replace it" if role[0] == "output" else ""
+            template = label + " {path} is the input {input}; it would be overwritten" + hint
+            raise PlanError(template, path=path, input=read[key], **values)
         if key in seen:
-            other_option, other = seen[key]
-            raise PlanError(f"{option} {path} and {other_option} {other} are the same file")
-        seen[key] = (option, path)
+            other_role, other = seen[key]
+            other_label, other_values = _label(other_role, "other_of")
+            template = label + " {path} and " + other_label + " {other} are the same file"
+            raise PlanError(template, path=path, other=other, **values, **other_values)
+        seen[key] = (role, path)
+
+
+def _label(role: _Role, key: str) -> tuple[str, dict[str, object]]:
+    """How a message names a written path: its option, or the input it is the backup of (a value ``key``)."""
+    option, owner = role
+    if option == "backup":
+        return f"the backup of {{{key}}}", {key: owner}
+    return f"{{{option}}}", {}
 
 
 def _identity(path: str) -> object:
@@ -123,8 +142,8 @@ def _identity(path: str) -> object:
 
 
 def allowed_unparsed(patterns: tuple[str, ...], files: tuple[str, ...]) -> tuple[str, ...]:
-    """The --allow-unparsed patterns, each checked to compile; a bad one is named with its file and line."""
-    found = [(f"--allow-unparsed {pattern!r}", pattern) for pattern in patterns]
+    """The ``allow_unparsed`` patterns and the files', each checked to compile; a bad one is named (file, line)."""
+    found = [("{allow_unparsed} {given}", {"given": repr(pattern)}, pattern) for pattern in patterns]
     for name in files:
         try:
             text = Path(name).read_text(encoding="utf-8")
@@ -132,10 +151,10 @@ def allowed_unparsed(patterns: tuple[str, ...], files: tuple[str, ...]) -> tuple
             raise InputError(f"{name}: cannot read the patterns: {getattr(exc, 'strerror', None) or exc}") from None
         for number, line in enumerate(text.splitlines(), 1):
             if line.strip() and not line.lstrip().startswith("#"):
-                found.append((f"{name}:{number}", line))
-    for where, pattern in found:
+                found.append(("{where}", {"where": f"{name}:{number}"}, line))
+    for where, values, pattern in found:
         try:
             re.compile(pattern)
         except re.error as exc:
-            raise PlanError(f"{where}: not a regular expression: {exc}") from None
-    return tuple(pattern for _, pattern in found)
+            raise PlanError(where + ": not a regular expression: {error}", error=exc, **values) from None
+    return tuple(pattern for _, _, pattern in found)

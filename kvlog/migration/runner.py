@@ -1,14 +1,16 @@
 """Running a migration over many inputs: where each output goes, workers across files, dead letters.
 
-The CLI decides *what* to do; this module does it for each input, in order, either in this process
-or in ``jobs`` worker processes (one file per task; outputs for standard output and dead letters are
-staged in temporary files and joined in input order, so ``--jobs`` never changes the result).
+``kvlog.commands.migrate`` decides *what* to do; this module does it for each input, in order,
+either in this process or in ``jobs`` worker processes (one file per task; outputs for standard
+output and dead letters are staged in temporary files and joined in input order, so ``--jobs`` never
+changes the result).
 """
 
 from __future__ import annotations
 
 import os
 import shutil
+import sys
 import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, ExitStack, closing, contextmanager, nullcontext
@@ -47,18 +49,25 @@ class Outcome:
 
 def run_tasks(
     tasks: list[Task],
-    options: MigrateOptions,
+    migrator: Migrator,
     *,
     migrations: Path | None,
     jobs: int,
     dead_letter: IO[bytes] | None,
     progress: Callable[[int], None],
+    stdout: IO[bytes] | None = None,
 ) -> Iterator[Outcome]:
-    """Migrate every task, yielding outcomes in input order."""
-    migrator = Migrator(load_chain(migrations), options)  # here first: a broken chain or option fails once, here
+    """Migrate every task, yielding outcomes in input order.
+
+    ``migrator`` is built by the caller from the chain in ``migrations``, so that a broken chain or an
+    option it refuses fails once, before anything is opened; each worker builds its own from the same
+    directory and ``migrator.options``. Output for standard output goes to ``stdout`` (default: the
+    process's own).
+    """
+    sink = _standard_output(stdout) if any(task.destination.kind == "stdout" for task in tasks) else None
     if jobs <= 1 or len(tasks) <= 1 or any(task.name == STDIN for task in tasks):
         for task in tasks:
-            yield _run(migrator, task, dead_letter, progress, stage=False)
+            yield _run(migrator, task, dead_letter, progress, stage=False, stdout=sink)
         return
     with _staging_directory() as staging:
         outcomes = in_order(
@@ -66,12 +75,12 @@ def run_tasks(
             [(task, dead_letter is not None) for task in tasks],
             workers=min(jobs, len(tasks)),
             initializer=_init_worker,
-            initargs=(options, migrations, staging),
+            initargs=(migrator.options, migrations, staging),
         )
         try:
             with closing(outcomes):
                 for outcome in outcomes:
-                    _unstage(outcome, dead_letter)
+                    _unstage(outcome, sink, dead_letter)
                     progress(_size(outcome.name))
                     yield outcome
         except WorkerDied as exc:
@@ -107,14 +116,19 @@ def _run_in_worker(arguments: tuple[Task, bool]) -> Outcome:
     assert _worker is not None
     with ExitStack() as stack:
         dead = stack.enter_context(_staging("dead")) if want_dead else None
-        outcome = _run(_worker, task, dead, lambda _: None, stage=True)
+        outcome = _run(_worker, task, dead, lambda _: None, stage=True, stdout=None)
         if dead is not None:
             outcome.staged_dead = dead.name
         return outcome
 
 
-def _run(
-    migrator: Migrator, task: Task, dead_letter: IO[bytes] | None, progress: Callable[[int], None], stage: bool
+def _run(  # noqa: PLR0917 - one task's state, passed on as it is
+    migrator: Migrator,
+    task: Task,
+    dead_letter: IO[bytes] | None,
+    progress: Callable[[int], None],
+    stage: bool,
+    stdout: IO[bytes] | None,
 ) -> Outcome:
     def dead(record: dict[str, Any]) -> None:
         if dead_letter is not None:
@@ -125,7 +139,7 @@ def _run(
         if task.destination.kind == "in_place":
             report, note = _run_in_place(migrator, task, dead, progress)
             return Outcome(task.name, report, note=note)
-        with open_binary(task.name) as stream, _open_output(task, stage) as out:  # the input first: see inplace
+        with open_binary(task.name) as stream, _open_output(task, stage, stdout) as out:  # the input first: see inplace
             if stage and task.destination.kind == "stdout":
                 staged = out.name
             report = migrator.migrate(task.name, _Counting(task.name, stream, progress), out, dead)
@@ -154,10 +168,13 @@ def _run_in_place(
         replacement.close()
 
 
-def _open_output(task: Task, stage: bool) -> AbstractContextManager[IO[bytes]]:
+def _open_output(task: Task, stage: bool, stdout: IO[bytes] | None) -> AbstractContextManager[IO[bytes]]:
     destination = task.destination
     if destination.kind == "stdout":
-        return _staging("out") if stage else nullcontext(_standard_output())
+        if stage:
+            return _staging("out")
+        assert stdout is not None, "run_tasks opens standard output for a task that writes there"
+        return nullcontext(stdout)
     if destination.kind == "discard":
         return Path(os.devnull).open("wb")
     assert destination.path is not None
@@ -168,8 +185,13 @@ def _open_output(task: Task, stage: bool) -> AbstractContextManager[IO[bytes]]:
     return atomic_output(destination.path)
 
 
-def _standard_output() -> IO[bytes]:
-    return NamedSink(stdout_binary(), "standard output")  # type: ignore[return-value]
+def _standard_output(stream: IO[bytes] | None) -> IO[bytes]:
+    """``stream``, else the process's standard output, its write errors naming it "standard output"."""
+    if stream is None:
+        if sys.stdout is None:  # started with descriptor 1 closed (`>&-`)
+            raise OutputError("standard output: cannot write: standard output is closed")
+        stream = stdout_binary()
+    return NamedSink(stream, "standard output")  # type: ignore[return-value]
 
 
 @contextmanager
@@ -183,8 +205,8 @@ def _staging(kind: str) -> Iterator[IO[bytes]]:
             raise
 
 
-def _unstage(outcome: Outcome, dead_letter: IO[bytes] | None) -> None:
-    for staged, sink in ((outcome.staged_output, _standard_output()), (outcome.staged_dead, dead_letter)):
+def _unstage(outcome: Outcome, stdout: IO[bytes] | None, dead_letter: IO[bytes] | None) -> None:
+    for staged, sink in ((outcome.staged_output, stdout), (outcome.staged_dead, dead_letter)):
         if staged is None:
             continue
         if sink is not None:

@@ -1,0 +1,94 @@
+"""kvlog's commands as Python functions: ``migrate``, ``validate`` and ``check`` (as alembic's ``command``).
+
+``kvlog migrate``, ``kvlog validate`` and ``kvlog check`` are each one function here. It takes plain
+arguments (paths as ``str`` or ``Path``, options as keyword arguments named like the command's
+flags), decides everything the command decides (which paths a run may write, which options conflict,
+what it does with an input it cannot read, the exit status) and returns a frozen outcome: the exit
+status, the counts and the findings. The click commands in ``kvlog.cli`` only parse options, call
+these, print and exit; rules are tested by calling a function, not by starting a process, and
+``kvlog follow`` and other engines are built on the same functions.
+
+The contract of every command function:
+
+- What stops a run before it starts (options that conflict, an output that names an input, a
+  catalog that cannot be found, broken migration files) is raised as a ``KvlogError``; nothing was
+  written. ``exit_status_of(error)`` is the status the command line exits with for it. An
+  ``OptionError`` names options by their keyword arguments (``in_place``); the CLI words it with its
+  flags (``--in-place``).
+- A run that starts returns its outcome, whatever it found: an input that could not be read is in
+  the outcome (and the exit status), not an exception.
+- Nothing is printed. What a command writes as its product goes where the arguments say (``migrate``
+  writes events to ``stdout``, a binary stream, when no output file is named); what it has to say
+  while it runs (a finding, an input it could not read) goes to a callback as it happens, so that a
+  caller can print it at once, in order, without holding it.
+
+Importing this package is cheap: each command's module (and the machinery it needs) is imported the
+first time the command is used, so ``kvlog validate`` does not load the migration engine.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from kvlog.errors import KvlogError, OptionError
+
+if TYPE_CHECKING:
+    from kvlog.commands._check import CheckOutcome, check
+    from kvlog.commands._migrate import BrokenMigrations, MigrateOutcome, migrate
+    from kvlog.commands._validate import InputFailure, ValidateOutcome, validate
+
+#: every command: the run did what it was asked and found nothing wrong
+EXIT_OK = 0
+#: validate: a line is not a valid event; check: a finding is an error; migrate with ``strict``: a
+#: memory-like line was left unparsed or an event could not be migrated
+EXIT_FINDINGS = 1
+#: an input or output could not be read or written, a file was left as it was for its safety, the
+#: options conflict, or (check) there is no catalog to check
+EXIT_ERROR = 2
+#: migrate: the migration files are broken
+EXIT_BROKEN_MIGRATIONS = 3
+# A run stopped by signal N exits 128 + N: ``kvlog.io.stopping.Stopped.exit_status``.
+
+
+def exit_status_of(error: KvlogError) -> int:
+    """The exit status of a run that ``error`` stopped before it started (or, for an I/O failure, ended)."""
+    return int(getattr(error, "exit_status", EXIT_ERROR))
+
+
+_LAZY = {
+    "check": "_check",
+    "CheckOutcome": "_check",
+    "migrate": "_migrate",
+    "MigrateOutcome": "_migrate",
+    "BrokenMigrations": "_migrate",
+    "validate": "_validate",
+    "ValidateOutcome": "_validate",
+    "InputFailure": "_validate",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        value = getattr(importlib.import_module(f"kvlog.commands.{_LAZY[name]}"), name)
+        globals()[name] = value  # later look-ups find it directly and never come back here
+        return value
+    raise AttributeError(f"module 'kvlog.commands' has no attribute {name!r}")
+
+
+__all__ = [
+    "EXIT_BROKEN_MIGRATIONS",
+    "EXIT_ERROR",
+    "EXIT_FINDINGS",
+    "EXIT_OK",
+    "BrokenMigrations",
+    "CheckOutcome",
+    "InputFailure",
+    "MigrateOutcome",
+    "OptionError",
+    "ValidateOutcome",
+    "check",
+    "exit_status_of",
+    "migrate",
+    "validate",
+]

@@ -1,0 +1,182 @@
+"""``migrate``: old sglang logs (and old kvlog events) to current events, or back to an old wording."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Iterable
+from contextlib import AbstractContextManager, ExitStack, nullcontext
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Literal
+
+import orjson
+
+from kvlog.commands import EXIT_BROKEN_MIGRATIONS, EXIT_ERROR, EXIT_FINDINGS, EXIT_OK
+from kvlog.errors import KvlogError, OptionError
+from kvlog.io.outputs import OutputError, atomic_output, expand_inputs
+from kvlog.migration.engine import MigrateOptions, Migrator, OutputFormat
+from kvlog.migration.plan import Request, allowed_unparsed, plan
+from kvlog.migration.report import MigrationReport
+from kvlog.migration.runner import run_tasks
+from kvlog.migration.steps import MigrationError, load_chain
+
+#: given the inputs (after expansion), a context that yields the callback taking the bytes just read
+Progress = Callable[[list[str]], AbstractContextManager[Callable[[int], None]]]
+_FORMATS: tuple[OutputFormat, ...] = ("jsonl", "text", "legacy")
+
+
+class BrokenMigrations(MigrationError):
+    """The migration files cannot be loaded; nothing was read or written."""
+
+    exit_status = EXIT_BROKEN_MIGRATIONS
+
+
+@dataclass(frozen=True)
+class MigrateOutcome:
+    """What a migration run did."""
+
+    exit_status: int
+    #: the counts over every input migrated (what ``report`` was written with)
+    report: MigrationReport
+    #: each input that could not be expanded or migrated, with the reason, in the order met
+    problems: tuple[str, ...] = ()
+    #: ``in_place``: how many files ended each way ("already current", ...), where there is more to say
+    notes: dict[str, int] = field(default_factory=dict)
+    #: ``in_place``: symbolic links met in a directory or through a pattern, left alone
+    skipped_links: tuple[str, ...] = ()
+
+    @property
+    def summary(self) -> str:
+        """One line: the counts, and what became of the files ``in_place`` did not replace."""
+        parts = [f"{count} {what}" for what, count in sorted(self.notes.items())]
+        if self.skipped_links:
+            shown = ", ".join(self.skipped_links[:3]) + (", ..." if len(self.skipped_links) > 3 else "")
+            parts.append(f"{len(self.skipped_links)} symbolic link(s) skipped, not replaced ({shown})")
+        return self.report.summary() + (f"; {'; '.join(parts)}" if parts else "")
+
+
+def migrate(
+    inputs: str | Path | Iterable[str | Path],
+    *,
+    output: str | Path | None = None,
+    output_format: Literal["jsonl", "text", "legacy"] = "jsonl",
+    to_catalog: int | None = None,
+    only_events: bool = False,
+    keep_original: bool = False,
+    legacy_generation: str | None = None,
+    in_place: bool = False,
+    backup_suffix: str = ".orig",
+    dry_run: bool = False,
+    report: str | Path | None = None,
+    dead_letter: str | Path | None = None,
+    strict: bool = False,
+    allow_unparsed: Iterable[str] = (),
+    allow_unparsed_from: Iterable[str | Path] = (),
+    jobs: int = 1,
+    migrations: str | Path | None = None,
+    stdout: IO[bytes] | None = None,
+    progress: Progress | None = None,
+    on_notice: Callable[[str], None] | None = None,
+) -> MigrateOutcome:
+    """Migrate ``inputs`` (files, globs, directories, ``-`` for standard input) as ``kvlog migrate`` does.
+
+    Each input's output goes to ``output`` (a file, or a directory for several inputs; ``-`` or None:
+    ``stdout``, default the process's standard output), replaces the input (``in_place``, keeping a
+    backup named with ``backup_suffix``) or nowhere (``dry_run``). ``report`` and ``dead_letter`` name
+    files for the JSON report and the memory-like lines left unparsed. ``on_notice`` is called, as it
+    happens, with each thing the run has to say: an input that could not be expanded or migrated, a
+    file left as it was. ``progress`` is given the inputs and yields the callback the bytes read go to.
+
+    Raises ``OptionError`` when the options or paths conflict, ``BrokenMigrations`` when the migration
+    files are broken, ``InputError`` for an ``allow_unparsed_from`` file that cannot be read, and
+    ``OutputError`` when the dead letters or the report cannot be written; anything else that goes
+    wrong with an input is in the outcome. An unforeseen I/O failure is an ``OSError``.
+    """
+    names = [inputs] if isinstance(inputs, (str, Path)) else list(inputs)
+    if output_format not in _FORMATS:
+        raise OptionError("{output_format} {given}: expected one of jsonl, text, legacy", given=repr(output_format))
+    if to_catalog is not None and output_format != "jsonl":
+        raise OptionError("{to_catalog} chooses the catalog version of JSON events: it needs {output_format} jsonl")
+    if legacy_generation is not None and output_format != "legacy":
+        raise OptionError("{legacy_generation} chooses an old wording: it needs {output_format} legacy")
+    if jobs < 1:
+        raise OptionError("{jobs} {given}: at least one worker is needed", given=jobs)
+    options = MigrateOptions(
+        output_format=output_format,
+        to_catalog=to_catalog,
+        only_events=only_events,
+        keep_original=keep_original,
+        legacy_generation=legacy_generation,
+        allowed_unparsed=allowed_unparsed(tuple(allow_unparsed), tuple(map(str, allow_unparsed_from))),
+    )
+    found = expand_inputs(tuple(map(str, names)), (backup_suffix,) if in_place else (), follow_links=not in_place)
+    text = _text(output, report, dead_letter)
+    tasks = plan(Request(found.names, text[0], in_place, backup_suffix, dry_run, text[1], text[2]))
+    say = on_notice or (lambda _: None)
+    for problem in found.problems:
+        say(problem)
+    directory = Path(migrations) if migrations is not None else None
+    migrator = _migrator(directory, options)
+    total = MigrationReport()
+    problems = list(found.problems)
+    notes: Counter[str] = Counter()
+    with ExitStack() as stack:
+        dead = stack.enter_context(atomic_output(Path(dead_letter))) if dead_letter is not None else None
+        update = stack.enter_context(progress(found.names) if progress else nullcontext(_ignore))
+        outcomes = run_tasks(
+            tasks, migrator, migrations=directory, jobs=jobs, dead_letter=dead, progress=update, stdout=stdout
+        )
+        try:
+            for outcome in outcomes:
+                total.merge(outcome.report)
+                if outcome.error is not None:
+                    problems.append(outcome.error)
+                    say(outcome.error)
+                elif outcome.note is not None:
+                    notes[outcome.note.partition(",")[0]] += 1
+                    if outcome.note.startswith("already current"):
+                        say(f"{outcome.name}: {outcome.note}")
+        except MigrationError as exc:  # a worker's own load of the chain
+            raise BrokenMigrations(str(exc)) from None
+    if report is not None:
+        _write_report(Path(report), total)
+    if problems:
+        status = EXIT_ERROR
+    elif strict and (total.unparsed_memory_lines or total.rejected):
+        status = EXIT_FINDINGS
+    else:
+        status = EXIT_OK
+    return MigrateOutcome(status, total, tuple(problems), dict(notes), tuple(found.skipped_links))
+
+
+def _text(*paths: str | Path | None) -> tuple[str | None, ...]:
+    return tuple(None if path is None else str(path) for path in paths)
+
+
+def _migrator(migrations: Path | None, options: MigrateOptions) -> Migrator:
+    """The chain loaded and the options checked against it, once, before anything is opened."""
+    try:
+        chain = load_chain(migrations)
+    except MigrationError as exc:
+        raise BrokenMigrations(str(exc)) from None
+    newest = chain.catalog.newest_release()
+    if options.to_catalog is not None and not 1 <= options.to_catalog <= newest:
+        raise OptionError(
+            "{to_catalog} {given}: catalog versions are 1..{newest}", given=options.to_catalog, newest=newest
+        )
+    try:
+        return Migrator(chain, options)
+    except ValueError as exc:  # an unknown legacy generation
+        raise OptionError("{error}", error=exc) from None
+
+
+def _ignore(_: int) -> None:
+    pass
+
+
+def _write_report(path: Path, report: MigrationReport) -> None:
+    try:
+        with atomic_output(path) as stream:
+            stream.write(orjson.dumps(report.to_json(), option=orjson.OPT_INDENT_2) + b"\n")
+    except KvlogError as exc:
+        raise OutputError(f"cannot write the report: {exc}") from None

@@ -1,0 +1,110 @@
+"""``validate``: check JSON-lines logs against the catalog."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Generator, Iterable
+from contextlib import closing
+from dataclasses import dataclass
+from pathlib import Path
+from typing import cast
+
+from kvlog.commands import EXIT_ERROR, EXIT_FINDINGS, EXIT_OK
+from kvlog.errors import OptionError
+from kvlog.io.inputs import STDIN, InputError
+from kvlog.schema.validation import EventValidator
+from kvlog.text.printable import printable, printable_name
+from kvlog.validate import LineProblem, Skips, Summary, validate_input
+
+
+@dataclass(frozen=True)
+class InputFailure:
+    """An input that could not be read (or not to its end), and why."""
+
+    name: str
+    reason: str
+
+    def __str__(self) -> str:
+        """``NAME: REASON`` on one line, whatever either holds (see ``kvlog.text.printable``)."""
+        return f"{printable_name(self.name)}: {printable(self.reason)}"
+
+
+@dataclass(frozen=True)
+class ValidateOutcome:
+    """What a validation run found.
+
+    ``findings`` holds every finding only when ``validate`` was given no ``on_finding`` callback: a
+    caller that prints findings as they come (a log of many GiB can hold millions) does not hold them.
+    """
+
+    exit_status: int
+    #: the counts over every input
+    summary: Summary
+    #: the inputs that could not be read, in the order given
+    input_failures: tuple[InputFailure, ...] = ()
+    findings: tuple[LineProblem, ...] = ()
+
+
+def validate(
+    inputs: str | Path | Iterable[str | Path],
+    *,
+    skip_non_json: bool = False,
+    skip_unknown_events: bool = False,
+    jobs: int | None = None,
+    on_finding: Callable[[LineProblem], None] | None = None,
+    on_input_failure: Callable[[InputFailure], None] | None = None,
+) -> ValidateOutcome:
+    """Validate ``inputs`` (paths, ``-`` for standard input; ``.gz`` and ``.zst`` too) as ``kvlog validate`` does.
+
+    Each finding goes to ``on_finding`` as it is found, in input and line order (``jobs`` worker
+    processes per plain file of 16 MiB or more, by default one per CPU, change nothing in it); without
+    a callback, the outcome collects them. An input that cannot be read goes to ``on_input_failure``
+    (and into the outcome), and the other inputs are still validated. An exception a callback raises
+    ends the run and propagates. Exit status: 0 every line is a valid event, 1 one is not, 2 an input
+    could not be read.
+    """
+    if jobs is not None and jobs < 1:
+        raise OptionError("{jobs} {given}: at least one worker is needed", given=jobs)
+    names = [inputs] if isinstance(inputs, (str, Path)) else list(inputs)
+    validator = EventValidator()
+    skips = Skips(non_json=skip_non_json, unknown_events=skip_unknown_events)
+    summary = Summary()
+    kept: list[LineProblem] = []
+    failures: list[InputFailure] = []
+    for name in map(str, names):
+        failure = _validate_one(name, summary, validator, skips, jobs, on_finding or kept.append)
+        if failure is not None:
+            failures.append(failure)
+            if on_input_failure is not None:
+                on_input_failure(failure)
+    status = EXIT_ERROR if failures else EXIT_OK if summary.ok else EXIT_FINDINGS
+    return ValidateOutcome(status, summary, tuple(failures), tuple(kept))
+
+
+def _validate_one(  # noqa: PLR0917 - validate's state, passed on
+    name: str,
+    summary: Summary,
+    validator: EventValidator,
+    skips: Skips,
+    jobs: int | None,
+    found: Callable[[LineProblem], None],
+) -> InputFailure | None:
+    """Validate one input; return why it could not be read, if it could not.
+
+    ``found`` is called outside the reading, so that an error of its own (an OSError writing the
+    findings) is never taken for the input's.
+    """
+    if name == STDIN and sys.stdin is None:  # started with descriptor 0 closed (`<&-`)
+        return InputFailure(name, "cannot read: standard input is closed")
+    findings = cast(Generator[LineProblem], validate_input(name, summary, validator, skips=skips, jobs=jobs))
+    with closing(findings):
+        while True:
+            try:
+                finding = next(findings)
+            except StopIteration:
+                return None
+            except InputError as exc:  # its message starts with the name
+                return InputFailure(name, str(exc).removeprefix(f"{name}: "))
+            except OSError as exc:  # a read failure no reader named: the file is this input
+                return InputFailure(name, f"cannot read: {exc.strerror or exc}")
+            found(finding)
