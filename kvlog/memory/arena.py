@@ -46,7 +46,7 @@ from kvlog.memory.backend import Backend, BackendError, Measurement, Measurement
 from kvlog.memory.closing import ClosesOnExit
 from kvlog.memory.host_backend import HostBackend
 from kvlog.memory.intervals import Run, RunSet
-from kvlog.memory.limits import ArenaError, checked_int, checked_range
+from kvlog.memory.limits import ArenaError, align_up, checked_int, checked_range
 
 Operation = Literal["reserve", "commit", "decommit", "close", "sleep", "wake"]
 
@@ -71,10 +71,6 @@ def _next_arena_id() -> str:
         return f"{os.getpid()}_{next(_arena_numbers)}"
 
 
-def _align_up(value: int, granularity: int) -> int:
-    return -(-value // granularity) * granularity
-
-
 class VmmArena(ClosesOnExit):
     """A reservation of ``reserved_va_bytes`` of address space on one backend; see the module docstring."""
 
@@ -92,7 +88,7 @@ class VmmArena(ClosesOnExit):
         try:
             self._granularity = checked_int("the backend's granularity", backend.granularity, minimum=1)
             requested = checked_int("reserve_bytes", reserve_bytes, minimum=1)
-            self._reserved = checked_int("reserve_bytes rounded up", _align_up(requested, self._granularity))
+            self._reserved = checked_int("reserve_bytes rounded up", align_up(requested, self._granularity))
         except ArenaError as exc:
             raise self._refuse("reserve", None, None, str(exc)) from None
         try:
@@ -354,7 +350,7 @@ class VmmArena(ClosesOnExit):
 
     def _align(self, operation: Operation, offset: int, nbytes: int) -> Run:
         start = offset - offset % self._granularity
-        end = _align_up(offset + nbytes, self._granularity) if nbytes else start  # an empty range stays empty
+        end = align_up(offset + nbytes, self._granularity) if nbytes else start  # an empty range stays empty
         if end > self._reserved:
             raise self._refuse(
                 operation,

@@ -64,6 +64,11 @@ def checked_int(
     return number
 
 
+def align_up(value: int, granularity: int) -> int:
+    """``value`` rounded up to a whole number of granules: what committing or reserving it really takes."""
+    return -(-value // granularity) * granularity
+
+
 def checked_granularity(value: object, unit: int, unit_name: str, *, power_of_two: bool) -> int:
     """A commit granularity: a positive multiple of ``unit`` (and a power of two if asked), addressable."""
     granularity = checked_int("granularity_bytes", value, minimum=1)

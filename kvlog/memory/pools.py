@@ -33,7 +33,7 @@ from kvlog.memory.arena import ArenaChange, VmmArena
 from kvlog.memory.backend import Backend, BackendName
 from kvlog.memory.closing import ClosesOnExit
 from kvlog.memory.host_backend import HostBackend
-from kvlog.memory.limits import ADDRESS_SPACE_LIMIT, checked_int
+from kvlog.memory.limits import ADDRESS_SPACE_LIMIT, align_up, checked_int
 from kvlog.memory.pinning import PinnedRanges
 from kvlog.memory.sizing import PoolSizingError, free_memory_bytes, largest_fitting
 
@@ -111,13 +111,9 @@ def new_backend(backend: BackendName, device: int) -> Backend:
     return CudaBackend(device)
 
 
-def _align_up(value: int, granularity: int) -> int:
-    return -(-value // granularity) * granularity
-
-
 def layout_cost(specs: list[BufferSpec], rows: int, granularity: int) -> int:
     """Bytes committed for ``rows`` slots of every buffer: each buffer rounds up to whole granules."""
-    return sum(_align_up(rows * spec.row_bytes, granularity) for spec in specs)
+    return sum(align_up(rows * spec.row_bytes, granularity) for spec in specs)
 
 
 class ArenaBuffers(ClosesOnExit):
@@ -136,7 +132,7 @@ class ArenaBuffers(ClosesOnExit):
         self.state: AllocationState = "va_upper_bound"
         self._granularity = backend.granularity
         rows = self._rows(max_tokens)
-        extents = [_align_up(rows * spec.row_bytes, self._granularity) for spec in self.specs]
+        extents = [align_up(rows * spec.row_bytes, self._granularity) for spec in self.specs]
         self._offsets = [sum(extents[:index]) for index in range(len(extents))]
         self.arena = VmmArena(backend, sum(extents))
         self._full = [
@@ -347,8 +343,8 @@ class KVPool(ArenaBuffers):
         """Undo a growth that no view has used yet: back to the first page and the upper-bound views."""
         first = self._rows(0)
         for offset, spec, full in zip(self._offsets, self.specs, self._full, strict=True):
-            kept = _align_up(first * spec.row_bytes, self._granularity)
-            region = _align_up(full.shape[0] * spec.row_bytes, self._granularity)
+            kept = align_up(first * spec.row_bytes, self._granularity)
+            region = align_up(full.shape[0] * spec.row_bytes, self._granularity)
             if region > kept:
                 self.arena.decommit(offset + kept, region - kept, force=True)
         self.num_tokens = self.max_tokens
