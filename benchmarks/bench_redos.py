@@ -28,7 +28,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from kvlog.cli import main as main_command
-from kvlog.migration.engine import MAX_LINE_BYTES
+from kvlog.migration.candidates import MAX_LINE_BYTES
 
 MB = 1 << 20
 HOSTILE: dict[str, Callable[[int], bytes]] = {

@@ -19,7 +19,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kvlog.migration import load_chain
-from kvlog.migration.engine import MAX_LINE_BYTES, MigrateOptions, Migrator
+from kvlog.migration.candidates import MAX_LINE_BYTES
+from kvlog.migration.engine import MigrateOptions, Migrator
 from kvlog.schema.validation import EventValidator
 
 CHAIN = load_chain()

@@ -17,7 +17,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kvlog.migration import load_chain
-from kvlog.migration.engine import MigrateOptions, Migrator, _split
+from kvlog.migration.candidates import split
+from kvlog.migration.engine import MigrateOptions, Migrator
 from kvlog.migration.grammar import Rule
 from kvlog.schema.validation import EventValidator
 from kvlog.text.prefix import SGLANG, rank_tags
@@ -449,7 +450,7 @@ def test_the_reader_looks_at_every_line_a_rule_can_read(case: tuple[str, Rule, d
     """The block reader skips lines without a keyword: every wording must contain one."""
     line = f"[2026-01-02 03:04:05 TP3] {case[3]}\n".encode()
     data = b"Decode batch. #running-req: 1\n" + line + b"Decode batch. #running-req: 2\n"
-    candidates = [data[start:end] for is_candidate, data, start, end in _split(data, len(data)) if is_candidate]
+    candidates = [data[start:end] for is_candidate, data, start, end in split(data, len(data)) if is_candidate]
     assert candidates == [line]
 
 

@@ -1,0 +1,155 @@
+"""Finding the lines a migration rule might read, at memchr speed: the byte-probe prefilter.
+
+A server log is mostly request lines that no rule reads, and ``kvlog migrate`` is meant to cost
+about what ``sed`` costs on it. Splitting every line and asking every wording would cost far
+more, so a block is searched for the keywords every wording contains instead, each through a byte
+of it that is rare in request logs (a single-byte ``bytes.find`` runs at memchr speed, several
+times faster than a word search), and checked in place where that byte turns up. Only the lines
+with a keyword (and the JSON lines that name a ``"schema_version"``) are handed to the engine;
+everything between them is copied through as one range of the block.
+
+What that costs: a line without any of the keywords passes unseen, neither migrated nor reported
+as an unparsed memory line. A new wording must contain one of ``_PROBES``' words, or be added to
+them (``tests/test_migration_parsing.py`` checks that every known wording does).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Protocol
+
+BLOCK_BYTES = 1 << 16
+#: longer lines are copied without being parsed (sglang's memory lines are a few hundred bytes)
+MAX_LINE_BYTES = 1 << 16
+#: after this many probe bytes that start no keyword in a block, search for the keywords themselves
+_PROBE_MISSES = 64
+#: Every line a rule reads contains one of these words. Each is found through a byte of it that is rare
+#: in request logs (a single-byte search runs at memchr speed, several times faster than a word search),
+#: then checked in place: (probe byte, offset of the byte in the words, words).
+_PROBES: tuple[tuple[bytes, int, tuple[bytes, ...]], ...] = (
+    (
+        b"V",
+        1,
+        (b"KV Cache", b"KV cache dtype", b"KV cache is", b"KV cache.", b"KVPool", b"KV sizing", b"KV host", b"KV pool"),
+    ),
+    (b"V", 2, (b"KvVmmArena",)),
+    (b"M", 0, (b"Memory pool", b"Mamba")),
+    (b"L", 0, (b"Load weight",)),
+    (b"_", 3, (b"max_total_num_tokens",)),
+    (b"_", 6, (b"server_args=",)),
+    (b"C", 2, (b"HiCache",)),
+    (b"U", 0, (b"Use sliding window",)),
+    (b"{", 0, (b"{",)),
+)
+#: what marks a JSON line as a kvlog event (a candidate), and a line that fails to read as a broken one
+JSON_EVENT = b'"schema_version"'
+
+
+class Readable(Protocol):
+    """Anything with ``read(size) -> bytes``: a file, a decompressing stream, standard input."""
+
+    def read(self, size: int = -1, /) -> bytes:
+        """Up to ``size`` bytes; empty at the end."""
+        ...
+
+
+def segments(stream: Readable) -> Iterator[tuple[bool, bytes, int, int]]:
+    """``data[start:end]``: runs of lines no rule can read (False) and single candidate lines (True).
+
+    Blocks are not sliced into copies: a segment is a range of the block it lies in, so a log is
+    copied once on the way in and once on the way out. A line longer than ``MAX_LINE_BYTES`` cannot be
+    a candidate: once that many of its bytes are pending it is passed on in pieces as they arrive,
+    so that neither memory nor the cost per byte grows with its length.
+    """
+    pending: list[bytes] = []
+    pending_bytes = 0
+    streaming = False  # inside a line over the cap, whose start was already passed on
+    while True:
+        block = stream.read(BLOCK_BYTES)
+        if not block:
+            if pending:
+                data = b"".join(pending)
+                yield from split(data, len(data))
+            return
+        if streaming:
+            end = block.find(b"\n") + 1
+            if end == 0:
+                yield False, block, 0, len(block)
+                continue
+            yield False, block, 0, end
+            streaming = False
+            block = block[end:]
+            if not block:
+                continue
+        cut = block.rfind(b"\n") + 1
+        if cut == 0:
+            pending.append(block)  # a line longer than a block: joined once its end arrives
+            pending_bytes += len(block)
+            if pending_bytes > MAX_LINE_BYTES + 1:  # too long to be read: pass it on as it comes
+                data = b"".join(pending)
+                yield False, data, 0, len(data)
+                pending, pending_bytes, streaming = [], 0, True
+            continue
+        if pending:
+            data = b"".join([*pending, block[:cut]])
+            yield from split(data, len(data))
+        else:
+            yield from split(block, cut)
+        pending = [block[cut:]] if cut < len(block) else []
+        pending_bytes = len(block) - cut
+
+
+def split(data: bytes, size: int) -> Iterator[tuple[bool, bytes, int, int]]:
+    """``data[:size]`` (whole lines) as ``segments`` gives it: runs of other lines, and each candidate line alone."""
+    starts: set[int] = set()
+    for byte, offset, words in _PROBES:
+        for at in _keyword_positions(data, size, byte, offset, words):
+            start = data.rfind(b"\n", 0, at) + 1
+            end = data.find(b"\n", at, size)
+            end = size if end == -1 else end
+            if byte != b"{" or data.find(JSON_EVENT, start, end) != -1:
+                starts.add(start)
+    position = 0
+    for start in sorted(starts):
+        if start > position:
+            yield False, data, position, start
+        end = data.find(b"\n", start, size)
+        end = size if end == -1 else end + 1
+        yield True, data, start, end
+        position = end
+    if position < size:
+        yield False, data, position, size
+
+
+def _keyword_positions(data: bytes, size: int, byte: bytes, offset: int, words: tuple[bytes, ...]) -> Iterator[int]:
+    """Where ``words`` start in ``data[:size]``, at most once per line: a memchr probe while hits are rare."""
+    misses = 0
+    position = data.find(byte, 0, size)
+    while position != -1:
+        at = position - offset
+        if at >= 0 and data.startswith(words, at, size):
+            yield at
+            end = data.find(b"\n", position, size)
+            if end == -1:
+                return
+            position = data.find(byte, end, size)
+            continue
+        misses += 1
+        if misses > _PROBE_MISSES:
+            yield from _word_positions(data, size, max(at, 0), words)
+            return
+        position = data.find(byte, position + 1, size)
+
+
+def _word_positions(data: bytes, size: int, position: int, words: tuple[bytes, ...]) -> Iterator[int]:
+    """The first occurrence of any of ``words`` in each line of ``data[position:size]``."""
+    while True:
+        found = [p for p in (data.find(word, position, size) for word in words) if p != -1]
+        if not found:
+            return
+        at = min(found)
+        yield at
+        end = data.find(b"\n", at, size)
+        if end == -1:
+            return
+        position = end
