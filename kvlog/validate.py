@@ -23,9 +23,10 @@ from pathlib import Path
 
 import orjson
 
-from kvlog.io.inputs import MAX_LINE_BYTES, STDIN, InputError, OverlongLine, bounded_lines, read_lines
+from kvlog.io.compression import is_compressed, read_lines
+from kvlog.io.inputs import MAX_LINE_BYTES, STDIN, InputError, OverlongLine, bounded_lines
 from kvlog.io.jsonline import problems
-from kvlog.io.workers import WorkerDied, in_order
+from kvlog.io.workers import WorkerDied, add_counts, in_order
 from kvlog.schema.catalog import Catalog
 from kvlog.schema.validation import EventValidator, Violation
 from kvlog.text.printable import printable, printable_name
@@ -36,7 +37,6 @@ PARALLEL_MIN_BYTES = 16 << 20
 MIN_CHUNK_BYTES = 64 << 10
 MAX_CHUNK_BYTES = 16 << 20
 _CHUNKS_PER_JOB = 4
-_COMPRESSED_SUFFIXES = (".gz", ".zst")
 
 
 #: compiled "valid?" tests by event name, then schema version, as the hot loop looks them up
@@ -82,15 +82,7 @@ class Summary:
 
     def add(self, other: Summary) -> None:
         """Fold another part's counts into this one."""
-        self.lines += other.lines
-        self.events += other.events
-        self.invalid_events += other.invalid_events
-        self.non_json_lines += other.non_json_lines
-        self.skipped_lines += other.skipped_lines
-        self.unknown_events += other.unknown_events
-        self.findings += other.findings
-        for name, count in other.by_event.items():
-            self.by_event[name] = self.by_event.get(name, 0) + count
+        add_counts(self, other)
 
     def __str__(self) -> str:
         unknown = f" ({self.unknown_events} unknown events)" if self.unknown_events else ""
@@ -267,7 +259,7 @@ def available_cpus() -> int:
 
 def _splittable_size(name: str) -> int:
     """The size of ``name`` if it is a plain file that can be read by byte range, else -1."""
-    if name == STDIN or name.endswith(_COMPRESSED_SUFFIXES):
+    if name == STDIN or is_compressed(name):
         return -1
     try:
         stat = Path(name).stat()
@@ -304,28 +296,20 @@ class _Chunk:
     skips: Skips
 
 
-_worker_validator: EventValidator | None = None
-
-
-def _start_worker(catalog: Catalog) -> None:
-    global _worker_validator  # noqa: PLW0603 - one validator per worker process, built once
+def _start_worker(catalog: Catalog) -> EventValidator:
+    """In a worker, as it starts: the validator its chunks share."""
     # Stopping is the parent's to do: a stop signal to the whole process group (Ctrl-C, a hang-up) is
     # ignored here, and the pool's SIGTERM kills at once. A Python handler can miss a signal that lands
     # just before a blocking wait on the pool's queue, and the pool then waits for that worker for ever.
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     for signum in (signal.SIGINT, signal.SIGHUP):
         signal.signal(signum, signal.SIG_IGN)
-    _worker_validator = EventValidator(catalog)
+    validator = EventValidator(catalog)
     gc.freeze()  # what the worker inherited is never garbage: keep collections off its copy-on-write pages
+    return validator
 
 
-def _validate_chunk(chunk: _Chunk) -> tuple[list[LineProblem], Summary]:
-    """In a worker: validate one byte range with the worker's validator."""
-    assert _worker_validator is not None, "worker started without _start_worker"
-    return _validate_chunk_with(_worker_validator, chunk)
-
-
-def _validate_chunk_with(validator: EventValidator, chunk: _Chunk) -> tuple[list[LineProblem], Summary]:
+def _validate_chunk(validator: EventValidator, chunk: _Chunk) -> tuple[list[LineProblem], Summary]:
     """Validate one byte range; line numbers in the findings count from the chunk's first line."""
     summary = Summary()
     try:
@@ -344,14 +328,14 @@ def _validate_chunks(  # noqa: PLR0917 - validate_input's arguments, passed on
     """Validate the chunks of a plain file, here or in worker processes, reporting in file order."""
     chunks = [_Chunk(name, start, end, skips) for start, end in chunk_ranges(name, size, jobs)]
     if jobs == 1 or len(chunks) == 1:
-        yield from _in_file_order((_validate_chunk_with(validator, chunk) for chunk in chunks), summary)
+        yield from _in_file_order((_validate_chunk(validator, chunk) for chunk in chunks), summary)
         return
     results = in_order(
         _validate_chunk,
         chunks,
         workers=min(jobs, len(chunks)),
-        initializer=_start_worker,
-        initargs=(validator.catalog,),
+        start=_start_worker,
+        start_args=(validator.catalog,),
     )
     try:
         with contextlib.closing(results):

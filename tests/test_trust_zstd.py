@@ -21,9 +21,10 @@ import pytest
 import zstandard
 from test_hardening_untrusted import run_bounded
 
-from kvlog.io.inputs import InputError, open_binary, read_lines
+from kvlog.io.compression import open_binary, read_lines
+from kvlog.io.inputs import InputError
 from kvlog.io.zstd_frames import ZstdFrames
-from kvlog.migration.engine import BLOCK_BYTES
+from kvlog.migration.candidates import BLOCK_BYTES
 
 GIB = 1 << 30
 MIB = 1 << 20

@@ -17,7 +17,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import IO
 
-from kvlog.io.inputs import decompressed
+from kvlog.io.compression import decompressed
 
 #: Schemas, migrations, expectation files and pyproject.toml: far more than any real one needs.
 DOCUMENT_BYTES = 8 << 20

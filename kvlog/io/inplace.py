@@ -16,7 +16,6 @@ retry, twice at once). The rules, each closing a way the original was once lost:
 
 from __future__ import annotations
 
-import contextlib
 import fcntl
 import os
 import shutil
@@ -31,8 +30,8 @@ from kvlog.errors import KvlogError
 from kvlog.io.inputs import InputError, open_raw
 from kvlog.io.outputs import (
     OutputError,
+    Temporary,
     copy_owner_and_mode,
-    create_temporary,
     remove_stale_temporaries,
     remove_temporary,
     rename_temporary,
@@ -90,20 +89,14 @@ class InPlace:
             with Path(os.devnull).open("wb") as sink:
                 yield sink
             return
-        handle, temporary = create_temporary(self.path)
-        self._temporary = temporary
+        temporary = Temporary(self.path)
+        self._temporary = temporary.path
         try:
-            yield handle
-            handle.flush()
-            os.fsync(handle.fileno())
+            yield temporary.handle
+            temporary.complete()
         except BaseException:
-            with contextlib.suppress(OSError):  # closing flushes again, and fails again on a full disk
-                handle.close()
-            remove_temporary(temporary)
+            temporary.discard()
             raise
-        finally:
-            with contextlib.suppress(OSError):
-                handle.close()
 
     def discard(self) -> None:
         """Remove the temporary (the run failed or the file stays as it is)."""
@@ -197,21 +190,19 @@ class InPlace:
             raise ReplaceRefused(self._backup_exists_message()) from None
         except OSError:
             pass  # no /proc, or no hard links on this filesystem: copy
-        staging, staging_path = create_temporary(self.backup)
+        staging = Temporary(self.backup)
         try:
-            with staging:
-                self.source.seek(0)
-                shutil.copyfileobj(self.source, staging, 1 << 20)
-                staging.flush()
-                os.fsync(staging.fileno())
-            copy_owner_and_mode(os.fstat(self.source.fileno()), staging_path)
-            os.link(staging_path, self.backup)
+            self.source.seek(0)
+            shutil.copyfileobj(self.source, staging.handle, 1 << 20)
+            staging.complete()
+            copy_owner_and_mode(os.fstat(self.source.fileno()), staging.path)
+            os.link(staging.path, self.backup)
         except FileExistsError:
             raise ReplaceRefused(self._backup_exists_message()) from None
         except OSError as exc:
             raise OutputError(f"{self.backup}: cannot keep the backup: {exc.strerror or exc}") from None
         finally:
-            remove_temporary(staging_path)
+            staging.discard()
 
 
 def _link_descriptor(descriptor: int, name: Path) -> None:

@@ -1,4 +1,4 @@
-"""Opening log inputs: plain files, standard input, gzip and zstd, always as bytes.
+"""Reading log inputs as bytes, in lines of bounded length (decompression: ``kvlog.io.compression``).
 
 Logs are read as bytes so that a line that is not valid UTF-8 (they exist in real logs) can be
 reported or passed through untouched instead of crashing a decoder.
@@ -7,18 +7,12 @@ reported or passed through untouched instead of crashing a decoder.
 from __future__ import annotations
 
 import errno
-import gzip
-import io
 import os
 import stat
-import sys
-import zlib
 from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import IO
 
 from kvlog.errors import KvlogError
-from kvlog.io.zstd_frames import ZstdFrames
 
 STDIN = "-"
 #: the longest line read as one piece; no event is this long (a longer line is read past, never held)
@@ -27,16 +21,6 @@ MAX_LINE_BYTES = 16 << 20
 
 class InputError(KvlogError):
     """An input cannot be opened or read; the message names it and says why."""
-
-
-@contextmanager
-def open_binary(name: str) -> Iterator[IO[bytes]]:
-    """Open ``name`` for reading bytes, decompressing ``.gz`` and ``.zst`` by their suffix."""
-    if name == STDIN:
-        yield sys.stdin.buffer
-        return
-    with open_raw(name) as raw, decompressed(raw, name) as stream:
-        yield stream
 
 
 def open_raw(name: str, *, follow_symlinks: bool = True) -> IO[bytes]:
@@ -62,37 +46,6 @@ def open_raw(name: str, *, follow_symlinks: bool = True) -> IO[bytes]:
     if not follow_symlinks:
         os.set_blocking(descriptor, True)
     return os.fdopen(descriptor, "rb")
-
-
-@contextmanager
-def decompressed(raw: IO[bytes], name: str) -> Iterator[IO[bytes]]:
-    """``raw`` decompressed as ``name``'s suffix says (``.gz``, ``.zst``), else as it is."""
-    if name.endswith(".gz"):
-        with gzip.GzipFile(fileobj=raw) as stream:
-            yield stream  # type: ignore[misc]
-    elif name.endswith(".zst"):
-        with _zstd_reader(name, raw) as stream:
-            yield stream
-    else:
-        yield raw
-
-
-@contextmanager
-def _zstd_reader(name: str, raw: IO[bytes]) -> Iterator[IO[bytes]]:
-    try:
-        import zstandard  # noqa: PLC0415 - an optional extra, imported only when a .zst file is read
-    except ImportError:
-        raise InputError(f"{name}: reading .zst needs the zstd extra: pip install 'kvlog[zstd]'") from None
-    yield io.BufferedReader(ZstdFrames(raw, zstandard), 1 << 16)
-
-
-def read_lines(name: str) -> Iterator[bytes]:
-    """The lines of ``name`` with their line endings, turning decompression errors into InputError."""
-    with open_binary(name) as stream:
-        try:
-            yield from bounded_lines(stream)
-        except (OSError, EOFError, zlib.error) as exc:  # zlib.error: a corrupt deflate stream inside a .gz
-            raise InputError(f"{name}: cannot read: {exc}") from None
 
 
 class OverlongLine(bytes):

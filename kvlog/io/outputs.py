@@ -1,4 +1,4 @@
-"""Where ``kvlog migrate`` reads and writes: input expansion, compressed streams, atomic replacement.
+"""Where ``kvlog migrate`` writes, and what it reads: input expansion, atomic replacement, temporaries.
 
 An output file is never half-written: it is written to a temporary file in the same directory,
 flushed to disk (fsync), and renamed over the target (``os.replace``), so a reader or a crash sees
@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import glob
-import gzip
 import os
 import re
 import secrets
@@ -25,7 +24,8 @@ from pathlib import Path
 from typing import IO, Any
 
 from kvlog.errors import KvlogError
-from kvlog.io.inputs import STDIN, InputError
+from kvlog.io.compression import compressed
+from kvlog.io.inputs import STDIN
 from kvlog.io.stopping import held_back, off_the_books, on_the_books
 
 TEMP_SUFFIX = ".kvlog-tmp"
@@ -131,23 +131,6 @@ class NamedSink:
 
 
 @contextmanager
-def compressed_writer(raw: IO[bytes], name: str) -> Iterator[IO[bytes]]:
-    """Compress what is written to ``raw`` as ``name``'s suffix says (``.gz``, ``.zst``), else write as is."""
-    if name.endswith(".gz"):
-        with gzip.GzipFile(fileobj=raw, mode="wb", mtime=0) as stream:
-            yield stream  # type: ignore[misc]
-    elif name.endswith(".zst"):
-        try:
-            import zstandard  # noqa: PLC0415 - an optional extra, imported only when a .zst file is written
-        except ImportError:
-            raise InputError(f"{name}: writing .zst needs the zstd extra: pip install 'kvlog[zstd]'") from None
-        with zstandard.ZstdCompressor().stream_writer(raw, closefd=False) as stream:
-            yield stream
-    else:
-        yield raw
-
-
-@contextmanager
 def atomic_output(target: Path) -> Iterator[IO[bytes]]:
     """A stream whose content replaces ``target`` in one rename once the block completes, never before.
 
@@ -162,45 +145,63 @@ def atomic_output(target: Path) -> Iterator[IO[bytes]]:
             raw = target.open("wb")
         except OSError as exc:
             raise OutputError(f"{name}: cannot open: {exc.strerror}") from None
-        with raw, compressed_writer(NamedSink(raw, name), target.name) as stream:  # type: ignore[arg-type]
+        with raw, compressed(NamedSink(raw, name), target.name) as stream:  # type: ignore[arg-type]
             yield stream
         return
-    handle, temporary = create_temporary(target)
+    temporary = Temporary(target)
     try:
-        with compressed_writer(NamedSink(handle, name), target.name) as stream:  # type: ignore[arg-type]
+        with compressed(NamedSink(temporary.handle, name), target.name) as stream:  # type: ignore[arg-type]
             yield stream
         try:
-            handle.flush()
-            os.fsync(handle.fileno())
-            handle.close()
+            temporary.complete()
             if target.exists():
-                copy_owner_and_mode(target.stat(), temporary)
-            rename_temporary(temporary, target)
+                copy_owner_and_mode(target.stat(), temporary.path)
+            rename_temporary(temporary.path, target)
         except OSError as exc:
             raise OutputError(f"{name}: cannot write: {exc.strerror or exc}") from None
         sync_directory(target.parent)
     except BaseException:
-        with contextlib.suppress(OSError):  # closing flushes again, and fails again on a full disk
-            handle.close()
-        remove_temporary(temporary)
+        temporary.discard()
         raise
 
 
-def create_temporary(target: Path) -> tuple[IO[bytes], Path]:
-    """A new hidden file next to ``target``: never an existing name or link, created with the usual mode (umask)."""
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
-    while True:
-        temporary = target.with_name(f".{target.name}.{secrets.token_hex(8)}{TEMP_SUFFIX}")
-        with held_back():
-            try:
-                descriptor = os.open(temporary, flags, 0o666)
-            except FileExistsError:
-                continue
-            except OSError as exc:
-                raise OutputError(f"{target}: cannot create a file beside it: {exc.strerror}") from None
-            on_the_books(temporary)
+class Temporary:
+    """A new hidden file beside a target, written in full before it takes the target's place.
+
+    Every replacement goes through one (``atomic_output``, ``--in-place`` and the copy of its backup),
+    so each gets the same guarantees: a name nothing had (never an existing file or link), the usual
+    mode (umask), on the books from its creation (a stop signal removes it), locked while it lives
+    (see ``remove_stale_temporaries``), on disk (fsync) before it is renamed, removed if it is not.
+    """
+
+    def __init__(self, target: Path) -> None:
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+        while True:
+            path = target.with_name(f".{target.name}.{secrets.token_hex(8)}{TEMP_SUFFIX}")
+            with held_back():
+                try:
+                    descriptor = os.open(path, flags, 0o666)
+                except FileExistsError:
+                    continue
+                except OSError as exc:
+                    raise OutputError(f"{target}: cannot create a file beside it: {exc.strerror}") from None
+                on_the_books(path)
+            break
         fcntl.flock(descriptor, fcntl.LOCK_EX)  # held while it lives: see remove_stale_temporaries
-        return os.fdopen(descriptor, "wb"), temporary
+        self.path = path
+        self.handle = os.fdopen(descriptor, "wb")
+
+    def complete(self) -> None:
+        """Put what was written on disk (flush, fsync) and close the file; an OSError (a full disk) if that fails."""
+        self.handle.flush()
+        os.fsync(self.handle.fileno())
+        self.handle.close()
+
+    def discard(self) -> None:
+        """Close and remove the file: it will not take the target's place."""
+        with contextlib.suppress(OSError):  # closing flushes again, and fails again on a full disk
+            self.handle.close()
+        remove_temporary(self.path)
 
 
 def remove_stale_temporaries(target: Path) -> int:

@@ -5,22 +5,37 @@ for its task for ever, and its ``terminate()`` can hang on a lock a dying worker
 whole process group hung ``validate --jobs`` 1 run in 4). ``ProcessPoolExecutor`` notices a death and
 shuts down without signalling its workers. Workers are forked on Linux (cheap, and the parent's
 loaded catalog comes along) and spawned elsewhere.
+
+What a task needs that is costly to build (a validator, a migrator with its parsers) is built once
+per worker, by ``start``, and handed to every task that worker runs: sent with each task, it would
+be pickled and rebuilt for every chunk or file. What the tasks count comes back in parts, folded
+by ``add_counts``.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import multiprocessing
 import sys
 from collections.abc import Callable, Generator, Iterable
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
-from typing import Any, TypeVar
+from functools import partial
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from kvlog.errors import KvlogError
 from kvlog.io.stopping import held_back
 
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
 Item = TypeVar("Item")
 Result = TypeVar("Result")
+State = TypeVar("State")
+Counted = TypeVar("Counted", bound="DataclassInstance")
+
+#: in a worker process: what its ``start`` built, handed to each of its tasks
+_state: Any = None
 
 
 class WorkerDied(KvlogError):
@@ -28,27 +43,54 @@ class WorkerDied(KvlogError):
 
 
 def in_order(
-    function: Callable[[Item], Result],
+    function: Callable[[State, Item], Result],
     items: Iterable[Item],
     *,
     workers: int,
-    initializer: Callable[..., None],
-    initargs: tuple[Any, ...],
+    start: Callable[..., State],
+    start_args: tuple[Any, ...],
 ) -> Generator[Result, None, None]:
-    """``function`` over ``items`` in ``workers`` processes, yielding the results in the order of ``items``.
+    """``function(state, item)`` for ``items`` in ``workers`` processes, the results in the order of ``items``.
 
-    Close the iterator (``contextlib.closing``) when stopping early: that cancels what has not started
-    and waits for what has.
+    ``state`` is what ``start(*start_args)`` returned in the worker that runs the task: it runs once
+    in each worker as it starts (and may set up the worker's signals). Close the iterator
+    (``contextlib.closing``) when stopping early: that cancels what has not started and waits for
+    what has.
     """
     method = "fork" if "fork" in multiprocessing.get_all_start_methods() and sys.platform == "linux" else "spawn"
     pool = ProcessPoolExecutor(
-        workers, mp_context=multiprocessing.get_context(method), initializer=initializer, initargs=initargs
+        workers, mp_context=multiprocessing.get_context(method), initializer=_start, initargs=(start, start_args)
     )
     try:
         with held_back():  # a stop signal while the pool starts its threads would leave one unjoinable
-            results = pool.map(function, items)
+            results = pool.map(partial(_task, function), items)
         yield from results
     except BrokenProcessPool:
         raise WorkerDied("a worker process ended unexpectedly (killed?)") from None
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _start(start: Callable[..., object], start_args: tuple[Any, ...]) -> None:
+    global _state  # noqa: PLW0603 - one state per worker process, built once
+    _state = start(*start_args)
+
+
+def _task(function: Callable[[Any, Item], Result], item: Item) -> Result:
+    return function(_state, item)
+
+
+def add_counts(total: Counted, part: Counted) -> None:
+    """Add ``part``'s counts to ``total``: every int field summed, every dict field (a ``Counter`` too) key by key.
+
+    Work is counted in parts (validate's chunks, migrate's files, each maybe in a worker) and folded
+    in the parent: with one rule for every field, a count added to a report is folded with the rest,
+    never forgotten. Fields of other types (a sample of lines) are the caller's to fold.
+    """
+    for field in dataclasses.fields(total):
+        mine, theirs = getattr(total, field.name), getattr(part, field.name)
+        if isinstance(mine, int):
+            setattr(total, field.name, mine + theirs)
+        elif isinstance(mine, dict):
+            for key, count in theirs.items():
+                mine[key] = mine.get(key, 0) + count

@@ -6,6 +6,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
+from kvlog.io.workers import add_counts
+
 SAMPLE_SIZE = 20
 _SAMPLE_TEXT = 300
 
@@ -46,21 +48,8 @@ class MigrationReport:
             self.unparsed_sample.append({"file": file, "line": line, "reason": reason, "text": text[:_SAMPLE_TEXT]})
 
     def merge(self, other: MigrationReport) -> None:
-        """Add another worker's counts."""
-        self.files += other.files
-        self.lines += other.lines
-        self.events += other.events
-        self.rejected += other.rejected
-        self.changed_lines += other.changed_lines
-        self.unparsed_memory_lines += other.unparsed_memory_lines
-        self.allowed_unparsed_lines += other.allowed_unparsed_lines
-        for mine, theirs in (
-            (self.by_source, other.by_source),
-            (self.by_event, other.by_event),
-            (self.inferred, other.inferred),
-            (self.companions, other.companions),
-        ):
-            mine.update(theirs)
+        """Add another input's counts, and its unparsed lines while the sample has room."""
+        add_counts(self, other)
         room = SAMPLE_SIZE - len(self.unparsed_sample)
         self.unparsed_sample += other.unparsed_sample[: max(room, 0)]
 

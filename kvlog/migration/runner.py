@@ -21,9 +21,10 @@ from typing import IO, Any
 import orjson
 
 from kvlog.errors import KvlogError
+from kvlog.io.compression import compressed, decompressed, open_binary
 from kvlog.io.inplace import InPlace
-from kvlog.io.inputs import STDIN, InputError, decompressed, open_binary
-from kvlog.io.outputs import NamedSink, OutputError, atomic_output, compressed_writer, stdout_binary
+from kvlog.io.inputs import STDIN, InputError
+from kvlog.io.outputs import NamedSink, OutputError, atomic_output, stdout_binary
 from kvlog.io.stopping import held_back, off_the_books, on_the_books, stop_on_signals
 from kvlog.io.workers import WorkerDied, in_order
 from kvlog.migration.engine import DeadLetter, MigrateOptions, Migrator
@@ -67,15 +68,15 @@ def run_tasks(
     sink = _standard_output(stdout) if any(task.destination.kind == "stdout" for task in tasks) else None
     if jobs <= 1 or len(tasks) <= 1 or any(task.name == STDIN for task in tasks):
         for task in tasks:
-            yield _run(migrator, task, dead_letter, progress, stage=False, stdout=sink)
+            yield _run(migrator, task, dead_letter, progress, staging=None, stdout=sink)
         return
     with _staging_directory() as staging:
         outcomes = in_order(
             _run_in_worker,
             [(task, dead_letter is not None) for task in tasks],
             workers=min(jobs, len(tasks)),
-            initializer=_init_worker,
-            initargs=(migrator.options, migrations, staging),
+            start=_start_worker,
+            start_args=(migrator.options, migrations, staging),
         )
         try:
             with closing(outcomes):
@@ -87,15 +88,17 @@ def run_tasks(
             raise WorkerDied(f"{exc}; the inputs not reported above were not migrated") from None
 
 
-_worker: Migrator | None = None
-_staging_in: Path | None = None
+@dataclass(frozen=True)
+class _Worker:
+    """What a worker process keeps for all its files: its migrator, and where it stages its outputs."""
+
+    migrator: Migrator
+    staging: Path
 
 
-def _init_worker(options: MigrateOptions, migrations: Path | None, staging: Path) -> None:
-    global _worker, _staging_in  # noqa: PLW0603 - one migrator per worker process, built once
+def _start_worker(options: MigrateOptions, migrations: Path | None, staging: Path) -> _Worker:
     stop_on_signals(worker=True)  # Ctrl-C or SIGTERM: remove this worker's temporaries and exit at once
-    _worker = Migrator(load_chain(migrations), options)
-    _staging_in = staging
+    return _Worker(Migrator(load_chain(migrations), options), staging)
 
 
 @contextmanager
@@ -111,12 +114,11 @@ def _staging_directory() -> Iterator[Path]:
         off_the_books(staging)
 
 
-def _run_in_worker(arguments: tuple[Task, bool]) -> Outcome:
+def _run_in_worker(worker: _Worker, arguments: tuple[Task, bool]) -> Outcome:
     task, want_dead = arguments
-    assert _worker is not None
     with ExitStack() as stack:
-        dead = stack.enter_context(_staging("dead")) if want_dead else None
-        outcome = _run(_worker, task, dead, lambda _: None, stage=True, stdout=None)
+        dead = stack.enter_context(_staging(worker.staging, "dead")) if want_dead else None
+        outcome = _run(worker.migrator, task, dead, lambda _: None, staging=worker.staging, stdout=None)
         if dead is not None:
             outcome.staged_dead = dead.name
         return outcome
@@ -127,7 +129,7 @@ def _run(  # noqa: PLR0917 - one task's state, passed on as it is
     task: Task,
     dead_letter: IO[bytes] | None,
     progress: Callable[[int], None],
-    stage: bool,
+    staging: Path | None,
     stdout: IO[bytes] | None,
 ) -> Outcome:
     def dead(record: dict[str, Any]) -> None:
@@ -139,8 +141,9 @@ def _run(  # noqa: PLR0917 - one task's state, passed on as it is
         if task.destination.kind == "in_place":
             report, note = _run_in_place(migrator, task, dead, progress)
             return Outcome(task.name, report, note=note)
-        with open_binary(task.name) as stream, _open_output(task, stage, stdout) as out:  # the input first: see inplace
-            if stage and task.destination.kind == "stdout":
+        # the input is opened first: see kvlog.io.inplace
+        with open_binary(task.name) as stream, _open_output(task, staging, stdout) as out:
+            if staging is not None and task.destination.kind == "stdout":
                 staged = out.name
             report = migrator.migrate(task.name, _Counting(task.name, stream, progress), out, dead)
     except KvlogError as exc:
@@ -159,7 +162,7 @@ def _run_in_place(
         with (
             replacement.output() as temporary,
             decompressed(replacement.source, task.name) as stream,
-            compressed_writer(NamedSink(temporary, task.name), task.name) as out,  # type: ignore[arg-type]
+            compressed(NamedSink(temporary, task.name), task.name) as out,  # type: ignore[arg-type]
         ):
             report = migrator.migrate(task.name, _Counting(task.name, stream, progress), out, dead)
         return report, replacement.replace(changed=report.changed_lines > 0)
@@ -168,11 +171,12 @@ def _run_in_place(
         replacement.close()
 
 
-def _open_output(task: Task, stage: bool, stdout: IO[bytes] | None) -> AbstractContextManager[IO[bytes]]:
+def _open_output(task: Task, staging: Path | None, stdout: IO[bytes] | None) -> AbstractContextManager[IO[bytes]]:
+    """Where a task's output goes; in a worker (``staging`` given), output for standard output is staged there."""
     destination = task.destination
     if destination.kind == "stdout":
-        if stage:
-            return _staging("out")
+        if staging is not None:
+            return _staging(staging, "out")
         assert stdout is not None, "run_tasks opens standard output for a task that writes there"
         return nullcontext(stdout)
     if destination.kind == "discard":
@@ -195,9 +199,9 @@ def _standard_output(stream: IO[bytes] | None) -> IO[bytes]:
 
 
 @contextmanager
-def _staging(kind: str) -> Iterator[IO[bytes]]:
+def _staging(directory: Path, kind: str) -> Iterator[IO[bytes]]:
     """A worker's output for standard output or the dead letters, joined in input order by the parent."""
-    with tempfile.NamedTemporaryFile(prefix=f"{kind}-", dir=_staging_in, delete=False) as handle:
+    with tempfile.NamedTemporaryFile(prefix=f"{kind}-", dir=directory, delete=False) as handle:
         try:
             yield NamedSink(handle, handle.name)  # type: ignore[misc]
         except BaseException:

@@ -1,0 +1,120 @@
+"""Compressed logs, told apart by their name's suffix: the one table of formats, and named logs opened through it.
+
+The suffix decides four things that must agree: how an input is read, how an output is written
+(``-o out.log.zst`` writes zstd), which inputs ``kvlog validate`` may split by byte range (only
+plain files), and which files a golden corpus counts as logs. One table keeps them in agreement: a
+format added here is read, written, kept serial and walked everywhere. zstandard is an optional
+extra, imported only when a ``.zst`` file is met; without it the error says what to install.
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import sys
+import zlib
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager, nullcontext
+from dataclasses import dataclass
+from typing import IO, Any
+
+from kvlog.io.inputs import STDIN, InputError, bounded_lines, open_raw
+from kvlog.io.zstd_frames import ZstdFrames
+
+#: a stream over ``raw`` that (de)compresses: given the raw stream and the file's name, for errors
+_Wrap = Callable[[IO[bytes], str], AbstractContextManager[IO[bytes]]]
+
+
+@dataclass(frozen=True)
+class Codec:
+    """One compressed format: how a stream of it is read, and how one is written."""
+
+    read: _Wrap
+    write: _Wrap
+
+
+@contextmanager
+def _read_gzip(raw: IO[bytes], _name: str) -> Iterator[IO[bytes]]:
+    with gzip.GzipFile(fileobj=raw) as stream:
+        yield stream  # type: ignore[misc]
+
+
+@contextmanager
+def _write_gzip(raw: IO[bytes], _name: str) -> Iterator[IO[bytes]]:
+    with gzip.GzipFile(fileobj=raw, mode="wb", mtime=0) as stream:  # mtime 0: the same log, the same bytes
+        yield stream  # type: ignore[misc]
+
+
+@contextmanager
+def _read_zstd(raw: IO[bytes], name: str) -> Iterator[IO[bytes]]:
+    yield io.BufferedReader(ZstdFrames(raw, _zstandard(name, "reading")), 1 << 16)
+
+
+@contextmanager
+def _write_zstd(raw: IO[bytes], name: str) -> Iterator[IO[bytes]]:
+    with _zstandard(name, "writing").ZstdCompressor().stream_writer(raw, closefd=False) as stream:
+        yield stream
+
+
+def _zstandard(name: str, doing: str) -> Any:
+    try:
+        import zstandard  # noqa: PLC0415 - an optional extra, imported only when a .zst file is met
+    except ImportError:
+        raise InputError(f"{name}: {doing} .zst needs the zstd extra: pip install 'kvlog[zstd]'") from None
+    return zstandard
+
+
+#: every compressed format kvlog reads and writes, by the suffix that names it
+_CODECS: dict[str, Codec] = {".gz": Codec(_read_gzip, _write_gzip), ".zst": Codec(_read_zstd, _write_zstd)}
+_SUFFIXES = tuple(_CODECS)
+
+
+def is_compressed(name: str) -> bool:
+    """Whether ``name`` names a compressed file (a stream: it cannot be read by byte range)."""
+    return name.endswith(_SUFFIXES)
+
+
+def with_compressed(suffix: str) -> tuple[str, ...]:
+    """``suffix`` as it is, then followed by each compressed suffix: ``.log``, ``.log.gz``, ``.log.zst``."""
+    return (suffix, *(suffix + compression for compression in _SUFFIXES))
+
+
+def _as_it_is(raw: IO[bytes], _name: str) -> AbstractContextManager[IO[bytes]]:
+    return nullcontext(raw)
+
+
+#: a file whose name has none of the suffixes: read and written as it is
+_PLAIN = Codec(_as_it_is, _as_it_is)
+
+
+def _codec(name: str) -> Codec:
+    return next((codec for suffix, codec in _CODECS.items() if name.endswith(suffix)), _PLAIN)
+
+
+def decompressed(raw: IO[bytes], name: str) -> AbstractContextManager[IO[bytes]]:
+    """``raw`` decompressed as ``name``'s suffix says, else as it is."""
+    return _codec(name).read(raw, name)
+
+
+def compressed(raw: IO[bytes], name: str) -> AbstractContextManager[IO[bytes]]:
+    """What is written goes to ``raw`` compressed as ``name``'s suffix says, else as it is."""
+    return _codec(name).write(raw, name)
+
+
+@contextmanager
+def open_binary(name: str) -> Iterator[IO[bytes]]:
+    """Open the log ``name`` (``-``: standard input) for reading bytes, decompressed by its suffix."""
+    if name == STDIN:
+        yield sys.stdin.buffer
+        return
+    with open_raw(name) as raw, decompressed(raw, name) as stream:
+        yield stream
+
+
+def read_lines(name: str) -> Iterator[bytes]:
+    """The lines of the log ``name`` with their line endings, turning decompression errors into InputError."""
+    with open_binary(name) as stream:
+        try:
+            yield from bounded_lines(stream)
+        except (OSError, EOFError, zlib.error) as exc:  # zlib.error: a corrupt deflate stream inside a .gz
+            raise InputError(f"{name}: cannot read: {exc}") from None
