@@ -1,17 +1,19 @@
 """Emitting events: one structlog pipeline, configured once, that validates what it logs.
 
-The chain is: envelope (ranks, level, version, pid, timestamp) -> validation -> renderer, which
-also feeds the taps (test capture) with exactly what it wrote. Validation sits before the renderer
-so that what reaches a file, a terminal or a stdlib handler has already been checked; in
-production (``warn``) an invalid event is replaced by a ``kvlog.schema_violation`` report instead
-of raising into the caller, because a log line must never take an inference server down.
+The chain is: envelope (version, timestamp, level, pid, ranks, in ``kvlog.envelope``'s order, which
+migrated events have too) -> validation -> renderer, which also feeds the taps (test capture) with
+exactly what it wrote. Validation sits before the renderer so that what reaches a file, a terminal
+or a stdlib handler has already been checked; in production (``warn``) an invalid event is replaced
+by a ``kvlog.schema_violation`` report instead of raising into the caller, because a log line must
+never take an inference server down.
 
 kvlog builds its own structlog logger rather than reconfiguring structlog globally, so an
 application that uses structlog for its own logs keeps its configuration. ``get_logger()`` returns
-that logger; ``emit()`` drives the very same processor chain itself, without structlog's per-call
-context copying, which keeps an emitted, validated event cheaper than the f-string line it replaces
-(see BENCHMARKS.md). Ranks live in one context variable rather than structlog's contextvars, so
-reading them costs one lookup and no other context can leak fields into a schema-checked event.
+that logger; ``emit()`` drives the same processor chain itself (all but the first step, which adds
+the envelope to a typed event more cheaply), without structlog's per-call context copying, which
+keeps an emitted, validated event cheaper than the f-string line it replaces (see BENCHMARKS.md).
+Ranks live in one context variable rather than structlog's contextvars, so reading them costs one
+lookup and no other context can leak fields into a schema-checked event.
 
 Outside ``raise`` mode nothing in the write path raises into the caller: whatever a stream, a stdlib
 handler, a renderer or one of kvlog's processors raises loses that one event, is said once on stderr
@@ -29,8 +31,9 @@ import sys
 import threading
 import time
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from contextvars import ContextVar
+from dataclasses import dataclass, field
 from functools import cached_property
 from typing import IO, Any, Literal
 
@@ -38,6 +41,7 @@ import orjson
 import structlog
 from structlog.typing import EventDict, Processor, WrappedLogger
 
+from kvlog.envelope import envelope, ordered
 from kvlog.errors import SchemaViolationError
 from kvlog.event_base import Event
 from kvlog.schema.catalog import Catalog
@@ -112,35 +116,50 @@ def _reinit_after_fork() -> None:
 os.register_at_fork(after_in_child=_reinit_after_fork)
 
 
-def _envelope(_logger: WrappedLogger, method: str, event_dict: EventDict) -> EventDict:
-    """Add the envelope an event needs and the caller should not have to pass; the name goes first.
+def _typed_envelope(_logger: WrappedLogger, level: str, event_dict: EventDict) -> EventDict:
+    """The envelope of an ``emit()``ed event, put in front of its fields in one new dict.
 
-    ``emit`` builds its dicts name first; structlog puts the name last, so only those are re-ordered
-    (people reading raw JSON lines see the event's name first).
+    ``emit`` passes what the typed event's ``to_dict()`` built (name, version, its fields, ``ext``
+    last) and a level name: nothing to look up, nothing a caller could have put in the envelope's
+    place. Building the dict once in the written order is the cheapest way to that order: the
+    server's hot path never sorts keys.
     """
-    if next(iter(event_dict)) != "event":
-        name = event_dict.pop("event", None)
-        event_dict = {"event": name, **event_dict}
-    if "schema_version" not in event_dict:
-        name = event_dict["event"]  # not a string (a caller's list): no version, validation reports it
-        version = _state.latest_versions.get(name) if isinstance(name, str) else None
-        if version is not None:
-            event_dict["schema_version"] = version
-    ranks = _ranks.get()
-    if ranks is not None:
-        event_dict["ranks"] = ranks
-    event_dict["level"] = _LEVEL_ALIASES.get(method, method)
-    event_dict["pid"] = _pid[0]
-    event_dict["timestamp"] = _clock.stamp(time.time())
-    return event_dict
+    stamp = _clock.stamp(time.time())
+    head = envelope(event_dict["event"], event_dict["schema_version"], stamp, level, _pid[0], _ranks.get())
+    head.update(event_dict)  # the name and version keep their places in the head
+    return head
+
+
+class _CallerEnvelope:
+    """The envelope of an event logged through ``get_logger()``, whose caller wrote its keys.
+
+    structlog puts the name last and keeps the caller's order, which may include ``ext`` anywhere
+    or an envelope field of the caller's own: the event is put in the written order by
+    ``kvlog.envelope.ordered``, and what kvlog stamps (time, level, pid, bound ranks) wins over
+    the caller's value. The version, when the caller gave none, is the event's latest.
+    """
+
+    def __init__(self, latest_versions: Mapping[str, int]) -> None:
+        self.latest_versions = latest_versions
+
+    def __call__(self, _logger: WrappedLogger, method: str, event_dict: EventDict) -> EventDict:
+        name = event_dict.get("event")
+        if "schema_version" in event_dict:
+            version = event_dict["schema_version"]
+        else:  # a name that is not a string (a caller's list) has no version: validation reports it
+            version = self.latest_versions.get(name) if isinstance(name, str) else None
+        level = _LEVEL_ALIASES.get(method, method)
+        head = envelope(name, version, _clock.stamp(time.time()), level, _pid[0], _ranks.get())
+        return ordered({**event_dict, **head})
 
 
 def _foreign_envelope(_logger: WrappedLogger, method: str, event_dict: EventDict) -> EventDict:
     """Level and timestamp for a plain stdlib record, stamped with the time the record was made."""
     record = event_dict.get("_record")
-    event_dict["level"] = _LEVEL_ALIASES.get(method, method)
-    event_dict["timestamp"] = _clock.stamp(record.created if isinstance(record, logging.LogRecord) else time.time())
-    return event_dict
+    stamp = _clock.stamp(record.created if isinstance(record, logging.LogRecord) else time.time())
+    head = envelope(event_dict.get("event"), None, stamp, _LEVEL_ALIASES.get(method, method))
+    head.update(event_dict)
+    return head
 
 
 class _ReportLimiter(_Locked):
@@ -173,6 +192,7 @@ class ValidationProcessor:
     def __init__(self, mode: ValidationMode, validator: EventValidator) -> None:
         self.mode = mode
         self.validator = validator
+        self.report_version = validator.catalog.latest(VIOLATION_EVENT)
         self.limiter = _ReportLimiter(_MAX_REPORTS_PER_SECOND)
         self._checks: dict[tuple[object, object], Callable[[object], bool]] = {}
 
@@ -203,19 +223,19 @@ class ValidationProcessor:
 
     def _report(self, event_dict: EventDict, violations: list[Violation], suppressed: int) -> EventDict:
         name, version = event_dict.get("event"), event_dict.get("schema_version")
-        report: EventDict = {
-            "event": VIOLATION_EVENT,
-            "schema_version": _state.latest_versions[VIOLATION_EVENT],
-            "timestamp": event_dict.get("timestamp"),
-            "level": "warning",
-            "pid": event_dict.get("pid"),
+        fields = {
             "violating_event": name if isinstance(name, str) else None,
             "violating_schema_version": version if type(version) is int else None,
             "errors": [{"path": v.path, "message": v.message} for v in violations],
         }
-        ranks = event_dict.get("ranks")
-        if isinstance(ranks, dict) and self.validator.is_valid({**report, "ranks": ranks}):
-            report["ranks"] = ranks
+        timestamp, pid, ranks = event_dict["timestamp"], event_dict.get("pid"), event_dict.get("ranks")
+        report: EventDict = envelope(VIOLATION_EVENT, self.report_version, timestamp, "warning", pid=pid) | fields
+        if isinstance(ranks, dict) and ranks:
+            with_ranks = (
+                envelope(VIOLATION_EVENT, self.report_version, timestamp, "warning", pid=pid, ranks=ranks) | fields
+            )
+            if self.validator.is_valid(with_ranks):  # ranks the caller got wrong must not sink the report
+                report = with_ranks
         if suppressed:
             report["suppressed"] = suppressed
         return report
@@ -433,8 +453,8 @@ def _target(stream: IO[str] | IO[bytes], output: Output) -> tuple[IO[Any], Proce
 class _Emitter:
     """Runs a typed event through the processor chain and hands the result to the output.
 
-    The same chain structlog runs for ``get_logger()`` calls; driving it directly skips the bound
-    logger's context copy and keyword re-packing, the largest cost left on the emission path.
+    The chain structlog runs for ``get_logger()`` calls, after the envelope; driving it directly skips
+    the bound logger's context copy and keyword re-packing, the largest cost left on the emission path.
     """
 
     def __init__(self, pipeline: _Guarded, target: Any, threshold: int, *, stdlib: bool) -> None:
@@ -458,14 +478,38 @@ class _Emitter:
             target.msg(event_dict)
 
 
+@dataclass(frozen=True, slots=True, eq=False)
+class EmissionConfig:
+    """One setup of the pipeline: what ``configure`` was given, and what it built from that.
+
+    ``get_config()`` returns the setup in force and ``restore()`` puts one back, as structlog's
+    ``get_config()`` and ``configure()`` do, so that a test or a tool that reconfigures kvlog for a
+    while leaves the process as it found it. Restoring puts back that very pipeline (its stream, its
+    compiled validators, its count of lost events), not a new one built from the same arguments;
+    two configurations are equal only if they are the same one.
+    """
+
+    output: Output = "json"
+    validation: ValidationMode = "warn"
+    stream: IO[str] | IO[bytes] | None = None
+    stdlib: bool = False
+    level: LogLevel = "debug"
+    catalog: Catalog | None = None
+    _logger: Any = field(default=None, repr=False)
+    _emitter: _Emitter | None = field(default=None, repr=False)
+    _losses: _Losses | None = field(default=None, repr=False)
+
+    @property
+    def configured(self) -> bool:
+        """False before the first ``configure()``: the first event then configures the defaults."""
+        return self._emitter is not None
+
+
 class _State:
-    """What ``configure`` decided; read by the processors and by ``emit`` on every event."""
+    """The configuration in force, replaced whole (one attribute), read by ``emit`` on every event."""
 
     def __init__(self) -> None:
-        self.latest_versions: dict[Any, int] = {}
-        self.logger: Any = None
-        self.emitter: _Emitter | None = None
-        self.losses = _Losses(strict=False)
+        self.config = EmissionConfig()
 
 
 _state = _State()
@@ -491,7 +535,7 @@ def configure(
     latest = {name: validator.catalog.latest(name) for name in validator.catalog.events()}
     validating = ValidationProcessor(validation, validator)
     losses = _Losses(strict=validation == "raise")
-    chain: list[Processor] = [_envelope, validating]
+    chain: list[Processor] = [validating]  # after the envelope, which emit() and structlog callers add apart
     threshold = logging.getLevelNamesMapping()[level.upper()]
     target: _LineWriter | _StdlibWriter
     if stdlib:
@@ -504,14 +548,28 @@ def configure(
         writable, renderer = _target(owner, output)
         chain.append(_Finisher(validating, renderer))
         target = _LineWriter(writable, owner, losses)
-    pipeline = _Guarded(chain, losses)
+    logged = _Guarded([_CallerEnvelope(latest), *chain], losses)
     logger = structlog.wrap_logger(
-        target, processors=[pipeline], wrapper_class=structlog.make_filtering_bound_logger(threshold)
+        target, processors=[logged], wrapper_class=structlog.make_filtering_bound_logger(threshold)
     ).bind()
-    _state.latest_versions = latest
-    _state.emitter = _Emitter(pipeline, target, threshold, stdlib=stdlib)
-    _state.logger = logger
-    _state.losses = losses
+    emitter = _Emitter(_Guarded([_typed_envelope, *chain], losses), target, threshold, stdlib=stdlib)
+    _state.config = EmissionConfig(
+        output, validation, stream, stdlib, level, catalog, _logger=logger, _emitter=emitter, _losses=losses
+    )
+
+
+def get_config() -> EmissionConfig:
+    """The configuration in force, to give back to ``restore()`` later."""
+    return _state.config
+
+
+def restore(config: EmissionConfig) -> None:
+    """Put back a configuration ``get_config()`` returned: the same pipeline, writing where it wrote.
+
+    A configuration from before the first ``configure()`` puts kvlog back to unconfigured: the next
+    event configures the defaults again.
+    """
+    _state.config = config
 
 
 def formatter(output: Output = "json") -> logging.Formatter:
@@ -527,24 +585,26 @@ def formatter(output: Output = "json") -> logging.Formatter:
 
 def get_logger(**initial: Any) -> Any:
     """The structlog logger kvlog events go through (configured with defaults on first use)."""
-    if _state.logger is None:
+    if _state.config._logger is None:
         configure()
-    return _state.logger.bind(**initial) if initial else _state.logger
+    logger = _state.config._logger
+    return logger.bind(**initial) if initial else logger
 
 
 def emit(event: Event, level: LogLevel = "info") -> None:
     """Log a typed catalog event at ``level``."""
-    emitter = _state.emitter
+    emitter = _state.config._emitter
     if emitter is None:
         configure()
-        emitter = _state.emitter
+        emitter = _state.config._emitter
         assert emitter is not None
     emitter(event, level)
 
 
 def lost_events() -> int:
     """Events lost since the last ``configure`` because writing them failed (never raised, outside ``raise``)."""
-    return _state.losses.count
+    losses = _state.config._losses
+    return losses.count if losses is not None else 0
 
 
 def bind_ranks(**ranks: int) -> None:
@@ -557,7 +617,13 @@ def bind_ranks(**ranks: int) -> None:
 
 
 def add_tap(tap: Callable[[dict[str, Any]], None]) -> None:
-    """Call ``tap`` with a copy of every event after validation, before rendering."""
+    """Call ``tap`` with a copy of every event as it is written, once validated and rendered.
+
+    The tap sees what the renderer wrote: a violation report in place of an invalid event or of one
+    that could not be rendered, nothing for a dropped one. Taps run before the line reaches the
+    stream or the stdlib handlers, so an event whose write then fails is still seen (and counted by
+    ``lost_events()``).
+    """
     _taps.append(tap)
 
 
@@ -566,4 +632,4 @@ def remove_tap(tap: Callable[[dict[str, Any]], None]) -> None:
     _taps.remove(tap)
 
 
-__all__ = ["bind_ranks", "configure", "emit", "formatter", "get_logger"]
+__all__ = ["EmissionConfig", "bind_ranks", "configure", "emit", "formatter", "get_config", "get_logger", "restore"]

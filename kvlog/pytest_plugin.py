@@ -17,8 +17,7 @@ from typing import Any
 
 import pytest
 
-from kvlog import emission
-from kvlog.emission import VIOLATION_EVENT, configure
+from kvlog.emission import VIOLATION_EVENT, configure, get_config, restore
 from kvlog.testing import capture_events
 
 
@@ -38,7 +37,7 @@ def kvlog_events(request: pytest.FixtureRequest) -> Iterator[list[dict[str, Any]
     The list holds events as the renderer receives them (envelope included): assert on them freely.
     kvlog's configuration is restored afterwards.
     """
-    saved = dict(vars(emission._state))  # whatever configure() decided before, to put back afterwards
+    saved = get_config()
     configure(output="json", validation="warn", stream=io.BytesIO())
     capture = _Capture()
     try:
@@ -46,8 +45,7 @@ def kvlog_events(request: pytest.FixtureRequest) -> Iterator[list[dict[str, Any]
             request.node.stash[_CAPTURE] = capture
             yield capture.events
     finally:
-        vars(emission._state).clear()
-        vars(emission._state).update(saved)
+        restore(saved)
     late = violations_report(capture.events[capture.reported :])
     if late is not None:
         pytest.fail(f"{late}\n(emitted after the test body, while fixtures were torn down)", pytrace=False)

@@ -16,7 +16,7 @@ import structlog
 from foundation_samples import fields
 
 import kvlog
-from kvlog import events
+from kvlog import emission, envelope, events
 from kvlog.emission import ValidationMode
 from kvlog.schema.validation import EventValidator
 from kvlog.testing import capture_events
@@ -86,7 +86,8 @@ def test_json_output_is_one_valid_event_per_line_with_the_envelope(tmp_path: Pat
         assert isinstance(line["pid"], int)
         assert line["timestamp"].endswith("Z")
     assert lines[-1]["level"] == "warning"
-    assert log.read_text().startswith('{"event":"'), "the name comes first for people reading raw lines"
+    for line in lines:  # the envelope first, as in migrated events: people reading raw lines see it first
+        assert list(line)[:6] == list(envelope.HEAD)
 
 
 def test_untyped_logging_through_get_logger_is_validated_too(tmp_path: Path) -> None:
@@ -98,6 +99,53 @@ def test_untyped_logging_through_get_logger_is_validated_too(tmp_path: Path) -> 
     assert first["schema_version"] == 1
     assert VALIDATOR.violations(first) == []
     assert second["event"] == "kvlog.schema_violation"
+
+
+def test_a_caller_of_get_logger_gets_the_written_order_and_cannot_forge_the_envelope(tmp_path: Path) -> None:
+    log = configure_file(tmp_path)
+    kvlog.bind_ranks(tp=2)
+    logger = kvlog.get_logger()
+    logger.info("kv_arena.closed", ext={"engine": "x"}, arena_id="4242_0", released_bytes=1)
+    logger.info("kv_arena.closed", arena_id="4242_0", timestamp="forged", pid=-1, ranks={"tp": 9}, released_bytes=1)
+    for line in json_lines(log):
+        assert VALIDATOR.violations(line) == []
+        assert line["ranks"] == {"tp": 2}
+        assert line["timestamp"] != "forged" and line["pid"] >= 0
+        assert list(line)[:8] == [*envelope.HEAD, "arena_id", "released_bytes"]
+        assert list(line)[8:] == (["ext"] if "ext" in line else [])
+
+
+def test_get_config_and_restore_put_back_the_pipeline_in_force(tmp_path: Path) -> None:
+    first, second = io.BytesIO(), io.BytesIO()
+    kvlog.configure(output="json", validation="raise", stream=first)
+    saved = emission.get_config()
+    assert (saved.output, saved.validation, saved.stream, saved.configured) == ("json", "raise", first, True)
+    kvlog.configure(output="console", validation="warn", stream=second)
+    assert emission.get_config() is not saved
+    assert emission.get_config().output == "console"
+    emission.restore(saved)
+    assert emission.get_config() is saved
+    kvlog.emit(events.KvMemoryPoolEnd(avail_bytes=GIB))
+    kvlog.get_logger().info("kv_memory.pool_end", avail_bytes=GIB)
+    assert second.getvalue() == b""
+    assert [json.loads(line)["avail_bytes"] for line in first.getvalue().splitlines()] == [GIB, GIB]
+    with pytest.raises(kvlog.SchemaViolationError):  # the restored pipeline validates as it did: raise
+        kvlog.emit(events.KvMemoryPoolEnd(avail_bytes=-1))
+
+
+def test_restoring_the_configuration_from_before_configure_configures_the_defaults_again(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    unconfigured = emission.get_config()
+    emission.restore(emission.EmissionConfig())
+    assert not emission.get_config().configured
+    assert emission.lost_events() == 0
+    try:
+        kvlog.emit(events.KvMemoryPoolEnd(avail_bytes=GIB))  # the default: JSON lines on stderr
+        assert json.loads(capsys.readouterr().err)["avail_bytes"] == GIB
+        assert emission.get_config().configured
+    finally:
+        emission.restore(unconfigured)
 
 
 def test_console_output_prints_todays_sglang_wording(tmp_path: Path) -> None:
@@ -147,6 +195,7 @@ def test_warn_mode_replaces_an_invalid_event_by_a_valid_violation_report(tmp_pat
         {"path": "$.allocation_state", "message": "'reserved' is not one of ['va_upper_bound', 'allocated']"}
     ]
     assert report["ranks"] == {"tp": 1}
+    assert list(report)[:6] == list(envelope.HEAD)
     assert allocation["event"] == "kv_pool.allocation"
 
 
@@ -260,6 +309,8 @@ def test_stdlib_bridge_json_one_timestamp_no_double_rendering(tmp_path: Path) ->
     assert event["ranks"] == {"tp": 0}
     assert foreign["event"] == "Load weight end. mem usage=15.50 GB"
     assert foreign["level"] == "warning"
+    assert list(event)[:6] == list(envelope.HEAD)
+    assert list(foreign) == ["event", "timestamp", "level"], "a foreign record's envelope in the same order"
     for line in raw:
         assert len(TIMESTAMP.findall(line)) == 1, line
         assert line.count('"timestamp"') == 1, line

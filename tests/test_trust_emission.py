@@ -91,8 +91,9 @@ HOLDERS: dict[str, Callable[[BlockingStream], Any]] = {
 
 
 def _pipeline() -> Any:
-    assert emission._state.emitter is not None
-    return emission._state.emitter.pipeline
+    emitter = emission.get_config()._emitter  # the locks are the pipeline's own: no public way to hold them
+    assert emitter is not None
+    return emitter.pipeline
 
 
 def _child_emits() -> None:

@@ -21,6 +21,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
+from kvlog.envelope import InferenceRule
 from kvlog.migration.ops import mark_inferred
 
 POOL = "kv_pool.allocation"
@@ -131,7 +132,7 @@ class Context:
         if held.revisable and event.get("dtype") is None and run.dtype is not None:
             dtype, evidence = run.dtype
             event["dtype"] = dtype
-            mark_inferred(event, "dtype", "kv-cache-dtype-line", evidence.text, evidence.line)
+            mark_inferred(event, "dtype", InferenceRule.KV_CACHE_DTYPE_LINE, evidence.text, evidence.line)
         if not _state_inferred(event) or not held.revisable:
             run.todays_wording |= source_version >= 2 and event.get(STATE) == VA
             if event.get(STATE) == VA:
@@ -143,7 +144,8 @@ class Context:
             _read_from_line(event)
         elif run.arenas:
             arena = run.arenas.popleft()
-            _mark_va(event, "arena-before-pool", f"{arena.text} on the same rank and run", arena.line)
+            evidence_text = f"{arena.text} on the same rank and run"
+            _mark_va(event, InferenceRule.ARENA_BEFORE_POOL, evidence_text, arena.line)
             run.va_pools.append(
                 Evidence(held.line, f"a sub-pool of this run is a VA upper bound (arena line {arena.line})")
             )
@@ -161,7 +163,7 @@ class Context:
             _read_from_line(event)
         elif run.va_pools or run.arenas:
             evidence = run.va_pools[0] if run.va_pools else run.arenas[0]
-            _mark_va(event, "sub-pools-are-va-bound", evidence.text, evidence.line)
+            _mark_va(event, InferenceRule.SUB_POOLS_ARE_VA_BOUND, evidence.text, evidence.line)
         elif not run.arena_seen and not run.post_capture_seen:
             held.resolved = False
             run.waiting.append(held)
@@ -184,7 +186,7 @@ class Context:
                         break
             for held in group:
                 evidence = "a later Post-capture KV sizing line on the same rank and run"
-                _mark_va(held.event, "post-capture-after-pool", evidence, line)
+                _mark_va(held.event, InferenceRule.POST_CAPTURE_AFTER_POOL, evidence, line)
         run.post_capture_seen = True
         _release(run)
 
@@ -194,7 +196,7 @@ def _state_inferred(event: dict[str, Any]) -> bool:
     return isinstance(migrated, dict) and STATE in migrated.get("inferred", {})
 
 
-def _mark_va(event: dict[str, Any], rule: str, evidence: str, line: int) -> None:
+def _mark_va(event: dict[str, Any], rule: InferenceRule, evidence: str, line: int) -> None:
     event[STATE] = VA
     mark_inferred(event, STATE, rule, evidence, line)
 

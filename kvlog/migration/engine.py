@@ -24,12 +24,13 @@ from typing import IO, Any, Literal, Protocol
 
 import orjson
 
+from kvlog.envelope import EVIDENCE, InferenceRule, ordered
 from kvlog.io import jsonline
 from kvlog.io.inputs import InputError
 from kvlog.migration.context import Context, Held
 from kvlog.migration.grammar import Generation, Recognised
 from kvlog.migration.legacy import LegacyRenderer, current_line
-from kvlog.migration.ops import provenance
+from kvlog.migration.ops import mark_inferred, provenance
 from kvlog.migration.report import MigrationReport
 from kvlog.migration.steps import Chain, MigrationError
 from kvlog.schema.validation import EventValidator
@@ -67,9 +68,6 @@ _JSON_EVENT = b'"schema_version"'
 _MEMORY_LIKE = re.compile(
     r"[0-9] ?(?:GB|GiB|MB|MiB|KiB|TB)\b|is allocated|VA upper bound|reserved(?:_va)?=|mem usage|avail mem"
 )
-_ENVELOPE = ("event", "schema_version", "timestamp", "level", "pid", "ranks")
-_TRAILER = ("ext", "migrated")
-_PROVENANCE = ("source_format", "file", "line", "steps", "inferred", "uncertainty_bytes", "lost", "original")
 
 
 class Readable(Protocol):
@@ -218,11 +216,8 @@ class _FileRun:
         event = recognised.event(timestamp, ranks, level)
         if timestamp is None and self.last_timestamp is not None:
             event["timestamp"], evidence_line = self.last_timestamp
-            event["migrated"]["inferred"]["timestamp"] = {
-                "rule": "previous-line-timestamp",
-                "evidence": "the line has no timestamp; the last one printed before it",
-                "evidence_line": evidence_line,
-            }
+            rule = InferenceRule.PREVIOUS_LINE_TIMESTAMP
+            mark_inferred(event, "timestamp", rule, EVIDENCE[rule], evidence_line)
         migrated = event["migrated"]
         migrated["file"], migrated["line"] = self.file, self.number
         if self.migrator.options.keep_original or before or after:
@@ -378,7 +373,7 @@ class _FileRun:
                 event = self._at_target(event)
                 self._check(event)
                 try:
-                    out = jsonline.dumps(_ordered(event))
+                    out = jsonline.dumps(ordered(event))
                 except orjson.JSONEncodeError as exc:  # steps nested it deeper than JSON is written
                     raise MigrationError(f"the migrated event cannot be written: {exc}") from None
         except MigrationError as exc:
@@ -403,17 +398,6 @@ class _FileRun:
             return
         problems = "; ".join(f"{v.path}: {v.message}" for v in self.migrator.validator.violations(event)[:3])
         raise MigrationError(f"the migrated {event.get('event')}@{event.get('schema_version')} is invalid: {problems}")
-
-
-def _ordered(event: dict[str, Any]) -> dict[str, Any]:
-    """Envelope first, provenance last: the order people read an event in."""
-    head = {k: event[k] for k in _ENVELOPE if k in event}
-    body = {k: v for k, v in event.items() if k not in head and k not in _TRAILER}
-    tail = {k: event[k] for k in _TRAILER if k in event}
-    migrated = tail.get("migrated")
-    if isinstance(migrated, dict):
-        tail["migrated"] = {k: migrated[k] for k in _PROVENANCE if k in migrated} | migrated
-    return head | body | tail
 
 
 def _segments(stream: Readable) -> Iterator[tuple[bool, bytes, int, int]]:

@@ -18,7 +18,8 @@ from dataclasses import dataclass, field
 from functools import cache, cached_property
 from typing import Any
 
-from kvlog.migration.ops import Op, OpError, compile_op, provenance, value_of
+from kvlog.envelope import EVIDENCE, InferenceRule, envelope
+from kvlog.migration.ops import Op, OpError, compile_op, mark_inferred, provenance, value_of
 from kvlog.schema.catalog import Catalog
 from kvlog.text.prefix import FOREIGN_START
 from kvlog.text.template import FieldSyntax, Parsed, Template, TemplateParser
@@ -26,7 +27,8 @@ from kvlog.text.wording import CURRENT
 
 #: companion roles: a new server run starts, the KV-cache dtype of older logs, or merely a known memory line
 ROLES = ("run_start", "kv_dtype", "note")
-_NAIVE_UTC = "sglang prints local time without a zone; read as UTC"
+#: the timestamp of a line that has none and follows none that had one
+_NO_TIME = "1970-01-01T00:00:00Z"
 
 
 @dataclass(frozen=True)
@@ -53,11 +55,7 @@ class Recognised:
     def event(self, timestamp: str | None, ranks: Mapping[str, int], level: str | None) -> dict[str, Any]:
         """The event the message stands for, with its envelope and provenance (no file or line yet)."""
         rule, template = self.rule, self.rule.template
-        event: dict[str, Any] = {"event": template.event, "schema_version": rule.version}
-        event["timestamp"] = timestamp or "1970-01-01T00:00:00Z"
-        event["level"] = level or rule.level
-        if ranks:
-            event["ranks"] = dict(ranks)
+        event = envelope(template.event, rule.version, timestamp or _NO_TIME, level or rule.level, ranks=dict(ranks))
         event.update(template.when)
         event.update(self.parsed.fields)
         for name in self.generation.nullable_required(template.event, rule.version or 0):
@@ -65,10 +63,8 @@ class Recognised:
         migrated = provenance(event)
         migrated["source_format"] = self.generation.id
         migrated["steps"] = [self.generation.id]
-        if timestamp is None:
-            migrated["inferred"] = {"timestamp": {"rule": "no-timestamp", "evidence": "the line has no timestamp"}}
-        else:
-            migrated["inferred"] = {"timestamp": {"rule": "naive-time-as-utc", "evidence": _NAIVE_UTC}}
+        read_as = InferenceRule.NO_TIMESTAMP if timestamp is None else InferenceRule.NAIVE_TIME_AS_UTC
+        mark_inferred(event, "timestamp", read_as, EVIDENCE[read_as])
         if self.parsed.uncertainty_bytes:
             migrated["uncertainty_bytes"] = dict(self.parsed.uncertainty_bytes)
         for op in rule.ops:

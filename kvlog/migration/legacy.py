@@ -12,12 +12,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from kvlog.envelope import TIMESTAMP_NOT_ON_LINE
 from kvlog.migration.grammar import Generation
 from kvlog.migration.steps import Chain
 from kvlog.text.console import console_line
 from kvlog.text.prefix import SGLANG
-
-_NO_PREFIX_RULES = ("no-timestamp", "previous-line-timestamp")
 
 
 def current_line(event: Mapping[str, Any]) -> str:
@@ -64,6 +63,6 @@ def _prefixed(event: Mapping[str, Any], message: str) -> str:
 def _without_invented_prefix(event: Mapping[str, Any]) -> Mapping[str, Any]:
     migrated = event.get("migrated")
     rule = migrated.get("inferred", {}).get("timestamp", {}).get("rule") if isinstance(migrated, dict) else None
-    if rule in _NO_PREFIX_RULES:
+    if rule in TIMESTAMP_NOT_ON_LINE:
         return {k: v for k, v in event.items() if k != "timestamp"}
     return event

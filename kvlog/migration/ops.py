@@ -16,6 +16,7 @@ from typing import Any
 
 import orjson
 
+from kvlog.envelope import inference
 from kvlog.io import jsonline
 from kvlog.migration.hooks import HOOKS
 
@@ -77,10 +78,7 @@ def provenance(event: Event) -> dict[str, Any]:
 
 def mark_inferred(event: Event, name: str, rule: str, evidence: str, evidence_line: int | None = None) -> None:
     """Record in the provenance that ``name`` was inferred, by which rule, from what evidence."""
-    entry: dict[str, Any] = {"rule": rule, "evidence": evidence}
-    if evidence_line is not None:
-        entry["evidence_line"] = evidence_line
-    provenance(event).setdefault("inferred", {})[name] = entry
+    provenance(event).setdefault("inferred", {})[name] = inference(rule, evidence, evidence_line)
 
 
 def _rename_notes(event: Event, old: str, new: str | None) -> None:

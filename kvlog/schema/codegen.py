@@ -15,9 +15,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from kvlog import envelope
 from kvlog.schema.catalog import Catalog, default_catalog
 
-_ENVELOPE = {"event", "schema_version", "timestamp", "level", "pid", "ranks", "migrated", "ext"}
 _COMMON_TYPES = {"bytes": "int", "pid": "int", "dtype": "str | None", "level": "str", "timestamp": "str"}
 _SCALARS = {
     "integer": "int",
@@ -85,7 +85,7 @@ def render_module(catalog: Catalog) -> str:
         name = class_name(event)
         names.append(name)
         required = set(schema.get("required", ()))
-        props = {k: v for k, v in schema["properties"].items() if k not in _ENVELOPE}
+        props = {k: v for k, v in schema["properties"].items() if k not in envelope.FIELDS}
         mandatory = [k for k in props if k in required]
         optional = [k for k in props if k not in required]
         out += ["", "", "@dataclass(frozen=True, slots=True, kw_only=True)", f"class {name}(Event):"]

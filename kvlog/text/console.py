@@ -12,10 +12,10 @@ from __future__ import annotations
 from collections.abc import Mapping, MutableMapping
 from typing import Any
 
+from kvlog import envelope
 from kvlog.text.prefix import SGLANG
 from kvlog.text.wording import render_message
 
-_ENVELOPE = ("event", "schema_version", "timestamp", "level", "pid", "ranks", "migrated", "ext")
 _QUIET_LEVELS = ("info", "debug")
 
 
@@ -23,7 +23,7 @@ def console_line(event: Mapping[str, Any]) -> str:
     """The whole console line for one event."""
     message = render_message(event)
     if message is None:
-        fields = " ".join(f"{k}={v}" for k, v in event.items() if k not in _ENVELOPE and v is not None)
+        fields = " ".join(f"{k}={v}" for k, v in event.items() if k not in envelope.FIELDS and v is not None)
         message = f"{event.get('event')} {fields}".rstrip()
     level = event.get("level")
     if level not in _QUIET_LEVELS and level is not None:

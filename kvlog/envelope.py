@@ -1,0 +1,97 @@
+"""The envelope: the fields every event carries besides its own, in the one order events are written.
+
+Live events (``kvlog.emission``) and migrated ones (``kvlog.migration``) are built by different code,
+yet a person reading raw JSON lines, a diff between a live and a migrated log, or a line-oriented
+tool sees one layout only if both take their envelope's names and order from one place. So do the
+keys of a migrated event's provenance (``migrated``) and the names of the inference rules recorded
+there, which legacy rendering and people's queries match on. The names and their grouping follow
+``schemas/_common.json`` (a test holds the two together); this module is part of the logging core and
+imports only the standard library.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from enum import StrEnum
+from typing import Any, Final
+
+#: written before the event's own fields: what it is, when, where from
+HEAD: Final = ("event", "schema_version", "timestamp", "level", "pid", "ranks")
+#: written after them: free extensions, then a migrated event's provenance
+TAIL: Final = ("ext", "migrated")
+#: every envelope field, in the order events are written
+FIELDS: Final = HEAD + TAIL
+#: the keys of ``migrated``, in the order they are written
+PROVENANCE: Final = ("source_format", "file", "line", "steps", "inferred", "uncertainty_bytes", "lost", "original")
+
+
+class InferenceRule(StrEnum):
+    """The inference rules kvlog's own code applies (a migration file may name its own).
+
+    Each names, in ``migrated.inferred``, how a field's value was worked out when the line did not say it.
+    """
+
+    NO_TIMESTAMP = "no-timestamp"
+    NAIVE_TIME_AS_UTC = "naive-time-as-utc"
+    PREVIOUS_LINE_TIMESTAMP = "previous-line-timestamp"
+    KV_CACHE_DTYPE_LINE = "kv-cache-dtype-line"
+    ARENA_BEFORE_POOL = "arena-before-pool"
+    SUB_POOLS_ARE_VA_BOUND = "sub-pools-are-va-bound"
+    POST_CAPTURE_AFTER_POOL = "post-capture-after-pool"
+
+
+#: the evidence of the rules that always rest on the same fact (the others quote the line they read)
+EVIDENCE: Final[Mapping[InferenceRule, str]] = {
+    InferenceRule.NO_TIMESTAMP: "the line has no timestamp",
+    InferenceRule.NAIVE_TIME_AS_UTC: "sglang prints local time without a zone; read as UTC",
+    InferenceRule.PREVIOUS_LINE_TIMESTAMP: "the line has no timestamp; the last one printed before it",
+}
+#: rules under which the timestamp was not on the line: writing the line back must not invent one
+TIMESTAMP_NOT_ON_LINE: Final = frozenset({InferenceRule.NO_TIMESTAMP, InferenceRule.PREVIOUS_LINE_TIMESTAMP})
+
+
+def envelope(  # noqa: PLR0917 - called for every emitted event, where keyword arguments cost
+    event: Any,
+    schema_version: Any,
+    timestamp: str,
+    level: str,
+    pid: int | None = None,
+    ranks: Mapping[str, int] | None = None,
+) -> dict[str, Any]:
+    """An event's head, in the written order, for its own fields to be added after.
+
+    Building the dict in order once is what keeps emission cheap: re-ordering every event afterwards
+    would copy it again. A version or pid that is None, and ranks that are None or empty, are left
+    out, as the schemas want: a migrated line has no pid, an event unknown to the catalog no version.
+    """
+    head = {"event": event, "schema_version": schema_version, "timestamp": timestamp, "level": level, "pid": pid}
+    if schema_version is None:
+        del head["schema_version"]
+    if pid is None:
+        del head["pid"]
+    if ranks:
+        head["ranks"] = ranks  # the last field of the head: appending keeps the order
+    return head
+
+
+def inference(rule: str, evidence: str, evidence_line: int | None = None) -> dict[str, Any]:
+    """One entry of ``migrated.inferred``: the rule, its evidence, and the line the evidence is on."""
+    entry: dict[str, Any] = {"rule": str(rule), "evidence": evidence}
+    if evidence_line is not None:
+        entry["evidence_line"] = evidence_line
+    return entry
+
+
+def ordered(event: Mapping[str, Any]) -> dict[str, Any]:
+    """``event`` with its keys in the written order: head, the event's own fields, ext, provenance.
+
+    For events whose keys came in any order (a migrated event after its steps, an old kvlog line);
+    the provenance's own keys are put in order too, unknown ones after.
+    """
+    head = {k: event[k] for k in HEAD if k in event}
+    body = {k: v for k, v in event.items() if k not in head and k not in TAIL}
+    tail = {k: event[k] for k in TAIL if k in event}
+    migrated = tail.get("migrated")
+    if isinstance(migrated, dict):
+        tail["migrated"] = {k: migrated[k] for k in PROVENANCE if k in migrated} | migrated
+    return head | body | tail
