@@ -12,7 +12,7 @@ from foundation_samples import FIELDS, MLA_ALLOCATION, envelope, fields, sample
 from jsonschema import Draft202012Validator
 
 from kvlog.errors import CatalogError, UnknownEventError
-from kvlog.schema.catalog import SCHEMA_BASE_URI, Catalog, default_catalog
+from kvlog.schema.catalog import SCHEMA_BASE_URI, Catalog, default_catalog, version_in
 from kvlog.schema.validation import EventValidator
 
 SCHEMAS = Path(__file__).resolve().parent.parent / "schemas"
@@ -20,6 +20,8 @@ SCHEMA_FILES = sorted(SCHEMAS.rglob("*.json"))
 ENVELOPE = {"event", "schema_version", "timestamp", "level", "pid", "ranks", "migrated", "ext"}
 CATALOG = default_catalog()
 EVENT_VERSIONS = [(event, version) for event in CATALOG.events() for version in CATALOG.versions(event)]
+#: the types a byte count may have: an integer, maybe null
+INTEGER = (frozenset({"integer"}), frozenset({"integer", "null"}))
 
 
 def test_the_shipped_catalog_is_the_repository_tree() -> None:
@@ -53,11 +55,12 @@ def test_every_event_schema_follows_the_contract(event: str, version: int) -> No
     assert {"event", "schema_version", "timestamp", "level"} <= set(schema["required"])
     assert set(props) >= ENVELOPE
     assert schema["title"] and schema["description"]
+    facts = CATALOG.fields(event, version)
     for name, prop in props.items():
         if name not in ENVELOPE:
             assert _description(prop), f"{event}@{version}.{name} has no description"
         if name.endswith("_bytes"):
-            assert _is_byte_count(prop), f"{event}@{version}.{name}: sizes are integer bytes"
+            assert facts[name].facts.types in INTEGER, f"{event}@{version}.{name}: sizes are integer bytes"
 
 
 def _description(prop: dict[str, Any]) -> str | None:
@@ -68,23 +71,6 @@ def _description(prop: dict[str, Any]) -> str | None:
     if ref.startswith("../_common.json#/$defs/"):
         return str(json.loads((SCHEMAS / "_common.json").read_text())["$defs"][ref.rsplit("/", 1)[1]]["description"])
     return None
-
-
-def _is_byte_count(prop: dict[str, Any]) -> bool:
-    """Integer bytes: the shared non-negative ``bytes`` type, or a plain (signed: a delta) integer, maybe null."""
-    if _is_unsigned_bytes(prop):
-        return True
-    kinds = prop.get("type")
-    return kinds == "integer" or (isinstance(kinds, list) and set(kinds) in ({"integer"}, {"integer", "null"}))
-
-
-def _is_unsigned_bytes(prop: dict[str, Any]) -> bool:
-    if prop.get("$ref", "").endswith("/bytes"):
-        return True
-    options = prop.get("anyOf", [])
-    return any(o.get("$ref", "").endswith("/bytes") for o in options) and all(
-        o.get("$ref", "").endswith("/bytes") or o == {"type": "null"} for o in options
-    )
 
 
 def test_every_event_version_has_a_valid_sample() -> None:
@@ -135,11 +121,11 @@ def _mutants(event: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
     out.append(("bad ranks", {**event, "ranks": {"TP": 0}}))
     out.append(("negative pid", {**event, "pid": -1}))
     out.append(("float version", {**event, "schema_version": "1"}))
-    props = CATALOG.schema(event["event"], event["schema_version"])["properties"]
+    facts = CATALOG.fields(event["event"], event["schema_version"])
     for key, value in event.items():
         if key.endswith("_bytes") and isinstance(value, int):
             out.append((f"GB float {key}", {**event, key: 1.5}))
-            if _is_unsigned_bytes(props[key]):
+            if not facts[key].facts.signed:
                 out.append((f"negative {key}", {**event, key: -1}))
     return out
 
@@ -199,6 +185,15 @@ def test_a_broken_schema_file_is_named(tmp_path: Path) -> None:
     (tmp_path / "broken.event").mkdir()
     (tmp_path / "broken.event" / "v1.json").write_text("{not json")
     with pytest.raises(CatalogError, match=r"broken\.event/v1\.json: invalid JSON"):
+        Catalog.load([tmp_path])
+
+
+def test_only_v_n_json_names_an_event_version(tmp_path: Path) -> None:
+    names = ["v1.json", "v12.json", "v0.json", "v01.json", "v2.json.bak", "V2.json", "v2.toml"]
+    assert [version_in(name) for name in names] == [1, 12, None, None, None, None, None]
+    (tmp_path / "my.event").mkdir()
+    (tmp_path / "my.event" / "v01.json").write_text("{}")
+    with pytest.raises(CatalogError, match=r"v01\.json: schema files are named v<N>\.json"):
         Catalog.load([tmp_path])
 
 

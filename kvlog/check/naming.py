@@ -9,6 +9,7 @@ from typing import Any
 from kvlog.check.findings import Finding
 from kvlog.check.jsondiff import show
 from kvlog.check.snapshot import SchemaFile, Snapshot, locate
+from kvlog.schema.fields import Facts
 from kvlog.schema.walk import DerefError, dereference, map_subschemas
 
 _UNIT_SUFFIX = re.compile(r"_(?:[kmgtp]i?b|bytes?_[kmgt]i?b)$", re.IGNORECASE)
@@ -89,45 +90,27 @@ def _refers_to_bytes(schema: Any) -> bool:
 
 
 def _integer_problem(schema: Any, signed: bool) -> str | None:
-    if schema is False:
-        return None
-    if not isinstance(schema, dict) or not schema:
+    """Why a (dereferenced) byte-count schema breaks its promise of integers, non-negative unless ``signed``."""
+    if schema is True or schema == {}:
         return "it accepts any value"
-    for key in ("anyOf", "oneOf"):
-        if key in schema:
-            # Every alternative must keep the promise.
-            return next((p for p in (_integer_problem(b, signed) for b in schema[key]) if p is not None), None)
-    if "allOf" in schema and "type" not in schema:
-        # One conjunct keeping the promise is enough.
-        problems = [_integer_problem(b, signed) for b in schema["allOf"]]
-        return None if None in problems else problems[0]
-    if schema.get("type") == "object" and "additionalProperties" in schema and not schema.get("properties"):
+    return _broken_promise(Facts.of(schema), signed)
+
+
+def _broken_promise(facts: Facts, signed: bool) -> str | None:
+    if facts.types == frozenset({"object"}) and facts.entries is not None:
         # A map of byte counts (e.g. field name -> uncertainty): its values carry the promise.
-        return _integer_problem(schema["additionalProperties"], signed)
-    values = [schema["const"]] if "const" in schema else schema.get("enum")
-    if values is not None:
-        bad = [v for v in values if v is not None and not (type(v) is int and (signed or v >= 0))]
+        return _broken_promise(facts.entries, signed)
+    if facts.values is not None:
+        bad = [v for v in facts.values if v is not None and not (type(v) is int and (signed or v >= 0))]
         return f"it allows {bad[0]!r}" if bad else None
-    types = schema.get("type")
-    if types is None:
+    if facts.types is None:
         return "it declares no type"
-    types = {types} if isinstance(types, str) else set(types)
-    if not types <= {"integer", "null"}:
-        return f"its type is {show(sorted(types))}"
-    if "integer" in types and not signed:
-        minimum = schema.get("minimum")
-        exclusive = schema.get("exclusiveMinimum")
-        if not ((minimum is not None and minimum >= 0) or (exclusive is not None and exclusive >= -1)):
-            return _NO_MINIMUM
+    if not facts.types <= {"integer", "null"}:
+        return f"its type is {show(sorted(facts.types))}"
+    if "integer" in facts.types and facts.signed and not signed:
+        return _NO_MINIMUM
     return None
 
 
 def _is_enumerated(schema: Any) -> bool:
-    if not isinstance(schema, dict):
-        return schema is False
-    if "enum" in schema or "const" in schema:
-        return True
-    branches = schema.get("anyOf") or schema.get("oneOf")
-    if branches:
-        return all(_is_enumerated(b) or (isinstance(b, dict) and b.get("type") == "null") for b in branches)
-    return False
+    return Facts.of(schema).values is not None

@@ -6,7 +6,6 @@ a checker must instead report every broken file in one run and carry on with the
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -17,9 +16,7 @@ from referencing import Registry
 
 from kvlog.check.files import MAX_DEPTH, Refused, depth, entries, read_file
 from kvlog.check.findings import Finding
-from kvlog.schema.catalog import Catalog
-
-_VERSION_FILE = re.compile(r"^v([1-9][0-9]*)\.json$")
+from kvlog.schema.catalog import Catalog, version_in
 
 
 @dataclass(frozen=True)
@@ -57,15 +54,15 @@ class Snapshot:
                 if parsed is not None:
                     snapshot.shared[rel] = SchemaFile(rel, name, *parsed)
                 continue
-            match = _VERSION_FILE.match(parts[-1]) if len(parts) == 2 else None
-            if match is None:
+            version = version_in(parts[-1]) if len(parts) == 2 else None
+            if version is None:
                 snapshot.findings.append(
                     Finding("KV007", "not part of the catalog layout <event>/v<N>.json or _<shared>.json", name)
                 )
                 continue
             parsed = _parse(name, files[rel], snapshot.findings)
             if parsed is not None:
-                snapshot.versions.setdefault(parts[0], {})[int(match.group(1))] = SchemaFile(rel, name, *parsed)
+                snapshot.versions.setdefault(parts[0], {})[version] = SchemaFile(rel, name, *parsed)
             else:
                 snapshot.unread.add(rel)
         return snapshot

@@ -42,6 +42,7 @@ def check_structure(snapshot: Snapshot) -> Structure:
         if invalid:
             out.broken.add(file.rel)
     schemas = snapshot.without(out.broken)  # a $ref into a broken file does not resolve
+    event_versions = {f.rel: (event, v) for event, versions in schemas.versions.items() for v, f in versions.items()}
     for file in schemas.all_files():
         try:
             full = dereference(file.document, schemas.registry, file.document["$id"])
@@ -49,8 +50,8 @@ def check_structure(snapshot: Snapshot) -> Structure:
             findings.append(Finding("KV003", str(exc), file.display, locate(file.text, (*exc.path, "$ref"))))
             out.broken.add(file.rel)
             continue
-        if "/" in file.rel:
-            event, version = file.rel.split("/")[0], int(file.rel.split("/")[1][1:-5])
+        if file.rel in event_versions:
+            event, version = event_versions[file.rel]
             wrong = _constants(file, event, version)
             findings += wrong
             if wrong:

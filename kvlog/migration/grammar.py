@@ -21,6 +21,8 @@ from typing import Any
 from kvlog.envelope import EVIDENCE, InferenceRule, envelope
 from kvlog.migration.ops import Op, OpError, compile_op, mark_inferred, provenance, value_of
 from kvlog.schema.catalog import Catalog
+from kvlog.schema.fields import Facts
+from kvlog.schema.walk import DerefError
 from kvlog.text.prefix import FOREIGN_START
 from kvlog.text.template import FieldSyntax, Parsed, Template, TemplateParser
 from kvlog.text.wording import CURRENT
@@ -187,13 +189,16 @@ def _event_rule(
     template: Template, level: Any, catalog: Catalog, catalog_version: int, ops: Mapping[str, list[Op]]
 ) -> Rule:
     version = _version_at(catalog, template.event, catalog_version)
-    properties = catalog.schema(template.event, version)["properties"]
-    unknown = [name for name in [*template.fields(), *template.when] if name not in properties]
+    try:
+        fields = catalog.fields(template.event, version)
+    except DerefError as exc:
+        raise GrammarError(f"{template.event}@{version}: {exc}") from None
+    unknown = [name for name in [*template.fields(), *template.when] if name not in fields]
     if unknown:
         raise GrammarError(f"{template.event}@{version} has no field {', '.join(unknown)} (template {template.text!r})")
     if level not in ("debug", "info", "warning", "error", "critical"):
         raise GrammarError(f"level {level!r} is not a log level")
-    syntax = {name: field_syntax(catalog, properties[name]) for name in template.fields()}
+    syntax = {name: field_syntax(fields[name].facts) for name in template.fields()}
     try:
         parser = template.parser(syntax)
     except ValueError as exc:
@@ -219,50 +224,15 @@ def _companion_rule(spec: Mapping[str, Any]) -> Rule:
     return Rule(template, template.parser(syntax), None, str(role), "info", whole=spec.get("match") != "prefix")
 
 
-def field_syntax(catalog: Catalog, prop: Mapping[str, Any]) -> FieldSyntax:
-    """How a field of a JSON Schema is written in a line."""
-    prop = _resolve(catalog, prop)
-    if "enum" in prop:
-        choices = tuple(str(v) for v in prop["enum"] if v is not None)
-        return FieldSyntax("string", choices, nullable=None in prop["enum"])
-    if "anyOf" in prop:
-        options = [field_syntax(catalog, option) for option in prop["anyOf"]]
-        typed = [o for o in options if o.kind != "string" or o.choices] or options
-        base = typed[0]
-        nullable = any(o.nullable for o in options) or any(_is_null(catalog, o) for o in prop["anyOf"])
-        return FieldSyntax(base.kind, base.choices, nullable, base.signed)
-    kinds = prop.get("type", "string")
-    kinds = [kinds] if isinstance(kinds, str) else list(kinds)
-    nullable = "null" in kinds
-    kind = next((k for k in ("integer", "number") if k in kinds), "string")
-    signed = kind != "string" and not (isinstance(prop.get("minimum"), int | float) and prop["minimum"] >= 0)
-    return FieldSyntax(kind, nullable=nullable, signed=signed)  # type: ignore[arg-type]
-
-
-def _is_null(catalog: Catalog, prop: Mapping[str, Any]) -> bool:
-    return _resolve(catalog, prop).get("type") == "null"
-
-
-def _resolve(catalog: Catalog, prop: Mapping[str, Any]) -> Mapping[str, Any]:
-    reference = prop.get("$ref")
-    if not isinstance(reference, str):
-        return prop
-    document_name, _, pointer = reference.partition("#")
-    document_name = document_name.rsplit("/", 1)[-1]
-    for shared_id, shared in catalog.shared.items():
-        if shared_id.rsplit("/", 1)[-1] == document_name:
-            node: Any = shared
-            for part in pointer.strip("/").split("/"):
-                node = node[part]
-            return {**node, **{k: v for k, v in prop.items() if k != "$ref"}}
-    raise GrammarError(f"cannot resolve {reference!r}")
+def field_syntax(facts: Facts) -> FieldSyntax:
+    """How a field is written in a line, from what its schema says of its values."""
+    if facts.kind == "enum":
+        return FieldSyntax("string", tuple(str(v) for v in facts.choices), nullable=facts.nullable)
+    return FieldSyntax(facts.kind, nullable=facts.nullable, signed=facts.kind != "string" and facts.signed)
 
 
 @cache
 def _nullable_required(catalog: Catalog, event: str, version: int) -> list[str]:
-    schema = catalog.schema(event, version)
-    return [
-        name
-        for name in schema.get("required", ())
-        if name in schema["properties"] and field_syntax(catalog, schema["properties"][name]).nullable
-    ]
+    fields = catalog.fields(event, version)
+    required = catalog.schema(event, version).get("required", ())  # in its order: the event's keys follow it
+    return [name for name in required if name in fields and fields[name].facts.nullable]

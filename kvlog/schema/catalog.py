@@ -19,13 +19,22 @@ import orjson
 if TYPE_CHECKING:
     from referencing import Registry
 
+    from kvlog.schema.fields import Field
+
 from kvlog.errors import CatalogError, UnknownEventError
 from kvlog.schema.resources import data_dir
 
 SCHEMA_BASE_URI = "https://kvlog.dev/schemas/"
+#: An event version's file name: ``v1.json``, ``v2.json``, ... (no ``v0``, no leading zeros).
 _VERSION_FILE = re.compile(r"^v([1-9][0-9]*)\.json$")
 
 Schema = Mapping[str, Any]
+
+
+def version_in(file_name: str) -> int | None:
+    """The version an event schema's file name gives (``v3.json`` -> 3); None when it is not such a name."""
+    match = _VERSION_FILE.match(file_name)
+    return int(match.group(1)) if match is not None else None
 
 
 @dataclass(frozen=True)
@@ -48,10 +57,10 @@ class Catalog:
             for path in sorted(directory.glob("_*.json")):
                 shared[_read(path)["$id"]] = _read(path)
             for path in sorted(directory.glob("*/v*.json")):
-                match = _VERSION_FILE.match(path.name)
-                if match is None:
+                version = version_in(path.name)
+                if version is None:
                     raise CatalogError(f"{path}: schema files are named v<N>.json")
-                event, version = path.parent.name, int(match.group(1))
+                event = path.parent.name
                 if (event, version) in paths:
                     raise CatalogError(f"{path}: {event}@{version} is already defined by {paths[event, version]}")
                 schemas.setdefault(event, {})[version] = _read(path)
@@ -87,6 +96,16 @@ class Catalog:
             raise UnknownEventError(f"unknown version {version} of event {event!r} (known: {known})")
         return versions[version]
 
+    def fields(self, event: str, version: int) -> Mapping[str, Field]:
+        """The fields of ``event@version`` with what their schema says of them, ``$ref``s resolved."""
+        self.schema(event, version)  # an unknown event or version says so, not KeyError
+        return _fields(self, event, version)
+
+    @property
+    def documents(self) -> list[Schema]:
+        """Every document a ``$ref`` may point into: shared definitions, then each event version."""
+        return [*self.shared.values(), *(s for versions in self.schemas.values() for s in versions.values())]
+
     @property
     def registry(self) -> Registry[Any]:
         """A registry holding every schema by ``$id``, so relative ``$ref``s resolve offline."""
@@ -107,10 +126,17 @@ def _registry(catalog: Catalog) -> Registry[Any]:
     from referencing import Registry, Resource  # noqa: PLC0415 - only the reference validator needs it
     from referencing.jsonschema import DRAFT202012  # noqa: PLC0415
 
-    documents = [*catalog.shared.values()]
-    documents += [schema for versions in catalog.schemas.values() for schema in versions.values()]
-    resources = [(doc["$id"], Resource.from_contents(doc, default_specification=DRAFT202012)) for doc in documents]
+    resources = [
+        (doc["$id"], Resource.from_contents(doc, default_specification=DRAFT202012)) for doc in catalog.documents
+    ]
     return Registry().with_resources(resources)
+
+
+@cache
+def _fields(catalog: Catalog, event: str, version: int) -> dict[str, Field]:
+    from kvlog.schema.fields import fields  # noqa: PLC0415 - emitting events needs no reading of the schemas
+
+    return fields(catalog.schema(event, version), catalog.registry)
 
 
 def _read(path: Path) -> dict[str, Any]:

@@ -11,51 +11,35 @@ import json
 import keyword
 import sys
 import textwrap
-from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 from kvlog import envelope
 from kvlog.schema.catalog import Catalog, default_catalog
+from kvlog.schema.fields import JSON_TYPES, Facts
 
-_COMMON_TYPES = {"bytes": "int", "pid": "int", "dtype": "str | None", "level": "str", "timestamp": "str"}
-_SCALARS = {
-    "integer": "int",
-    "number": "float",
-    "string": "str",
-    "boolean": "bool",
-    "null": "None",
-    "object": "dict[str, Any]",
-}
+_SCALARS = {"integer": "int", "number": "float", "string": "str", "boolean": "bool", "object": "dict[str, Any]"}
 
 
-def python_type(prop: Mapping[str, Any]) -> str:
-    """The Python annotation for a property schema of the kinds the catalog uses."""
-    if "$ref" in prop:
-        return _COMMON_TYPES[prop["$ref"].rsplit("/", 1)[-1]]
-    if "enum" in prop:
-        literals = [_quote(v) for v in prop["enum"] if v is not None]
-        nullable = " | None" if None in prop["enum"] else ""
-        return f"Literal[{', '.join(literals)}]{nullable}"
-    if "anyOf" in prop:
-        return _union(python_type(option) for option in prop["anyOf"])
-    kinds = prop.get("type")
-    if kinds == "array":
-        return f"list[{python_type(prop['items'])}]"
-    if isinstance(kinds, list):
-        return _union(_SCALARS[kind] for kind in kinds)
-    if isinstance(kinds, str):
-        return _SCALARS[kinds]
-    raise ValueError(f"no Python type for schema {dict(prop)!r}")
+def python_type(facts: Facts) -> str:
+    """The Python annotation for a field's values, from what its schema says (``Catalog.fields``)."""
+    if facts.values is not None:
+        pieces = [f"Literal[{', '.join(_quote(v) for v in facts.choices)}]"] if facts.choices else []
+    elif facts.types is not None:
+        pieces = [_container(facts) if kind == "array" else _SCALARS[kind] for kind in _non_null(facts.types)]
+    else:
+        pieces = []
+    pieces += ["None"] * facts.nullable
+    if not pieces:
+        raise ValueError(f"no Python type for a field with {facts!r}: give its schema a type or an enum")
+    return " | ".join(pieces)
 
 
-def _union(parts: Any) -> str:
-    seen: list[str] = []
-    for part in parts:
-        for piece in part.split(" | "):
-            if piece not in seen:
-                seen.append(piece)
-    return " | ".join(sorted(seen, key=lambda piece: piece == "None"))
+def _non_null(types: frozenset[str]) -> list[str]:
+    return [kind for kind in JSON_TYPES if kind in types and kind != "null"]
+
+
+def _container(facts: Facts) -> str:
+    return f"list[{python_type(facts.items) if facts.items is not None else 'Any'}]"
 
 
 def class_name(event: str) -> str:
@@ -84,10 +68,9 @@ def render_module(catalog: Catalog) -> str:
         schema = catalog.schema(event, version)
         name = class_name(event)
         names.append(name)
-        required = set(schema.get("required", ()))
-        props = {k: v for k, v in schema["properties"].items() if k not in envelope.FIELDS}
-        mandatory = [k for k in props if k in required]
-        optional = [k for k in props if k not in required]
+        props = {k: f for k, f in catalog.fields(event, version).items() if k not in envelope.FIELDS}
+        mandatory = [k for k, f in props.items() if f.required]
+        optional = [k for k, f in props.items() if not f.required]
         out += ["", "", "@dataclass(frozen=True, slots=True, kw_only=True)", f"class {name}(Event):"]
         doc = textwrap.wrap(schema["description"], 96)
         out += [
@@ -99,9 +82,9 @@ def render_module(catalog: Catalog) -> str:
         ]
         out += [f"    EVENT: ClassVar[str] = {_quote(event)}", f"    VERSION: ClassVar[int] = {version}", ""]
         for key in mandatory:
-            out.append(f"    {_attr(key)}: {python_type(props[key])}")
+            out.append(f"    {_attr(key)}: {python_type(props[key].facts)}")
         for key in optional:
-            annotation = python_type(props[key])
+            annotation = python_type(props[key].facts)
             out.append(f"    {_attr(key)}: {annotation}{'' if annotation.endswith('None') else ' | None'} = None")
         out.append("    ext: dict[str, Any] | None = None")
         out += ["", "    def to_dict(self) -> dict[str, Any]:", "        out: dict[str, Any] = {"]

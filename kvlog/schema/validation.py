@@ -41,9 +41,7 @@ class EventValidator:
 
     @cached_property
     def _rs_registry(self) -> jsonschema_rs.Registry:
-        documents = [*self.catalog.shared.values()]
-        documents += [s for versions in self.catalog.schemas.values() for s in versions.values()]
-        return jsonschema_rs.Registry([(doc["$id"], dict(doc)) for doc in documents])
+        return jsonschema_rs.Registry([(doc["$id"], dict(doc)) for doc in self.catalog.documents])
 
     def is_valid(self, event: Mapping[str, Any]) -> bool:
         """Answer quickly whether ``event`` is valid; unknown events and versions are invalid."""

@@ -2,6 +2,9 @@
 
 Dereferencing, normalising and the naming rules all need to visit subschemas and only subschemas: a
 property called ``description`` or an enum value holding a ``"$ref"`` key is data, not a keyword.
+``dereference`` is kvlog's only way to follow a ``$ref``: it asks the catalog's registry, so a
+reference reaches the document its ``$id`` names. What a field may hold is read from its result
+(``kvlog.schema.fields``).
 """
 
 from __future__ import annotations
