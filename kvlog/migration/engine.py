@@ -1,13 +1,13 @@
 """The streaming migrator: one pass over a log, one output line per input line, bounded memory.
 
-A log is mostly request lines that no rule reads. The reader finds candidate lines by probing each
-block for a rare byte of the words every wording contains (a single-byte ``bytes.find`` runs at
-memchr speed) and copies everything between them through untouched, so the cost is in the handful
-of memory lines: each is split from its prefix, rejected at once unless its message starts the way
-some wording starts, and otherwise tried against the text generations, oldest first. A recognised
-line becomes an event of the newest catalog version (text: through its generation's step, then up
-the chain; JSON events of an older version: up the chain), goes through the per-rank context, and
-is written at the requested catalog version after validation. Anything that cannot be migrated is
+A log is mostly request lines that no rule reads. The reader finds candidate lines by the words
+every wording contains (``kvlog.migration.candidates``, at memchr speed) and copies everything
+between them through untouched, so the cost is in the handful of memory lines: each is split from
+its prefix, rejected at once unless its message starts the way some wording starts, and otherwise
+tried against the text generations, oldest first. A recognised line becomes an event of the newest
+catalog version (text: through its generation's step, then up the chain; JSON events of an older
+version: up the chain), goes through the per-rank context, and is written at the requested catalog
+version after validation. Anything that cannot be migrated is
 copied through as it was and, when it looks like a memory line, reported with the reason.
 
 Events that wait for a later line (see ``kvlog.migration.context``) hold back the output behind them
@@ -18,15 +18,16 @@ from __future__ import annotations
 
 import re
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import IO, Any, Literal, Protocol
+from typing import IO, Any, Literal
 
 import orjson
 
 from kvlog.envelope import EVIDENCE, InferenceRule, ordered
 from kvlog.io import jsonline
 from kvlog.io.inputs import InputError
+from kvlog.migration.candidates import JSON_EVENT, MAX_LINE_BYTES, Readable, segments
 from kvlog.migration.context import Context, Held
 from kvlog.migration.grammar import Generation, Recognised
 from kvlog.migration.legacy import LegacyRenderer, current_line
@@ -39,43 +40,11 @@ from kvlog.text.prefix import SGLANG, LinePrefix
 OutputFormat = Literal["jsonl", "text", "legacy"]
 DeadLetter = Callable[[dict[str, Any]], None]
 
-BLOCK_BYTES = 1 << 16
-#: longer lines are copied without being parsed (sglang's memory lines are a few hundred bytes)
-MAX_LINE_BYTES = 1 << 16
-#: after this many probe bytes that start no keyword in a block, search for the keywords themselves
-_PROBE_MISSES = 64
 LOOKAHEAD_LINES = 100_000
 LOOKAHEAD_BYTES = 64 << 20
-#: Every line a rule reads contains one of these words. Each is found through a byte of it that is rare
-#: in request logs (a single-byte search runs at memchr speed, several times faster than a word search),
-#: then checked in place: (probe byte, offset of the byte in the words, words).
-_PROBES: tuple[tuple[bytes, int, tuple[bytes, ...]], ...] = (
-    (
-        b"V",
-        1,
-        (b"KV Cache", b"KV cache dtype", b"KV cache is", b"KV cache.", b"KVPool", b"KV sizing", b"KV host", b"KV pool"),
-    ),
-    (b"V", 2, (b"KvVmmArena",)),
-    (b"M", 0, (b"Memory pool", b"Mamba")),
-    (b"L", 0, (b"Load weight",)),
-    (b"_", 3, (b"max_total_num_tokens",)),
-    (b"_", 6, (b"server_args=",)),
-    (b"C", 2, (b"HiCache",)),
-    (b"U", 0, (b"Use sliding window",)),
-    (b"{", 0, (b"{",)),
-)
-_JSON_EVENT = b'"schema_version"'
 _MEMORY_LIKE = re.compile(
     r"[0-9] ?(?:GB|GiB|MB|MiB|KiB|TB)\b|is allocated|VA upper bound|reserved(?:_va)?=|mem usage|avail mem"
 )
-
-
-class Readable(Protocol):
-    """Anything with ``read(size) -> bytes``: a file, a decompressing stream, standard input."""
-
-    def read(self, size: int = -1, /) -> bytes:
-        """Up to ``size`` bytes; empty at the end."""
-        ...
 
 
 @dataclass(frozen=True)
@@ -114,7 +83,7 @@ class Migrator:
         report = MigrationReport(files=1)
         run = _FileRun(self, None if name == "-" else name, out, report, dead)
         try:
-            for is_candidate, data, start, end in _segments(stream):
+            for is_candidate, data, start, end in segments(stream):
                 if is_candidate:
                     run.line(data[start:end])
                 else:
@@ -252,7 +221,7 @@ class _FileRun:
         try:
             event = orjson.loads(body)
         except orjson.JSONDecodeError as exc:
-            if _JSON_EVENT in body:
+            if JSON_EVENT in body:
                 self._reject(raw, f"looks like a JSON event but cannot be read: {exc}")
             return None
         if not isinstance(event, dict):
@@ -398,104 +367,3 @@ class _FileRun:
             return
         problems = "; ".join(f"{v.path}: {v.message}" for v in self.migrator.validator.violations(event)[:3])
         raise MigrationError(f"the migrated {event.get('event')}@{event.get('schema_version')} is invalid: {problems}")
-
-
-def _segments(stream: Readable) -> Iterator[tuple[bool, bytes, int, int]]:
-    """``data[start:end]``: runs of lines no rule can read (False) and single candidate lines (True).
-
-    Blocks are not sliced into copies: a segment is a range of the block it lies in, so a log is
-    copied once on the way in and once on the way out. A line longer than ``MAX_LINE_BYTES`` cannot be
-    a candidate: once that many of its bytes are pending it is passed on in pieces as they arrive,
-    so that neither memory nor the cost per byte grows with its length.
-    """
-    pending: list[bytes] = []
-    pending_bytes = 0
-    streaming = False  # inside a line over the cap, whose start was already passed on
-    while True:
-        block = stream.read(BLOCK_BYTES)
-        if not block:
-            if pending:
-                data = b"".join(pending)
-                yield from _split(data, len(data))
-            return
-        if streaming:
-            end = block.find(b"\n") + 1
-            if end == 0:
-                yield False, block, 0, len(block)
-                continue
-            yield False, block, 0, end
-            streaming = False
-            block = block[end:]
-            if not block:
-                continue
-        cut = block.rfind(b"\n") + 1
-        if cut == 0:
-            pending.append(block)  # a line longer than a block: joined once its end arrives
-            pending_bytes += len(block)
-            if pending_bytes > MAX_LINE_BYTES + 1:  # too long to be read: pass it on as it comes
-                data = b"".join(pending)
-                yield False, data, 0, len(data)
-                pending, pending_bytes, streaming = [], 0, True
-            continue
-        if pending:
-            data = b"".join([*pending, block[:cut]])
-            yield from _split(data, len(data))
-        else:
-            yield from _split(block, cut)
-        pending = [block[cut:]] if cut < len(block) else []
-        pending_bytes = len(block) - cut
-
-
-def _split(data: bytes, size: int) -> Iterator[tuple[bool, bytes, int, int]]:
-    starts: set[int] = set()
-    for byte, offset, words in _PROBES:
-        for at in _keyword_positions(data, size, byte, offset, words):
-            start = data.rfind(b"\n", 0, at) + 1
-            end = data.find(b"\n", at, size)
-            end = size if end == -1 else end
-            if byte != b"{" or data.find(_JSON_EVENT, start, end) != -1:
-                starts.add(start)
-    position = 0
-    for start in sorted(starts):
-        if start > position:
-            yield False, data, position, start
-        end = data.find(b"\n", start, size)
-        end = size if end == -1 else end + 1
-        yield True, data, start, end
-        position = end
-    if position < size:
-        yield False, data, position, size
-
-
-def _keyword_positions(data: bytes, size: int, byte: bytes, offset: int, words: tuple[bytes, ...]) -> Iterator[int]:
-    """Where ``words`` start in ``data[:size]``, at most once per line: a memchr probe while hits are rare."""
-    misses = 0
-    position = data.find(byte, 0, size)
-    while position != -1:
-        at = position - offset
-        if at >= 0 and data.startswith(words, at, size):
-            yield at
-            end = data.find(b"\n", position, size)
-            if end == -1:
-                return
-            position = data.find(byte, end, size)
-            continue
-        misses += 1
-        if misses > _PROBE_MISSES:
-            yield from _word_positions(data, size, max(at, 0), words)
-            return
-        position = data.find(byte, position + 1, size)
-
-
-def _word_positions(data: bytes, size: int, position: int, words: tuple[bytes, ...]) -> Iterator[int]:
-    """The first occurrence of any of ``words`` in each line of ``data[position:size]``."""
-    while True:
-        found = [p for p in (data.find(word, position, size) for word in words) if p != -1]
-        if not found:
-            return
-        at = min(found)
-        yield at
-        end = data.find(b"\n", at, size)
-        if end == -1:
-            return
-        position = end
