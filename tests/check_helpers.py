@@ -1,7 +1,8 @@
-"""Helpers for the kvlog check tests: real ``kvlog`` subprocesses, real git repositories."""
+"""Helpers for the kvlog check tests: ``kvlog.commands.check``, real ``kvlog`` subprocesses, real git repositories."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -10,6 +11,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from kvlog import commands
+from kvlog.check.report import Format, format_report, summary
 from kvlog.schema.resources import data_dir
 
 KVLOG = str(Path(sys.executable).with_name("kvlog"))
@@ -28,6 +31,19 @@ def kvlog(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     done = subprocess.run([KVLOG, *args], cwd=cwd, capture_output=True, text=True, check=False, timeout=120)
     assert "Traceback" not in done.stderr, done.stderr
     return done
+
+
+def checked(cwd: Path, path: str | None = None, **options: Any) -> tuple[int, list[dict[str, Any]]]:
+    """``kvlog check [PATH] --format json`` in ``cwd``, run in this process: (exit status, the findings)."""
+    status, text, _ = checked_as(cwd, "json", path, **options)
+    return status, json.loads(text)
+
+
+def checked_as(cwd: Path, output_format: Format, path: str | None = None, **options: Any) -> tuple[int, str, str]:
+    """``kvlog check [PATH] --format FORMAT`` in ``cwd``, in this process: (exit status, the report, the summary)."""
+    with contextlib.chdir(cwd):
+        outcome = commands.check(path, **options)
+    return outcome.exit_status, format_report(outcome.report, output_format), summary(outcome.report)
 
 
 def git(repo: Path, *args: str) -> str:

@@ -1,8 +1,11 @@
-"""``kvlog check`` end to end: real subprocesses on real git repositories holding copies of the catalog."""
+"""``kvlog check`` on real git repositories holding copies of the catalog.
+
+The rules are run through ``kvlog.commands.check``, in process; real subprocesses remain where the
+console is the contract (standard output and error, exit statuses, ``--output``).
+"""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from xml.etree import ElementTree
 
@@ -11,6 +14,8 @@ from check_helpers import (
     acme_project,
     acme_rename_migrations,
     acme_schema,
+    checked,
+    checked_as,
     commit_all,
     git,
     kvlog,
@@ -30,9 +35,9 @@ def edit_reserved_va_bytes_type(repo: Path) -> None:
 
 
 def test_the_shipped_catalog_passes_every_rule(tmp_path: Path) -> None:
-    done = kvlog("check", cwd=tmp_path)  # no PATH, no pyproject here: kvlog's own catalog
-    assert done.returncode == 0, done.stdout + done.stderr
-    assert "0 errors" in done.stderr
+    status, text, summary = checked_as(tmp_path, "text")  # no PATH, no pyproject here: kvlog's own catalog
+    assert status == 0, text
+    assert "0 errors" in summary
 
 
 def test_unmodified_repo_passes_against_the_previous_commit(tmp_path: Path) -> None:
@@ -42,32 +47,31 @@ def test_unmodified_repo_passes_against_the_previous_commit(tmp_path: Path) -> N
     done = kvlog("check", ".", "--against", "HEAD~1", cwd=repo)
     assert done.returncode == 0, done.stdout + done.stderr
     assert done.stdout == ""
-    assert "kvlog check: 0 errors" in done.stderr
+    assert done.stderr.startswith("kvlog check: 0 errors, ") and done.stderr.count("\n") == 1
 
 
 def test_editing_a_released_schema_in_place_fails_naming_the_field(tmp_path: Path) -> None:
     repo = project_repo(tmp_path)
     edit_reserved_va_bytes_type(repo)
     commit_all(repo, "edit a released schema in place")
-    done = kvlog("check", ".", "--against", "HEAD~1", cwd=repo)
-    assert done.returncode == 1
-    released = [line for line in done.stdout.splitlines() if " KV201 " in line]
+    status, text, _ = checked_as(repo, "text", ".", against="HEAD~1")
+    assert status == 1
+    released = [line for line in text.splitlines() if " KV201 " in line]
     assert released == [
         "schemas/kv_arena.ready/v2.json:55: KV201 error: kv_arena.ready@2 was released at HEAD~1 and must not change: "
         'field reserved_va_bytes: type changed from "integer" to "number"; add v3 (with a migration) instead'
     ]
     # The naming rule sees the same edit on its own: a byte count must be an integer.
-    assert any(" KV101 " in line and "reserved_va_bytes" in line for line in done.stdout.splitlines())
+    assert any(" KV101 " in line and "reserved_va_bytes" in line for line in text.splitlines())
 
-    github = kvlog("check", ".", "--against", "HEAD~1", "--format", "github", cwd=repo)
-    assert github.returncode == 1
+    status, github, _ = checked_as(repo, "github", ".", against="HEAD~1")
+    assert status == 1
     assert (
         "::error file=schemas/kv_arena.ready/v2.json,line=55,title=KV201 released-edited::"
         "kv_arena.ready@2 was released at HEAD~1"
-    ) in github.stdout
+    ) in github
 
-    as_json = kvlog("check", ".", "--against", "HEAD~1", "--format", "json", cwd=repo)
-    findings = json.loads(as_json.stdout)
+    _, findings = checked(repo, ".", against="HEAD~1")
     kv201 = [f for f in findings if f["rule"] == "KV201"]
     assert kv201[0]["file"] == "schemas/kv_arena.ready/v2.json"
     assert kv201[0]["level"] == "error" and kv201[0]["line"] == 55
@@ -90,11 +94,9 @@ def test_rewording_a_released_schema_is_a_warning_only(tmp_path: Path) -> None:
     schema["properties"]["arena_id"]["description"] = "Arena identifier (reworded)."
     write_json(path, schema)
     commit_all(repo, "reword")
-    done = kvlog("check", ".", "--against", "HEAD~1", cwd=repo)
-    assert done.returncode == 0
-    assert (
-        "KV202 warning: kv_arena.ready@2 was released at HEAD~1; its annotations changed: field arena_id" in done.stdout
-    )
+    status, text, _ = checked_as(repo, "text", ".", against="HEAD~1")
+    assert status == 0
+    assert "KV202 warning: kv_arena.ready@2 was released at HEAD~1; its annotations changed: field arena_id" in text
 
 
 def acme_repo(tmp_path: Path) -> Path:
@@ -112,9 +114,9 @@ def test_a_breaking_rename_fails_alone_and_passes_once_a_migration_covers_it(tmp
         acme_schema(2, renamed, ["reserved_va_bytes", "pool_state"]),
     )
     commit_all(root, "acme.alloc v2: the reservation is address space")
-    alone = kvlog("check", "--against", "HEAD~1", cwd=root)  # PATH from pyproject's [tool.kvlog]
-    assert alone.returncode == 1
-    lines = alone.stdout.splitlines()
+    status, text, _ = checked_as(root, "text", against="HEAD~1")  # PATH from pyproject's [tool.kvlog]
+    assert status == 1
+    lines = text.splitlines()
     (breaking,) = [line for line in lines if " KV204 " in line]
     assert breaking == (
         "telemetry/schemas/acme.alloc/v2.json:28: KV204 error: acme.alloc@2 is not backward-compatible with v1 "
@@ -129,11 +131,11 @@ def test_a_breaking_rename_fails_alone_and_passes_once_a_migration_covers_it(tmp
     acme_rename_migrations(root)
     commit_all(root, "migrations for the rename")
     for mode in MODES:
-        covered = kvlog("check", "--against", "HEAD~2", "--mode", mode, cwd=root)
-        assert covered.returncode == 0, (mode, covered.stdout, covered.stderr)
-        notes = [line for line in covered.stdout.splitlines() if " KV205 note: " in line]
+        status, text, _ = checked_as(root, "text", against="HEAD~2", mode=mode)
+        assert status == 0, (mode, text)
+        notes = [line for line in text.splitlines() if " KV205 note: " in line]
         assert len(notes) == {"none": 0, "full": 2, "full_transitive": 2}.get(mode, 1), (mode, notes)
-    full = kvlog("check", "--against", "HEAD~2", "--mode", "full", cwd=root).stdout
+    full = checked_as(root, "text", against="HEAD~2", mode="full")[1]
     assert (
         "acme.alloc@2 is not backward-compatible with v1 (reserved_bytes: v1 allows reserved_bytes, v2 rejects it "
         "(closed content model); reserved_va_bytes: v2 requires reserved_va_bytes; v1 events may lack it); "
@@ -152,16 +154,16 @@ def test_the_mode_comes_from_pyproject_unless_given(tmp_path: Path) -> None:
         acme_schema(2, {**ACME_V1, "numa_node": {"type": ["integer", "null"]}}, ["reserved_bytes", "pool_state"]),
     )
     commit_all(root, "acme.alloc v2")
-    full = kvlog("check", "--against", "HEAD~1", cwd=root)
-    assert full.returncode == 1
+    status, full, _ = checked_as(root, "text", against="HEAD~1")
+    assert status == 1
     assert (
         "acme.alloc@2 is not forward-compatible with v1 under --mode full: numa_node: v2 allows numa_node, "
         "v1 rejects it (closed content model); add an invertible migration v1 -> v2"
-    ) in full.stdout
-    backward = kvlog("check", "--against", "HEAD~1", "--mode", "backward", cwd=root)
-    assert " KV204 " not in backward.stdout
+    ) in full
+    backward = checked_as(root, "text", against="HEAD~1", mode="backward")[1]
+    assert " KV204 " not in backward
     # Still an error: nothing migrates v1 events to v2.
-    assert " KV302 error: acme.alloc@1 cannot be migrated to the latest version v2" in backward.stdout
+    assert " KV302 error: acme.alloc@1 cannot be migrated to the latest version v2" in backward
 
 
 def test_a_first_commit_has_nothing_to_compare_with(tmp_path: Path) -> None:
@@ -169,4 +171,5 @@ def test_a_first_commit_has_nothing_to_compare_with(tmp_path: Path) -> None:
     done = kvlog("check", ".", "--against", "HEAD~1", cwd=repo)
     assert done.returncode == 2
     assert done.stderr.startswith("kvlog check: --against HEAD~1: not a commit in the repository holding ")
-    assert kvlog("check", ".", "--against", "HEAD", cwd=repo).returncode == 0
+    assert done.stdout == "" and done.stderr.count("\n") == 1
+    assert checked(repo, ".", against="HEAD")[0] == 0

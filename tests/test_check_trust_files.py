@@ -6,6 +6,8 @@ directory, a huge file or a secret outside the project. Each is refused as a fin
 (or, for pyproject.toml, which says where everything else is, with exit 2), never read, never hung
 on. The same holds for the catalog at ``--against REF`` (a link or an oversized blob in git), and a
 ref that looks like an option reaches git only as an object id.
+
+The rules run through ``kvlog.commands.check``, in process; a subprocess checks the console's line.
 """
 
 from __future__ import annotations
@@ -16,7 +18,12 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from check_helpers import acme_project, git, kvlog, read_json, write_json
+from check_helpers import acme_project, checked, checked_as, git, kvlog, read_json, write_json
+
+from kvlog.check.config import ConfigError
+from kvlog.cli.check import check
+from kvlog.cli.failing import flags
+from kvlog.errors import OptionError
 
 DOCUMENT_BYTES = 8 << 20  # the caps README documents: 8 MiB for a schema, step or expectation file
 LOG_BYTES = 256 << 20  # and 256 MiB for a golden log, before and after decompression
@@ -96,13 +103,12 @@ PLACES: list[tuple[str, Callable[[Path], Path], str]] = [
 
 
 def assert_refused(root: Path, rule: str, where: Path) -> None:
-    done = kvlog("check", "--format", "json", cwd=root)
-    assert done.returncode == 1, done.stdout + done.stderr
-    findings = json.loads(done.stdout)
+    status, findings = checked(root)
+    assert status == 1, findings
     mine = [f for f in findings if f["file"] == where.relative_to(root).as_posix()]
     assert [f["rule"] for f in mine] == [rule], findings
     assert any(reason in mine[0]["message"] for reason in REASONS), mine
-    assert SECRET not in done.stdout + done.stderr
+    assert SECRET not in json.dumps(findings)
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -131,8 +137,7 @@ def test_links_inside_the_project_are_read(tmp_path: Path) -> None:
     (root / "real-v1.json").write_text(v1.read_text())
     v1.unlink()
     v1.symlink_to(root / "real-v1.json")
-    done = kvlog("check", cwd=root)
-    assert (done.returncode, done.stdout) == (0, ""), done.stdout
+    assert checked(root) == (0, [])
 
 
 def test_the_caps_are_the_documented_ones() -> None:
@@ -146,11 +151,22 @@ def test_a_planted_pyproject_is_refused_with_exit_2(tmp_path: Path, kind: str) -
     root = tmp_path / "project"
     root.mkdir()
     plant(kind, root / "pyproject.toml", root)
+    with pytest.raises(ConfigError) as raised:
+        checked(root)
+    message = str(raised.value)
+    assert message.startswith("pyproject.toml: "), message
+    assert any(reason in message for reason in REASONS), message
+    assert SECRET not in message
+
+
+def test_a_planted_pyproject_is_one_line_on_the_console_and_exit_2(tmp_path: Path) -> None:
+    root = tmp_path / "project"
+    root.mkdir()
+    plant("link outside the project", root / "pyproject.toml", root)
     done = kvlog("check", cwd=root)
     assert done.returncode == 2, done.stdout + done.stderr
     assert done.stderr.startswith("kvlog check: pyproject.toml: "), done.stderr
-    assert any(reason in done.stderr for reason in REASONS), done.stderr
-    assert len(done.stderr.splitlines()) == 1
+    assert len(done.stderr.splitlines()) == 1 and done.stdout == ""
     assert SECRET not in done.stdout + done.stderr
 
 
@@ -164,8 +180,7 @@ def test_a_decompression_bomb_stops_at_the_cap(tmp_path: Path) -> None:
         for _ in range((LOG_BYTES >> 20) + 1):
             handle.write(block)
     assert (corpus / "bomb.log.gz").stat().st_size < LOG_BYTES // 100
-    done = kvlog("check", "--format", "json", cwd=root)
-    findings = json.loads(done.stdout)
+    _, findings = checked(root)
     assert [(f["rule"], f["file"]) for f in findings] == [("KV503", "corpus/bomb.log.gz")], findings
     assert "decompresses to more than" in findings[0]["message"]
 
@@ -185,10 +200,11 @@ def test_tool_kvlog_paths_outside_the_project_are_refused(tmp_path: Path, key: s
         (root / "inside").symlink_to(outside / "schemas", target_is_directory=True)
     table = {"schemas": "telemetry/schemas", "migrations": "telemetry/migrations", key: value}
     (root / "pyproject.toml").write_text("[tool.kvlog]\n" + "".join(f'{k} = "{v}"\n' for k, v in table.items()))
-    done = kvlog("check", cwd=root)
-    assert done.returncode == 2, done.stdout + done.stderr
-    assert f"[tool.kvlog] {key} = " in done.stderr and "is outside the project" in done.stderr, done.stderr
-    assert SECRET not in done.stdout + done.stderr
+    with pytest.raises(ConfigError) as raised:
+        checked(root)
+    message = str(raised.value)
+    assert f"[tool.kvlog] {key} = " in message and "is outside the project" in message, message
+    assert SECRET not in message
 
 
 def test_a_directory_given_on_the_command_line_is_read_wherever_it_is(tmp_path: Path) -> None:
@@ -196,12 +212,11 @@ def test_a_directory_given_on_the_command_line_is_read_wherever_it_is(tmp_path: 
     corpus = tmp_path / "shared-corpus"
     corpus.mkdir()
     (corpus / "old.log").write_text("plain text\n")
-    done = kvlog("check", "--corpus", str(corpus), cwd=root)
-    assert done.returncode == 0, done.stdout + done.stderr
-    assert "1 corpus file" in done.stderr
+    status, text, summary = checked_as(root, "text", corpus=str(corpus))
+    assert status == 0, text
+    assert "1 corpus file" in summary
     elsewhere = acme_project(tmp_path / "elsewhere")
-    done = kvlog("check", str(elsewhere), cwd=root)
-    assert done.returncode == 0, done.stdout + done.stderr
+    assert checked(root, str(elsewhere)) == (0, [])
 
 
 # --- --against: what git holds is screened the same way ------------------------------------------
@@ -228,11 +243,10 @@ def test_a_link_or_an_oversized_blob_at_the_ref_is_refused(tmp_path: Path, blob:
         plant(blob, planted, root)
     commit(root, "pyproject.toml", "telemetry")
     planted.unlink()
-    done = kvlog("check", "--against", "HEAD", "--format", "json", cwd=root)
-    findings = json.loads(done.stdout)
+    _, findings = checked(root, against="HEAD")
     assert [(f["rule"], f["file"]) for f in findings] == [("KV001", "HEAD:telemetry/schemas/_planted.json")], findings
     assert ("symbolic link" in findings[0]["message"]) == (blob != "oversized blob")
-    assert SECRET not in done.stdout + done.stderr
+    assert SECRET not in json.dumps(findings)
 
 
 # --- item 17: a ref that looks like an option -----------------------------------------------------
@@ -247,9 +261,9 @@ def test_a_branch_named_like_an_option_is_used_as_a_ref(tmp_path: Path, branch: 
     schema = read_json(v1)
     schema["properties"]["pool_state"]["enum"].append("evicted")
     write_json(v1, schema)
-    done = kvlog("check", "--against", branch, cwd=root)
-    assert done.returncode == 1, done.stdout + done.stderr
-    assert f"KV201 error: acme.alloc@1 was released at {branch} and must not change" in done.stdout
+    status, text, _ = checked_as(root, "text", against=branch)
+    assert status == 1, text
+    assert f"KV201 error: acme.alloc@1 was released at {branch} and must not change" in text
     assert not (root / "planted.txt").exists()
 
 
@@ -257,9 +271,9 @@ def test_a_branch_named_like_an_option_is_used_as_a_ref(tmp_path: Path, branch: 
 def test_an_option_that_names_no_branch_is_no_commit(tmp_path: Path, ref: str) -> None:
     root = committed_project(tmp_path)
     commit(root, "pyproject.toml", "telemetry")
-    done = kvlog("check", f"--against={ref}", cwd=root)
-    assert done.returncode == 2, done.stdout + done.stderr
-    assert done.stderr.startswith(f"kvlog check: --against {ref}: not a commit"), done.stderr
+    with pytest.raises(OptionError) as raised:
+        checked(root, against=ref)
+    assert raised.value.worded(flags(check)).startswith(f"--against {ref}: not a commit"), raised.value
     assert not (root / "planted.txt").exists()
 
 
@@ -272,7 +286,7 @@ def test_a_catalog_directory_linked_out_of_the_path_is_refused(tmp_path: Path, p
     if part == "schemas":
         (project / "schemas").rmdir()
     (project / part).symlink_to(outside, target_is_directory=True)
-    done = kvlog("check", "project", cwd=tmp_path)
-    assert done.returncode == 2, done.stdout + done.stderr
-    assert done.stderr.startswith(f"kvlog check: project/{part}: a link out of project"), done.stderr
-    assert SECRET not in done.stdout + done.stderr
+    with pytest.raises(ConfigError) as raised:
+        checked(tmp_path, "project")
+    assert str(raised.value).startswith(f"project/{part}: a link out of project"), raised.value
+    assert SECRET not in str(raised.value)

@@ -7,6 +7,9 @@
   is a finding with a rule and a file, never a traceback.
 - File names are a pull request's to choose: a newline, an escape sequence or a byte that is not
   UTF-8 in one cannot start a workflow command, rewrite a terminal or break a report format.
+
+The rules run through ``kvlog.commands.check``, in process; report bytes and error lines are checked
+on the console, where they are the contract.
 """
 
 from __future__ import annotations
@@ -26,16 +29,19 @@ from check_helpers import (
     acme_project,
     acme_rename_migrations,
     acme_schema,
+    checked,
+    checked_as,
     git,
     kvlog,
     read_json,
     write_json,
 )
-from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kvlog.cli.check import check
+from kvlog import commands
+from kvlog.check.report import format_report
+from kvlog.errors import KvlogError
 
 SCHEMAS = Path("telemetry/schemas")
 V1 = SCHEMAS / "acme.alloc" / "v1.json"
@@ -87,9 +93,8 @@ def test_a_backtracking_pattern_is_reported_and_its_examples_are_still_explained
     root = renamed_project(tmp_path / "acme", spec)
     # An example invalid for another reason too: the explanation walks every keyword, the pattern included.
     add_to_examples(root, {**value, "reserved_bytes_total": -1})
-    done = kvlog("check", "--format", "json", cwd=root)  # kvlog() has a timeout: a hang fails the test
-    assert done.returncode == 1, done.stderr
-    findings = json.loads(done.stdout)
+    status, findings = checked(root)  # a hang fails the run's timeout
+    assert status == 1, findings
     flagged = [f for f in findings if f["rule"] == "KV008"]
     assert {f["file"] for f in flagged} == {V1.as_posix(), V2.as_posix()}, findings
     assert all(f["line"] is not None and "can backtrack exponentially" in f["message"] for f in flagged)
@@ -101,9 +106,9 @@ def test_a_backtracking_pattern_is_reported_and_its_examples_are_still_explained
 def test_a_failing_pattern_is_explained_like_any_violation(tmp_path: Path) -> None:
     root = renamed_project(tmp_path / "acme", {"label": {"type": "string", "pattern": "^(a+)+$"}})
     add_to_examples(root, {"label": EVIL})
-    done = kvlog("check", cwd=root)
-    assert done.returncode == 1
-    assert f'$.label: "{EVIL}" does not match "^(a+)+$"' in done.stdout, done.stdout
+    status, text, _ = checked_as(root, "text")
+    assert status == 1
+    assert f'$.label: "{EVIL}" does not match "^(a+)+$"' in text, text
 
 
 @pytest.mark.parametrize(
@@ -112,9 +117,8 @@ def test_a_failing_pattern_is_explained_like_any_violation(tmp_path: Path) -> No
 )
 def test_a_pattern_the_linear_engine_cannot_run_is_reported(tmp_path: Path, pattern: str, why: str) -> None:
     root = renamed_project(tmp_path / "acme", {"label": {"type": "string", "pattern": pattern}})
-    done = kvlog("check", "--format", "json", cwd=root)
-    assert done.returncode == 1
-    findings = json.loads(done.stdout)
+    status, findings = checked(root)
+    assert status == 1
     assert {f["file"] for f in findings if f["rule"] == "KV008" and why in f["message"]} == {
         V1.as_posix(),
         V2.as_posix(),
@@ -134,8 +138,7 @@ def test_a_pattern_the_linear_engine_cannot_run_is_reported(tmp_path: Path, patt
 )
 def test_a_linear_pattern_passes(tmp_path: Path, pattern: str) -> None:
     root = renamed_project(tmp_path / "acme", {"label": {"type": "string", "pattern": pattern}})
-    done = kvlog("check", cwd=root)
-    assert (done.returncode, done.stdout) == (0, ""), done.stdout
+    assert checked(root) == (0, [])
 
 
 # --- item 11: broken input is a finding ----------------------------------------------------------
@@ -179,9 +182,8 @@ def test_a_broken_schema_is_a_finding_not_a_traceback(
 ) -> None:
     root = renamed_project(tmp_path / "acme")  # with migrations: their examples are validated too
     set_in_v1(root, path, value)
-    done = kvlog("check", "--format", "json", cwd=root)
-    assert done.returncode == 1, done.stderr
-    findings = json.loads(done.stdout)
+    status, findings = checked(root)
+    assert status == 1, findings
     assert any(
         f["rule"] == rule and f["file"] == V1.as_posix() and f["line"] is not None and message in f["message"]
         for f in findings
@@ -198,9 +200,8 @@ def test_a_bad_expectation_row_is_a_finding_at_its_line(tmp_path: Path, row: str
     corpus.mkdir()
     (corpus / "old.log").write_text("one\ntwo\n")
     (corpus / "old.expected.jsonl").write_text('{"line": 1, "pass": "distractor"}\n' + row + "\n")
-    done = kvlog("check", "--corpus", "corpus", "--format", "json", cwd=root)
-    assert done.returncode == 1, done.stderr
-    findings = json.loads(done.stdout)
+    status, findings = checked(root, corpus="corpus")
+    assert status == 1, findings
     assert [(f["rule"], f["file"], f["line"]) for f in findings] == [("KV503", "corpus/old.expected.jsonl", 2)]
 
 
@@ -301,12 +302,13 @@ def test_any_mutation_of_a_catalog_is_checked_without_a_traceback(tmp_path: Path
         path.write_text(re.sub(rf"^{key} = .*$", lambda _m: f"{key} = {value}", text, count=1, flags=re.M))
     else:
         path.write_text(json.dumps(data.draw(VALUES)) + "\n")
-    result = CliRunner().invoke(check, [str(root), "--corpus", str(corpus), "--format", "json"])
-    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
-    assert result.exit_code in {0, 1, 2}
-    if result.exit_code != 2:
-        findings = json.loads(result.stdout)
-        assert all(f["rule"] and f["file"] for f in findings), findings
+    try:
+        outcome = commands.check(root, corpus=corpus)
+    except KvlogError:  # exit 2: the input cannot be checked at all
+        return
+    assert outcome.exit_status in {0, 1}
+    findings = json.loads(format_report(outcome.report, "json"))
+    assert all(f["rule"] and f["file"] for f in findings), findings
 
 
 # --- item 18: file names are escaped in every format ---------------------------------------------
@@ -402,9 +404,9 @@ def test_a_released_version_made_unreadable_is_reported_once_not_as_removed(tmp_
     else:
         (root / V1).unlink()
         (root / V1).symlink_to("/dev/zero")
-    done = kvlog("check", "--against", "HEAD", "--format", "json", cwd=root)
-    assert done.returncode == 1, done.stderr
-    assert [(f["rule"], f["file"]) for f in json.loads(done.stdout)] == [("KV001", V1.as_posix())], done.stdout
+    status, findings = checked(root, against="HEAD")
+    assert status == 1, findings
+    assert [(f["rule"], f["file"]) for f in findings] == [("KV001", V1.as_posix())], findings
 
 
 @pytest.mark.parametrize("depth", [100, 255, 1000, 1025, 5000])
@@ -415,12 +417,11 @@ def test_a_deeply_nested_event_in_a_golden_log_is_a_finding(tmp_path: Path, dept
     deep = "[" * depth + "]" * depth
     line = acme_event(1, reserved_bytes=1, pool_state="reserved")[:-1] + f', "migrated": {{"x": {deep}}}}}'
     (corpus / "old.log").write_text(f"plain text\n{line}\n")
-    done = kvlog("check", "--corpus", "corpus", "--format", "json", cwd=root)
-    findings = json.loads(done.stdout)
+    status, findings = checked(root, corpus="corpus")
     if depth <= 254:  # what orjson writes back: such an event is valid (migrated is any object)
-        assert (done.returncode, findings) == (0, []), done.stdout
+        assert (status, findings) == (0, []), findings
         return
-    assert done.returncode == 1, done.stderr
+    assert status == 1, findings
     assert findings and all(f["rule"].startswith("KV50") and f["file"] == "corpus/old.log" for f in findings), findings
 
 

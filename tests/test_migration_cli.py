@@ -1,9 +1,15 @@
-"""`kvlog migrate` as users run it: real subprocesses, real files, compressed streams, signals."""
+"""`kvlog migrate` on real files: compressed streams, directories, in-place, signals.
+
+What a run does is tested through ``kvlog.commands.migrate``, in process; real subprocesses remain
+where the console is the contract (standard input and output, exit statuses, messages, a progress
+bar on a terminal) and where a process has to be killed.
+"""
 
 from __future__ import annotations
 
 import gzip
 import hashlib
+import io
 import json
 import os
 import pty
@@ -16,6 +22,8 @@ from pathlib import Path
 
 import pytest
 import zstandard
+
+from kvlog import commands
 
 CORPUS = Path(__file__).parent / "corpus"
 GEN1 = CORPUS / "gen1_early_2025.log"
@@ -67,10 +75,22 @@ def kvlog(*args: str | Path, stdin: bytes | None = None, cwd: Path | None = None
     )
 
 
-def migrated(*args: str | Path) -> bytes:
-    result = kvlog("migrate", *args)
-    assert result.returncode == 0, result.stderr.decode()
-    return result.stdout
+def migrated(*inputs: str | Path, **options: object) -> bytes:
+    """What ``kvlog migrate INPUTS`` writes to standard output, migrated in this process."""
+    out = io.BytesIO()
+    outcome = commands.migrate(inputs, stdout=out, **options)  # type: ignore[arg-type]
+    assert outcome.exit_status == 0, outcome.problems
+    return out.getvalue()
+
+
+def migrate(*inputs: str | Path, **options: object) -> commands.MigrateOutcome:
+    return commands.migrate(inputs, **options)  # type: ignore[arg-type]
+
+
+def valid(events: bytes, tmp_path: Path) -> bool:
+    log = tmp_path / f"check-{hashlib.sha256(events).hexdigest()[:8]}.jsonl"
+    log.write_bytes(events)
+    return commands.validate(log).exit_status == 0
 
 
 def lines(data: bytes) -> list[bytes]:
@@ -96,7 +116,7 @@ def test_compressed_in_and_out(old: Path, tmp_path: Path) -> None:
     source_zst.write_bytes(zstandard.ZstdCompressor().compress(old.read_bytes()))
     for source, suffix in ((source_gz, ".gz"), (source_zst, ".zst"), (old, ".gz")):
         out = tmp_path / f"out-{source.name}{suffix}"
-        assert kvlog("migrate", source, "-o", out).returncode == 0
+        assert migrate(source, output=out).exit_status == 0
         data = out.read_bytes()
         plain = gzip.decompress(data) if suffix == ".gz" else zstandard.ZstdDecompressor().stream_reader(data).read()
         assert plain == expected.replace(str(old).encode(), str(source).encode())
@@ -107,8 +127,8 @@ def test_in_place_replaces_atomically_and_keeps_a_backup(old: Path, tmp_path: Pa
     original = gzip.compress(old.read_bytes())
     log.write_bytes(original)
     log.chmod(0o640)
-    result = kvlog("migrate", "--in-place", "--backup-suffix", ".before-kvlog", log)
-    assert result.returncode == 0, result.stderr.decode()
+    result = migrate(log, in_place=True, backup_suffix=".before-kvlog")
+    assert result.exit_status == 0, result.problems
     assert (tmp_path / "server.log.gz.before-kvlog").read_bytes() == original
     assert gzip.decompress(log.read_bytes()) == migrated(old).replace(str(old).encode(), str(log).encode())
     assert log.stat().st_mode & 0o777 == 0o640
@@ -116,13 +136,18 @@ def test_in_place_replaces_atomically_and_keeps_a_backup(old: Path, tmp_path: Pa
 
 
 def test_refuses_to_overwrite_its_input(old: Path, tmp_path: Path) -> None:
+    """The console contract of a refused run: one line naming the options as flags, exit 2, nothing written."""
     log = tmp_path / "server.log"
     shutil.copy(old, log)
     result = kvlog("migrate", log, "-o", log)
     assert result.returncode == 2
-    assert b"is the input" in result.stderr and str(log).encode() in result.stderr
+    assert result.stderr.decode() == (
+        f"kvlog migrate: -o {log} is the input {log}; it would be overwritten: use --in-place to replace it\n"
+    )
+    assert result.stdout == b""
     assert log.read_bytes() == old.read_bytes()
-    assert kvlog("migrate", "--in-place", "-").returncode == 2
+    refused = kvlog("migrate", "--in-place", "-")
+    assert (refused.returncode, refused.stderr) == (2, b"kvlog migrate: --in-place cannot replace standard input\n")
 
 
 def test_directories_globs_and_several_outputs(old: Path, tmp_path: Path) -> None:
@@ -132,31 +157,28 @@ def test_directories_globs_and_several_outputs(old: Path, tmp_path: Path) -> Non
         shutil.copy(source, logs / source.name)
     (logs / ".hidden.log").write_text("KV Cache is allocated. KV size: 1.00 GB.\n")
     out = tmp_path / "out"
-    assert kvlog("migrate", logs, "-o", out).returncode == 0
+    assert migrate(logs, output=out).exit_status == 0
     assert sorted(p.name for p in out.iterdir()) == sorted([old.name, GEN1.name, DISTRACTORS.name])
     assert (out / GEN1.name).read_bytes() == migrated(logs / GEN1.name)
-    by_glob = kvlog("migrate", str(logs / "gen1_*.log"))
-    assert by_glob.stdout == migrated(logs / GEN1.name)
-    missing = kvlog("migrate", str(logs / "nothing_*.log"))
-    assert missing.returncode == 2 and b"no file matches" in missing.stderr
+    assert migrated(str(logs / "gen1_*.log")) == migrated(logs / GEN1.name)
+    missing = migrate(str(logs / "nothing_*.log"))
+    assert missing.exit_status == 2 and missing.problems == (f"{logs / 'nothing_*.log'}: no file matches this pattern",)
 
 
-def test_jobs_give_the_same_result(tmp_path: Path) -> None:
+def test_jobs_give_the_same_result_on_standard_output(tmp_path: Path) -> None:
+    """Workers stage their output; the parent joins it, in input order, onto the real standard output."""
     inputs = sorted(CORPUS.glob("*.log"))
-    one = kvlog("migrate", *inputs, "--jobs", "1", "--dead-letter", tmp_path / "d1", "--report", tmp_path / "r1")
-    two = kvlog("migrate", *inputs, "--jobs", "2", "--dead-letter", tmp_path / "d2", "--report", tmp_path / "r2")
+    one = kvlog("migrate", *inputs, "--jobs", "1")
+    two = kvlog("migrate", *inputs, "--jobs", "2")
     assert one.returncode == two.returncode == 0
-    assert one.stdout == two.stdout
-    assert (tmp_path / "d1").read_bytes() == (tmp_path / "d2").read_bytes()
-    assert (tmp_path / "r1").read_bytes() == (tmp_path / "r2").read_bytes()
-    assert one.stdout == b"".join(migrated(p) for p in inputs)
+    assert one.stdout == two.stdout == b"".join(migrated(p) for p in inputs)
+    assert one.stderr == two.stderr
 
 
-def test_only_events_validate_and_v1_validates_as_v1(old: Path) -> None:
-    for options in ((), ("--to", "1")):
-        events = migrated(old, GEN1, "--only-events", *options)
-        check = kvlog("validate", "-", stdin=events)
-        assert check.returncode == 0, check.stdout.decode()
+def test_only_events_validate_and_v1_validates_as_v1(old: Path, tmp_path: Path) -> None:
+    for options in ({}, {"to_catalog": 1}):
+        events = migrated(old, GEN1, only_events=True, **options)
+        assert valid(events, tmp_path)
         assert all(json.loads(line)["event"] for line in lines(events))
 
 
@@ -164,9 +186,10 @@ def test_dry_run_writes_nothing_but_the_report(old: Path, tmp_path: Path) -> Non
     log = tmp_path / "server.log"
     shutil.copy(old, log)
     before = log.stat().st_mtime_ns
-    result = kvlog("migrate", "--dry-run", "--in-place", log, "--report", tmp_path / "report.json")
-    assert result.returncode == 0
-    assert result.stdout == b""
+    stdout = io.BytesIO()
+    result = migrate(log, dry_run=True, in_place=True, report=tmp_path / "report.json", stdout=stdout)
+    assert result.exit_status == 0
+    assert stdout.getvalue() == b""
     assert log.read_bytes() == old.read_bytes() and log.stat().st_mtime_ns == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["report.json", "server.log", "src"]
     report = json.loads((tmp_path / "report.json").read_text())
@@ -180,27 +203,27 @@ def test_dry_run_writes_nothing_but_the_report(old: Path, tmp_path: Path) -> Non
 
 def test_dead_letters_report_and_strict(old: Path, tmp_path: Path) -> None:
     dead, report = tmp_path / "dead.jsonl", tmp_path / "report.json"
-    lenient = kvlog("migrate", DISTRACTORS, "--dead-letter", dead, "--report", report, "-o", tmp_path / "o")
-    assert lenient.returncode == 0
+    lenient = migrate(DISTRACTORS, dead_letter=dead, report=report, output=tmp_path / "o")
+    assert lenient.exit_status == 0
     letters = [json.loads(line) for line in dead.read_text().splitlines()]
     assert [d["line"] for d in letters] == [5, 6, 21]
     assert all(d["file"] == str(DISTRACTORS) and d["reason"] and d["text"] for d in letters)
     assert json.loads(report.read_text())["unparsed_memory_lines"] == 3
-    strict = kvlog("migrate", DISTRACTORS, "--strict", "-o", tmp_path / "o2")
-    assert strict.returncode == 1
-    assert kvlog("migrate", old, "--strict", "-o", tmp_path / "o3").returncode == 0
+    strict = migrate(DISTRACTORS, strict=True, output=tmp_path / "o2")
+    assert strict.exit_status == 1
+    assert migrate(old, strict=True, output=tmp_path / "o3").exit_status == 0
 
 
 def test_keep_original(old: Path) -> None:
-    out = lines(migrated(old, "--keep-original"))
+    out = lines(migrated(old, keep_original=True))
     source = lines(old.read_bytes())
     event = json.loads(out[5])
     assert event["migrated"]["original"] == source[5].decode().rstrip("\n")
 
 
-def test_text_and_legacy_wording(old: Path) -> None:
-    text = lines(migrated(old, "--format", "text"))
-    legacy = lines(migrated(old, "--format", "legacy"))
+def test_text_and_legacy_wording(old: Path, tmp_path: Path) -> None:
+    text = lines(migrated(old, output_format="text"))
+    legacy = lines(migrated(old, output_format="legacy"))
     source = lines(old.read_bytes())
     assert b"[2026-07-21 09:02:11 TP0] KV Cache VA upper bound. dtype: torch.bfloat16, #tokens: 1933312" in text[5]
     assert b"[2026-07-21 09:02:12 TP0] KV Cache is allocated. dtype: torch.bfloat16, #tokens: 1933312" in text[8]
@@ -214,18 +237,19 @@ def test_text_and_legacy_wording(old: Path) -> None:
         "K size: 4.05 GB, V size: 4.05 GB\n"
         "[2026-09-03 12:01:02 TP0] SWAKVPool VA upper bound: 18.22 GB, swa size: 1061120, full size: 1326400\n"
     )
-    back = kvlog("migrate", "-", "--format", "legacy", stdin=today.encode()).stdout.decode().splitlines()
+    (tmp_path / "today.log").write_text(today)
+    back = migrated(tmp_path / "today.log", output_format="legacy").decode().splitlines()
     assert back == [
         "[2026-09-03 12:01:02 TP0] KvVmmArena[51877_0] ready: device=0 reserved=9.2 GiB granularity=2048 KiB",
         "[2026-09-03 12:01:02 TP0] SWA KV Cache is allocated. dtype: torch.bfloat16, #tokens: 1061120, "
         "K size: 4.05 GB, V size: 4.05 GB",
         "[2026-09-03 12:01:02 TP0] SWAKVPool mem usage: 18.22 GB, swa size: 1061120, full size: 1326400",
     ]
-    older = lines(migrated(old, "--format", "legacy", "--legacy-generation", "sglang-text/2025-06"))
+    older = lines(migrated(old, output_format="legacy", legacy_generation="sglang-text/2025-06"))
     assert older[5].endswith(b"KV Cache is allocated. #tokens: 1933312, K size: 36.88 GB, V size: 36.88 GB\n")
 
 
-def test_legacy_from_kvlog_events_reads_back_to_the_same_figures() -> None:
+def test_legacy_from_kvlog_events_reads_back_to_the_same_figures(tmp_path: Path) -> None:
     """kvlog's JSON events -> the old wording -> migrated again: the same figures, within printed precision."""
     envelope = {"timestamp": "2026-09-01T12:00:00Z", "level": "info", "ranks": {"tp": 0}}
     pools = [
@@ -260,10 +284,12 @@ def test_legacy_from_kvlog_events_reads_back_to_the_same_figures() -> None:
         }
     )
     data = b"".join(json.dumps(e).encode() + b"\n" for e in events)
-    assert kvlog("validate", "-", stdin=data).returncode == 0
-    legacy = kvlog("migrate", "-", "--format", "legacy", stdin=data).stdout
+    assert valid(data, tmp_path)
+    (tmp_path / "events.jsonl").write_bytes(data)
+    legacy = migrated(tmp_path / "events.jsonl", output_format="legacy")
     assert b"reserved=78.8 GiB" in legacy and b"is allocated" in legacy and b"VA upper bound" not in legacy
-    back = [json.loads(line) for line in lines(kvlog("migrate", "-", "--only-events", stdin=legacy).stdout)]
+    (tmp_path / "legacy.log").write_bytes(legacy)
+    back = [json.loads(line) for line in lines(migrated(tmp_path / "legacy.log", only_events=True))]
     assert [e["event"] for e in back] == [e["event"] for e in events]
     for source, event in zip(events, back, strict=True):
         spread = event["migrated"].get("uncertainty_bytes", {})
@@ -280,17 +306,17 @@ def test_idempotent(old: Path, tmp_path: Path) -> None:
     once.write_bytes(migrated(old))
     assert migrated(once) == once.read_bytes()
     v1 = tmp_path / "v1.jsonl"
-    v1.write_bytes(migrated(old, "--only-events", "--to", "1"))
-    assert migrated(v1, "--to", "1") == v1.read_bytes()
+    v1.write_bytes(migrated(old, only_events=True, to_catalog=1))
+    assert migrated(v1, to_catalog=1) == v1.read_bytes()
 
 
 def test_bad_inputs_are_named_and_the_rest_is_migrated(old: Path, tmp_path: Path) -> None:
     corrupt = tmp_path / "broken.log.gz"
     corrupt.write_bytes(gzip.compress(old.read_bytes())[:200])
     out = tmp_path / "out"
-    result = kvlog("migrate", tmp_path / "missing.log", corrupt, old, "-o", out)
-    assert result.returncode == 2
-    stderr = result.stderr.decode()
+    result = migrate(tmp_path / "missing.log", corrupt, old, output=out)
+    assert result.exit_status == 2
+    stderr = "\n".join(result.problems)
     assert f"{tmp_path / 'missing.log'}: cannot open" in stderr
     assert f"{corrupt}: cannot read after " in stderr and "(after line " in stderr
     assert (out / old.name).read_bytes() == migrated(old)
@@ -323,7 +349,7 @@ def big_log(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def test_in_place_survives_sigkill_at_any_moment(big_log: Path, tmp_path: Path) -> None:
     expected = tmp_path / "expected.log"
-    assert kvlog("migrate", big_log, "-o", expected).returncode == 0
+    assert migrate(big_log, output=expected).exit_status == 0
     original_digest = hashlib.sha256(big_log.read_bytes()).hexdigest()
     complete = hashlib.sha256(expected.read_bytes().replace(str(big_log).encode(), b"X")).hexdigest()
     outcomes = set()
@@ -393,22 +419,18 @@ def test_demo_ends_by_migrating_an_old_log() -> None:
 def test_text_and_legacy_outputs_are_fixed_points(output_format: str, tmp_path: Path) -> None:
     inputs = sorted(CORPUS.glob("*.log"))
     once = tmp_path / "once"
-    assert kvlog("migrate", *inputs, "--format", output_format, "-o", once).returncode == 0
+    assert migrate(*inputs, output_format=output_format, output=once).exit_status == 0
     for path in sorted(once.iterdir()):
-        assert migrated(path, "--format", output_format) == path.read_bytes(), path.name
+        assert migrated(path, output_format=output_format) == path.read_bytes(), path.name
 
 
-def test_usage_errors_exit_2(old: Path) -> None:
-    for args in (
-        ("--to", "7"),
-        ("--format", "legacy", "--legacy-generation", "sglang-text/1999-01"),
-        ("--format", "text", "--to", "1"),
-        ("--legacy-generation", "sglang-text/2025-06"),
-        ("--in-place", "-o", "x"),
-    ):
-        result = kvlog("migrate", old, GEN1, "--jobs", "2", *args)
-        assert result.returncode == 2, result.stderr
-        assert b"kvlog migrate: " in result.stderr
+def test_usage_errors_exit_2_naming_the_flags(old: Path) -> None:
+    """Every option conflict is tested in test_commands.py; here, that the console words them with flags."""
+    result = kvlog("migrate", old, GEN1, "--jobs", "2", "--to", "7")
+    assert (result.returncode, result.stdout) == (2, b"")
+    assert result.stderr == b"kvlog migrate: --to 7: catalog versions are 1..2\n"
+    result = kvlog("migrate", old, "--format", "text", "--to", "1")
+    assert result.stderr == b"kvlog migrate: --to chooses the catalog version of JSON events: it needs --format jsonl\n"
 
 
 def test_in_place_refuses_a_symlink_and_leaves_both_link_and_file(old: Path, tmp_path: Path) -> None:
@@ -417,8 +439,8 @@ def test_in_place_refuses_a_symlink_and_leaves_both_link_and_file(old: Path, tmp
     shutil.copy(old, real)
     link = tmp_path / "link.log"
     link.symlink_to(real)
-    result = kvlog("migrate", "--in-place", link)
-    assert result.returncode == 2
-    assert f"{link}: is a symbolic link".encode() in result.stderr
+    result = migrate(link, in_place=True)
+    assert result.exit_status == 2
+    assert result.problems[0].startswith(f"{link}: is a symbolic link")
     assert link.is_symlink() and real.read_bytes() == old.read_bytes()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["link.log", "real.log", "src"]

@@ -8,18 +8,12 @@ from __future__ import annotations
 
 import os
 import stat
-import subprocess
-import sys
 import threading
 from pathlib import Path
 
+from kvlog import commands
+
 OLD_LINE = b"[2025-03-27 21:33:31 TP0] KV Cache is allocated. #tokens: 1000, K size: 1.00 GB, V size: 1.00 GB\n"
-
-
-def _migrate(*args: str) -> subprocess.CompletedProcess[bytes]:
-    return subprocess.run(
-        [sys.executable, "-m", "kvlog", "migrate", *args], capture_output=True, timeout=60, check=False
-    )
 
 
 def test_a_fifo_output_is_written_through_not_replaced(tmp_path: Path) -> None:
@@ -30,9 +24,9 @@ def test_a_fifo_output_is_written_through_not_replaced(tmp_path: Path) -> None:
     received: list[bytes] = []
     reader = threading.Thread(target=lambda: received.append(fifo.read_bytes()), daemon=True)
     reader.start()
-    done = _migrate(str(log), "-o", str(fifo))
+    done = commands.migrate(log, output=fifo)
     reader.join(timeout=60)
-    assert done.returncode == 0, done.stderr
+    assert done.exit_status == 0, done.problems
     assert stat.S_ISFIFO(fifo.lstat().st_mode)
     assert b'"event":"kv_pool.allocation"' in received[0]
 
@@ -44,7 +38,7 @@ def test_a_symlinked_output_keeps_the_link_and_replaces_the_file_it_names(tmp_pa
     real.write_bytes(b"stale\n")
     link = tmp_path / "link.jsonl"
     link.symlink_to(real)
-    done = _migrate(str(log), "-o", str(link))
-    assert done.returncode == 0, done.stderr
+    done = commands.migrate(log, output=link)
+    assert done.exit_status == 0, done.problems
     assert link.is_symlink()
     assert b'"event":"kv_pool.allocation"' in real.read_bytes()

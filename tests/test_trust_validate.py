@@ -21,6 +21,8 @@ from pathlib import Path
 import pytest
 from test_hardening_files import without_read_override
 
+from kvlog import commands
+
 ROOT = Path(__file__).resolve().parent.parent
 GOOD = (
     '{"event":"kv_arena.closed","schema_version":1,"timestamp":"2025-01-01T00:00:00Z","level":"info",'
@@ -179,31 +181,27 @@ MIXED = [
 def test_skip_unknown_events_skips_and_counts_json_that_is_no_catalog_event(tmp_path: Path) -> None:
     log = tmp_path / "mixed.jsonl"
     log.write_text("".join(line + "\n" for line in MIXED))
-    plain = kvlog("validate", log.name, cwd=tmp_path)
-    assert plain.returncode == 1
-    assert [int(f.split(":")[1]) for f in lines_of(plain.stdout)] == [2, 3, 4, 5, 6, 7, 8]
-    skipping = kvlog("validate", "--skip-unknown-events", log.name, cwd=tmp_path)
-    assert skipping.returncode == 1
-    assert [f.split(": ", 2)[1:] for f in lines_of(skipping.stdout)] == [
+    plain = commands.validate(log)
+    assert plain.exit_status == 1
+    assert [f.line for f in plain.findings] == [2, 3, 4, 5, 6, 7, 8]
+    skipping = commands.validate(log, skip_unknown_events=True)
+    assert skipping.exit_status == 1
+    assert [str(f).split(": ", 2)[1:] for f in skipping.findings] == [
         ["?@?", "$: not a JSON event: unexpected character, expected a JSON value: line 1 column 1 (char 0)"],
         ["kv_arena.closed@1", "$.released_bytes: -1 is less than the minimum of 0"],
         ["kv_arena.closed@9", "$.schema_version: unknown version 9 of kv_arena.closed (known: 1)"],
     ]
-    assert lines_of(skipping.stderr) == [
-        "3 events, 2 invalid, 1 non-JSON lines, 4 skipped (4 unknown events), 3 problems"
-    ]
-    both = kvlog("validate", "--skip-unknown-events", "--skip-non-json", log.name, cwd=tmp_path)
-    assert lines_of(both.stderr) == ["3 events, 2 invalid, 0 non-JSON lines, 5 skipped (4 unknown events), 2 problems"]
+    assert str(skipping.summary) == "3 events, 2 invalid, 1 non-JSON lines, 4 skipped (4 unknown events), 3 problems"
+    both = commands.validate(log, skip_unknown_events=True, skip_non_json=True)
+    assert str(both.summary) == "3 events, 2 invalid, 0 non-JSON lines, 5 skipped (4 unknown events), 2 problems"
 
 
 def test_skip_unknown_events_gives_the_same_report_for_any_number_of_jobs(tmp_path: Path) -> None:
     log = tmp_path / "big.jsonl"
     log.write_text("".join(line + "\n" for line in MIXED) * 2000)
-    reports = [
-        kvlog("validate", "--skip-unknown-events", "--jobs", jobs, log.name, cwd=tmp_path) for jobs in ("1", "2", "3")
-    ]
-    assert len({(r.stdout, r.stderr) for r in reports}) == 1
-    assert lines_of(reports[0].stderr)[-1] == (
+    reports = [commands.validate(log, skip_unknown_events=True, jobs=jobs) for jobs in (1, 2, 3)]
+    assert len({(r.findings, str(r.summary)) for r in reports}) == 1
+    assert str(reports[0].summary) == (
         "6000 events, 4000 invalid, 2000 non-JSON lines, 8000 skipped (8000 unknown events), 6000 problems"
     )
 

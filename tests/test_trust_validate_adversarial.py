@@ -1,4 +1,4 @@
-"""``kvlog validate`` and ``kvlog check`` started with standard input or output closed (``<&-``, ``>&-``).
+"""``kvlog validate``, ``check`` and ``migrate`` started with standard input or output closed (``<&-``, ``>&-``).
 
 Python then has ``sys.stdin`` / ``sys.stdout`` set to None; both commands once died with an
 AttributeError traceback and exit 1, the code that means "findings".
@@ -48,6 +48,15 @@ def test_validate_with_standard_output_closed_is_an_output_error(tmp_path: Path,
     else:
         assert result.returncode == 2
         assert b"cannot write the findings: standard output is closed" in result.stderr
+
+
+def test_migrate_with_standard_output_closed_is_an_output_error(tmp_path: Path) -> None:
+    log = tmp_path / "old.log"
+    log.write_bytes(b"[2025-03-27 21:33:31 TP0] KV Cache is allocated. #tokens: 1, K size: 1.00 GB, V size: 1.00 GB\n")
+    result = run_closed(1, "migrate", str(log))
+    assert result.returncode == 2
+    assert result.stderr == b"kvlog migrate: standard output: cannot write: standard output is closed\n"
+    assert run_closed(1, "migrate", str(log), "-o", str(tmp_path / "out.jsonl")).returncode == 0
 
 
 def test_check_with_standard_output_closed_is_an_output_error() -> None:

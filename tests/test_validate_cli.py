@@ -1,4 +1,8 @@
-"""``kvlog validate`` and ``kvlog schema`` as users run them: real subprocesses on real files."""
+"""``kvlog validate`` and ``kvlog schema`` on real files.
+
+What validation finds is tested through ``kvlog.commands.validate``, in process; real subprocesses
+remain where the console is the contract (standard input and output, the summary, exit statuses).
+"""
 
 from __future__ import annotations
 
@@ -14,6 +18,7 @@ from typing import Any
 import pytest
 from foundation_samples import FIELDS, sample
 
+from kvlog import commands
 from kvlog.schema.catalog import default_catalog
 from kvlog.validate import chunk_ranges
 
@@ -33,6 +38,12 @@ def kvlog(*args: str, stdin: bytes | None = None, cwd: Path | None = None) -> su
     )
     assert "Traceback" not in result.stderr, result.stderr
     return result
+
+
+def validated(*files: Path | str, **options: Any) -> tuple[int, list[str], str]:
+    """``kvlog validate FILES`` in this process: (exit status, the findings as printed, the summary line)."""
+    outcome = commands.validate(files, **options)
+    return outcome.exit_status, [str(finding) for finding in outcome.findings], str(outcome.summary)
 
 
 def jsonl(events: list[Any]) -> str:
@@ -79,40 +90,38 @@ def test_a_valid_log_passes(tmp_path: Path) -> None:
     result = kvlog("validate", str(log))
     assert result.returncode == 0, result.stdout + result.stderr
     assert result.stdout == ""
-    assert f"{len(GOOD)} events, 0 invalid, 0 non-JSON lines, 0 skipped, 0 problems" in result.stderr
+    assert result.stderr == f"{len(GOOD)} events, 0 invalid, 0 non-JSON lines, 0 skipped, 0 problems\n"
 
 
 @pytest.mark.parametrize(("line", "report"), DEFECTS, ids=[report.split(": ", 2)[-1][:40] for _, report in DEFECTS])
 def test_each_defect_is_reported_with_file_line_event_and_json_path(tmp_path: Path, line: Any, report: str) -> None:
     log = tmp_path / "app.jsonl"
     log.write_text(jsonl([GOOD[0], GOOD[1], line, GOOD[2]]))
-    result = kvlog("validate", str(log))
-    assert result.returncode == 1
-    lines = result.stdout.splitlines()
-    assert len(lines) == 1, result.stdout
+    status, lines, summary = validated(log)
+    assert status == 1
+    assert len(lines) == 1, lines
     assert lines[0].startswith(f"{log}:3: {report}")
-    assert "1 problems" in result.stderr
+    assert "1 problems" in summary
 
 
 def test_all_defects_in_one_file_in_line_order_with_a_summary(tmp_path: Path) -> None:
     log = tmp_path / "mixed.jsonl"
     log.write_text(jsonl([GOOD[0], *(line for line, _ in DEFECTS), "", GOOD[1]]))
-    result = kvlog("validate", str(log))
-    assert result.returncode == 1
-    reported = result.stdout.splitlines()
+    status, reported, summary = validated(log)
+    assert status == 1
     assert [r.split(":")[1] for r in reported] == [str(n) for n in range(2, 2 + len(DEFECTS))]
     for report, (_, expected) in zip(reported, DEFECTS, strict=True):
         assert report.startswith(f"{log}:"), report
         assert expected in report
-    assert "9 events, 7 invalid, 2 non-JSON lines, 1 skipped, 9 problems" in result.stderr
+    assert summary == "9 events, 7 invalid, 2 non-JSON lines, 1 skipped, 9 problems"
 
 
 def test_an_event_with_several_problems_gets_one_line_each(tmp_path: Path) -> None:
     log = tmp_path / "two.jsonl"
     log.write_text(jsonl([{**without(ALLOCATION, "dtype"), "k_bytes": 1.5, "x": 1}]))
-    result = kvlog("validate", str(log))
-    assert result.returncode == 1
-    assert sorted(result.stdout.splitlines()) == sorted(
+    status, lines, _ = validated(log)
+    assert status == 1
+    assert sorted(lines) == sorted(
         [
             f"{log}:1: kv_pool.allocation@2: $.dtype: required field is missing",
             f"{log}:1: kv_pool.allocation@2: $.k_bytes: 1.5 is not of type 'integer'",
@@ -125,23 +134,23 @@ def test_an_event_with_several_problems_gets_one_line_each(tmp_path: Path) -> No
 def test_skip_non_json_passes_a_mixed_log(tmp_path: Path) -> None:
     log = tmp_path / "server.log"
     log.write_text(jsonl(["INFO: Started server process [4242]", GOOD[0], "plain text", "[3]", GOOD[1]]))
-    assert kvlog("validate", str(log)).returncode == 1
-    result = kvlog("validate", "--skip-non-json", str(log))
-    assert result.returncode == 0, result.stdout
-    assert "2 events, 0 invalid, 0 non-JSON lines, 3 skipped, 0 problems" in result.stderr
+    assert validated(log)[0] == 1
+    status, lines, summary = validated(log, skip_non_json=True)
+    assert status == 0, lines
+    assert summary == "2 events, 0 invalid, 0 non-JSON lines, 3 skipped, 0 problems"
     log.write_text(jsonl(["plain text", {**GOOD[0], "bogus": 1}]))
-    result = kvlog("validate", "--skip-non-json", str(log))
-    assert result.returncode == 1
-    assert result.stdout.startswith(f"{log}:2: ")
+    status, lines, _ = validated(log, skip_non_json=True)
+    assert status == 1
+    assert lines[0].startswith(f"{log}:2: ")
 
 
 def test_gzip_and_stdin(tmp_path: Path) -> None:
     log = tmp_path / "app.jsonl.gz"
     with gzip.open(log, "wt") as stream:
         stream.write(jsonl([*GOOD, DEFECTS[0][0]]))
-    result = kvlog("validate", str(log))
-    assert result.returncode == 1
-    assert result.stdout.startswith(f"{log}:{len(GOOD) + 1}: kv_pool.allocation@2: $.num_tokens:")
+    status, lines, _ = validated(log)
+    assert status == 1
+    assert lines[0].startswith(f"{log}:{len(GOOD) + 1}: kv_pool.allocation@2: $.num_tokens:")
 
     result = kvlog("validate", "-", stdin=jsonl([GOOD[0], DEFECTS[1][0]]).encode())
     assert result.returncode == 1
@@ -154,18 +163,19 @@ def test_the_demo_output_validates(tmp_path: Path) -> None:
         [sys.executable, "-m", "kvlog", "demo", "--format", "json"], capture_output=True, check=True, timeout=120
     )
     assert demo.stdout.count(b"\n") >= 10
-    result = kvlog("validate", "-", stdin=demo.stdout)
-    assert result.returncode == 0, result.stdout
+    (tmp_path / "demo.jsonl").write_bytes(demo.stdout)
+    status, lines, _ = validated(tmp_path / "demo.jsonl")
+    assert status == 0, lines
 
 
 def test_several_files_one_summary(tmp_path: Path) -> None:
     first, second = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
     first.write_text(jsonl(GOOD))
     second.write_text(jsonl([GOOD[0], DEFECTS[2][0]]))
-    result = kvlog("validate", str(first), str(second))
-    assert result.returncode == 1
-    assert result.stdout.startswith(f"{second}:2: ")
-    assert f"{len(GOOD) + 2} events, 1 invalid" in result.stderr
+    status, lines, summary = validated(first, second)
+    assert status == 1
+    assert lines[0].startswith(f"{second}:2: ")
+    assert summary.startswith(f"{len(GOOD) + 2} events, 1 invalid")
 
 
 @pytest.mark.parametrize("kind", ["missing", "directory", "corrupt gzip", "truncated gzip"])
@@ -182,18 +192,19 @@ def test_unreadable_inputs_exit_2_with_a_clear_message(tmp_path: Path, kind: str
     else:
         target, reason = tmp_path / "short.jsonl.gz", "cannot read: Compressed file ended"
         target.write_bytes(gzip.compress(jsonl(GOOD * 50).encode())[:200])
-    result = kvlog("validate", str(target), str(good))
-    assert result.returncode == 2
-    assert f"kvlog validate: {target}: {reason}" in result.stderr
-    assert f"{len(GOOD)} events" in result.stderr, "the readable file is still validated"
+    outcome = commands.validate([target, good])
+    assert outcome.exit_status == 2
+    (failure,) = outcome.input_failures
+    assert str(failure).startswith(f"{target}: {reason}")
+    assert outcome.summary.events == len(GOOD), "the readable file is still validated"
 
 
 def test_an_invalid_event_wins_over_nothing_but_an_unreadable_input_wins_over_invalid(tmp_path: Path) -> None:
     bad = tmp_path / "bad.jsonl"
     bad.write_text(jsonl([DEFECTS[0][0]]))
-    result = kvlog("validate", str(bad), str(tmp_path / "missing.jsonl"))
-    assert result.returncode == 2
-    assert result.stdout.startswith(f"{bad}:1: ")
+    status, lines, _ = validated(bad, tmp_path / "missing.jsonl")
+    assert status == 2
+    assert lines[0].startswith(f"{bad}:1: ")
 
 
 def test_no_files_is_a_usage_error() -> None:
@@ -221,27 +232,23 @@ def test_parallel_validation_prints_exactly_what_the_serial_path_prints(tmp_path
     log = tmp_path / "big.jsonl"
     defect_lines = _big_log(log, 30_000, seed=7)
     assert log.stat().st_size > 8 << 20 >> 1, "large enough to be split into many chunks"
-    serial = kvlog("validate", "--jobs", "1", str(log))
-    assert serial.returncode == 1
-    assert sorted({int(line.split(":")[1]) for line in serial.stdout.splitlines()}) == defect_lines
-    for jobs in ("2", "3"):
-        parallel = kvlog("validate", "-j", jobs, str(log))
-        assert parallel.returncode == 1
-        assert parallel.stdout == serial.stdout
-        assert parallel.stderr == serial.stderr
-    default = kvlog("validate", str(log))
-    assert default.stdout == serial.stdout
+    serial = validated(log, jobs=1)
+    assert serial[0] == 1
+    assert sorted({int(line.split(":")[1]) for line in serial[1]}) == defect_lines
+    for jobs in (2, 3):
+        assert validated(log, jobs=jobs) == serial
+    assert validated(log) == serial
     streamed = kvlog("validate", "-", stdin=log.read_bytes())  # line by line, not in byte ranges
-    assert streamed.stdout == serial.stdout.replace(f"{log}:", "-:")
-    assert streamed.stderr == serial.stderr
+    assert streamed.stdout.splitlines() == [line.replace(f"{log}:", "-:") for line in serial[1]]
+    assert streamed.stderr == f"{serial[2]}\n"
 
 
 def test_parallel_validation_of_a_file_without_problems(tmp_path: Path) -> None:
     log = tmp_path / "clean.jsonl"
     log.write_text(jsonl(GOOD * 3000))
-    result = kvlog("validate", "-j", "2", str(log), str(log))
-    assert result.returncode == 0
-    assert f"{len(GOOD) * 6000} events, 0 invalid" in result.stderr
+    status, _, summary = validated(log, log, jobs=2)
+    assert status == 0
+    assert summary.startswith(f"{len(GOOD) * 6000} events, 0 invalid")
 
 
 def test_jobs_must_be_positive(tmp_path: Path) -> None:
