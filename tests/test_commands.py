@@ -73,13 +73,15 @@ def test_exit_statuses_are_the_documented_ones() -> None:
     assert commands.exit_status_of(commands.BrokenMigrations("x")) == 3
 
 
-def test_importing_the_package_loads_no_command() -> None:
+def test_importing_the_package_loads_no_command_and_validate_loads_no_other() -> None:
     code = (
         "import sys, kvlog.commands; "
-        "print(sorted(m for m in sys.modules if m.startswith(('kvlog.migration', 'kvlog.check', 'kvlog.validate'))))"
+        "heavy = lambda: sorted(m for m in sys.modules if m.startswith(('kvlog.migration', 'kvlog.check', "
+        "'kvlog.validate', 'kvlog.memory'))); "
+        "print(heavy()); kvlog.commands.validate('/dev/null'); print(heavy())"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)
-    assert done.stdout.strip() == "[]"
+    assert done.stdout.splitlines() == ["[]", "['kvlog.validate']"]
 
 
 # -- migrate: options ----------------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""The ``kvlog`` command: a thin layer of click commands over library functions.
+"""The ``kvlog`` command: a thin layer of click commands over ``kvlog.commands``.
 
 A command's module is imported when that command runs, not whenever ``kvlog`` starts: ``kvlog
 validate`` on a large log should not pay for importing the migration engine, the memory runtime
@@ -14,6 +14,7 @@ from typing import Any
 import click
 
 from kvlog import __version__
+from kvlog.commands import EXIT_ERROR
 from kvlog.io.stopping import STOP_SIGNALS, Stopped, remove_leftovers, stop_on_signals
 
 #: command name -> "module:attribute" of its click command
@@ -48,7 +49,7 @@ class _LazyGroup(click.Group):
             remove_leftovers()
             where = f"{exc.filename}: " if exc.filename else ""
             click.echo(f"kvlog: {where}{exc.strerror or exc}", err=True)
-            ctx.exit(2)
+            ctx.exit(EXIT_ERROR)
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted({*super().list_commands(ctx), *COMMANDS})
