@@ -110,8 +110,7 @@ def migrate(
         allowed_unparsed=allowed_unparsed(tuple(allow_unparsed), tuple(map(str, allow_unparsed_from))),
     )
     found = expand_inputs(tuple(map(str, names)), (backup_suffix,) if in_place else (), follow_links=not in_place)
-    text = _text(output, report, dead_letter)
-    tasks = plan(Request(found.names, text[0], in_place, backup_suffix, dry_run, text[1], text[2]))
+    tasks = plan(Request(found.names, _str(output), in_place, backup_suffix, dry_run, _str(report), _str(dead_letter)))
     say = on_notice or (lambda _: None)
     for problem in found.problems:
         say(problem)
@@ -149,8 +148,8 @@ def migrate(
     return MigrateOutcome(status, total, tuple(problems), dict(notes), tuple(found.skipped_links))
 
 
-def _text(*paths: str | Path | None) -> tuple[str | None, ...]:
-    return tuple(None if path is None else str(path) for path in paths)
+def _str(path: str | Path | None) -> str | None:
+    return None if path is None else str(path)
 
 
 def _migrator(migrations: Path | None, options: MigrateOptions) -> Migrator:
