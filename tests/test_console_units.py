@@ -72,6 +72,8 @@ def test_every_byte_count_shows_its_magnitude_in_3_significant_digits(value: int
 @example(14204.838999999998)
 @example(999.9999)
 @example(59_999_999.0)
+@example(59_950_000.0)  # 59.95 s rounds to 60.0 s: 1.00 min, never 0.999 min
+@example(3_599_700_000.0)  # 59.995 min: 1.00 h
 @example(0.0004)
 def test_every_duration_shows_its_magnitude_in_3_significant_digits(micros: float) -> None:
     text = MICROSECONDS.format(micros)

@@ -42,7 +42,9 @@ class Scale:
             suffix, factor = self.steps[index]
             text = significant(size / float(factor))
             if index + 1 < len(self.steps) and Decimal(text) * factor >= self.steps[index + 1][1]:
-                index += 1  # rounding reached the next unit: 1024 KiB is 1.00 MiB
+                # rounding reached the next unit: 1024 KiB is 1.00 MiB, and 59.95 s (60.0 s) is 1.00 min,
+                # not 0.999 min: the next unit shows the rounded figure, which reads back the same
+                index, size = index + 1, float(Decimal(text) * factor)
                 continue
             return f"{sign}{text} {suffix}"
 
