@@ -7,9 +7,10 @@ the memory runtime lives in ``kvlog.memory`` and needs the ``torch``/``cuda`` ex
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from kvlog.errors import KvlogError, SchemaViolationError
+from kvlog.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from kvlog.emission import bind_ranks, configure, emit, formatter, get_logger
@@ -17,17 +18,9 @@ if TYPE_CHECKING:
 __version__ = "0.1.0"
 
 #: imported on first use, so that commands which never emit (``kvlog validate``) start without structlog
-_EMISSION_API = frozenset({"bind_ranks", "configure", "emit", "formatter", "get_logger"})
-
-
-def __getattr__(name: str) -> Any:
-    if name in _EMISSION_API:
-        from kvlog import emission  # noqa: PLC0415 - the lazy import this function exists for
-
-        value = getattr(emission, name)
-        globals()[name] = value  # later look-ups find it directly and never come back here
-        return value
-    raise AttributeError(f"module 'kvlog' has no attribute {name!r}")
+__getattr__ = lazy_exports(
+    __name__, dict.fromkeys(("bind_ranks", "configure", "emit", "formatter", "get_logger"), "kvlog.emission")
+)
 
 
 __all__ = [

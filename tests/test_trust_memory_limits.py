@@ -19,6 +19,7 @@ import errno
 import gc
 import platform
 from collections.abc import Callable, Iterator
+from mmap import PROT_WRITE
 from typing import Any
 
 import pytest
@@ -39,7 +40,7 @@ from kvlog.memory import (
     host_backend,
 )
 from kvlog.memory.backend import BackendError
-from kvlog.memory.host_backend import MAP_FIXED, PAGE_SIZE, PROT_WRITE
+from kvlog.memory.host_backend import MAP_FIXED, PAGE_SIZE
 
 P = PAGE_SIZE
 SIZE_MAX = (1 << (8 * ctypes.sizeof(ctypes.c_size_t))) - 1

@@ -28,10 +28,10 @@ first time the command is used, so ``kvlog validate`` does not load the migratio
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from kvlog.errors import KvlogError, OptionError
+from kvlog.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from kvlog.commands._check import CheckOutcome, check
@@ -56,24 +56,19 @@ def exit_status_of(error: KvlogError) -> int:
     return int(getattr(error, "exit_status", EXIT_ERROR))
 
 
-_LAZY = {
-    "check": "_check",
-    "CheckOutcome": "_check",
-    "migrate": "_migrate",
-    "MigrateOutcome": "_migrate",
-    "BrokenMigrations": "_migrate",
-    "validate": "_validate",
-    "ValidateOutcome": "_validate",
-    "InputFailure": "_validate",
-}
-
-
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        value = getattr(importlib.import_module(f"kvlog.commands.{_LAZY[name]}"), name)
-        globals()[name] = value  # later look-ups find it directly and never come back here
-        return value
-    raise AttributeError(f"module 'kvlog.commands' has no attribute {name!r}")
+__getattr__ = lazy_exports(
+    __name__,
+    {
+        "check": "kvlog.commands._check",
+        "CheckOutcome": "kvlog.commands._check",
+        "migrate": "kvlog.commands._migrate",
+        "MigrateOutcome": "kvlog.commands._migrate",
+        "BrokenMigrations": "kvlog.commands._migrate",
+        "validate": "kvlog.commands._validate",
+        "ValidateOutcome": "kvlog.commands._validate",
+        "InputFailure": "kvlog.commands._validate",
+    },
+)
 
 
 __all__ = [

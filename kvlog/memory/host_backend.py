@@ -22,6 +22,7 @@ import errno
 import os
 import re
 from math import prod
+from mmap import MADV_DONTNEED, MAP_ANONYMOUS, MAP_PRIVATE, PROT_READ, PROT_WRITE
 from pathlib import Path
 from typing import Final
 
@@ -30,15 +31,10 @@ import torch
 from kvlog.memory.backend import BackendError, BackendName, Measurement
 from kvlog.memory.limits import ADDRESS_SPACE_LIMIT, ArenaError, checked_granularity, checked_int, checked_range
 
-# Linux ABI values, identical on x86_64 and aarch64 (Python's mmap module lacks some of them).
+# Linux ABI values that Python's mmap module lacks, identical on x86_64 and aarch64; the rest come from it.
 PROT_NONE: Final = 0x0
-PROT_READ: Final = 0x1
-PROT_WRITE: Final = 0x2
-MAP_PRIVATE: Final = 0x02
 MAP_FIXED: Final = 0x10
-MAP_ANONYMOUS: Final = 0x20
 MAP_NORESERVE: Final = 0x4000
-MADV_DONTNEED: Final = 4
 MADV_POPULATE_WRITE: Final = 23
 
 PAGE_SIZE: Final = os.sysconf("SC_PAGE_SIZE")
