@@ -10,9 +10,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from kvlog.envelope import FIELDS
 from kvlog.schema.catalog import default_catalog
 
-ENVELOPE = {"event", "schema_version", "timestamp", "level", "pid", "ranks", "migrated", "ext"}
+ENVELOPE = frozenset(FIELDS)
 GIB = 1 << 30
 
 #: (event, version) -> the event's own fields (no envelope)

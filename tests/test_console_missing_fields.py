@@ -26,6 +26,7 @@ from foundation_samples import fields
 
 import kvlog
 from kvlog import events
+from kvlog.envelope import FIELDS
 from kvlog.migration import load_chain
 from kvlog.migration.engine import MigrateOptions, Migrator
 from kvlog.migration.legacy import LegacyRenderer, current_line
@@ -40,7 +41,7 @@ CHAIN = load_chain()
 VALIDATOR = EventValidator()
 MIGRATOR = Migrator(CHAIN, MigrateOptions())
 LEGACY = [LegacyRenderer(CHAIN, g.id) for g in CHAIN.generations() if g.catalog_version < CATALOG.newest_release()]
-ENVELOPE = {"event", "schema_version", "timestamp", "level", "pid", "ranks", "migrated", "ext"}
+ENVELOPE = frozenset(FIELDS)
 KVLOG = Path(sys.executable).with_name("kvlog")
 
 
