@@ -40,7 +40,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kvlog import commands
+from kvlog.check.findings import Finding
 from kvlog.check.report import format_report
+from kvlog.check.runner import CheckReport
 from kvlog.errors import KvlogError
 
 SCHEMAS = Path("telemetry/schemas")
@@ -496,3 +498,12 @@ def test_compatibility_and_naming_answer_for_any_valid_schema(data: st.DataObjec
         assert all(str(reason) for reason in incompatibilities(comparable(writer), comparable(reader)))
     _integer_problem(new, signed=False)
     _is_enumerated(new)
+
+
+@pytest.mark.parametrize("output_format", ["text", "github"])
+def test_a_file_name_that_is_a_workflow_command_never_starts_a_line(output_format: str) -> None:
+    """A catalog whose schemas sit at the project's root can hold a file named ``::error::...``."""
+    report = CheckReport(findings=[Finding("KV007", "stray file", "::error file=x::planted.json")])
+    text = format_report(report, output_format)  # type: ignore[arg-type]
+    assert not any(line.startswith("::error file=x") for line in text.splitlines()), text
+    assert "./::error file=x::planted.json" in text or "./%3A%3Aerror file=x%3A%3Aplanted.json" in text, text

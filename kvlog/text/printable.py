@@ -20,27 +20,24 @@ _ACTS_ON_READER = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066
 
 @dataclass(frozen=True)
 class Escaping:
-    """The characters one kind of report escapes, and how it shows a file name.
+    """The characters one kind of report escapes.
 
     ``shown_as_is`` holds for a text none of whose characters is escaped, one character or a whole
     line alike, so that text with nothing to escape (nearly all of it) costs a single call.
-    ``command_guard``: a file name beginning with ``:`` (``::error::``) is shown as ``./NAME``, the
-    same file, so that no line of the report begins with a workflow command.
     """
 
     shown_as_is: Callable[[str], bool]
-    command_guard: bool
 
 
 #: ``kvlog validate``: findings quote event names, keys and values from a server's log, which can hold
 #: anything. Every character that does not show as itself is escaped, invisible ones too (U+200B,
 #: U+00A0): an unknown event name holding one would otherwise look like a known name.
-LOG_REPORT = Escaping(str.isprintable, command_guard=True)
+LOG_REPORT = Escaping(str.isprintable)
 #: ``kvlog check``: findings about the project's own catalog, for a terminal, GitHub workflow commands,
 #: JUnit XML and JSON tools. Only what one of those acts on instead of showing is escaped: C0 and C1
 #: controls, line and paragraph separators, bidirectional overrides, and the surrogates that stand for
 #: bytes of a file name that are not UTF-8. The rest of the catalog's text stays as it is written.
-CATALOG_REPORT = Escaping(lambda text: _ACTS_ON_READER.search(text) is None, command_guard=False)
+CATALOG_REPORT = Escaping(lambda text: _ACTS_ON_READER.search(text) is None)
 
 
 def printable(text: str, *, escaping: Escaping = LOG_REPORT, keep: str = "") -> str:
@@ -51,9 +48,13 @@ def printable(text: str, *, escaping: Escaping = LOG_REPORT, keep: str = "") -> 
 
 
 def printable_name(name: str, *, escaping: Escaping = LOG_REPORT, keep: str = "") -> str:
-    """A file name for a report: unambiguous (backslashes escaped too) and, guarded, never taken for a command."""
+    """A file name for a report: unambiguous (backslashes escaped too) and never taken for a command.
+
+    A name beginning with ``:`` (``::error::``) is shown as ``./NAME``, the same file, so that no line of
+    any report (a ``kvlog check`` text line starts with the file too) begins with a workflow command.
+    """
     shown = printable(name.replace("\\", "\\\\"), escaping=escaping, keep=keep)
-    return f"./{shown}" if escaping.command_guard and shown.startswith(":") else shown
+    return f"./{shown}" if shown.startswith(":") else shown
 
 
 def _escaped(char: str) -> str:
