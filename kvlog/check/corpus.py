@@ -19,11 +19,13 @@ from kvlog.check.files import Refused, entries, open_log, read_file
 from kvlog.check.findings import Finding
 from kvlog.check.snapshot import display_path
 from kvlog.errors import KvlogError
+from kvlog.io.compression import with_compressed
 from kvlog.migration import Chain, MigrationError
 from kvlog.migration.engine import MigrateOptions, Migrator
 from kvlog.schema.validation import EventValidator
+from kvlog.text.printable import LOG_REPORT, printable
 
-_LOG_SUFFIXES = (".log", ".log.gz", ".log.zst")
+_LOG_SUFFIXES = with_compressed(".log")
 _EXPECTED_SUFFIX = ".expected.jsonl"
 
 
@@ -78,7 +80,7 @@ def _replay(log: Path, migrator: Migrator, validator: EventValidator, root: Path
     findings = [
         Finding(
             "KV501",
-            f"memory line no longer migrates: {record['reason']}: {_printable(record['text'])}",
+            f"memory line no longer migrates: {record['reason']}: {_quoted(record['text'])}",
             name,
             record["line"],
         )
@@ -139,7 +141,7 @@ def _distractors(expected: Path, root: Path) -> set[int]:
     return lines
 
 
-def _printable(text: str) -> str:
-    """A log line fit for a one-line finding: control characters escaped, long lines cut."""
-    escaped = text.encode("unicode_escape").decode("ascii") if not text.isprintable() else text
+def _quoted(text: str) -> str:
+    """A server's log line fit for a one-line finding: escaped as validate escapes log text, long lines cut."""
+    escaped = printable(text, escaping=LOG_REPORT)
     return escaped if len(escaped) <= 200 else escaped[:197] + "..."
