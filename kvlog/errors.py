@@ -11,17 +11,17 @@ class KvlogError(Exception):
     """Base class of every error kvlog raises on purpose."""
 
 
-class OptionError(KvlogError):
-    """A command cannot do what it was asked: options conflict, a value is out of range, an output names an input.
+class NamesOptions(KvlogError):
+    """An error whose message may name a command's options, which the library spells as keyword arguments.
 
-    Nothing was read or written. The message names each option by its keyword argument
-    (``in_place``), the way ``kvlog.commands`` is called; ``worded(names)`` names them as a front end
-    spells them (the CLI passes ``{"in_place": "--in-place", ...}``), so that no library message has
-    to know the command line.
+    The message is a template: ``{in_place}`` for each option it names (spelled as ``kvlog.commands``
+    is called), ``{name}`` for each of ``values`` (file names and other text, kept out of the template so
+    that their braces are never read as fields). ``worded(names)`` spells the options as a front end
+    does (the CLI passes ``{"in_place": "--in-place", ...}``), so that no library message has to know
+    the command line.
     """
 
     def __init__(self, template: str, /, **values: object) -> None:
-        #: the message, with ``{option}`` for each option it names and ``{name}`` for each of ``values``
         self.template = template
         self.values = values
         super().__init__(self.worded({}))
@@ -32,6 +32,18 @@ class OptionError(KvlogError):
 
     def __reduce__(self) -> tuple[Any, ...]:  # pickled whole: the template and its values, not the message
         return functools.partial(type(self), self.template, **self.values), ()
+
+
+class OptionError(NamesOptions):
+    """A command cannot do what it was asked: options conflict, a value is out of range, an output names an input.
+
+    Nothing was read or written.
+    """
+
+
+def worded(problem: object, names: Mapping[str, str]) -> str:
+    """``problem`` as text, its options (if it is a ``NamesOptions``) spelled as ``names`` says."""
+    return problem.worded(names) if isinstance(problem, NamesOptions) else str(problem)
 
 
 class _Wording(dict[str, object]):

@@ -119,8 +119,8 @@ def test_a_breaking_rename_fails_alone_and_passes_once_a_migration_covers_it(tmp
     lines = text.splitlines()
     (breaking,) = [line for line in lines if " KV204 " in line]
     assert breaking == (
-        "telemetry/schemas/acme.alloc/v2.json:28: KV204 error: acme.alloc@2 is not backward-compatible with v1 "
-        "under --mode backward: reserved_bytes: v1 allows reserved_bytes, v2 rejects it (closed content model); "
+        "telemetry/schemas/acme.alloc/v2.json:28: KV204 error: acme.alloc@2 is not backward-compatible with v1 in "
+        "compatibility mode backward: reserved_bytes: v1 allows reserved_bytes, v2 rejects it (closed content model); "
         "reserved_va_bytes: v2 requires reserved_va_bytes; v1 events may lack it; add a migration v1 -> v2"
     )
     assert (
@@ -157,7 +157,7 @@ def test_the_mode_comes_from_pyproject_unless_given(tmp_path: Path) -> None:
     status, full, _ = checked_as(root, "text", against="HEAD~1")
     assert status == 1
     assert (
-        "acme.alloc@2 is not forward-compatible with v1 under --mode full: numa_node: v2 allows numa_node, "
+        "acme.alloc@2 is not forward-compatible with v1 in compatibility mode full: numa_node: v2 allows numa_node, "
         "v1 rejects it (closed content model); add an invertible migration v1 -> v2"
     ) in full
     backward = checked_as(root, "text", against="HEAD~1", mode="backward")[1]

@@ -280,7 +280,7 @@ def test_incompatibility_names_the_field_and_the_change() -> None:
 
 
 def test_transitive_modes_compare_with_every_older_version() -> None:
-    # v2 raised the minimum and was released anyway (say under --mode none); v3 keeps v2's contract.
+    # v2 raised the minimum and was released anyway (say in compatibility mode none); v3 keeps v2's contract.
     # v3 is compatible with its predecessor, but not backward-compatible with v1: only the
     # transitive modes look that far back.
     v1 = event_schema(1, {"a": {"type": "integer", "minimum": 5}}, ["a"], CLOSED)

@@ -267,7 +267,22 @@ def test_strict_fails_on_an_unparsed_memory_line_unless_it_is_allowed(tmp_path: 
     allowed = commands.migrate(log, output=tmp_path / "c", strict=True, allow_unparsed=["hierarchical Mamba"])
     assert allowed.exit_status == commands.EXIT_OK
     assert allowed.report.allowed_unparsed_lines == 1 and allowed.report.unparsed_memory_lines == 0
-    assert "(and 1 allowed by --allow-unparsed)" in allowed.summary
+    assert "(and 1 allowed by allow_unparsed)" in allowed.summary
+
+
+def test_the_text_of_a_run_spells_options_as_its_caller_does(tmp_path: Path) -> None:
+    """No library text names a flag: a caller's ``option_names`` spell the options, the keyword otherwise."""
+    log = tmp_path / "app.log"
+    log.write_bytes(OLD)
+    (tmp_path / "app.log.orig").write_bytes(b"the only copy of an earlier original\n")
+    spelled = {"backup_suffix": "--backup-suffix", "allow_unparsed": "--allow-unparsed"}
+    as_keywords = commands.migrate(log, in_place=True)
+    as_flags = commands.migrate(log, in_place=True, option_names=spelled)
+    assert as_keywords.problems[0].endswith("name a new backup with backup_suffix")
+    assert as_flags.problems[0].endswith("name a new backup with --backup-suffix")
+    log.write_bytes(OLD + MAMBA_HOST)
+    allowed = commands.migrate(log, dry_run=True, allow_unparsed=["hierarchical Mamba"], option_names=spelled)
+    assert allowed.summary.endswith("(and 1 allowed by --allow-unparsed)")
 
 
 def test_an_input_that_cannot_be_read_is_named_and_the_rest_is_migrated(tmp_path: Path, log: Path) -> None:

@@ -105,10 +105,10 @@ def test_a_foreign_backup_refuses_the_file_unless_a_new_suffix_is_named(tmp_path
     else:
         os.link(other, backup)
     before = snapshot(tmp_path)
-    refused = migrate(log, in_place=True)
+    refused = migrate(log, in_place=True, option_names={"backup_suffix": "--backup-suffix"})
     assert refused.exit_status == 2
     (problem,) = refused.problems
-    assert str(log) in problem and str(backup) in problem and "--backup-suffix" in problem
+    assert str(log) in problem and str(backup) in problem and "name a new backup with --backup-suffix" in problem
     assert snapshot(tmp_path) == before and temporaries(tmp_path) == []
     assert backup.exists() or backup.is_symlink()
     renamed = migrate(log, in_place=True, backup_suffix=".orig2")
@@ -451,7 +451,7 @@ def test_allowed_unparsed_lines_are_counted_apart_and_do_not_fail_strict(tmp_pat
         log, strict=True, allow_unparsed_from=[patterns], allow_unparsed=[r"in a way no release"], stdout=stdout
     )
     assert allowed.exit_status == 0, allowed.problems
-    assert "0 memory-like lines unparsed (and 2 allowed by --allow-unparsed)" in allowed.summary
+    assert "0 memory-like lines unparsed (and 2 allowed by allow_unparsed)" in allowed.summary
     assert stdout.getvalue().endswith(MAMBA_HOST + MYSTERY)
     patterns.write_text("fine\n(unclosed\n")
     bad = kvlog(log, "--allow-unparsed-from", patterns)

@@ -147,9 +147,8 @@ class Evolution:
         remedy = (
             f"a migration v{old} -> v{new}" if direction == "backward" else f"an invertible migration v{old} -> v{new}"
         )
-        message = (
-            f"{event}@{new} is not {direction}-compatible with v{old} under --mode {mode}: {reasons}; add {remedy}"
-        )
+        incompatible = f"{event}@{new} is not {direction}-compatible with v{old} in compatibility mode {mode}"
+        message = f"{incompatible}: {reasons}; add {remedy}"
         return [Finding("KV204", message, file.display, line)]
 
 

@@ -64,7 +64,7 @@ def run_check(options: CheckOptions) -> CheckReport:
         report.findings += migrations.check_complete(chain, usable)
         report.findings += migrations.check_examples(chain, validator)
     if options.corpus is None:
-        report.skipped["KV5"] = "no corpus: --corpus DIR or [tool.kvlog] corpus"
+        report.skipped["KV5"] = "no corpus: name a directory of golden logs, or [tool.kvlog] corpus"
     elif chain is None:
         report.skipped["KV5"] = "the migrations do not load (KV301)"
     else:
@@ -73,7 +73,7 @@ def run_check(options: CheckOptions) -> CheckReport:
         report.findings += replayed.findings
         report.corpus_files = replayed.files
     if options.against is None:
-        report.skipped["KV2"] = "needs --against GIT_REF"
+        report.skipped["KV2"] = "needs a git ref to compare against"
     else:
         files, refused, prefix = files_at_ref(options.project.schemas, options.against)
         labels = {rel: f"{options.against}:{prefix}{rel}" for rel in [*files, *refused]}

@@ -7,7 +7,7 @@ from typing import NoReturn
 
 import click
 
-from kvlog.errors import KvlogError, OptionError
+from kvlog.errors import KvlogError, worded
 
 
 def flags(command: click.Command) -> dict[str, str]:
@@ -17,7 +17,7 @@ def flags(command: click.Command) -> dict[str, str]:
 
 def message(error: KvlogError, command: click.Command) -> str:
     """The error's message, an option named by its flag (``--in-place``) rather than its keyword argument."""
-    return error.worded(flags(command)) if isinstance(error, OptionError) else str(error)
+    return worded(error, flags(command))
 
 
 def fail(command: str, text: str, status: int) -> NoReturn:

@@ -13,7 +13,7 @@ from typing import Literal
 import click
 
 from kvlog import commands
-from kvlog.cli.failing import fail, message
+from kvlog.cli.failing import fail, flags, message
 from kvlog.cli.progress import progress_reporter
 from kvlog.errors import KvlogError
 
@@ -116,6 +116,7 @@ def migrate(  # noqa: PLR0917 - click passes every option as a parameter
             migrations=migrations,
             progress=functools.partial(progress_reporter, wanted=progress),
             on_notice=_say,
+            option_names=flags(migrate),
         )
     except KvlogError as exc:
         fail("migrate", message(exc, migrate), commands.exit_status_of(exc))

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import AbstractContextManager, ExitStack, contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -12,7 +12,7 @@ from typing import IO, Literal
 import orjson
 
 from kvlog.commands import EXIT_BROKEN_MIGRATIONS, EXIT_ERROR, EXIT_FINDINGS, EXIT_OK
-from kvlog.errors import KvlogError, OptionError
+from kvlog.errors import KvlogError, OptionError, worded
 from kvlog.io.outputs import OutputError, atomic_output, expand_inputs
 from kvlog.migration.engine import MigrateOptions, Migrator, OutputFormat
 from kvlog.migration.plan import Request, allowed_unparsed, plan
@@ -44,6 +44,8 @@ class MigrateOutcome:
     notes: dict[str, int] = field(default_factory=dict)
     #: ``in_place``: symbolic links met in a directory or through a pattern, left alone
     skipped_links: tuple[str, ...] = ()
+    #: how the text of this outcome spells options (``migrate``'s ``option_names``)
+    option_names: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def summary(self) -> str:
@@ -52,7 +54,7 @@ class MigrateOutcome:
         if self.skipped_links:
             shown = ", ".join(self.skipped_links[:3]) + (", ..." if len(self.skipped_links) > 3 else "")
             parts.append(f"{len(self.skipped_links)} symbolic link(s) skipped, not replaced ({shown})")
-        return self.report.summary() + (f"; {'; '.join(parts)}" if parts else "")
+        return self.report.summary(self.option_names) + (f"; {'; '.join(parts)}" if parts else "")
 
 
 def migrate(
@@ -77,6 +79,7 @@ def migrate(
     stdout: IO[bytes] | None = None,
     progress: Progress | None = None,
     on_notice: Callable[[str], None] | None = None,
+    option_names: Mapping[str, str] | None = None,
 ) -> MigrateOutcome:
     """Migrate ``inputs`` (files, globs, directories, ``-`` for standard input) as ``kvlog migrate`` does.
 
@@ -86,6 +89,8 @@ def migrate(
     files for the JSON report and the memory-like lines left unparsed. ``on_notice`` is called, as it
     happens, with each thing the run has to say: an input that could not be expanded or migrated, a
     file left as it was. ``progress`` is given the inputs and yields the callback the bytes read go to.
+    ``option_names`` spells the options named in that text and in the summary (the CLI passes its
+    flags: ``{"backup_suffix": "--backup-suffix", ...}``); by default they are named by keyword.
 
     Raises ``OptionError`` when the options or paths conflict, ``BrokenMigrations`` when the migration
     files are broken, ``InputError`` for an ``allow_unparsed_from`` file that cannot be read, and
@@ -112,6 +117,7 @@ def migrate(
     found = expand_inputs(tuple(map(str, names)), (backup_suffix,) if in_place else (), follow_links=not in_place)
     tasks = plan(Request(found.names, _str(output), in_place, backup_suffix, dry_run, _str(report), _str(dead_letter)))
     say = on_notice or (lambda _: None)
+    spelling = dict(option_names or {})
     for problem in found.problems:
         say(problem)
     directory = Path(migrations) if migrations is not None else None
@@ -129,8 +135,9 @@ def migrate(
             for outcome in outcomes:
                 total.merge(outcome.report)
                 if outcome.error is not None:
-                    problems.append(outcome.error)
-                    say(outcome.error)
+                    problem = worded(outcome.error, spelling)
+                    problems.append(problem)
+                    say(problem)
                 elif outcome.note is not None:
                     notes[outcome.note.partition(",")[0]] += 1
                     if outcome.note.startswith("already current"):
@@ -145,7 +152,7 @@ def migrate(
         status = EXIT_FINDINGS
     else:
         status = EXIT_OK
-    return MigrateOutcome(status, total, tuple(problems), dict(notes), tuple(found.skipped_links))
+    return MigrateOutcome(status, total, tuple(problems), dict(notes), tuple(found.skipped_links), spelling)
 
 
 def _str(path: str | Path | None) -> str | None:

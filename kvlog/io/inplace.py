@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
-from kvlog.errors import KvlogError
+from kvlog.errors import NamesOptions
 from kvlog.io.inputs import InputError, open_raw
 from kvlog.io.outputs import (
     OutputError,
@@ -42,7 +42,7 @@ from kvlog.io.outputs import (
 _REOPEN_ATTEMPTS = 100
 
 
-class ReplaceRefused(KvlogError):
+class ReplaceRefused(NamesOptions):
     """The log was left as it was, for the reason given: replacing it could lose a line or the backup."""
 
 
@@ -113,7 +113,7 @@ class InPlace:
             if not changed:
                 return "already current, unchanged"  # (a killed run's leftovers are removed all the same)
             if self._temporary is None:
-                raise ReplaceRefused(self._backup_exists_message())
+                raise self._backup_in_the_way()
             self._check_unchanged()
             self._keep_backup()
             copy_owner_and_mode(os.fstat(self.source.fileno()), self._temporary)
@@ -129,8 +129,11 @@ class InPlace:
         after = os.fstat(self.source.fileno())
         if after.st_size != self.seen.size:
             raise ReplaceRefused(
-                f"{self.name}: {after.st_size - self.seen.size} bytes were written to it while it was being "
-                f"replaced; they are in the backup {self.backup}, not in {self.name}"
+                "{file}: {count} bytes were written to it while it was being replaced; they are in the backup "
+                "{backup}, not in {file}",
+                file=self.name,
+                count=after.st_size - self.seen.size,
+                backup=self.backup,
             )
         stale = f"; removed {self.stale_removed} temporary file(s) a killed run left" if self.stale_removed else ""
         return f"replaced, original kept as {self.backup}{stale}"
@@ -149,10 +152,12 @@ class InPlace:
             raise OutputError(f"{self.backup}: cannot check the backup: {exc.strerror}") from None
         return "ours" if (status.st_dev, status.st_ino) == (self.seen.device, self.seen.inode) else "foreign"
 
-    def _backup_exists_message(self) -> str:
-        return (
-            f"{self.name}: not replaced: the backup {self.backup} already exists and is not this file "
-            "(it may be the only copy of the original); move it away, or name a new backup with --backup-suffix"
+    def _backup_in_the_way(self) -> ReplaceRefused:
+        return ReplaceRefused(
+            "{file}: not replaced: the backup {backup} already exists and is not this file (it may be the only "
+            "copy of the original); move it away, or name a new backup with {backup_suffix}",
+            file=self.name,
+            backup=self.backup,
         )
 
     def _check_unchanged(self) -> None:
@@ -160,16 +165,19 @@ class InPlace:
         now = _Seen.of(os.fstat(self.source.fileno()))
         if now != self.seen:
             raise ReplaceRefused(
-                f"{self.name}: changed while migrating (it was written to); left untouched. "
-                "Migrate a log once its server has closed it (rotated), or use -o"
+                "{file}: changed while migrating (it was written to); left untouched. "
+                "Migrate a log once its server has closed it (rotated), or use {output}",
+                file=self.name,
             )
         try:
             named = self.path.lstat()
         except OSError as exc:
-            raise ReplaceRefused(f"{self.name}: changed while migrating ({exc.strerror}); left untouched") from None
+            raise ReplaceRefused(
+                "{file}: changed while migrating ({reason}); left untouched", file=self.name, reason=exc.strerror
+            ) from None
         if (named.st_dev, named.st_ino) != (self.seen.device, self.seen.inode):
             raise ReplaceRefused(
-                f"{self.name}: changed while migrating (the name now points to another file); left untouched"
+                "{file}: changed while migrating (the name now points to another file); left untouched", file=self.name
             )
 
     def _keep_backup(self) -> None:
@@ -182,12 +190,12 @@ class InPlace:
         if status == "ours":
             return
         if status == "foreign":
-            raise ReplaceRefused(self._backup_exists_message())
+            raise self._backup_in_the_way()
         try:
             _link_descriptor(self.source.fileno(), self.backup)
             return
         except FileExistsError:
-            raise ReplaceRefused(self._backup_exists_message()) from None
+            raise self._backup_in_the_way() from None
         except OSError:
             pass  # no /proc, or no hard links on this filesystem: copy
         staging = Temporary(self.backup)
@@ -198,7 +206,7 @@ class InPlace:
             copy_owner_and_mode(os.fstat(self.source.fileno()), staging.path)
             os.link(staging.path, self.backup)
         except FileExistsError:
-            raise ReplaceRefused(self._backup_exists_message()) from None
+            raise self._backup_in_the_way() from None
         except OSError as exc:
             raise OutputError(f"{self.backup}: cannot keep the backup: {exc.strerror or exc}") from None
         finally:

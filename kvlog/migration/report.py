@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -70,15 +71,12 @@ class MigrationReport:
             "unparsed_sample": self.unparsed_sample,
         }
 
-    def summary(self) -> str:
-        """One line for standard error."""
+    def summary(self, names: Mapping[str, str] | None = None) -> str:
+        """One line for standard error; ``names`` spells options as the caller does (default: by keyword)."""
+        allowing = (names or {}).get("allow_unparsed", "allow_unparsed")
         return (
             f"{self.files} file(s), {self.lines} lines, {self.events} events "
             f"({', '.join(f'{k} {v}' for k, v in sorted(self.by_source.items())) or 'none'}), "
             f"{sum(self.inferred.values())} inferred fields, {self.unparsed_memory_lines} memory-like lines unparsed"
-            + (
-                f" (and {self.allowed_unparsed_lines} allowed by --allow-unparsed)"
-                if self.allowed_unparsed_lines
-                else ""
-            )
+            + (f" (and {self.allowed_unparsed_lines} allowed by {allowing})" if self.allowed_unparsed_lines else "")
         )

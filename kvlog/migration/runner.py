@@ -20,7 +20,7 @@ from typing import IO, Any
 
 import orjson
 
-from kvlog.errors import KvlogError
+from kvlog.errors import KvlogError, NamesOptions
 from kvlog.io.compression import compressed, decompressed, open_binary
 from kvlog.io.inplace import InPlace
 from kvlog.io.inputs import STDIN, InputError
@@ -41,7 +41,8 @@ class Outcome:
 
     name: str
     report: MigrationReport
-    error: str | None = None
+    #: why the input was not migrated; a ``NamesOptions`` is kept whole, for its caller to spell its options
+    error: str | NamesOptions | None = None
     #: what became of the file, where there is more to say than the counts (``--in-place``)
     note: str | None = None
     staged_output: str | None = None
@@ -147,7 +148,8 @@ def _run(  # noqa: PLR0917 - one task's state, passed on as it is
                 staged = out.name
             report = migrator.migrate(task.name, _Counting(task.name, stream, progress), out, dead)
     except KvlogError as exc:
-        return Outcome(task.name, MigrationReport(), str(exc), staged_output=staged)
+        error = exc if isinstance(exc, NamesOptions) else str(exc)
+        return Outcome(task.name, MigrationReport(), error, staged_output=staged)
     except OSError as exc:  # what no wrapper could attribute (the wrappers name inputs and outputs)
         return Outcome(task.name, MigrationReport(), f"{task.name}: {exc.strerror or exc}", staged_output=staged)
     return Outcome(task.name, report, staged_output=staged)
