@@ -11,13 +11,13 @@ import io
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from migration_helpers import broken_migrations
 
 from kvlog import commands
 from kvlog.check.config import ConfigError
@@ -305,10 +305,7 @@ def test_an_input_that_cannot_be_read_is_named_and_the_rest_is_migrated(tmp_path
 
 
 def test_broken_migrations_stop_the_run_before_anything_is_written(tmp_path: Path, log: Path) -> None:
-    root = tmp_path / "migrations"
-    shutil.copytree(Path(__file__).parent.parent / "migrations", root)
-    broken = root / "kv_arena.ready" / "v1-to-v2.toml"
-    broken.write_text(broken.read_text().replace('op = "rename"', 'op = "renam"'))
+    root = broken_migrations(tmp_path)
     with pytest.raises(commands.BrokenMigrations, match="unknown op 'renam'") as raised:
         commands.migrate(log, migrations=root, output=tmp_path / "out.jsonl", dead_letter=tmp_path / "dead.jsonl")
     assert commands.exit_status_of(raised.value) == commands.EXIT_BROKEN_MIGRATIONS

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 import zstandard
+from migration_helpers import broken_migrations, broken_step
 
 from kvlog import commands
 
@@ -324,13 +325,10 @@ def test_bad_inputs_are_named_and_the_rest_is_migrated(old: Path, tmp_path: Path
 
 
 def test_broken_migrations_exit_3(old: Path, tmp_path: Path) -> None:
-    root = tmp_path / "migrations"
-    shutil.copytree(Path(__file__).parent.parent / "migrations", root)
-    broken = root / "kv_arena.ready" / "v1-to-v2.toml"
-    broken.write_text(broken.read_text().replace('op = "rename"', 'op = "renam"'))
+    root = broken_migrations(tmp_path)
     result = kvlog("migrate", old, "--migrations", root)
     assert result.returncode == 3
-    assert str(broken).encode() in result.stderr and b"unknown op 'renam'" in result.stderr
+    assert str(broken_step(root)).encode() in result.stderr and b"unknown op 'renam'" in result.stderr
 
 
 @pytest.fixture(scope="module")
