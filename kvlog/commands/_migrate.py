@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Mapping
-from contextlib import AbstractContextManager, ExitStack, contextmanager, nullcontext
+from collections.abc import Callable, Iterable, Mapping
+from contextlib import AbstractContextManager, ExitStack, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Literal
@@ -126,7 +126,7 @@ def migrate(
     problems = list(found.problems)
     notes: Counter[str] = Counter()
     with ExitStack() as stack:
-        dead = stack.enter_context(_dead_letters(Path(dead_letter))) if dead_letter is not None else None
+        dead = stack.enter_context(atomic_output(Path(dead_letter))) if dead_letter is not None else None
         update = stack.enter_context(progress(found.names) if progress else nullcontext(_ignore))
         outcomes = run_tasks(
             tasks, migrator, migrations=directory, jobs=jobs, dead_letter=dead, progress=update, stdout=stdout
@@ -180,25 +180,9 @@ def _ignore(_: int) -> None:
     pass
 
 
-@contextmanager
-def _dead_letters(path: Path) -> Iterator[IO[bytes]]:
-    """The dead-letter file; its last write, on closing (a full disk, a device), named as it like every other."""
-    written = False
-    try:
-        with atomic_output(path) as stream:
-            yield stream
-            written = True
-    except OSError as exc:
-        if not written:  # the run's own error, passing through
-            raise
-        raise OutputError(f"{path}: cannot write: {exc.strerror or exc}") from None
-
-
 def _write_report(path: Path, report: MigrationReport) -> None:
     try:
         with atomic_output(path) as stream:
             stream.write(orjson.dumps(report.to_json(), option=orjson.OPT_INDENT_2) + b"\n")
     except KvlogError as exc:
         raise OutputError(f"cannot write the report: {exc}") from None
-    except OSError as exc:  # closing flushes, and can fail
-        raise OutputError(f"cannot write the report: {path}: cannot write: {exc.strerror or exc}") from None

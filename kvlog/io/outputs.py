@@ -18,7 +18,7 @@ import secrets
 import stat
 import sys
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -145,8 +145,17 @@ def atomic_output(target: Path) -> Iterator[IO[bytes]]:
             raw = target.open("wb")
         except OSError as exc:
             raise OutputError(f"{name}: cannot open: {exc.strerror}") from None
-        with raw, compressed(NamedSink(raw, name), target.name) as stream:  # type: ignore[arg-type]
-            yield stream
+        try:
+            with compressed(NamedSink(raw, name), target.name) as stream:  # type: ignore[arg-type]
+                yield stream
+        except BaseException:
+            with suppress(OSError):  # the error that ended the block is the one to report
+                raw.close()
+            raise
+        try:
+            raw.close()  # the last buffered bytes are written here: /dev/full fails now, and is named
+        except OSError as exc:
+            raise OutputError(f"{name}: cannot write: {exc.strerror or exc}") from None
         return
     temporary = Temporary(target)
     try:
