@@ -38,6 +38,7 @@ class InferenceRule(StrEnum):
     ARENA_BEFORE_POOL = "arena-before-pool"
     SUB_POOLS_ARE_VA_BOUND = "sub-pools-are-va-bound"
     POST_CAPTURE_AFTER_POOL = "post-capture-after-pool"
+    POST_CAPTURE_COMMITTED = "post-capture-committed"
 
 
 #: the evidence of the rules that always rest on the same fact (the others quote the line they read)

@@ -336,17 +336,20 @@ class KvPoolMemoryAvailable(Event):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class KvPoolPostCaptureSized(Event):
-    """Post-capture KV sizing (``kv_pool.post_capture_sized`` v1).
+    """Post-capture KV sizing (``kv_pool.post_capture_sized`` v2).
 
-    After CUDA-graph capture, the pool's final size was chosen from the memory then free and
-    committed.
+    After CUDA-graph capture, a pool's final size was chosen from the memory then free, and its KV
+    memory committed. v2 names which pool (the target's, or a speculative draft's) and its element
+    type; a draft pool's line does not print free memory.
     """
 
     EVENT: ClassVar[str] = "kv_pool.post_capture_sized"
-    VERSION: ClassVar[int] = 1
+    VERSION: ClassVar[int] = 2
 
+    label: str | None
+    dtype: str | None
     max_total_num_tokens: int
-    free_bytes: int
+    free_bytes: int | None
     budget_bytes: int | None
     committed_bytes: int | None
     pool: str | None = None
@@ -355,7 +358,9 @@ class KvPoolPostCaptureSized(Event):
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
             "event": "kv_pool.post_capture_sized",
-            "schema_version": 1,
+            "schema_version": 2,
+            "label": self.label,
+            "dtype": self.dtype,
             "max_total_num_tokens": self.max_total_num_tokens,
             "free_bytes": self.free_bytes,
             "budget_bytes": self.budget_bytes,
@@ -438,6 +443,38 @@ class KvPoolSwaSummary(Event):
         }
         if self.committed_bytes is not None:
             out["committed_bytes"] = self.committed_bytes
+        if self.ext is not None:
+            out["ext"] = self.ext
+        return out
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class KvPoolUnifiedAllocation(Event):
+    """Unified KV pool allocated (``kv_pool.unified_allocation`` v1).
+
+    One memory pool shared by several KV sub-pools (full and sliding-window attention, Mamba state),
+    sized as a whole. Under post-capture sizing its total is an address-space reservation, not
+    memory.
+    """
+
+    EVENT: ClassVar[str] = "kv_pool.unified_allocation"
+    VERSION: ClassVar[int] = 1
+
+    allocation_state: Literal["va_upper_bound", "allocated"]
+    total_bytes: int
+    sub_pools: int
+    committed_bytes: int | None
+    ext: dict[str, Any] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "event": "kv_pool.unified_allocation",
+            "schema_version": 1,
+            "allocation_state": self.allocation_state,
+            "total_bytes": self.total_bytes,
+            "sub_pools": self.sub_pools,
+            "committed_bytes": self.committed_bytes,
+        }
         if self.ext is not None:
             out["ext"] = self.ext
         return out
@@ -658,6 +695,7 @@ ALL_EVENTS: tuple[type[Event], ...] = (
     KvPoolPostCaptureSized,
     KvPoolSleep,
     KvPoolSwaSummary,
+    KvPoolUnifiedAllocation,
     KvPoolWake,
     KvlogSchemaViolation,
     MambaPoolAllocation,

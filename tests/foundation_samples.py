@@ -81,6 +81,20 @@ FIELDS: dict[tuple[str, int], dict[str, Any]] = {
         "budget_bytes": GIB,
         "committed_bytes": None,
     },
+    ("kv_pool.post_capture_sized", 2): {
+        "label": "draft",
+        "dtype": "torch.bfloat16",
+        "max_total_num_tokens": 4096,
+        "free_bytes": None,
+        "budget_bytes": None,
+        "committed_bytes": GIB // 4,
+    },
+    ("kv_pool.unified_allocation", 1): {
+        "allocation_state": "va_upper_bound",
+        "total_bytes": 60 * GIB,
+        "sub_pools": 3,
+        "committed_bytes": None,
+    },
     ("kv_pool.swa_summary", 1): {"mem_usage_bytes": GIB, "swa_tokens": 4096, "full_tokens": 8192},
     ("kv_pool.swa_summary", 2): {
         "allocation_state": "va_upper_bound",

@@ -61,7 +61,7 @@ def test_demo_console_prints_sglang_style_lines_for_people() -> None:
     assert all(line.startswith("[") and " TP0] " in line for line in lines)
     text = result.stdout
     assert "KV Cache VA upper bound. dtype: torch.bfloat16, #tokens: 131072" in text
-    assert "Post-capture KV sizing: max_total_num_tokens=" in text
+    assert "Post-capture KV sizing: KV cache allocated. dtype: torch.bfloat16, #tokens: " in text
     assert "SWAKVPool VA upper bound:" in text and "SWAKVPool mem usage:" in text
     assert "asleep: freed=" in text and "discrepancy=0 B" in text
     assert "hierarchical KV host pool" in text

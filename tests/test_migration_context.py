@@ -176,3 +176,115 @@ def test_json_events_of_an_older_version_join_the_context() -> None:
     assert out[0]["reserved_va_bytes"] == 1 << 30  # type: ignore[index]
     assert state(out[1]) == ("va_upper_bound", "arena-before-pool", 1)
     assert out[1]["migrated"]["source_format"] == "kvlog-json/v1"  # type: ignore[index]
+
+
+# -- every post-capture wording, and the committed bytes it states (sglang 0.5.17 on) -------------------------
+
+COMMITTED = (
+    "Post-capture KV sizing: KV cache allocated. dtype: torch.bfloat16, #tokens: 812345, "
+    "KV size: 49.58 GB, avail mem=3.21 GB"
+)
+DRAFT_COMMITTED = (
+    "Post-capture KV sizing: draft KV cache allocated. dtype: torch.bfloat16, #tokens: 4096, KV size: 0.25 GB"
+)
+TOKENS = "Post-capture KV sizing: full_layer_tokens=812345, swa_layer_tokens=0"
+GIB = 1 << 30
+
+
+def committed(event: Any) -> tuple[int | None, str | None, int | None]:
+    inferred = event["migrated"].get("inferred", {}).get("committed_bytes")
+    return event["committed_bytes"], inferred and inferred["rule"], inferred and inferred.get("evidence_line")
+
+
+def test_0_5_17_without_its_arena_line_the_post_capture_lines_tell_the_bound_and_the_committed_bytes() -> None:
+    """The seed's lie: 208 GiB of address space printed as allocated, the arena line filtered out."""
+    pool = "KV Cache is allocated. dtype: torch.bfloat16, #tokens: 1703936, K size: 104.00 GB, V size: 104.00 GB"
+    out = migrate(
+        f"[2026-08-10 10:00:05 TP0] {pool}",
+        "[2026-08-10 10:00:05 TP0] Memory pool end. avail mem=20.00 GB",
+        f"[2026-08-10 10:00:30 TP0] {TOKENS}",
+        f"[2026-08-10 10:00:30 TP0] {COMMITTED}",
+    )
+    assert state(out[0]) == ("va_upper_bound", "post-capture-after-pool", 3)
+    assert committed(out[0]) == (round(49.58 * GIB), "post-capture-committed", 4)
+    assert out[0]["migrated"]["uncertainty_bytes"]["committed_bytes"] == 5368710  # type: ignore[index]
+    assert out[2] == f"[2026-08-10 10:00:30 TP0] {TOKENS}".encode()  # recognised, kept as it was
+    sized = out[3]
+    assert isinstance(sized, dict) and sized["event"] == "kv_pool.post_capture_sized"
+    assert (sized["committed_bytes"], sized["free_bytes"], sized["label"]) == (
+        round(49.58 * GIB),
+        round(3.21 * GIB),
+        None,
+    )
+
+
+@pytest.mark.parametrize(
+    "note",
+    [
+        TOKENS,
+        "Post-capture KV sizing: max_running_requests 4096 -> 2048",
+        "Post-capture KV sizing: KV-canary per-forward workspace 0.12 GB",
+        "Post-capture KV sizing: decode CUDA graph max_bs=256 < max_running_requests=4096; "
+        "reserving activation headroom",
+    ],
+)
+def test_any_post_capture_wording_is_evidence(note: str) -> None:
+    out = migrate(f"[2026-08-10 10:00:05 TP2] {POOL}", f"[2026-08-10 10:00:30 TP2] {note}")
+    assert state(out[0]) == ("va_upper_bound", "post-capture-after-pool", 2)
+    assert committed(out[0]) == (None, None, None)  # no line stated it: unknown, not guessed
+
+
+def test_an_arena_pool_is_held_for_its_committed_bytes_and_a_draft_line_fills_the_draft() -> None:
+    """0.5.22 on: the draft pool is a VA bound too, and its own post-capture line says what it commits."""
+    draft = "KV Cache VA upper bound. dtype: torch.bfloat16, #tokens: 4096, K size: 0.50 GB, V size: 0.50 GB"
+    out = migrate(
+        f"[2026-10-20 10:00:00 TP0] {ARENA}",
+        f"[2026-10-20 10:00:01 TP0] {POOL}",
+        f"[2026-10-20 10:00:02 TP0] {draft}",
+        f"[2026-10-20 10:00:30 TP0] {COMMITTED}",
+        f"[2026-10-20 10:00:30 TP0] {DRAFT_COMMITTED}",
+    )
+    assert state(out[1]) == ("va_upper_bound", "arena-before-pool", 1)
+    assert committed(out[1]) == (round(49.58 * GIB), "post-capture-committed", 4)
+    assert committed(out[2]) == (round(0.25 * GIB), "post-capture-committed", 5)
+    assert out[4]["label"] == "draft" and out[4]["free_bytes"] is None  # type: ignore[index]
+
+
+def test_a_draft_line_without_the_targets_fills_nothing() -> None:
+    out = migrate(
+        f"[2026-10-20 10:00:00 TP0] {ARENA}",
+        f"[2026-10-20 10:00:01 TP0] {POOL}",
+        f"[2026-10-20 10:00:30 TP0] {DRAFT_COMMITTED}",
+    )
+    assert committed(out[1]) == (None, None, None)
+
+
+def test_a_hybrid_groups_committed_bytes_go_to_its_summary() -> None:
+    full = "Full KV Cache is allocated. dtype: torch.bfloat16, #tokens: 800000, K size: 4.00 GB, V size: 4.00 GB"
+    swa = "SWA KV Cache is allocated. dtype: torch.bfloat16, #tokens: 200000, K size: 1.00 GB, V size: 1.00 GB"
+    summary = "SWAKVPool mem usage: 10.00 GB, swa size: 200000, full size: 800000"
+    out = migrate(
+        *(f"[2026-08-10 10:00:0{i} TP0] {line}" for i, line in enumerate([full, swa, summary, TOKENS, COMMITTED]))
+    )
+    assert [state(e)[:2] for e in out[:3]] == [("va_upper_bound", "post-capture-after-pool")] * 3
+    assert [committed(e)[0] for e in out[:3]] == [None, None, round(49.58 * GIB)]
+
+
+def test_the_unified_pool_before_0_5_22_claims_allocated_and_context_corrects_it() -> None:
+    unified = "[unified-memory-pool] UnifiedKVPool allocated: total_bytes=60.00 GB (=64424509440 B), 3 sub-pool(s)"
+    out = migrate(f"[2026-08-10 10:00:00 TP0] {unified}", f"[2026-08-10 10:00:30 TP0] {COMMITTED}")
+    assert state(out[0]) == ("va_upper_bound", "post-capture-after-pool", 2)
+    assert out[0]["total_bytes"] == 64424509440 and "total_bytes" not in out[0]["migrated"].get("uncertainty_bytes", {})  # type: ignore[index]
+    assert committed(out[0])[0] == round(49.58 * GIB)
+    alone = migrate(f"[2026-07-12 10:00:00 TP0] {unified}")[0]
+    assert state(alone) == ("allocated", "line-claims-allocated", None)
+
+
+def test_the_unified_pool_of_0_5_22_says_its_state() -> None:
+    line = (
+        "[unified-memory-pool] UnifiedKVPool reserved VA upper bound: "
+        "total_bytes=60.00 GB (=64424509440 B), 3 sub-pool(s)"
+    )
+    event = migrate(f"[2026-10-20 10:00:00 TP0] {line}")[0]
+    assert state(event) == ("va_upper_bound", None, None)
+    assert (event["total_bytes"], event["sub_pools"]) == (64424509440, 3)  # type: ignore[index]

@@ -330,6 +330,8 @@ class KVPool(ArenaBuffers):
         emit(
             events.KvPoolPostCaptureSized(
                 pool=self.pool_name,
+                label=None,
+                dtype=str(self.shape.dtype),
                 max_total_num_tokens=tokens,
                 free_bytes=free,
                 budget_bytes=budget,

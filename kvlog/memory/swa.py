@@ -109,6 +109,8 @@ class SWAKVPool(ClosesOnExit):
         emit(
             events.KvPoolPostCaptureSized(
                 pool=type(self).__name__,
+                label=None,
+                dtype=str(self.full.shape.dtype),
                 max_total_num_tokens=full_tokens,
                 free_bytes=free,
                 budget_bytes=budget,

@@ -8,13 +8,17 @@ times faster than a word search), and checked in place where that byte turns up.
 with a keyword (and the JSON lines that name a ``"schema_version"``) are handed to the engine;
 everything between them is copied through as one range of the block.
 
-What that costs: a line without any of the keywords passes unseen, neither migrated nor reported
-as an unparsed memory line. A new wording must contain one of ``_PROBES``' words, or be added to
-them (``tests/test_migration_parsing.py`` checks that every known wording does).
+A keyword alone would let a memory line in a wording nobody foresaw pass unseen, neither migrated nor
+reported. So a second probe follows the first: a line that carries a memory *figure* (a number with a
+unit of bytes, or ``mem``/``memory``/``bytes`` beside a number, ``carries_memory_figure``) is a
+candidate too, whatever its other words, and the engine reports it when no rule reads it. The
+keywords stay, for the lines a rule reads that carry no figure (``server_args=``, ``Mamba Cache``
+sizes glued to a word); ``tests/test_migration_parsing.py`` checks that every wording is found.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from typing import Protocol
 
@@ -41,6 +45,15 @@ _PROBES: tuple[tuple[bytes, int, tuple[bytes, ...]], ...] = (
     (b"U", 0, (b"Use sliding window",)),
     (b"{", 0, (b"{",)),
 )
+#: A figure of memory: a number with a unit of bytes, or one of the words beside a number somewhere in
+#: the message. The byte form probes whole lines (a timestamp's digits count there, so it finds more
+#: lines than the message alone would); ``carries_memory_figure`` decides on the message.
+_UNIT = r"[0-9] ?(?:[KMGTP]i?B|kB)\b"
+_WORD = r"(?i:(?<![a-z])(?:memory|mem|bytes)(?![a-z]))"
+_UNIT_TEXT, _WORD_TEXT, _DIGIT_TEXT = re.compile(_UNIT), re.compile(_WORD), re.compile(r"[0-9]")
+_UNIT_BYTES, _WORD_BYTES, _DIGIT_BYTES = re.compile(_UNIT.encode()), re.compile(_WORD.encode()), re.compile(rb"[0-9]")
+#: where a figure can start to be seen, each found by ``bytes.find``: the B of a unit, the words
+_FIGURE_PROBES = (b"B", b"mem", b"Mem", b"MEM", b"bytes")
 #: what marks a JSON line as a kvlog event (a candidate), and a line that fails to read as a broken one
 JSON_EVENT = b'"schema_version"'
 
@@ -102,6 +115,8 @@ def segments(stream: Readable) -> Iterator[tuple[bool, bytes, int, int]]:
 def split(data: bytes, size: int) -> Iterator[tuple[bool, bytes, int, int]]:
     """``data[:size]`` (whole lines) as ``segments`` gives it: runs of other lines, and each candidate line alone."""
     starts: set[int] = set()
+    for probe in _FIGURE_PROBES:
+        starts.update(_figure_lines(data, size, probe))
     for byte, offset, words in _PROBES:
         for at in _keyword_positions(data, size, byte, offset, words):
             start = data.rfind(b"\n", 0, at) + 1
@@ -153,3 +168,24 @@ def _word_positions(data: bytes, size: int, position: int, words: tuple[bytes, .
         if end == -1:
             return
         position = end
+
+
+def carries_memory_figure(message: str) -> bool:
+    """Whether a message states an amount of memory: a number with a unit of bytes, or a memory word and a number."""
+    if _UNIT_TEXT.search(message) is not None:
+        return True
+    return _WORD_TEXT.search(message) is not None and _DIGIT_TEXT.search(message) is not None
+
+
+def _figure_lines(data: bytes, size: int, probe: bytes) -> Iterator[int]:
+    """The starts of the lines in ``data[:size]`` where ``probe`` begins a memory figure, each line once."""
+    position = data.find(probe, 0, size)
+    while position != -1:
+        start = data.rfind(b"\n", 0, position) + 1
+        end = data.find(b"\n", position, size)
+        end = size if end == -1 else end
+        if _UNIT_BYTES.search(data, start, end) is not None or (
+            _WORD_BYTES.search(data, start, end) is not None and _DIGIT_BYTES.search(data, start, end) is not None
+        ):
+            yield start
+        position = data.find(probe, end, size)

@@ -5,7 +5,11 @@ pool living in a virtual-address reservation was printed as ``KV Cache is alloca
 can be told apart only by context: a ``KvVmmArena[...] ready`` line earlier on the same rank in the
 same run (one arena per pool, so each arena explains one pool line; speculative draft pools, printed
 after, never use the VA path and stay allocated), or, where no arena line was printed, a *later*
-``Post-capture KV sizing:`` line. Older logs print the KV-cache dtype on a separate line. A rank's
+``Post-capture KV sizing:`` line of any wording (sglang 0.5.16 to today). The post-capture line that
+states what was committed (``KV cache allocated. … KV size: X GB``, 0.5.17 on; ``draft KV cache
+allocated. …`` for each speculative draft pool, 0.5.22 on) also gives the pool group its committed
+bytes, so a pool known to be a VA upper bound is held back until that line (or the end of its run).
+Older logs print the KV-cache dtype on a separate line. A rank's
 run starts at ``Load weight begin`` on that rank; ``server_args=`` (printed by the main process)
 starts a run for every rank of the file. Once a run shows today's wording (``reserved_va=``,
 ``VA upper bound``), ``is allocated`` in it means allocated: the state is read, not inferred.
@@ -29,6 +33,8 @@ SUMMARY = "kv_pool.swa_summary"
 ARENA = "kv_arena.ready"
 RUN_START = "weights.load_begin"
 POST_CAPTURE = "kv_pool.post_capture_sized"
+UNIFIED = "kv_pool.unified_allocation"
+COMMITTED = "committed_bytes"
 STATE = "allocation_state"
 VA = "va_upper_bound"
 
@@ -64,7 +70,12 @@ class _Run:
     todays_wording: bool = False
     dtype: tuple[str, Evidence] | None = None
     va_pools: list[Evidence] = field(default_factory=list)
+    #: pools whose state a later line may still tell
     waiting: list[Held] = field(default_factory=list)
+    #: VA pools held for the committed bytes a later post-capture line states, oldest group first
+    uncommitted: list[Held] = field(default_factory=list)
+    #: the target's committed line came: a ``draft`` one now speaks of the next group
+    target_committed: bool = False
 
 
 def rank_key(event: dict[str, Any]) -> RankKey:
@@ -94,11 +105,17 @@ class Context:
         self.start_all_runs()
 
     def give_up(self, held: Held) -> None:
-        """The look-ahead is exhausted for ``held``: it keeps the state the line claimed."""
+        """The look-ahead is exhausted for ``held``: it keeps what it has (the state the line claimed)."""
         for run in self._runs.values():
             if held in run.waiting:
                 run.waiting.remove(held)
+            if held in run.uncommitted:
+                run.uncommitted.remove(held)
         held.resolved = True
+
+    def post_capture_note(self, key: RankKey, line: int) -> None:
+        """A post-capture line that is not an event (a warning, the resized token split): evidence only."""
+        self._evidence(self._run(key), line)
 
     def observe(self, held: Held, source_version: int) -> None:
         """Learn from an event, and revise it if this migration produced it and the context says more."""
@@ -115,8 +132,8 @@ class Context:
             text = f"KvVmmArena[{event.get('arena_id')}] ready, {arena_bytes} bytes of address space reserved"
             run.arenas.append(Evidence(held.line, text))
         elif name == POST_CAPTURE:
-            self._post_capture(self._run(key), held.line)
-        elif name == POOL:
+            self._post_capture(self._run(key), held)
+        elif name in (POOL, UNIFIED):
             self._pool(self._run(key), held, source_version)
         elif name == SUMMARY:
             self._summary(self._run(key), held, source_version)
@@ -136,19 +153,21 @@ class Context:
         if not _state_inferred(event) or not held.revisable:
             run.todays_wording |= source_version >= 2 and event.get(STATE) == VA
             if event.get(STATE) == VA:
-                if run.arenas:
+                if run.arenas and event.get("event") == POOL:
                     run.arenas.popleft()
                 run.va_pools.append(Evidence(held.line, "a sub-pool of this run is a VA upper bound"))
+                self._await_committed(run, held)
             return
         if run.todays_wording:
             _read_from_line(event)
         elif run.arenas:
-            arena = run.arenas.popleft()
+            arena = run.arenas[0] if event.get("event") == UNIFIED else run.arenas.popleft()
             evidence_text = f"{arena.text} on the same rank and run"
             _mark_va(event, InferenceRule.ARENA_BEFORE_POOL, evidence_text, arena.line)
             run.va_pools.append(
                 Evidence(held.line, f"a sub-pool of this run is a VA upper bound (arena line {arena.line})")
             )
+            self._await_committed(run, held)
         elif not run.arena_seen and not run.post_capture_seen:
             held.resolved = False
             run.waiting.append(held)
@@ -158,37 +177,90 @@ class Context:
         if not _state_inferred(event) or not held.revisable:
             run.todays_wording |= source_version >= 2 and event.get(STATE) == VA
             run.va_pools.clear()
+            if event.get(STATE) == VA:
+                self._await_committed(run, held)
             return
         if run.todays_wording:
             _read_from_line(event)
         elif run.va_pools or run.arenas:
             evidence = run.va_pools[0] if run.va_pools else run.arenas[0]
             _mark_va(event, InferenceRule.SUB_POOLS_ARE_VA_BOUND, evidence.text, evidence.line)
+            self._await_committed(run, held)
         elif not run.arena_seen and not run.post_capture_seen:
             held.resolved = False
             run.waiting.append(held)
         run.va_pools.clear()
 
-    def _post_capture(self, run: _Run, line: int) -> None:
-        """A later post-capture line: the first pool group of the run was sized before capture.
+    def _await_committed(self, run: _Run, held: Held) -> None:
+        """A VA pool of this migration's: held until a post-capture line states what it commits."""
+        if held.revisable and held.event.get(COMMITTED, "absent") is None:
+            held.resolved = False
+            run.uncommitted.append(held)
 
-        The group is the first pool printed (or hybrid sub-pools and their summary): VA upper bounds.
-        Pools printed after it (speculative drafts) are real allocations.
+    def _evidence(self, run: _Run, line: int) -> None:
+        """A post-capture line: the first pool group still waiting was sized before capture.
+
+        The group is the first pool printed (or hybrid sub-pools and their summary): VA upper bounds,
+        now held for their committed bytes. Pools printed after it (speculative drafts before sglang
+        0.5.22, which never used the VA path) are real allocations.
         """
         if run.waiting:
-            first = run.waiting[0].event
-            group = [run.waiting[0]]
-            if first.get("label") is not None:
-                for held in run.waiting[1:]:
-                    if held.event.get("event") == SUMMARY or held.event.get("label") is not None:
-                        group.append(held)
-                    else:
-                        break
-            for held in group:
+            for held in _group(run.waiting):
                 evidence = "a later Post-capture KV sizing line on the same rank and run"
                 _mark_va(held.event, InferenceRule.POST_CAPTURE_AFTER_POOL, evidence, line)
+                run.uncommitted.append(held)
+                run.waiting.remove(held)
         run.post_capture_seen = True
-        _release(run)
+        _release_all(run.waiting)
+
+    def _post_capture(self, run: _Run, held: Held) -> None:
+        """A post-capture event: evidence, and the committed bytes of the group it speaks of."""
+        self._evidence(run, held.line)
+        event = held.event
+        committed = event.get(COMMITTED)
+        if committed is None:  # sglang 0.5.16 said no more than this: nothing further will come
+            _release_all(run.uncommitted)
+            return
+        is_draft = event.get("label") is not None
+        if is_draft and not run.target_committed:
+            return  # the target's line is missing: which group a draft line speaks of is unknown
+        run.target_committed = True
+        if not run.uncommitted:
+            return
+        group = _group(run.uncommitted)
+        owner = _committed_owner(group)
+        if owner is not None:
+            owner.event[COMMITTED] = committed
+            line_text = "a later Post-capture KV sizing line on the same rank and run states the committed KV size"
+            mark_inferred(owner.event, COMMITTED, InferenceRule.POST_CAPTURE_COMMITTED, line_text, held.line)
+            spread = event.get("migrated", {}).get("uncertainty_bytes", {}).get(COMMITTED)
+            if spread:
+                owner.event["migrated"].setdefault("uncertainty_bytes", {})[COMMITTED] = spread
+        for member in group:
+            run.uncommitted.remove(member)
+        _release_all(group)
+
+
+def _group(helds: list[Held]) -> list[Held]:
+    """The first pool group of ``helds``: one pool, or labelled sub-pools with their summary and unified total."""
+    first = helds[0].event
+    group = [helds[0]]
+    if first.get("label") is not None or first.get("event") in (SUMMARY, UNIFIED):
+        for held in helds[1:]:
+            if held.event.get("event") in (SUMMARY, UNIFIED) or held.event.get("label") is not None:
+                group.append(held)
+            else:
+                break
+    return group
+
+
+def _committed_owner(group: list[Held]) -> Held | None:
+    """The event of a group whose total the committed figure is: its summary, its unified pool, or a lone pool."""
+    for name in (SUMMARY, UNIFIED):
+        for held in group:
+            if held.event.get("event") == name:
+                return held
+    return group[0] if len(group) == 1 else None
 
 
 def _state_inferred(event: dict[str, Any]) -> bool:
@@ -210,6 +282,11 @@ def _read_from_line(event: dict[str, Any]) -> None:
 
 
 def _release(run: _Run) -> None:
-    for held in run.waiting:
+    _release_all(run.waiting)
+    _release_all(run.uncommitted)
+
+
+def _release_all(helds: list[Held]) -> None:
+    for held in helds:
         held.resolved = True
-    run.waiting.clear()
+    helds.clear()

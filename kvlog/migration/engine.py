@@ -27,7 +27,7 @@ import orjson
 from kvlog.envelope import EVIDENCE, InferenceRule, ordered
 from kvlog.io import jsonline
 from kvlog.io.inputs import InputError
-from kvlog.migration.candidates import JSON_EVENT, MAX_LINE_BYTES, Readable, segments
+from kvlog.migration.candidates import JSON_EVENT, MAX_LINE_BYTES, Readable, carries_memory_figure, segments
 from kvlog.migration.context import Context, Held
 from kvlog.migration.grammar import Generation, Recognised
 from kvlog.migration.legacy import LegacyRenderer, current_line
@@ -42,9 +42,8 @@ DeadLetter = Callable[[dict[str, Any]], None]
 
 LOOKAHEAD_LINES = 100_000
 LOOKAHEAD_BYTES = 64 << 20
-_MEMORY_LIKE = re.compile(
-    r"[0-9] ?(?:GB|GiB|MB|MiB|KiB|TB)\b|is allocated|VA upper bound|reserved(?:_va)?=|mem usage|avail mem"
-)
+#: words that make a line a memory line even without a figure (a broken or truncated one)
+_MEMORY_WORDING = re.compile(r"is allocated|VA upper bound|reserved(?:_va)?=|mem usage|avail mem")
 
 
 @dataclass(frozen=True)
@@ -181,6 +180,8 @@ class _FileRun:
                 self.context.start_all_runs()
             elif role == "kv_dtype":
                 self.context.kv_dtype(tuple(sorted(ranks.items())), recognised.parsed.fields["dtype"], self.number)
+            elif role == "post_capture":
+                self.context.post_capture_note(tuple(sorted(ranks.items())), self.number)
             return None
         event = recognised.event(timestamp, ranks, level)
         if timestamp is None and self.last_timestamp is not None:
@@ -269,7 +270,8 @@ class _FileRun:
         return Held(event, self.number, revisable=True, raw=raw)
 
     def _unparsed(self, text: str, reason: str) -> None:
-        if _MEMORY_LIKE.search(text) is None:
+        message = SGLANG.split(text).message
+        if not carries_memory_figure(message) and _MEMORY_WORDING.search(message) is None:
             return
         if self.migrator.allowed_unparsed is not None and self.migrator.allowed_unparsed.search(text):
             self.report.allowed_unparsed_lines += 1

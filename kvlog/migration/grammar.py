@@ -27,8 +27,9 @@ from kvlog.text.prefix import FOREIGN_START
 from kvlog.text.template import FieldSyntax, Parsed, Template, TemplateParser
 from kvlog.text.wording import CURRENT
 
-#: companion roles: a new server run starts, the KV-cache dtype of older logs, or merely a known memory line
-ROLES = ("run_start", "kv_dtype", "note")
+#: companion roles: a new server run starts, the KV-cache dtype of older logs, a post-capture line (evidence
+#: that the run's pools were sized before capture), or merely a known memory line
+ROLES = ("run_start", "kv_dtype", "post_capture", "note")
 #: the timestamp of a line that has none and follows none that had one
 _NO_TIME = "1970-01-01T00:00:00Z"
 

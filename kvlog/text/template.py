@@ -76,7 +76,7 @@ class Template:
         return _fields_in(_sections(self.text))
 
     def units(self) -> dict[str, str | None]:
-        """The unit of each field (None when printed as is)."""
+        """The unit of each field (None when printed as is; a field printed twice: its last unit)."""
         return {m.group(1): m.group(2) for m in PLACEHOLDER.finditer(self.text)}
 
     def parser(self, syntax: Mapping[str, FieldSyntax]) -> TemplateParser:
@@ -177,7 +177,7 @@ class Parsed:
 
 
 _DIGITS = "[0-9]{1,20}"
-_DECIMAL = "[0-9]{1,15}(?:[.][0-9]{1,9})?"
+_DECIMAL = "[0-9]{1,15}(?:[.][0-9]{1,20})?"
 _NUMBER = "-?[0-9]{1,20}(?:[.][0-9]{1,20})?(?:e[-+]?[0-9]{1,3})?"
 _TEXT_LIMIT = 1024
 
@@ -190,8 +190,12 @@ class TemplateParser:
         self._units = template.units()
         self._syntax = {name: syntax.get(name, FieldSyntax("string")) for name in self._units}
         flat = _SECTION_MARK.sub("", template.text)
-        self._next_char = {m.group(1): flat[m.end()] if m.end() < len(flat) else "" for m in PLACEHOLDER.finditer(flat)}
+        #: a field printed twice (``{total_bytes:gib2} GB (={total_bytes} B)``) gets a capture per place
+        self._captures: list[tuple[str, str | None, str]] = []  # (field, unit, the character after it)
+        for m in PLACEHOLDER.finditer(flat):
+            self._captures.append((m.group(1), m.group(2), flat[m.end()] if m.end() < len(flat) else ""))
         parts = split_sections(template.text)
+        self._placed = 0
         self.pattern = re.compile(self._expression(parts), re.DOTALL)
         #: every way a matching message can begin ("" when any start is possible): a cheap first test
         self.starts = tuple(sorted(self._starts(parts)))
@@ -213,16 +217,20 @@ class TemplateParser:
             return None
         fields: dict[str, Any] = {}
         uncertainty: dict[str, int] = {}
-        for name, raw in match.groupdict().items():
+        for (name, unit, _), raw in zip(self._captures, match.groups(), strict=True):
             if raw is None:
                 continue
-            unit = self._units[name]
             if unit is not None:
-                fields[name], spread = read_figure(raw, unit)
-                if spread:
-                    uncertainty[name] = spread
+                value, spread = read_figure(raw, unit)
             else:
-                fields[name] = _read_plain(raw, self._syntax[name])
+                value, spread = _read_plain(raw, self._syntax[name]), 0
+            if name in fields and uncertainty.get(name, 0) <= spread:
+                continue  # printed twice: the more precise figure stands (``(=N B)`` over ``X.XX GB``)
+            fields[name] = value
+            if spread:
+                uncertainty[name] = spread
+            else:
+                uncertainty.pop(name, None)
         return Parsed(fields, uncertainty)
 
     def _expression(self, parts: list[Any]) -> str:
@@ -232,7 +240,8 @@ class TemplateParser:
                 position = 0
                 for m in PLACEHOLDER.finditer(part):
                     out.append(re.escape(part[position : m.start()]))
-                    out.append(f"(?P<{m.group(1)}>{self._capture(m.group(1))})")
+                    out.append(f"({self._capture(self._placed)})")
+                    self._placed += 1
                     position = m.end()
                 out.append(re.escape(part[position:]))
             else:
@@ -255,8 +264,8 @@ class TemplateParser:
             return set(syntax.choices) | ({"None"} if syntax.nullable else set())
         return {""}
 
-    def _capture(self, name: str) -> str:
-        unit = self._units[name]
+    def _capture(self, place: int) -> str:
+        name, unit, stop = self._captures[place]
         if unit in SCALED:
             return SCALED[unit].pattern
         if unit is not None:
@@ -269,7 +278,6 @@ class TemplateParser:
         elif syntax.kind == "number":
             body = _NUMBER
         else:
-            stop = self._next_char[name]
             excluded = r"\s" if not stop or stop.isspace() else re.escape(stop) + r"\r\n"
             body = f"[^{excluded}]{{1,{_TEXT_LIMIT}}}"
         return f"{body}|None" if syntax.nullable else body

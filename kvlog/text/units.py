@@ -75,7 +75,9 @@ def significant(x: float) -> str:
             if decimals == 0 or float(text) < 10 ** (3 - decimals):
                 return text
     decimals = 2 - math.floor(math.log10(x))
-    text = f"{x:.{min(decimals, 12)}f}"
+    if decimals > 12:  # too small for 3 significant digits in 12 decimals
+        return f"{x:.2e}"
+    text = f"{x:.{decimals}f}"
     if float(text) >= 1:
         return significant(float(text))
     return text if float(text) != 0 else f"{x:.2e}"

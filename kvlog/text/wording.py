@@ -51,9 +51,32 @@ CURRENT: tuple[Template, ...] = (
         "KvVmmArena[{arena_id}] ready: {[device={device} ]}reserved_va={reserved_va_bytes:gib1} GiB "
         "granularity={granularity_bytes:kib} KiB{[ handle_type={handle_type}]}",
     ),
+    # sglang >= 0.5.17: what the target's pool and each draft's pool now commit, after capture
+    Template(
+        "kv_pool.post_capture_sized",
+        "Post-capture KV sizing: KV cache allocated. dtype: {dtype}, #tokens: {max_total_num_tokens}, "
+        "KV size: {committed_bytes:gib2} GB, avail mem={free_bytes:gib2} GB",
+        {"label": None},
+    ),
+    Template(
+        "kv_pool.post_capture_sized",
+        "Post-capture KV sizing: {[{label} ]}KV cache allocated. {[dtype: {dtype}, ]}#tokens: {max_total_num_tokens}"
+        "{[, KV size: {committed_bytes:gib2} GB]}{[, avail mem={free_bytes:gib2} GB]}",
+    ),
+    # sglang 0.5.16 said only the token slots and the free memory
     Template(
         "kv_pool.post_capture_sized",
         "Post-capture KV sizing: max_total_num_tokens={max_total_num_tokens}, free memory={free_bytes:gib2} GB",
+    ),
+    # sglang >= 0.5.15: a pool shared by every sub-pool, its exact size beside the rounded one
+    *(
+        Template(
+            "kv_pool.unified_allocation",
+            f"[unified-memory-pool] UnifiedKVPool {words}: total_bytes={{total_bytes:gib2}} GB (={{total_bytes}} B), "
+            "{sub_pools} sub-pool(s)",
+            {"allocation_state": state},
+        )
+        for state, words in (("va_upper_bound", "reserved VA upper bound"), ("allocated", "allocated"))
     ),
     # sglang < 0.5.17 said neither label nor tokens: its wording for that case
     Template(
