@@ -184,7 +184,9 @@ class _FileRun:
                 self.context.post_capture_note(tuple(sorted(ranks.items())), self.number)
             return None
         event = recognised.event(timestamp, ranks, level)
-        if timestamp is None and self.last_timestamp is not None:
+        if timestamp is None and prefix.clock is not None:
+            self._date_the_clock(event, prefix.clock)
+        elif timestamp is None and self.last_timestamp is not None:
             event["timestamp"], evidence_line = self.last_timestamp
             rule = InferenceRule.PREVIOUS_LINE_TIMESTAMP
             mark_inferred(event, "timestamp", rule, EVIDENCE[rule], evidence_line)
@@ -196,6 +198,18 @@ class _FileRun:
         if held is not None:
             held.glue = (before, after)
         return held
+
+    def _date_the_clock(self, event: dict[str, Any], clock: str) -> None:
+        """A prefix with the time of day only: the date of the last dated line, else the epoch's, said so."""
+        if self.last_timestamp is not None:
+            stamp, line = self.last_timestamp
+            event["timestamp"] = f"{stamp[:10]}T{clock}Z"
+            evidence = "the line prints the time of day only; the date is that of the last dated line"
+            mark_inferred(event, "timestamp", InferenceRule.TIME_OF_DAY_ONLY, evidence, line)
+            return
+        event["timestamp"] = f"1970-01-01T{clock}Z"
+        evidence = "the line prints the time of day only and no line before it a date: 1970-01-01 stands for it"
+        mark_inferred(event, "timestamp", InferenceRule.TIME_OF_DAY_ONLY, evidence)
 
     def _recognise(self, text: str) -> tuple[Recognised, LinePrefix, str] | None:
         """Try the line as printed, then what follows its last carriage return (a tqdm bar glued before it).

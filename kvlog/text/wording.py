@@ -58,15 +58,15 @@ CURRENT: tuple[Template, ...] = (
         "KV size: {committed_bytes:gib2} GB, avail mem={free_bytes:gib2} GB",
         {"label": None},
     ),
-    Template(
-        "kv_pool.post_capture_sized",
-        "Post-capture KV sizing: {[{label} ]}KV cache allocated. {[dtype: {dtype}, ]}#tokens: {max_total_num_tokens}"
-        "{[, KV size: {committed_bytes:gib2} GB]}{[, avail mem={free_bytes:gib2} GB]}",
-    ),
     # sglang 0.5.16 said only the token slots and the free memory
     Template(
         "kv_pool.post_capture_sized",
         "Post-capture KV sizing: max_total_num_tokens={max_total_num_tokens}, free memory={free_bytes:gib2} GB",
+    ),
+    Template(
+        "kv_pool.post_capture_sized",
+        "Post-capture KV sizing: {[{label} ]}KV cache allocated. {[dtype: {dtype}, ]}#tokens: {max_total_num_tokens}"
+        "{[, KV size: {committed_bytes:gib2} GB]}{[, avail mem={free_bytes:gib2} GB]}",
     ),
     # sglang >= 0.5.15: a pool shared by every sub-pool, its exact size beside the rounded one
     *(
