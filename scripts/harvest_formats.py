@@ -82,6 +82,9 @@ MAX_GAP = 256 * 1024
 MAX_SPAN = 8 * 1024 * 1024
 LOCAL_SLACK = 512
 RETRIES = 5
+# Part of the member cache's path: bump it when extraction changes, since the cache
+# keeps extracted calls, not sources, and stale ones would otherwise be reused silently.
+EXTRACTOR_VERSION = 1
 
 
 class HarvestError(RuntimeError):
@@ -517,7 +520,7 @@ class Cache:
 
     def _member_path(self, key: str) -> Path:
         digest = hashlib.sha1(key.encode()).hexdigest()
-        return self.root / "members" / digest[:2] / f"{digest}.json"
+        return self.root / f"members-v{EXTRACTOR_VERSION}" / digest[:2] / f"{digest}.json"
 
     def get_member(self, key: str) -> dict[str, Any] | None:
         with self._lock:
