@@ -67,7 +67,8 @@ class Migrator:
         self.catalog = chain.catalog
         self.options = options
         self.validator = validator or EventValidator(self.catalog)
-        self.generations: list[Generation] = chain.generations()
+        #: every era's wordings, oldest first, then the lines known to be no event
+        self.generations: list[Generation] = [*chain.generations(), *([chain.known] if chain.known else [])]
         self.starts = tuple(sorted({start for generation in self.generations for start in generation.starts}))
         top = self.catalog.newest_release()
         if options.to_catalog is not None and not 1 <= options.to_catalog <= top:

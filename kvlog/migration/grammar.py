@@ -28,8 +28,8 @@ from kvlog.text.template import FieldSyntax, Parsed, Template, TemplateParser
 from kvlog.text.wording import CURRENT
 
 #: companion roles: a new server run starts, the KV-cache dtype of older logs, a post-capture line (evidence
-#: that the run's pools were sized before capture), or merely a known memory line
-ROLES = ("run_start", "kv_dtype", "post_capture", "note")
+#: that the run's pools were sized before capture), a known memory line of an era, or one of ``known.toml``
+ROLES = ("run_start", "kv_dtype", "post_capture", "note", "known")
 #: the timestamp of a line that has none and follows none that had one
 _NO_TIME = "1970-01-01T00:00:00Z"
 
@@ -158,6 +158,23 @@ def build_generation(generation_id: str, document: Mapping[str, Any], catalog: C
     if unused:
         raise GrammarError(f"[[ops]] for events this generation does not write: {', '.join(sorted(unused))}")
     return Generation(generation_id, catalog_version, tuple(rules), catalog)
+
+
+def build_known(generation_id: str, document: Mapping[str, Any], catalog: Catalog) -> Generation:
+    """Compile ``known.toml``: memory lines a server prints that are deliberately no event, each with why.
+
+    They are recognised by how they begin (whatever follows), after every era's wordings were tried,
+    so that a known line never hides an event template of the same words.
+    """
+    rules: list[Rule] = []
+    for spec in _tables(document, "known"):
+        reason, text = spec.get("reason"), spec.get("text")
+        if set(spec) - {"text", "reason"}:
+            raise GrammarError(f"a [[known]] line has a 'text' and a 'reason', nothing else: {dict(spec)!r}")
+        if not isinstance(reason, str) or not reason.strip():
+            raise GrammarError(f"a [[known]] line says why it is no event, in a non-empty 'reason': {text!r}")
+        rules.append(_companion_rule({"role": "known", "text": text, "match": "prefix"}))
+    return Generation(generation_id, catalog.newest_release(), tuple(rules), catalog)
 
 
 def _tables(document: Mapping[str, Any], key: str) -> list[Mapping[str, Any]]:

@@ -21,13 +21,15 @@ import orjson
 
 from kvlog.errors import KvlogError, UnknownEventError
 from kvlog.io import jsonline
-from kvlog.migration.grammar import Generation, GrammarError, build_generation
+from kvlog.migration.grammar import Generation, GrammarError, build_generation, build_known
 from kvlog.migration.ops import ApplyError, Op, OpError, compile_op, provenance
 from kvlog.schema.catalog import Catalog, default_catalog
 from kvlog.schema.resources import data_dir
 from kvlog.text.prefix import SGLANG
 
 TEXT_DIRECTORY = "sglang-text"
+#: the memory lines a server prints that are known and deliberately no event, with the reason for each
+KNOWN_FILE = "known.toml"
 _EVENT_STEP_FILE = re.compile(r"^v([1-9][0-9]*)-to-v([1-9][0-9]*)\.toml$")
 _GENERATION_FILE = re.compile(r"^[0-9]{4}-[0-9]{2}(?:-[a-z0-9-]+)?\.toml$")
 
@@ -66,6 +68,8 @@ class Chain:
 
     steps: list[Step]
     catalog: Catalog = field(repr=False, compare=False)
+    #: memory lines that are known and deliberately no event (``<server>-text/known.toml``), tried last
+    known: Generation | None = field(default=None, repr=False, compare=False)
 
     def path(self, event: str, from_version: int, to_version: int) -> list[Step]:
         """The steps, in order, that take ``event@from_version`` to ``event@to_version`` (up or down)."""
@@ -121,13 +125,17 @@ def load_chain(directory: Path | None = None, catalog: Catalog | None = None) ->
     if not root.is_dir():
         raise MigrationError(f"{root}: not a migrations directory")
     steps: list[Step] = []
+    known: Generation | None = None
     for path in sorted(root.rglob("*.toml")):
         relative = path.relative_to(root)
         if len(relative.parts) != 2:
             raise MigrationError(f"{path}: step files live in <event>/ or {TEXT_DIRECTORY}/, one level down")
         document = _read(path)
         try:
-            if relative.parts[0] == TEXT_DIRECTORY:
+            if relative.parts[0] == TEXT_DIRECTORY and relative.name == KNOWN_FILE:
+                _check_keys(document, {"description", "known"})
+                known = build_known(f"{TEXT_DIRECTORY}/{relative.stem}", document, catalog)
+            elif relative.parts[0] == TEXT_DIRECTORY:
                 steps.append(_text_step(path, relative, document, catalog))
             else:
                 steps.append(_event_step(path, relative, document, catalog))
@@ -139,7 +147,7 @@ def load_chain(directory: Path | None = None, catalog: Catalog | None = None) ->
         if key in seen:
             raise MigrationError(f"{step.path}: {step.source} -> {step.target} is already defined by {seen[key]}")
         seen[key] = step.path
-    return Chain(steps, catalog)
+    return Chain(steps, catalog, known)
 
 
 def _read(path: Path) -> dict[str, Any]:
