@@ -34,7 +34,7 @@ class InferenceRule(StrEnum):
     NO_TIMESTAMP = "no-timestamp"
     NAIVE_TIME_AS_UTC = "naive-time-as-utc"
     PREVIOUS_LINE_TIMESTAMP = "previous-line-timestamp"
-    TIME_OF_DAY_ONLY = "time-of-day-only"
+    DATE_NOT_ON_LINE = "date-not-on-line"
     KV_CACHE_DTYPE_LINE = "kv-cache-dtype-line"
     ARENA_BEFORE_POOL = "arena-before-pool"
     SUB_POOLS_ARE_VA_BOUND = "sub-pools-are-va-bound"

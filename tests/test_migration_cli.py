@@ -199,7 +199,7 @@ def test_dry_run_writes_nothing_but_the_report(old: Path, tmp_path: Path) -> Non
     assert report["inferred_fields"]["allocation_state: arena-before-pool"] == 2
     assert report["inferred_fields"]["allocation_state: post-capture-after-pool"] == 1
     assert report["inferred_fields"]["allocation_state: v1-claims-allocated"] == 1
-    assert report["companion_lines"] == {"note": 1, "run_start": 2}
+    assert report["companion_lines"] == {"post_capture": 1, "run_start": 2}
 
 
 def test_dead_letters_report_and_strict(old: Path, tmp_path: Path) -> None:

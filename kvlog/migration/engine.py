@@ -20,6 +20,8 @@ import re
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
 from typing import IO, Any, Literal
 
 import orjson
@@ -29,13 +31,14 @@ from kvlog.io import jsonline
 from kvlog.io.inputs import InputError
 from kvlog.migration.candidates import JSON_EVENT, MAX_LINE_BYTES, Readable, carries_memory_figure, segments
 from kvlog.migration.context import Context, Held
+from kvlog.migration.dating import DateContext, complete
 from kvlog.migration.grammar import Generation, Recognised
 from kvlog.migration.legacy import LegacyRenderer, current_line
 from kvlog.migration.ops import mark_inferred, provenance
 from kvlog.migration.report import MigrationReport
 from kvlog.migration.steps import Chain, MigrationError
 from kvlog.schema.validation import EventValidator
-from kvlog.text.prefix import SGLANG, LinePrefix
+from kvlog.text.prefix import SERVERS, LinePrefix, ServerPrefix
 
 OutputFormat = Literal["jsonl", "text", "legacy"]
 DeadLetter = Callable[[dict[str, Any]], None]
@@ -44,6 +47,34 @@ LOOKAHEAD_LINES = 100_000
 LOOKAHEAD_BYTES = 64 << 20
 #: words that make a line a memory line even without a figure (a broken or truncated one)
 _MEMORY_WORDING = re.compile(r"is allocated|VA upper bound|reserved(?:_va)?=|mem usage|avail mem")
+
+
+@dataclass(frozen=True)
+class Family:
+    """One server's lines: its prefix, and every era's wordings (oldest first, then its known lines)."""
+
+    server: str
+    prefix: ServerPrefix
+    generations: tuple[Generation, ...]
+    #: every way a message some wording reads can begin: most candidate lines are rejected by this alone
+    starts: tuple[str, ...]
+
+    @classmethod
+    def of(cls, chain: Chain, server: str) -> Family:
+        known = chain.known.get(server)
+        generations = (*chain.generations(server), *((known,) if known is not None else ()))
+        starts = tuple(sorted({start for generation in generations for start in generation.starts}))
+        return cls(server, SERVERS[server], generations, starts)
+
+
+def _file_year(file: str | None) -> int | None:
+    """The year a file was last modified: the year of a log whose lines print none."""
+    if file is None:
+        return None
+    try:
+        return datetime.fromtimestamp(Path(file).stat().st_mtime, tz=UTC).year
+    except (OSError, ValueError, OverflowError):
+        return None
 
 
 @dataclass(frozen=True)
@@ -57,6 +88,8 @@ class MigrateOptions:
     legacy_generation: str | None = None
     #: regular expressions of memory-like lines the user accepts as unparsed: counted apart, not dead letters
     allowed_unparsed: tuple[str, ...] = ()
+    #: the server whose lines the inputs are (``sglang``, ``vllm``); None: detected per file
+    source: str | None = None
 
 
 class Migrator:
@@ -67,9 +100,12 @@ class Migrator:
         self.catalog = chain.catalog
         self.options = options
         self.validator = validator or EventValidator(self.catalog)
-        #: every era's wordings, oldest first, then the lines known to be no event
-        self.generations: list[Generation] = [*chain.generations(), *([chain.known] if chain.known else [])]
-        self.starts = tuple(sorted({start for generation in self.generations for start in generation.starts}))
+        servers = chain.servers()
+        if options.source is not None and options.source not in servers:
+            raise ValueError(f"no migrations read {options.source!r} lines (kvlog reads {', '.join(servers)})")
+        self.families = [
+            Family.of(chain, server) for server in servers if options.source is None or server == options.source
+        ]
         top = self.catalog.newest_release()
         if options.to_catalog is not None and not 1 <= options.to_catalog <= top:
             raise ValueError(f"catalog version {options.to_catalog} is not known (catalog versions are 1..{top})")
@@ -106,6 +142,10 @@ class _FileRun:
         self.report = report
         self.dead = dead
         self.context = Context()
+        #: the server this input's lines were recognised as (the family tried first), once one line was
+        self.family: Family | None = migrator.families[0] if len(migrator.families) == 1 else None
+        self.detected = False
+        self.dates = DateContext(file_year=_file_year(file))
         self.number = 0
         self.held: deque[tuple[bytes | Held, int, int]] = deque()
         self.held_lines = 0
@@ -157,6 +197,7 @@ class _FileRun:
         self.context.finish()
         self._flush()
         self.report.lines = self.number
+        self.report.servers[self.family.server if self.detected and self.family else "none"] += 1
 
     # -- reading --------------------------------------------------------------------------------
 
@@ -168,12 +209,18 @@ class _FileRun:
             return None
         found = self._recognise(text)
         if found is None:
-            self._unparsed(text, "looks like a memory line but matches no known sglang wording")
+            servers = (
+                self.family.server
+                if self.detected and self.family
+                else " or ".join(f.server for f in self.migrator.families)
+            )
+            self._unparsed(text, f"looks like a memory line but matches no known {servers} wording")
             return None
         recognised, prefix, before = found
-        timestamp, ranks, level, after = prefix.timestamp, prefix.ranks, prefix.level, recognised.parsed.rest
+        timestamp, ranks, after = prefix.timestamp, prefix.ranks, recognised.parsed.rest
         if timestamp is not None:
             self.last_timestamp = (timestamp, self.number)
+            self.dates.last_dated = self.last_timestamp
         role = recognised.rule.role
         if role is not None:
             self.report.companions[role] += 1
@@ -184,9 +231,9 @@ class _FileRun:
             elif role == "post_capture":
                 self.context.post_capture_note(tuple(sorted(ranks.items())), self.number)
             return None
-        event = recognised.event(timestamp, ranks, level)
-        if timestamp is None and prefix.clock is not None:
-            self._date_the_clock(event, prefix.clock)
+        event = recognised.event(prefix)
+        if prefix.partial is not None:
+            complete(event, prefix.partial, self.dates)
         elif timestamp is None and self.last_timestamp is not None:
             event["timestamp"], evidence_line = self.last_timestamp
             rule = InferenceRule.PREVIOUS_LINE_TIMESTAMP
@@ -200,17 +247,13 @@ class _FileRun:
             held.glue = (before, after)
         return held
 
-    def _date_the_clock(self, event: dict[str, Any], clock: str) -> None:
-        """A prefix with the time of day only: the date of the last dated line, else the epoch's, said so."""
-        if self.last_timestamp is not None:
-            stamp, line = self.last_timestamp
-            event["timestamp"] = f"{stamp[:10]}T{clock}Z"
-            evidence = "the line prints the time of day only; the date is that of the last dated line"
-            mark_inferred(event, "timestamp", InferenceRule.TIME_OF_DAY_ONLY, evidence, line)
-            return
-        event["timestamp"] = f"1970-01-01T{clock}Z"
-        evidence = "the line prints the time of day only and no line before it a date: 1970-01-01 stands for it"
-        mark_inferred(event, "timestamp", InferenceRule.TIME_OF_DAY_ONLY, evidence)
+    def _message(self, text: str) -> str:
+        """A line without its prefix: the first server's prefix that reads one (the line itself if none does)."""
+        for family in self.migrator.families:
+            prefix = family.prefix.split(text)
+            if prefix.message != text.rstrip(" \t\r\n"):
+                return prefix.message
+        return text
 
     def _recognise(self, text: str) -> tuple[Recognised, LinePrefix, str] | None:
         """Try the line as printed, then what follows its last carriage return (a tqdm bar glued before it).
@@ -222,15 +265,20 @@ class _FileRun:
         if "\r" in stripped:
             before, _, tail = stripped.rpartition("\r")
             attempts.append((tail, before + "\r"))
-        for candidate, before in attempts:
-            prefix = SGLANG.split(candidate)
-            if not prefix.message.startswith(self.migrator.starts):
-                continue  # most candidate lines (request logs that mention the KV cache) end here
-            for glued_after in (False, True):
-                for generation in self.migrator.generations:
-                    recognised = generation.recognise(prefix.message, glued=glued_after)
-                    if recognised is not None:
-                        return recognised, prefix, before
+        families = self.migrator.families
+        if self.family is not None and self.family is not families[0]:
+            families = [self.family, *(f for f in families if f is not self.family)]
+        for family in families:
+            for candidate, before in attempts:
+                prefix = family.prefix.split(candidate)
+                if not prefix.message.startswith(family.starts):
+                    continue  # most candidate lines (request logs that mention the KV cache) end here
+                for glued_after in (False, True):
+                    for generation in family.generations:
+                        recognised = generation.recognise(prefix.message, glued=glued_after)
+                        if recognised is not None:
+                            self.family, self.detected = family, True
+                            return recognised, prefix, before
         return None
 
     def _json(self, raw: bytes, body: bytes) -> Held | None:
@@ -285,7 +333,7 @@ class _FileRun:
         return Held(event, self.number, revisable=True, raw=raw)
 
     def _unparsed(self, text: str, reason: str) -> None:
-        message = SGLANG.split(text).message
+        message = self._message(text)
         if not carries_memory_figure(message) and _MEMORY_WORDING.search(message) is None:
             return
         if self.migrator.allowed_unparsed is not None and self.migrator.allowed_unparsed.search(text):

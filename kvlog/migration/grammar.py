@@ -23,7 +23,7 @@ from kvlog.migration.ops import Op, OpError, compile_op, mark_inferred, provenan
 from kvlog.schema.catalog import Catalog
 from kvlog.schema.fields import Facts
 from kvlog.schema.walk import DerefError
-from kvlog.text.prefix import FOREIGN_START
+from kvlog.text.prefix import FOREIGN_START, LinePrefix
 from kvlog.text.template import FieldSyntax, Parsed, Template, TemplateParser
 from kvlog.text.wording import CURRENT
 
@@ -55,10 +55,14 @@ class Recognised:
     rule: Rule
     parsed: Parsed
 
-    def event(self, timestamp: str | None, ranks: Mapping[str, int], level: str | None) -> dict[str, Any]:
-        """The event the message stands for, with its envelope and provenance (no file or line yet)."""
+    def event(self, prefix: LinePrefix) -> dict[str, Any]:
+        """The event the message stands for, with its envelope and provenance (no file or line yet).
+
+        A timestamp the prefix printed only in part is the caller's to complete (``kvlog.migration.dating``).
+        """
         rule, template = self.rule, self.rule.template
-        event = envelope(template.event, rule.version, timestamp or _NO_TIME, level or rule.level, ranks=dict(ranks))
+        timestamp, level = prefix.timestamp, prefix.level or rule.level
+        event = envelope(template.event, rule.version, timestamp or _NO_TIME, level, prefix.pid, dict(prefix.ranks))
         event.update(template.when)
         event.update(self.parsed.fields)
         for name in self.generation.nullable_required(template.event, rule.version or 0):
@@ -83,6 +87,11 @@ class Generation:
     catalog_version: int
     rules: tuple[Rule, ...]
     catalog: Catalog = field(repr=False, compare=False)
+
+    @property
+    def server(self) -> str:
+        """The server whose lines this generation reads (``sglang-text/2025-01`` -> ``sglang``)."""
+        return self.id.split("/", 1)[0].removesuffix("-text")
 
     def recognise(self, message: str, *, glued: bool = False) -> Recognised | None:
         """The first rule whose wording is the whole message.

@@ -24,6 +24,8 @@ class MigrationReport:
     by_event: Counter[str] = field(default_factory=Counter)
     inferred: Counter[str] = field(default_factory=Counter)
     companions: Counter[str] = field(default_factory=Counter)
+    #: inputs by the server their lines were recognised as ("none": no line was)
+    servers: Counter[str] = field(default_factory=Counter)
     unparsed_memory_lines: int = 0
     #: memory-like lines left unparsed that ``--allow-unparsed`` accepts: not counted by --strict
     allowed_unparsed_lines: int = 0
@@ -64,6 +66,7 @@ class MigrationReport:
             "events_by_event": dict(sorted(self.by_event.items())),
             "inferred_fields": dict(sorted(self.inferred.items())),
             "companion_lines": dict(sorted(self.companions.items())),
+            "files_by_server": dict(sorted(self.servers.items())),
             "unparsed_memory_lines": self.unparsed_memory_lines,
             "allowed_unparsed_lines": self.allowed_unparsed_lines,
             "rejected_events": self.rejected,
@@ -75,7 +78,8 @@ class MigrationReport:
         """One line for standard error; ``names`` spells options as the caller does (default: by keyword)."""
         allowing = (names or {}).get("allow_unparsed", "allow_unparsed")
         return (
-            f"{self.files} file(s), {self.lines} lines, {self.events} events "
+            f"{self.files} file(s) ({', '.join(f'{k} {v}' for k, v in sorted(self.servers.items())) or 'none'}), "
+            f"{self.lines} lines, {self.events} events "
             f"({', '.join(f'{k} {v}' for k, v in sorted(self.by_source.items())) or 'none'}), "
             f"{sum(self.inferred.values())} inferred fields, {self.unparsed_memory_lines} memory-like lines unparsed"
             + (f" (and {self.allowed_unparsed_lines} allowed by {allowing})" if self.allowed_unparsed_lines else "")

@@ -21,13 +21,15 @@ import orjson
 
 from kvlog.errors import KvlogError, UnknownEventError
 from kvlog.io import jsonline
+from kvlog.migration.dating import DateContext, complete
 from kvlog.migration.grammar import Generation, GrammarError, build_generation, build_known
 from kvlog.migration.ops import ApplyError, Op, OpError, compile_op, provenance
 from kvlog.schema.catalog import Catalog, default_catalog
 from kvlog.schema.resources import data_dir
-from kvlog.text.prefix import SGLANG
+from kvlog.text.prefix import SERVERS
 
-TEXT_DIRECTORY = "sglang-text"
+#: a server's text generations live in ``<server>-text/`` (``sglang-text``, ``vllm-text``)
+TEXT_SUFFIX = "-text"
 #: the memory lines a server prints that are known and deliberately no event, with the reason for each
 KNOWN_FILE = "known.toml"
 _EVENT_STEP_FILE = re.compile(r"^v([1-9][0-9]*)-to-v([1-9][0-9]*)\.toml$")
@@ -68,8 +70,8 @@ class Chain:
 
     steps: list[Step]
     catalog: Catalog = field(repr=False, compare=False)
-    #: memory lines that are known and deliberately no event (``<server>-text/known.toml``), tried last
-    known: Generation | None = field(default=None, repr=False, compare=False)
+    #: by server: memory lines that are known and deliberately no event (``<server>-text/known.toml``), tried last
+    known: Mapping[str, Generation] = field(default_factory=dict, repr=False, compare=False)
 
     def path(self, event: str, from_version: int, to_version: int) -> list[Step]:
         """The steps, in order, that take ``event@from_version`` to ``event@to_version`` (up or down)."""
@@ -108,14 +110,19 @@ class Chain:
         """Ids of the text formats the chain reads, oldest first."""
         return sorted(step.source for step in self.steps if step.event is None)
 
-    def generations(self) -> list[Generation]:
-        """The text generations, oldest first: the order lines are tried in.
+    def generations(self, server: str | None = None) -> list[Generation]:
+        """The text generations (of one server), oldest first: the order lines are tried in.
 
         A wording several eras printed unchanged is read by the oldest, whose events carry the v1
         claim ("allocated") as inferred, so the per-rank context can still correct it.
         """
         steps = sorted((s for s in self.steps if s.generation is not None), key=lambda s: s.source)
-        return [s.generation for s in steps if s.generation is not None]
+        found = [s.generation for s in steps if s.generation is not None]
+        return [g for g in found if server is None or g.server == server]
+
+    def servers(self) -> list[str]:
+        """The servers whose lines the chain reads."""
+        return sorted({g.server for g in self.generations()} | set(self.known))
 
 
 def load_chain(directory: Path | None = None, catalog: Catalog | None = None) -> Chain:
@@ -125,17 +132,21 @@ def load_chain(directory: Path | None = None, catalog: Catalog | None = None) ->
     if not root.is_dir():
         raise MigrationError(f"{root}: not a migrations directory")
     steps: list[Step] = []
-    known: Generation | None = None
+    known: dict[str, Generation] = {}
     for path in sorted(root.rglob("*.toml")):
         relative = path.relative_to(root)
         if len(relative.parts) != 2:
-            raise MigrationError(f"{path}: step files live in <event>/ or {TEXT_DIRECTORY}/, one level down")
+            raise MigrationError(f"{path}: step files live in <event>/ or <server>{TEXT_SUFFIX}/, one level down")
         document = _read(path)
+        folder = relative.parts[0]
         try:
-            if relative.parts[0] == TEXT_DIRECTORY and relative.name == KNOWN_FILE:
+            if folder.endswith(TEXT_SUFFIX) and folder.removesuffix(TEXT_SUFFIX) not in SERVERS:
+                raise OpError(f"no server {folder.removesuffix(TEXT_SUFFIX)!r} (kvlog reads {', '.join(SERVERS)})")
+            if folder.endswith(TEXT_SUFFIX) and relative.name == KNOWN_FILE:
                 _check_keys(document, {"description", "known"})
-                known = build_known(f"{TEXT_DIRECTORY}/{relative.stem}", document, catalog)
-            elif relative.parts[0] == TEXT_DIRECTORY:
+                generation = build_known(f"{folder}/{relative.stem}", document, catalog)
+                known[generation.server] = generation
+            elif folder.endswith(TEXT_SUFFIX):
                 steps.append(_text_step(path, relative, document, catalog))
             else:
                 steps.append(_event_step(path, relative, document, catalog))
@@ -269,18 +280,22 @@ def _text_step(path: Path, relative: Path, document: dict[str, Any], catalog: Ca
     )
     if _GENERATION_FILE.match(relative.name) is None:
         raise OpError("a text generation file is named YYYY-MM[-tag].toml")
-    generation_id = f"{TEXT_DIRECTORY}/{relative.stem}"
+    generation_id = f"{relative.parts[0]}/{relative.stem}"
     generation = build_generation(generation_id, document, catalog)
+    server_prefix = SERVERS[generation.server]
 
     def run(given: dict[str, Any]) -> dict[str, Any]:
         line = given.get("line")
         if not isinstance(line, str):
             raise ApplyError("a text step takes {'line': '<log line>'}")
-        prefix = SGLANG.split(line)
+        prefix = server_prefix.split(line)
         recognised = generation.recognise(prefix.message)
         if recognised is None or recognised.rule.role is not None:
             raise ApplyError(f"not an event line of {generation_id}: {line!r}")
-        return recognised.event(prefix.timestamp, prefix.ranks, prefix.level)
+        event = recognised.event(prefix)
+        if prefix.partial is not None:
+            complete(event, prefix.partial, DateContext())
+        return event
 
     return Step(
         id=generation_id,

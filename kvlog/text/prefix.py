@@ -22,14 +22,17 @@ _TRAILING = " \t\r\n"
 class LinePrefix:
     """What the prefix said, and the message after it (trailing spaces and carriage returns removed).
 
-    ``clock`` is the time of day of a prefix that prints no date (``timestamp`` is then None).
+    ``partial`` is what a prefix without a full date prints of the time, as the end of an RFC 3339
+    timestamp (``10:00:05``: the time of day; ``06-01T10:00:05``: month, day and time, no year);
+    ``timestamp`` is then None. ``pid`` is the process a prefix names.
     """
 
     timestamp: str | None
     ranks: dict[str, int]
     level: str | None
     message: str
-    clock: str | None = None
+    partial: str | None = None
+    pid: int | None = None
 
 
 class ServerPrefix(Protocol):
@@ -84,7 +87,7 @@ class SglangPrefix:
         match = _SGLANG_CLOCK.match(line)
         if match is not None:
             clock, tags = match.groups()
-            return LinePrefix(None, _tags(tags), None, line[match.end() :].rstrip(_TRAILING), clock)
+            return LinePrefix(None, _tags(tags), None, line[match.end() :].rstrip(_TRAILING), partial=clock)
         match = _SGLANG_MESSAGE_RANK.match(line)
         if match is not None:
             ranks = {_MESSAGE_RANK_TAGS[match.group(1)]: int(match.group(2))}
@@ -112,3 +115,52 @@ def sglang_timestamp(timestamp: str | None) -> str:
 
 #: sglang's prefix: the console renderer's, and the one every sglang text generation is read with
 SGLANG: ServerPrefix = SglangPrefix()
+
+_VLLM = re.compile(
+    r"(?:\((?P<process>[A-Za-z][\w.-]{0,63})(?: rank=(?P<rank>[0-9]{1,6}))? pid=(?P<pid>[0-9]{1,10})\) )?"
+    r"(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL) (?P<month>[0-9]{2})-(?P<day>[0-9]{2}) "
+    r"(?P<clock>[0-9]{2}:[0-9]{2}:[0-9]{2})(?:[.,](?P<fraction>[0-9]{1,6}))? "
+    r"\[?[^\s\]:]{1,256}:[0-9]{1,9}\] "
+)
+#: the parallelism tags in a vLLM process name: ``EngineCore_DP0``, ``Worker_PP1_TP3``
+_VLLM_TAG = re.compile(r"_([A-Z]{2,8})([0-9]{1,6})(?=_|$)")
+
+
+class VllmPrefix:
+    """vLLM's ``LEVEL MM-DD HH:MM:SS file.py:123] `` (the file in brackets from 0.8.0, its path from 0.10).
+
+    Multi-process engines put the process before it, ``(EngineCore_DP0 pid=1234) `` or ``(VllmWorker
+    rank=0 pid=1234) `` (in the format itself from 0.34): its tags are ranks and its pid the event's.
+    vLLM prints no year, so a line's time is ``partial``; its continuation lines repeat the prefix.
+    """
+
+    def build(self, timestamp: str | None, ranks: Mapping[str, int] | None) -> str:
+        """``(EngineCore_DP0 pid=0) INFO 01-02 03:04:05 [kvlog:0] ``-like: the process only when there are ranks."""
+        when = f"{timestamp[5:10]} {timestamp[11:19]}" if timestamp else "01-01 00:00:00"
+        process = ""
+        if ranks:
+            tags = "".join(f"_{tag.upper()}{rank}" for tag, rank in ranks.items() if tag != "rank")
+            worker_rank = f" rank={ranks['rank']}" if "rank" in ranks else ""
+            process = f"(Worker{tags}{worker_rank} pid=0) "
+        return f"{process}INFO {when} [kvlog:0] "
+
+    def split(self, line: str) -> LinePrefix:
+        """A line's prefix fields and its message; a line without a prefix is all message."""
+        match = _VLLM.match(line)
+        if match is None:
+            return LinePrefix(None, {}, None, line.rstrip(_TRAILING))
+        ranks: dict[str, int] = {}
+        if match.group("process"):
+            ranks = {m.group(1).lower(): int(m.group(2)) for m in _VLLM_TAG.finditer(match.group("process"))}
+        if match.group("rank"):
+            ranks["rank"] = int(match.group("rank"))
+        fraction = f".{match.group('fraction')}" if match.group("fraction") else ""
+        partial = f"{match.group('month')}-{match.group('day')}T{match.group('clock')}{fraction}"
+        pid = int(match.group("pid")) if match.group("pid") else None
+        message = line[match.end() :].rstrip(_TRAILING)
+        return LinePrefix(None, ranks, match.group("level").lower(), message, partial=partial, pid=pid)
+
+
+VLLM: ServerPrefix = VllmPrefix()
+#: every server kvlog reads, by the name its migrations directory (``<server>-text``) and ``--source`` use
+SERVERS: dict[str, ServerPrefix] = {"sglang": SGLANG, "vllm": VLLM}
