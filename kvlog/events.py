@@ -208,7 +208,7 @@ class KvHostPoolAllocation(Event):
     EVENT: ClassVar[str] = "kv_host_pool.allocation"
     VERSION: ClassVar[int] = 1
 
-    label: Literal["kv", "full", "swa"] | None
+    label: str | None
     num_tokens: int | None
     host_bytes: int
     mtp_target_layers: int | None = None
@@ -272,7 +272,7 @@ class KvPoolAllocation(Event):
     VERSION: ClassVar[int] = 2
 
     pool: str | None
-    label: Literal["Full", "SWA"] | None
+    label: str | None
     layout: Literal["mha", "mla"]
     dtype: str | None
     num_tokens: int | None
@@ -651,29 +651,32 @@ class WeightsLoadBegin(Event):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class WeightsLoadEnd(Event):
-    """Model weight loading ended (``weights.load_end`` v1).
+    """Model weight loading ended (``weights.load_end`` v2).
 
     Model weights were loaded. mem_usage_bytes is the drop in free device memory across the load,
-    not a measured allocation.
+    not a measured allocation. v2 says which quantization the weights use, and lets free memory be
+    unknown (vLLM's line does not print it).
     """
 
     EVENT: ClassVar[str] = "weights.load_end"
-    VERSION: ClassVar[int] = 1
+    VERSION: ClassVar[int] = 2
 
     elapsed_s: float | None
     model_class: str | None
     dtype: str | None
-    avail_bytes: int
+    quantization: str | None
+    avail_bytes: int | None
     mem_usage_bytes: int | None
     ext: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
             "event": "weights.load_end",
-            "schema_version": 1,
+            "schema_version": 2,
             "elapsed_s": self.elapsed_s,
             "model_class": self.model_class,
             "dtype": self.dtype,
+            "quantization": self.quantization,
             "avail_bytes": self.avail_bytes,
             "mem_usage_bytes": self.mem_usage_bytes,
         }

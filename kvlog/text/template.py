@@ -36,6 +36,9 @@ UNITS: dict[str, tuple[int, int]] = {"gib2": (GIB, 2), "gib1": (GIB, 1), "kib": 
 SCALED: dict[str, Scale] = {"iec": BYTES, "us": MICROSECONDS}
 #: units whose value is a byte count (an integer); the others print a plain number
 BYTE_UNITS = frozenset({"gib2", "gib1", "kib", "gb2", "iec"})
+#: ``{label:words}``: text that may hold spaces (``MiniMax MSA-v1 main NVFP4``), up to the template's next words
+WORDS = "words"
+_WORDS = "[^\\r\\n]{1,256}?"
 
 #: ``{field}`` or ``{field:unit}``
 PLACEHOLDER = re.compile(r"\{(\w+)(?::(\w+))?\}")
@@ -86,7 +89,7 @@ class Template:
 
 def format_value(value: Any, unit: str | None) -> str:
     """Print one field as the template's unit says."""
-    if unit is None:
+    if unit is None or unit == WORDS:
         return str(value)
     if unit in SCALED:
         return SCALED[unit].format(value)
@@ -220,7 +223,7 @@ class TemplateParser:
         for (name, unit, _), raw in zip(self._captures, match.groups(), strict=True):
             if raw is None:
                 continue
-            if unit is not None:
+            if unit is not None and unit != WORDS:
                 value, spread = read_figure(raw, unit)
             else:
                 value, spread = _read_plain(raw, self._syntax[name]), 0
@@ -266,6 +269,8 @@ class TemplateParser:
 
     def _capture(self, place: int) -> str:
         name, unit, stop = self._captures[place]
+        if unit == WORDS:
+            return f"{_WORDS}|None" if self._syntax[name].nullable else _WORDS
         if unit in SCALED:
             return SCALED[unit].pattern
         if unit is not None:

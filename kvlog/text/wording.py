@@ -23,7 +23,7 @@ CURRENT: tuple[Template, ...] = (
     *(
         Template(
             "kv_pool.allocation",
-            f"{{[{{label}} ]}}KV Cache {words} {{[dtype: {{dtype}}, ]}}{{[#tokens: {{num_tokens}}, ]}}{sizes}",
+            f"{{[{{label:words}} ]}}KV Cache {words} {{[dtype: {{dtype}}, ]}}{{[#tokens: {{num_tokens}}, ]}}{sizes}",
             {"allocation_state": state, "layout": layout},
         )
         for state, words in _ALLOC_STATE_WORDS.items()
@@ -134,10 +134,18 @@ CURRENT: tuple[Template, ...] = (
         "{[ intermediate_conv_window_cache size: {intermediate_conv_window_bytes:gib2}GB]}",
     ),
     Template("weights.load_begin", "Load weight begin. avail mem={avail_bytes:gib2} GB"),
+    # sglang 0.5.10 on prints the quantization (``quant=gptq, bits=4``) where older lines printed the dtype
     Template(
         "weights.load_end",
         "Load weight end. {[elapsed={elapsed_s:f2} s, ]}{[type={model_class}, ]}{[dtype={dtype}, ]}"
-        "avail mem={avail_bytes:gib2} GB{[, mem usage={mem_usage_bytes:gib2} GB.]}",
+        "{[quant={quantization:words}, ]}avail mem={avail_bytes:gib2} GB{[, mem usage={mem_usage_bytes:gib2} GB.]}",
+    ),
+    # a load whose free memory the source did not say (vLLM's): every figure it did say, in the same order
+    Template(
+        "weights.load_end",
+        "Load weight end.{[ elapsed={elapsed_s:f2} s,]}{[ type={model_class},]}{[ dtype={dtype},]}"
+        "{[ quant={quantization:words},]}{[ mem usage={mem_usage_bytes:gib2} GB.]}",
+        {"avail_bytes": None},
     ),
     Template(
         "scheduler.limits",
