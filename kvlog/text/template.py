@@ -4,7 +4,13 @@ A template is text with ``{field:unit}`` placeholders and ``{[...]}`` sections t
 only when every field inside them is set. Units say how a byte count is printed, and so how precise a
 figure read back from such a line is: ``gib2`` is GiB with two decimals, ``gib1`` one decimal,
 ``kib`` whole KiB, ``gb2`` decimal GB (host memory) with two decimals; ``f2`` is a plain number with
-two decimals (seconds). Those are sglang's units, kept exactly. kvlog's own lines use scaled units
+two decimals (seconds). Those are sglang's units, kept exactly. vLLM's: ``gib4`` is GiB printed with
+``%.4f`` (exactly four decimals are read, so that a later release's figure of the same wording falls to
+its own era); ``gib_round2`` is GiB as vLLM's ``format_gib`` prints it (0.14.0 on:
+``round(bytes / 2**30, 2)`` printed as a Python float, ``61.5``, ``0.0``, ``12.34``): whatever decimals
+the line shows, the figure hides the rounding to two decimals, so its half-width is always 0.005 GiB;
+``grouped`` is an integer printed with thousands separators (``f"{n:,}"``, ``1,234,567``; plain digits
+are read too). kvlog's own lines use scaled units
 (``kvlog.text.units``): ``iec`` bytes in B, KiB, ... EiB and ``us`` a duration in microseconds, each
 printed in the unit that shows it, to 3 significant digits. ``Template.parser`` compiles a template
 into an anchored regular expression whose placeholders are typed captures and whose sections are
@@ -31,11 +37,27 @@ KIB = 1 << 10
 GB = 10**9
 
 #: unit name -> (bytes per printed unit, decimals printed)
-UNITS: dict[str, tuple[int, int]] = {"gib2": (GIB, 2), "gib1": (GIB, 1), "kib": (KIB, 0), "gb2": (GB, 2), "f2": (1, 2)}
+UNITS: dict[str, tuple[int, int]] = {
+    "gib2": (GIB, 2),
+    "gib1": (GIB, 1),
+    "kib": (KIB, 0),
+    "gb2": (GB, 2),
+    "f2": (1, 2),
+    "gib4": (GIB, 4),
+    "gib_round2": (GIB, 2),
+    "grouped": (1, 0),
+}
 #: unit name -> the scale it picks its printed unit from (kvlog's own lines)
 SCALED: dict[str, Scale] = {"iec": BYTES, "us": MICROSECONDS}
 #: units whose value is a byte count (an integer); the others print a plain number
-BYTE_UNITS = frozenset({"gib2", "gib1", "kib", "gb2", "iec"})
+BYTE_UNITS = frozenset({"gib2", "gib1", "kib", "gb2", "iec", "gib4", "gib_round2"})
+#: ``{n:grouped}``: an integer with thousands separators, read with or without them
+GROUPED = "grouped"
+_GROUPED = "[0-9]{1,3}(?:,[0-9]{3}){1,6}|[0-9]{1,20}"
+#: ``{x:gib_round2}``: vLLM's ``format_gib``, ``str(round(x / 2**30, 2))``; its half-width is the rounding's
+GIB_ROUND2 = "gib_round2"
+#: ``{x:gib4}``: ``%.4f`` GiB, exactly four decimals
+_GIB4 = "[0-9]{1,15}[.][0-9]{4}"
 #: ``{label:words}``: text that may hold spaces (``MiniMax MSA-v1 main NVFP4``), up to the template's next words
 WORDS = "words"
 _WORDS = "[^\\r\\n]{1,256}?"
@@ -93,6 +115,10 @@ def format_value(value: Any, unit: str | None) -> str:
         return str(value)
     if unit in SCALED:
         return SCALED[unit].format(value)
+    if unit == GROUPED:
+        return f"{value:,}"
+    if unit == GIB_ROUND2:
+        return str(round(value / GIB, 2))
     per_unit, decimals = UNITS[unit]
     if decimals == 0:
         return str(value // per_unit)
@@ -273,6 +299,10 @@ class TemplateParser:
             return f"{_WORDS}|None" if self._syntax[name].nullable else _WORDS
         if unit in SCALED:
             return SCALED[unit].pattern
+        if unit == GROUPED:
+            return _GROUPED
+        if unit == "gib4":
+            return _GIB4
         if unit is not None:
             return _DIGITS if UNITS[unit][1] == 0 else _DECIMAL
         syntax = self._syntax[name]
@@ -292,17 +322,20 @@ def read_figure(text: str, unit: str) -> tuple[int | float, int]:
     """A printed figure in ``unit`` -> (value, half-width in bytes of what its rounding hides).
 
     Byte units give whole bytes, rounded to nearest; the half-width follows the decimals actually
-    printed (``54.12`` GiB: 0.005 GiB, rounded up to a whole byte). Integer KiB are exact: sglang
-    prints granularities, which are whole KiB.
+    printed (``54.12`` GiB: 0.005 GiB, rounded up to a whole byte), except ``gib_round2``'s, which is
+    always 0.005 GiB (``61.5`` was rounded to two decimals too). Integer KiB are exact: sglang prints
+    granularities, which are whole KiB; ``grouped`` integers are exact.
     """
     if unit in SCALED:
         return SCALED[unit].read(text)
+    if unit == GROUPED:
+        return int(text.replace(",", "")), 0
     per_unit = UNITS[unit][0]
     number = Decimal(text)
     if unit not in BYTE_UNITS:
         return float(number), 0
     value = int((number * per_unit).to_integral_value(ROUND_HALF_EVEN))
-    decimals = -int(number.as_tuple().exponent)
+    decimals = UNITS[unit][1] if unit == GIB_ROUND2 else -int(number.as_tuple().exponent)
     if unit == "kib":
         return value, 0
     spread = (Decimal(per_unit) / 2 / Decimal(10) ** decimals).to_integral_value(ROUND_CEILING)
