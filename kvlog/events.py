@@ -12,6 +12,35 @@ from kvlog.event_base import Event
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class CudaGraphCaptured(Event):
+    """CUDA graphs captured (``cuda_graph.captured`` v1).
+
+    CUDA-graph capture finished. mem_usage_bytes is the drop in free device memory across the
+    capture (the graphs' activation memory), not the KV cache.
+    """
+
+    EVENT: ClassVar[str] = "cuda_graph.captured"
+    VERSION: ClassVar[int] = 1
+
+    elapsed_s: float | None
+    mem_usage_bytes: int | None
+    avail_bytes: int | None
+    ext: dict[str, Any] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "event": "cuda_graph.captured",
+            "schema_version": 1,
+            "elapsed_s": self.elapsed_s,
+            "mem_usage_bytes": self.mem_usage_bytes,
+            "avail_bytes": self.avail_bytes,
+        }
+        if self.ext is not None:
+            out["ext"] = self.ext
+        return out
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class KvArenaClosed(Event):
     """KV arena closed (``kv_arena.closed`` v1).
 
@@ -310,6 +339,84 @@ class KvPoolAllocation(Event):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class KvPoolCapacity(Event):
+    """KV cache capacity (``kv_pool.capacity`` v1).
+
+    How much the KV cache holds, in blocks or tokens, as the engine sized it (vLLM's `# GPU
+    blocks:`, `GPU KV cache size: N tokens`, `Maximum concurrency for N tokens per request`). A
+    count of slots, not of bytes.
+    """
+
+    EVENT: ClassVar[str] = "kv_pool.capacity"
+    VERSION: ClassVar[int] = 1
+
+    num_gpu_blocks: int | None
+    num_cpu_blocks: int | None
+    num_tokens: int | None
+    max_model_len: int | None
+    max_concurrency: float | None
+    device: str | None
+    ext: dict[str, Any] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "event": "kv_pool.capacity",
+            "schema_version": 1,
+            "num_gpu_blocks": self.num_gpu_blocks,
+            "num_cpu_blocks": self.num_cpu_blocks,
+            "num_tokens": self.num_tokens,
+            "max_model_len": self.max_model_len,
+            "max_concurrency": self.max_concurrency,
+            "device": self.device,
+        }
+        if self.ext is not None:
+            out["ext"] = self.ext
+        return out
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class KvPoolExtended(Event):
+    """Extensible KV cache extended (``kv_pool.extended`` v1).
+
+    An extensible KV cache committed more physical memory (vLLM 0.34: `Extended KV cache to N
+    blocks`, and the sizing after warm-up, `Memory after warmup:`). committed_bytes is physical
+    memory backing the cache.
+    """
+
+    EVENT: ClassVar[str] = "kv_pool.extended"
+    VERSION: ClassVar[int] = 1
+
+    num_blocks: int | None
+    committed_bytes: int
+    free_bytes: int | None
+    transient_bytes: int | None
+    transient_peak_bytes: int | None
+    torch_reserve_growth_bytes: int | None
+    blocks_bytes: int | None
+    requested_bytes: int | None
+    torch_limit_bytes: int | None
+    ext: dict[str, Any] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "event": "kv_pool.extended",
+            "schema_version": 1,
+            "num_blocks": self.num_blocks,
+            "committed_bytes": self.committed_bytes,
+            "free_bytes": self.free_bytes,
+            "transient_bytes": self.transient_bytes,
+            "transient_peak_bytes": self.transient_peak_bytes,
+            "torch_reserve_growth_bytes": self.torch_reserve_growth_bytes,
+            "blocks_bytes": self.blocks_bytes,
+            "requested_bytes": self.requested_bytes,
+            "torch_limit_bytes": self.torch_limit_bytes,
+        }
+        if self.ext is not None:
+            out["ext"] = self.ext
+        return out
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class KvPoolMemoryAvailable(Event):
     """Memory available for the KV cache (``kv_pool.memory_available`` v1).
 
@@ -555,16 +662,17 @@ class KvlogSchemaViolation(Event):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class MambaPoolAllocation(Event):
-    """Mamba state pool allocation (``mamba_pool.allocation`` v1).
+    """Mamba state pool allocation (``mamba_pool.allocation`` v2).
 
-    State buffers of a hybrid state-space model were allocated.
+    State buffers of a hybrid state-space model were allocated. v2: the number of slots may be
+    unknown, as sglang 0.5.2 to 0.5.3.post1 did not print it.
     """
 
     EVENT: ClassVar[str] = "mamba_pool.allocation"
-    VERSION: ClassVar[int] = 1
+    VERSION: ClassVar[int] = 2
 
     label: str | None
-    max_mamba_cache_size: int
+    max_mamba_cache_size: int | None
     conv_state_bytes: int
     ssm_state_bytes: int
     intermediate_ssm_state_bytes: int | None = None
@@ -574,7 +682,7 @@ class MambaPoolAllocation(Event):
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
             "event": "mamba_pool.allocation",
-            "schema_version": 1,
+            "schema_version": 2,
             "label": self.label,
             "max_mamba_cache_size": self.max_mamba_cache_size,
             "conv_state_bytes": self.conv_state_bytes,
@@ -590,15 +698,87 @@ class MambaPoolAllocation(Event):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class MemoryProfile(Event):
+    """Memory profiling results (``memory.profile`` v1).
+
+    The engine's memory profile before sizing the KV cache (vLLM's `Memory profiling results:`):
+    device memory in total and in use at each stage, and what is left for the KV cache.
+    """
+
+    EVENT: ClassVar[str] = "memory.profile"
+    VERSION: ClassVar[int] = 1
+
+    total_bytes: int
+    initial_usage_bytes: int
+    peak_torch_bytes: int
+    post_profile_usage_bytes: int
+    non_torch_bytes: int
+    kv_cache_bytes: int
+    gpu_memory_utilization: float
+    ext: dict[str, Any] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "event": "memory.profile",
+            "schema_version": 1,
+            "total_bytes": self.total_bytes,
+            "initial_usage_bytes": self.initial_usage_bytes,
+            "peak_torch_bytes": self.peak_torch_bytes,
+            "post_profile_usage_bytes": self.post_profile_usage_bytes,
+            "non_torch_bytes": self.non_torch_bytes,
+            "kv_cache_bytes": self.kv_cache_bytes,
+            "gpu_memory_utilization": self.gpu_memory_utilization,
+        }
+        if self.ext is not None:
+            out["ext"] = self.ext
+        return out
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MemorySleep(Event):
+    """Engine memory put to sleep (``memory.sleep`` v1).
+
+    The engine's sleep mode gave device memory back (vLLM's `Sleep mode freed`, `CuMemAllocator:
+    sleep freed`, `CuMemAllocator: discarded`): what was freed, what stays in use, and how much of
+    the freed memory was backed up in host memory or discarded.
+    """
+
+    EVENT: ClassVar[str] = "memory.sleep"
+    VERSION: ClassVar[int] = 1
+
+    freed_bytes: int | None
+    in_use_bytes: int | None
+    offloaded_bytes: int | None
+    discarded_bytes: int | None
+    tags: str | None
+    ext: dict[str, Any] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "event": "memory.sleep",
+            "schema_version": 1,
+            "freed_bytes": self.freed_bytes,
+            "in_use_bytes": self.in_use_bytes,
+            "offloaded_bytes": self.offloaded_bytes,
+            "discarded_bytes": self.discarded_bytes,
+            "tags": self.tags,
+        }
+        if self.ext is not None:
+            out["ext"] = self.ext
+        return out
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class SchedulerLimits(Event):
-    """Scheduler limits (``scheduler.limits`` v1).
+    """Scheduler limits (``scheduler.limits`` v2).
 
     The limits the scheduler derived from the KV pool's size (sglang prints them on rank 0). Fields
-    older engines did not print are null.
+    older engines did not print are null. v2: a server on the CPU prints its free host memory
+    instead (available_cpu_mem_bytes).
     """
 
     EVENT: ClassVar[str] = "scheduler.limits"
-    VERSION: ClassVar[int] = 1
+    VERSION: ClassVar[int] = 2
 
     max_total_num_tokens: int
     chunked_prefill_size: int | None
@@ -606,18 +786,20 @@ class SchedulerLimits(Event):
     max_running_requests: int | None
     context_len: int | None
     available_gpu_mem_bytes: int | None
+    available_cpu_mem_bytes: int | None
     ext: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
             "event": "scheduler.limits",
-            "schema_version": 1,
+            "schema_version": 2,
             "max_total_num_tokens": self.max_total_num_tokens,
             "chunked_prefill_size": self.chunked_prefill_size,
             "max_prefill_tokens": self.max_prefill_tokens,
             "max_running_requests": self.max_running_requests,
             "context_len": self.context_len,
             "available_gpu_mem_bytes": self.available_gpu_mem_bytes,
+            "available_cpu_mem_bytes": self.available_cpu_mem_bytes,
         }
         if self.ext is not None:
             out["ext"] = self.ext
@@ -686,6 +868,7 @@ class WeightsLoadEnd(Event):
 
 
 ALL_EVENTS: tuple[type[Event], ...] = (
+    CudaGraphCaptured,
     KvArenaClosed,
     KvArenaCommit,
     KvArenaDecommit,
@@ -694,6 +877,8 @@ ALL_EVENTS: tuple[type[Event], ...] = (
     KvHostPoolAllocation,
     KvMemoryPoolEnd,
     KvPoolAllocation,
+    KvPoolCapacity,
+    KvPoolExtended,
     KvPoolMemoryAvailable,
     KvPoolPostCaptureSized,
     KvPoolSleep,
@@ -702,6 +887,8 @@ ALL_EVENTS: tuple[type[Event], ...] = (
     KvPoolWake,
     KvlogSchemaViolation,
     MambaPoolAllocation,
+    MemoryProfile,
+    MemorySleep,
     SchedulerLimits,
     WeightsLoadBegin,
     WeightsLoadEnd,

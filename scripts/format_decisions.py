@@ -262,7 +262,7 @@ def _placeholder(body: str) -> Placeholder:
 #: (variant 0, variant 1) values by what an expression's source says it holds
 _CONDITIONAL = re.compile(r"^(?P<a>'[^']*'|\"[^\"]*\"|[\w.]+(?: \+ '[^']*')?) if .+ else (?P<b>'[^']*'|\"[^\"]*\")$")
 _INTEGER_HINT = re.compile(
-    r"size|token|num|len\(|count|max|slot|page|layer|rank|_id\b|\bid\b|bs\b|reqs|_req|steps|step\b|pid|device|index|capacity|limit",
+    r"size|token|num|len\(|_len\b|count|max|slot|page|layer|rank|_id\b|\bid\b|bs\b|reqs|_req|steps|step\b|pid|device|index|capacity|limit",
     re.I,
 )
 _FLOAT_HINT = re.compile(r"mem|_gb\b|GB|gib|usage|ratio|fraction|elapsed|time|sec", re.I)
@@ -274,20 +274,10 @@ _PREFIX_ERAS = (  # sglang: (first release index at which the prefix applies, pr
 
 
 def samples(fmt: Format, rule: Rule, releases: list[str]) -> list[Sample]:
-    """At least two sample lines of ``fmt``: its first and last era's prefixes, different values."""
-    messages = list(rule.samples)
-    out: list[Sample] = []
-    for variant in (0, 1):
-        prefix = _prefix(fmt, releases, variant)
-        if messages:
-            for message in messages:
-                out.append(_with_figures(prefix, message, fmt, rule))
-            messages = []  # written by hand once; the second variant only changes the prefix below
-            continue
-        out.append(_render(prefix, fmt, rule, variant))
+    """Sample lines of ``fmt``: with its first and its last era's prefix, and different values (or the rule's own)."""
     if rule.samples:
-        out += [_with_figures(_prefix(fmt, releases, 1), message, fmt, rule) for message in rule.samples]
-    return out
+        return [_with_figures(_prefix(fmt, releases, v), message, rule) for v in (0, 1) for message in rule.samples]
+    return [_render(_prefix(fmt, releases, v), fmt, rule, v) for v in (0, 1)]
 
 
 #: vLLM: ``%(levelname)s %(asctime)s %(filename)s:%(lineno)d] `` before 0.8.0, then the file in brackets,
@@ -335,7 +325,7 @@ def _render(prefix: str, fmt: Format, rule: Rule, variant: int) -> Sample:
     return sample
 
 
-def _with_figures(prefix: str, message: str, fmt: Format, rule: Rule) -> Sample:
+def _with_figures(prefix: str, message: str, rule: Rule) -> Sample:
     """A hand-written message: its figures are every number followed by a unit."""
     sample = Sample(prefix + message)
     for match in re.finditer(r"([0-9]+(?:\.[0-9]+)?) ?(GiB|GB|MiB|MB|KiB|KB)\b", message):

@@ -118,7 +118,7 @@ def _message(line: str) -> str:
 def test_no_writer_prints_none_and_the_line_reads_back_to_the_event(case: int) -> None:
     _, event, dropped = CASES[case]
     lines = {"console": console_line(event), "--format text": current_line(event)}
-    lines |= {f"--format legacy {r.generations[0].id}": r.line(event) for r in LEGACY}
+    lines |= {f"--format legacy {r.chosen}": r.line(event) for r in LEGACY}
     for writer, line in lines.items():
         assert "None" not in line, f"{writer}, without {dropped}: {line}"
     _reads_back(event, _message(lines["console"]))

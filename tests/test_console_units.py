@@ -35,7 +35,7 @@ FIGURE = re.compile(r"(?<![\w.\[])(-?[0-9][0-9.e+-]*) (B|KiB|MiB|GiB|TiB|PiB|EiB
 CHAIN = load_chain()
 MIGRATOR = Migrator(CHAIN, MigrateOptions())
 #: today's wording, as the grammar reads it
-TODAY = CHAIN.generations()[-1]
+TODAY = CHAIN.generations("sglang")[-1]
 
 
 def significant_digits(text: str) -> int:

@@ -86,14 +86,17 @@ def test_every_older_version_and_every_text_event_reaches_the_latest() -> None:
 
 
 def test_text_formats_are_ordered_oldest_first() -> None:
-    assert CHAIN.text_formats() == [
+    sglang = [source for source in CHAIN.text_formats() if source.startswith("sglang-text/")]
+    assert sglang == [
         "sglang-text/2025-01",
         "sglang-text/2025-06",
+        "sglang-text/2026-04-host-pools",
         "sglang-text/2026-06",
         "sglang-text/2026-07-postcapture",
         "sglang-text/2026-08",
         "sglang-text/2026-08-05",
     ]
+    assert [g.id for g in CHAIN.generations("sglang")] == sglang
 
 
 def test_no_path_and_no_cover() -> None:

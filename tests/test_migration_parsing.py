@@ -397,8 +397,14 @@ def rendered(draw: st.DrawFn, rules: list[tuple[str, Rule]] = RULES) -> tuple[st
 
 
 #: events old sglang printed (the current wording of kvlog's own arena and sleep lines cannot carry every field)
-SGLANG_EVENTS = {t.event for g in CHAIN.generations()[:-1] for t, _ in g.templates()}
-SGLANG_RULES = [(source, rule) for source, rule in RULES if rule.template.event in SGLANG_EVENTS]
+SGLANG_EVENTS = {t.event for g in CHAIN.generations("sglang")[:-1] for t, _ in g.templates()}
+SGLANG_RULES = [
+    (source, rule)
+    for source, rule in RULES
+    if rule.template.event in SGLANG_EVENTS and source.startswith("sglang-text/")
+]
+#: every rule of vLLM's eras, each written behind vLLM's own prefix
+VLLM_RULES = [(source, rule) for source, rule in RULES if source.startswith("vllm-text/")]
 
 
 @settings(max_examples=600, deadline=None)
@@ -439,6 +445,18 @@ def test_a_rendered_line_migrates_to_its_event(case: tuple[str, Rule, dict[str, 
     migrated = orjson.loads(out[0])
     assert migrated["event"] == rule.template.event
     assert migrated["ranks"] == {"tp": 3}
+    assert migrated["schema_version"] == CHAIN.catalog.latest(rule.template.event)
+    assert EventValidator().violations(migrated) == []
+
+
+@settings(max_examples=200, deadline=None)
+@given(rendered(VLLM_RULES))
+def test_a_rendered_vllm_line_migrates_to_its_event(case: tuple[str, Rule, dict[str, Any], str]) -> None:
+    """The same for vLLM: its prefix gives the ranks and the pid, its lines the event."""
+    _, rule, _, line = case
+    out = migrate_text(f"(Worker_TP3 pid=77) INFO 01-02 03:04:05 [gpu_worker.py:1] {line}\n")
+    migrated = orjson.loads(out[0])
+    assert (migrated["event"], migrated["ranks"], migrated["pid"]) == (rule.template.event, {"tp": 3}, 77)
     assert migrated["schema_version"] == CHAIN.catalog.latest(rule.template.event)
     assert EventValidator().violations(migrated) == []
 

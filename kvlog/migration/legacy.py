@@ -9,14 +9,14 @@ wording. A line that had no prefix in the source gets none back.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 from kvlog.envelope import TIMESTAMP_NOT_ON_LINE
 from kvlog.migration.grammar import Generation
 from kvlog.migration.steps import Chain
 from kvlog.text.console import console_line
-from kvlog.text.prefix import SGLANG
+from kvlog.text.prefix import SERVERS, ServerPrefix
 
 
 def current_line(event: Mapping[str, Any]) -> str:
@@ -25,39 +25,61 @@ def current_line(event: Mapping[str, Any]) -> str:
 
 
 class LegacyRenderer:
-    """Old wording of one generation (and, as fallbacks, the generations before it)."""
+    """Old wording of one generation (and, as fallbacks, the generations of its server before it).
+
+    Without a chosen generation, each event is written in its own server's newest old wording: a line
+    migrated from vLLM goes back to vLLM's, everything else to sglang's.
+    """
 
     def __init__(self, chain: Chain, generation_id: str | None = None) -> None:
         newest = chain.catalog.newest_release()
-        generations = [g for g in chain.generations() if g.catalog_version < newest]
-        if not generations:
+        legacy = [g for g in chain.generations() if g.catalog_version < newest]
+        if not legacy:
             raise ValueError("the chain has no legacy text generation")
-        ids = [g.id for g in generations]
-        chosen = generation_id or ids[-1]
-        if chosen not in ids:
-            raise ValueError(f"unknown legacy generation {chosen!r} (known: {', '.join(ids)})")
+        ids = [g.id for g in legacy]
+        if generation_id is not None and generation_id not in ids:
+            raise ValueError(f"unknown legacy generation {generation_id!r} (known: {', '.join(ids)})")
         self.chain = chain
-        self.catalog_version = generations[ids.index(chosen)].catalog_version
-        self.generations: Sequence[Generation] = generations[: ids.index(chosen) + 1][::-1]
+        self.chosen = generation_id
+        #: by server: the generations to write with, the chosen (or newest) first, then older ones
+        self.by_server: dict[str, list[Generation]] = {}
+        for server in sorted({g.server for g in legacy}):
+            own = [g for g in legacy if g.server == server]
+            own_ids = [g.id for g in own]
+            last = own_ids.index(generation_id) if generation_id in own_ids else len(own) - 1
+            self.by_server[server] = own[: last + 1][::-1]
+        self.default_server = legacy[ids.index(generation_id)].server if generation_id else "sglang"
 
     def line(self, event: Mapping[str, Any]) -> str:
         """The legacy line for an event at its newest version."""
+        server = self.default_server if self.chosen else _source_server(event, self.default_server)
+        generations = self.by_server.get(server, self.by_server[self.default_server])
         name = str(event["event"])
-        version = self.chain.catalog.at_catalog_version(name, self.catalog_version)
-        old = dict(event)
-        if version is not None and version != event["schema_version"]:
-            for step in self.chain.path(name, int(event["schema_version"]), version):
-                old = step.apply(old)
-        for generation in self.generations:
+        for generation in generations:
+            version = self.chain.catalog.at_catalog_version(name, generation.catalog_version)
+            if version is None:
+                continue
+            old = dict(event)
+            if version != event["schema_version"]:
+                for step in self.chain.path(name, int(event["schema_version"]), version):
+                    old = step.apply(old)
             for template, template_version in generation.templates():
                 if template_version == old["schema_version"] and template.fits(old):
-                    return _prefixed(old, template.render(old))
+                    return _prefixed(old, template.render(old), SERVERS[generation.server])
         return current_line(event)
 
 
-def _prefixed(event: Mapping[str, Any], message: str) -> str:
+def _source_server(event: Mapping[str, Any], default: str) -> str:
+    """The server an event was migrated from (``migrated.source_format`` ``vllm-text/…``), else ``default``."""
+    migrated = event.get("migrated")
+    source = migrated.get("source_format") if isinstance(migrated, dict) else None
+    server = source.split("-text/", 1)[0] if isinstance(source, str) and "-text/" in source else None
+    return server if server in SERVERS else default
+
+
+def _prefixed(event: Mapping[str, Any], message: str, prefix: ServerPrefix) -> str:
     event = _without_invented_prefix(event)
-    return SGLANG.build(event.get("timestamp"), event.get("ranks")) + message
+    return prefix.build(event.get("timestamp"), event.get("ranks")) + message
 
 
 def _without_invented_prefix(event: Mapping[str, Any]) -> Mapping[str, Any]:

@@ -128,7 +128,7 @@ CURRENT: tuple[Template, ...] = (
     Template("kv_memory.pool_end", "Memory pool end. avail mem={avail_bytes:gib2} GB"),
     Template(
         "mamba_pool.allocation",
-        "Mamba Cache {[({label}) ]}is allocated. max_mamba_cache_size: {max_mamba_cache_size}, "
+        "Mamba Cache {[({label}) ]}is allocated. {[max_mamba_cache_size: {max_mamba_cache_size}, ]}"
         "conv_state size: {conv_state_bytes:gib2}GB, ssm_state size: {ssm_state_bytes:gib2}GB"
         "{[ intermediate_ssm_state_cache size: {intermediate_ssm_state_bytes:gib2}GB]}"
         "{[ intermediate_conv_window_cache size: {intermediate_conv_window_bytes:gib2}GB]}",
@@ -151,9 +151,44 @@ CURRENT: tuple[Template, ...] = (
         "scheduler.limits",
         "max_total_num_tokens={max_total_num_tokens}{[, chunked_prefill_size={chunked_prefill_size}]}"
         "{[, max_prefill_tokens={max_prefill_tokens}]}{[, max_running_requests={max_running_requests}]}"
-        "{[, context_len={context_len}]}{[, available_gpu_mem={available_gpu_mem_bytes:gib2} GB]}",
+        "{[, context_len={context_len}]}{[, available_gpu_mem={available_gpu_mem_bytes:gib2} GB]}"
+        "{[, available_cpu_mem={available_cpu_mem_bytes:gib2} GB]}",
     ),
     Template("kv_pool.memory_available", "The available memory for KV cache is {available_bytes:gib2} GB."),
+    # vLLM's events, in vLLM's words; a field the source did not print is left out
+    Template(
+        "kv_pool.capacity",
+        "KV cache size:{[ {num_tokens:grouped} tokens]}{[, # GPU blocks: {num_gpu_blocks}]}"
+        "{[, # CPU blocks: {num_cpu_blocks}]}{[, Maximum concurrency for {max_model_len:grouped} tokens per request]}"
+        "{[: {max_concurrency:f2}x]}{[ on {device:words}]}",
+    ),
+    Template(
+        "memory.profile",
+        "Memory profiling results: total_gpu_memory={total_bytes:gib2}GiB "
+        "initial_memory_usage={initial_usage_bytes:gib2}GiB peak_torch_memory={peak_torch_bytes:gib2}GiB "
+        "memory_usage_post_profile={post_profile_usage_bytes:gib2}GiB "
+        "non_torch_memory={non_torch_bytes:gib2}GiB kv_cache_size={kv_cache_bytes:gib2}GiB "
+        "gpu_memory_utilization={gpu_memory_utilization:f2}",
+    ),
+    Template(
+        "cuda_graph.captured",
+        "Graph capturing finished{[ in {elapsed_s} secs]}{[, took {mem_usage_bytes:gib2} GiB]}"
+        "{[, avail mem={avail_bytes:gib2} GiB]}",
+    ),
+    Template(
+        "memory.sleep",
+        "Sleep mode freed{[ {freed_bytes:gib2} GiB memory]}{[, {in_use_bytes:gib2} GiB memory is still in use]}"
+        "{[, {offloaded_bytes:gib2} GiB backed up in CPU]}{[, {discarded_bytes:gib2} GiB discarded]}"
+        "{[ for tags {tags:words}]}.",
+    ),
+    Template(
+        "kv_pool.extended",
+        "Extended KV cache to {[{num_blocks} blocks ]}({committed_bytes:gib2} GiB){[, {free_bytes:gib2} GiB free]}"
+        "{[, {transient_bytes:gib2} GiB kept for transient activations]}"
+        "{[, {transient_peak_bytes:gib2} GiB allocated at peak]}"
+        "{[, {torch_reserve_growth_bytes:gib2} GiB of torch reservation growth]}{[, blocks of {blocks_bytes:gib2} GiB]}"
+        "{[, requested {requested_bytes:gib2} GiB]}{[, torch may reserve up to {torch_limit_bytes:gib2} GiB]}.",
+    ),
 )
 
 
