@@ -735,6 +735,67 @@ class MemoryProfile(Event):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class MemoryProfileBudget(Event):
+    """Memory profile: the engine's budget (``memory.profile_budget`` v1).
+
+    What the engine may use of the device before the profile is split (vLLM 0.6.5 to 0.10, the
+    second line of `Memory profiling takes …`): total memory times the utilization.
+    """
+
+    EVENT: ClassVar[str] = "memory.profile_budget"
+    VERSION: ClassVar[int] = 1
+
+    total_bytes: int
+    gpu_memory_utilization: float
+    budget_bytes: int
+    ext: dict[str, Any] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "event": "memory.profile_budget",
+            "schema_version": 1,
+            "total_bytes": self.total_bytes,
+            "gpu_memory_utilization": self.gpu_memory_utilization,
+            "budget_bytes": self.budget_bytes,
+        }
+        if self.ext is not None:
+            out["ext"] = self.ext
+        return out
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MemoryProfileUsage(Event):
+    """Memory profile: where the budget goes (``memory.profile_usage`` v1).
+
+    How the engine's budget splits after its profile run (vLLM 0.6.5 to 0.10, the third line of
+    `Memory profiling takes …`): weights, memory outside torch, the activations' peak, and the rest,
+    reserved for the KV cache.
+    """
+
+    EVENT: ClassVar[str] = "memory.profile_usage"
+    VERSION: ClassVar[int] = 1
+
+    weights_bytes: int
+    non_torch_bytes: int
+    activation_peak_bytes: int
+    kv_cache_bytes: int
+    ext: dict[str, Any] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "event": "memory.profile_usage",
+            "schema_version": 1,
+            "weights_bytes": self.weights_bytes,
+            "non_torch_bytes": self.non_torch_bytes,
+            "activation_peak_bytes": self.activation_peak_bytes,
+            "kv_cache_bytes": self.kv_cache_bytes,
+        }
+        if self.ext is not None:
+            out["ext"] = self.ext
+        return out
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class MemorySleep(Event):
     """Engine memory put to sleep (``memory.sleep`` v1).
 
@@ -888,6 +949,8 @@ ALL_EVENTS: tuple[type[Event], ...] = (
     KvlogSchemaViolation,
     MambaPoolAllocation,
     MemoryProfile,
+    MemoryProfileBudget,
+    MemoryProfileUsage,
     MemorySleep,
     SchedulerLimits,
     WeightsLoadBegin,

@@ -60,12 +60,33 @@ def test_every_prefix_era_gives_the_line_its_ranks_pid_and_level(
 
 
 def test_the_year_comes_from_the_files_modification_time(tmp_path: Path) -> None:
-    line = "(EngineCore_DP0 pid=7) INFO 11-30 23:59:58 [gpu_worker.py:123] Available KV cache memory: 61.50 GiB\n"
-    [event], _ = _run(tmp_path, line, year=2025)
-    assert event["timestamp"] == "2025-11-30T23:59:58Z"
-    inferred = event["migrated"]["inferred"]["timestamp"]
+    """The file changed on 2025-07-01: a June line is of 2025, a November line of 2024 (a log never runs ahead)."""
+    june = "(EngineCore_DP0 pid=7) INFO 06-30 23:59:58 [gpu_worker.py:123] Available KV cache memory: 61.50 GiB\n"
+    november = "(EngineCore_DP0 pid=7) INFO 11-30 23:59:58 [gpu_worker.py:123] Available KV cache memory: 61.50 GiB\n"
+    [early, late], _ = _run(tmp_path, june + november, year=2025)
+    assert (early["timestamp"], late["timestamp"]) == ("2025-06-30T23:59:58Z", "2024-11-30T23:59:58Z")
+    inferred = early["migrated"]["inferred"]["timestamp"]
     assert inferred["rule"] == "date-not-on-line"
-    assert "2025" in inferred["evidence"]
+    assert "2025-07-01" in inferred["evidence"]
+
+
+def test_the_three_line_memory_profile_of_vllm_0_6_5_to_0_10(tmp_path: Path) -> None:
+    prefix = "INFO 12-20 10:00:06 worker.py:265] "
+    text = (
+        f"{prefix}Memory profiling takes 5.21 seconds\n"
+        f"{prefix}the current vLLM instance can use total_gpu_memory (79.19GiB) x gpu_memory_utilization (0.90)"
+        " = 71.27GiB\n"
+        f"{prefix}model weights take 14.99GiB; non_torch_memory takes 0.13GiB; PyTorch activation peak memory"
+        " takes 1.20GiB; the rest of the memory reserved for KV Cache is 54.95GiB.\n"
+    )
+    [budget, usage], outcome = _run(tmp_path, text, strict=True)
+    assert outcome.exit_status == 0 and outcome.report.companions["note"] == 1
+    assert (budget["total_bytes"], budget["gpu_memory_utilization"], budget["budget_bytes"]) == (
+        round(79.19 * GIB),
+        0.9,
+        round(71.27 * GIB),
+    )
+    assert (usage["weights_bytes"], usage["kv_cache_bytes"]) == (round(14.99 * GIB), round(54.95 * GIB))
 
 
 def test_with_nothing_to_tell_the_year_it_is_1970_and_said_so() -> None:
@@ -184,3 +205,19 @@ def test_an_unknown_memory_line_fails_strict(tmp_path: Path) -> None:
     [letter] = [json.loads(line) for line in dead.read_text().splitlines()]
     assert "Weird new pool holds 3.25 GiB" in letter["text"]
     assert "vllm" in letter["reason"]
+
+
+def test_the_server_is_detected_per_file_and_source_forces_it(tmp_path: Path) -> None:
+    vllm_line = "INFO 06-01 10:00:05 [gpu_worker.py:1] Available KV cache memory: 61.5 GiB\n"
+    sglang_line = "[2026-06-01 10:00:05 TP0] Memory pool end. avail mem=12.35 GB\n"
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "vllm.log").write_text(vllm_line)
+    (tmp_path / "a" / "sglang.log").write_text(sglang_line)
+    (tmp_path / "a" / "other.log").write_text("nothing to read\n")
+    detected = migrate([tmp_path / "a"], output=tmp_path / "out", strict=True)
+    assert detected.exit_status == 0
+    assert dict(detected.report.servers) == {"none": 1, "sglang": 1, "vllm": 1}
+    events, forced = _run(tmp_path, vllm_line, source="sglang", strict=True)
+    assert (events, forced.exit_status, forced.report.unparsed_memory_lines) == ([], 1, 1)
+    events, forced = _run(tmp_path, vllm_line, source="vllm", strict=True)
+    assert [e["event"] for e in events] == ["kv_pool.memory_available"] and forced.exit_status == 0

@@ -36,6 +36,11 @@ from kvlog.errors import KvlogError
     metavar="ID",
     help="With --format legacy: the old wording to write (e.g. sglang-text/2025-06).",
 )
+@click.option(
+    "--source",
+    type=click.Choice(["sglang", "vllm"]),
+    help="The server that wrote the inputs (default: detected per file from the lines it recognises).",
+)
 @click.option("-o", "--output", metavar="OUT", help="Output file (or directory, for several inputs); - for stdout.")
 @click.option("--in-place", is_flag=True, help="Replace each input atomically, keeping a backup.")
 @click.option("--backup-suffix", default=".orig", show_default=True, help="Suffix of the backup --in-place keeps.")
@@ -71,6 +76,7 @@ def migrate(  # noqa: PLR0917 - click passes every option as a parameter
     only_events: bool,
     keep_original: bool,
     legacy_generation: str | None,
+    source: str | None,
     output: str | None,
     in_place: bool,
     backup_suffix: str,
@@ -84,7 +90,7 @@ def migrate(  # noqa: PLR0917 - click passes every option as a parameter
     jobs: int,
     migrations: Path | None,
 ) -> None:
-    """Migrate old sglang logs and old kvlog events (INPUTS: files, globs, directories, - for stdin).
+    """Migrate old sglang and vLLM logs and old kvlog events (INPUTS: files, globs, directories, - for stdin).
 
     Every line comes out, in order: a recognised memory line as one JSON event (or one line of today's
     or the old wording), every other line byte for byte. .gz and .zst are read and written by suffix.
@@ -104,6 +110,7 @@ def migrate(  # noqa: PLR0917 - click passes every option as a parameter
             only_events=only_events,
             keep_original=keep_original,
             legacy_generation=legacy_generation,
+            source=source,
             in_place=in_place,
             backup_suffix=backup_suffix,
             dry_run=dry_run,

@@ -66,6 +66,7 @@ def migrate(
     only_events: bool = False,
     keep_original: bool = False,
     legacy_generation: str | None = None,
+    source: str | None = None,
     in_place: bool = False,
     backup_suffix: str = ".orig",
     dry_run: bool = False,
@@ -89,6 +90,7 @@ def migrate(
     files for the JSON report and the memory-like lines left unparsed. ``on_notice`` is called, as it
     happens, with each thing the run has to say: an input that could not be expanded or migrated, a
     file left as it was. ``progress`` is given the inputs and yields the callback the bytes read go to.
+    ``source`` names the server that wrote the inputs (``sglang``, ``vllm``; default: detected per file).
     ``option_names`` spells the options named in that text and in the summary (the CLI passes its
     flags: ``{"backup_suffix": "--backup-suffix", ...}``); by default they are named by keyword.
 
@@ -112,6 +114,7 @@ def migrate(
         only_events=only_events,
         keep_original=keep_original,
         legacy_generation=legacy_generation,
+        source=source,
         allowed_unparsed=allowed_unparsed(tuple(allow_unparsed), tuple(map(str, allow_unparsed_from))),
     )
     found = expand_inputs(tuple(map(str, names)), (backup_suffix,) if in_place else (), follow_links=not in_place)
@@ -172,7 +175,7 @@ def _migrator(migrations: Path | None, options: MigrateOptions) -> Migrator:
         )
     try:
         return Migrator(chain, options)
-    except ValueError as exc:  # an unknown legacy generation
+    except ValueError as exc:  # an unknown legacy generation, a source no migration reads
         raise OptionError("{error}", error=exc) from None
 
 

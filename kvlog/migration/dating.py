@@ -2,9 +2,10 @@
 
 sglang 0.2.14 to 0.3.3.post1 printed the time of day alone, and vLLM prints month, day and time but
 never a year. An event needs a whole RFC 3339 timestamp, so the missing part is taken from the
-context — the last line of the file that printed a whole date, else (for a year) the year the file
-was last modified — and ``migrated.inferred.timestamp`` says where it came from. When nothing tells
-it, the epoch's date or year stands for it, and the provenance says that too.
+context: the last line of the file that printed a whole date, else (for a year) the year the file
+last changed in, or the year before for a date later than that change. ``migrated.inferred.timestamp``
+says where it came from. When nothing tells it, the epoch's date or year stands for it, and the
+provenance says that too.
 """
 
 from __future__ import annotations
@@ -20,10 +21,13 @@ _EPOCH = "1970-01-01"
 
 @dataclass
 class DateContext:
-    """What one input tells of dates: its last dated line (timestamp, line number) and its file's year."""
+    """What one input tells of dates: its last dated line (timestamp, line number) and when its file last changed.
+
+    ``file_modified`` is an RFC 3339 UTC timestamp (``2026-12-03T10:00:00``).
+    """
 
     last_dated: tuple[str, int] | None = None
-    file_year: int | None = None
+    file_modified: str | None = None
 
 
 def complete(event: dict[str, Any], partial: str, context: DateContext) -> None:
@@ -37,9 +41,13 @@ def complete(event: dict[str, Any], partial: str, context: DateContext) -> None:
         evidence = f"the line prints no {missing}; the {missing} of the last line that printed one"
         mark_inferred(event, "timestamp", rule, evidence, line)
         return
-    if no_year and context.file_year is not None:
-        event["timestamp"] = f"{context.file_year:04d}-{partial}Z"
-        evidence = f"the line prints no year; the year the file was last modified ({context.file_year})"
+    if no_year and context.file_modified is not None:
+        year = int(context.file_modified[:4])
+        if f"{partial}" > context.file_modified[5:]:
+            year -= 1  # a line is never written after its file last changed: the year before
+        event["timestamp"] = f"{year:04d}-{partial}Z"
+        changed = context.file_modified[:10]
+        evidence = f"the line prints no year; that of the file's last change ({changed}), or the one before"
         mark_inferred(event, "timestamp", rule, evidence)
         return
     event["timestamp"] = f"{_EPOCH[:5]}{partial}Z" if no_year else f"{_EPOCH}T{partial}Z"

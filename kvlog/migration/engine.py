@@ -67,12 +67,12 @@ class Family:
         return cls(server, SERVERS[server], generations, starts)
 
 
-def _file_year(file: str | None) -> int | None:
-    """The year a file was last modified: the year of a log whose lines print none."""
+def _file_modified(file: str | None) -> str | None:
+    """When a file last changed (UTC, ``YYYY-mm-ddTHH:MM:SS``): it dates a log whose lines print no year."""
     if file is None:
         return None
     try:
-        return datetime.fromtimestamp(Path(file).stat().st_mtime, tz=UTC).year
+        return datetime.fromtimestamp(Path(file).stat().st_mtime, tz=UTC).strftime("%Y-%m-%dT%H:%M:%S")
     except (OSError, ValueError, OverflowError):
         return None
 
@@ -145,7 +145,7 @@ class _FileRun:
         #: the server this input's lines were recognised as (the family tried first), once one line was
         self.family: Family | None = migrator.families[0] if len(migrator.families) == 1 else None
         self.detected = False
-        self.dates = DateContext(file_year=_file_year(file))
+        self.dates = DateContext(file_modified=_file_modified(file))
         self.number = 0
         self.held: deque[tuple[bytes | Held, int, int]] = deque()
         self.held_lines = 0

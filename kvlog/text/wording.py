@@ -171,6 +171,17 @@ CURRENT: tuple[Template, ...] = (
         "gpu_memory_utilization={gpu_memory_utilization:f2}",
     ),
     Template(
+        "memory.profile_budget",
+        "the current vLLM instance can use total_gpu_memory ({total_bytes:gib2}GiB) x gpu_memory_utilization "
+        "({gpu_memory_utilization:f2}) = {budget_bytes:gib2}GiB",
+    ),
+    Template(
+        "memory.profile_usage",
+        "model weights take {weights_bytes:gib2}GiB; non_torch_memory takes {non_torch_bytes:gib2}GiB; "
+        "PyTorch activation peak memory takes {activation_peak_bytes:gib2}GiB; "
+        "the rest of the memory reserved for KV Cache is {kv_cache_bytes:gib2}GiB.",
+    ),
+    Template(
         "cuda_graph.captured",
         "Graph capturing finished{[ in {elapsed_s} secs]}{[, took {mem_usage_bytes:gib2} GiB]}"
         "{[, avail mem={avail_bytes:gib2} GiB]}",
