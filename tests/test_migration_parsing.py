@@ -486,3 +486,37 @@ def test_prefix_round_trip(ranks: dict[str, int], seconds: int) -> None:
     assert prefix.ranks == ranks
     assert prefix.timestamp == f"2026-03-04T{clock}Z"
     assert prefix.message == "Memory pool end. avail mem=1.00 GB"
+
+
+# -- no silent memory line -----------------------------------------------------------------------------------
+
+_WORD = st.text(alphabet="abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ_-=:,.()", min_size=1, max_size=12)
+_FIGURE = st.one_of(
+    st.builds(
+        lambda n, unit: f"{n}{unit}",
+        st.decimals(0, 10**6, places=2).map(str),
+        st.sampled_from([" GB", "GB", " GiB", " MB", " MiB", " KiB", " TB", "kB"]),
+    ),
+    st.builds(
+        lambda word, n: f"{word} {n}",
+        st.sampled_from(["mem", "memory", "Memory", "MEM", "bytes", "Bytes"]),
+        st.integers(0, 10**12),
+    ),
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    st.lists(_WORD, max_size=6),
+    _FIGURE,
+    st.lists(_WORD, max_size=6),
+    st.sampled_from(["[2026-01-02 03:04:05 TP0] ", "", "INFO 01-02 03:04:05 [worker.py:1] ", "[gpu_id=0] "]),
+)
+def test_a_line_that_carries_a_memory_figure_is_never_silent(
+    before: list[str], figure: str, after: list[str], prefix: str
+) -> None:
+    """Whatever its words: read as an event, known as a companion, or reported as unread (and so fails --strict)."""
+    line = prefix + " ".join([*before, figure, *after])
+    out = io.BytesIO()
+    report = MIGRATOR.migrate("any.log", io.BytesIO(f"Decode batch.\n{line}\nDecode batch.\n".encode()), out)
+    assert report.events + sum(report.companions.values()) + report.unparsed_memory_lines == 1, line

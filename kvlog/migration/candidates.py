@@ -70,8 +70,14 @@ _UNIT = r"[0-9] ?(?:[KMGTP]i?B|kB)\b"
 _WORD = r"(?i:(?<![a-z])(?:memory|mem|bytes)(?![a-z]))"
 _UNIT_TEXT, _WORD_TEXT, _DIGIT_TEXT = re.compile(_UNIT), re.compile(_WORD), re.compile(r"[0-9]")
 _UNIT_BYTES, _WORD_BYTES, _DIGIT_BYTES = re.compile(_UNIT.encode()), re.compile(_WORD.encode()), re.compile(rb"[0-9]")
-#: where a figure can start to be seen, each found by ``bytes.find``: the B of a unit, the words
-_FIGURE_PROBES = (b"B", b"mem", b"Mem", b"MEM", b"bytes")
+#: where a figure can start to be seen, as ``_PROBES``: the B of a unit, and the words through a rare byte
+#: of each (``m`` and ``y`` are rare in request logs; a log where they are not is searched word by word)
+_FIGURE_PROBES: tuple[tuple[bytes, int, tuple[bytes, ...]], ...] = (
+    (b"B", 0, (b"B",)),
+    (b"m", 0, (b"mem",)),
+    (b"M", 0, (b"Mem", b"MEM")),
+    (b"y", 1, (b"bytes", b"Bytes", b"BYTES")),
+)
 #: what marks a JSON line as a kvlog event (a candidate), and a line that fails to read as a broken one
 JSON_EVENT = b'"schema_version"'
 
@@ -133,8 +139,8 @@ def segments(stream: Readable) -> Iterator[tuple[bool, bytes, int, int]]:
 def split(data: bytes, size: int) -> Iterator[tuple[bool, bytes, int, int]]:
     """``data[:size]`` (whole lines) as ``segments`` gives it: runs of other lines, and each candidate line alone."""
     starts: set[int] = set()
-    for probe in _FIGURE_PROBES:
-        starts.update(_figure_lines(data, size, probe))
+    for byte, offset, words in _FIGURE_PROBES:
+        starts.update(_figure_lines(data, size, byte, offset, words))
     for byte, offset, words in _PROBES:
         for at in _keyword_positions(data, size, byte, offset, words):
             start = data.rfind(b"\n", 0, at) + 1
@@ -195,15 +201,13 @@ def carries_memory_figure(message: str) -> bool:
     return _WORD_TEXT.search(message) is not None and _DIGIT_TEXT.search(message) is not None
 
 
-def _figure_lines(data: bytes, size: int, probe: bytes) -> Iterator[int]:
-    """The starts of the lines in ``data[:size]`` where ``probe`` begins a memory figure, each line once."""
-    position = data.find(probe, 0, size)
-    while position != -1:
-        start = data.rfind(b"\n", 0, position) + 1
-        end = data.find(b"\n", position, size)
+def _figure_lines(data: bytes, size: int, byte: bytes, offset: int, words: tuple[bytes, ...]) -> Iterator[int]:
+    """The starts of the lines in ``data[:size]`` where one of ``words`` begins a memory figure, each line once."""
+    for at in _keyword_positions(data, size, byte, offset, words):
+        start = data.rfind(b"\n", 0, at) + 1
+        end = data.find(b"\n", at, size)
         end = size if end == -1 else end
         if _UNIT_BYTES.search(data, start, end) is not None or (
             _WORD_BYTES.search(data, start, end) is not None and _DIGIT_BYTES.search(data, start, end) is not None
         ):
             yield start
-        position = data.find(probe, end, size)

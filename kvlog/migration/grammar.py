@@ -177,12 +177,14 @@ def build_known(generation_id: str, document: Mapping[str, Any], catalog: Catalo
     """
     rules: list[Rule] = []
     for spec in _tables(document, "known"):
-        reason, text = spec.get("reason"), spec.get("text")
-        if set(spec) - {"text", "reason"}:
-            raise GrammarError(f"a [[known]] line has a 'text' and a 'reason', nothing else: {dict(spec)!r}")
+        reason, texts = spec.get("reason"), spec.get("texts")
+        if set(spec) - {"texts", "reason"}:
+            raise GrammarError(f"a [[known]] group has 'texts' and a 'reason', nothing else: {dict(spec)!r}")
         if not isinstance(reason, str) or not reason.strip():
-            raise GrammarError(f"a [[known]] line says why it is no event, in a non-empty 'reason': {text!r}")
-        rules.append(_companion_rule({"role": "known", "text": text, "match": "prefix"}))
+            raise GrammarError(f"a [[known]] group says why its lines are no event, in a non-empty 'reason': {texts!r}")
+        if not isinstance(texts, list) or not texts or not all(isinstance(text, str) and text for text in texts):
+            raise GrammarError(f"a [[known]] group lists the starts of its lines in 'texts': {reason!r}")
+        rules += [_companion_rule({"role": "known", "text": text, "match": "prefix"}) for text in texts]
     return Generation(generation_id, catalog.newest_release(), tuple(rules), catalog)
 
 

@@ -27,7 +27,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from decimal import ROUND_CEILING, ROUND_HALF_EVEN, Decimal
-from functools import cache
+from functools import cache, cached_property
 from typing import Any, Literal
 
 from kvlog.text.units import BYTES, MICROSECONDS, Scale
@@ -225,9 +225,14 @@ class TemplateParser:
             self._captures.append((m.group(1), m.group(2), flat[m.end()] if m.end() < len(flat) else ""))
         parts = split_sections(template.text)
         self._placed = 0
-        self.pattern = re.compile(self._expression(parts), re.DOTALL)
+        self._expression_text = self._expression(parts)
         #: every way a matching message can begin ("" when any start is possible): a cheap first test
         self.starts = tuple(sorted(self._starts(parts)))
+
+    @cached_property
+    def pattern(self) -> re.Pattern[str]:
+        """The compiled expression, on first use: most of the hundreds of wordings never meet a line."""
+        return re.compile(self._expression_text, re.DOTALL)
 
     def parse(self, message: str, *, whole: bool = True) -> Parsed | None:
         """The fields of ``message`` if it is this template's wording (``whole=False``: if it starts with it)."""
