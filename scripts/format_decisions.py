@@ -214,19 +214,9 @@ def _fstring_pieces(text: str) -> list[str | Placeholder]:
             literal.append(char)
             index += 1
             continue
-        end, depth, quote = index + 1, 1, ""
-        while end < len(text) and depth:
-            c = text[end]
-            if quote:
-                quote = "" if c == quote else quote
-            elif c in "'\"":
-                quote = c
-            elif c in "{[(":
-                depth += 1
-            elif c in "}])":
-                depth -= 1
-            end += 1
-        body = text[index + 1 : end - 1]
+        close = next((p for p, c, depth in _outside_quotes(text, index + 1) if c == "}" and depth == 0), len(text))
+        end = close + 1
+        body = text[index + 1 : close]
         out.append("".join(literal))
         literal = []
         out.append(_placeholder(body))
@@ -235,21 +225,26 @@ def _fstring_pieces(text: str) -> list[str | Placeholder]:
     return [piece for piece in out if piece != ""]
 
 
-def _placeholder(body: str) -> Placeholder:
-    """``expr!r:spec`` -> its parts; a colon inside brackets or quotes belongs to the expression."""
-    depth, quote, split = 0, "", len(body)
-    for position, char in enumerate(body):
+def _outside_quotes(text: str, start: int = 0) -> Iterator[tuple[int, str, int]]:
+    """Each character of ``text`` from ``start`` that is outside string literals, with the bracket depth before it."""
+    depth, quote = 0, ""
+    for position in range(start, len(text)):
+        char = text[position]
         if quote:
             quote = "" if char == quote else quote
         elif char in "'\"":
             quote = char
-        elif char in "[({":
-            depth += 1
-        elif char in "])}":
-            depth -= 1
-        elif char == ":" and depth == 0 and not body[position:].startswith(":="):
-            split = position
-            break
+        else:
+            yield position, char, depth
+            depth += (char in "{[(") - (char in "}])")
+
+
+def _placeholder(body: str) -> Placeholder:
+    """``expr!r:spec`` -> its parts; a colon inside brackets or quotes belongs to the expression."""
+    split = next(
+        (p for p, c, depth in _outside_quotes(body) if c == ":" and depth == 0 and not body.startswith(":=", p)),
+        len(body),
+    )
     expression, spec = body[:split], body[split + 1 :]
     conversion = ""
     if re.search(r"![rsa]$", expression):
