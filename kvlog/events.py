@@ -907,9 +907,9 @@ class WeightsLoadEnd(Event):
     elapsed_s: float | None
     model_class: str | None
     dtype: str | None
-    quantization: str | None
     avail_bytes: int | None
     mem_usage_bytes: int | None
+    quantization: str | None
     ext: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
@@ -919,9 +919,9 @@ class WeightsLoadEnd(Event):
             "elapsed_s": self.elapsed_s,
             "model_class": self.model_class,
             "dtype": self.dtype,
-            "quantization": self.quantization,
             "avail_bytes": self.avail_bytes,
             "mem_usage_bytes": self.mem_usage_bytes,
+            "quantization": self.quantization,
         }
         if self.ext is not None:
             out["ext"] = self.ext

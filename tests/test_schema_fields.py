@@ -48,8 +48,10 @@ def test_nullable_is_read_from_a_type_list_an_anyof_a_oneof_and_an_enum() -> Non
     assert allocation["num_tokens"].facts.nullable, 'type ["integer", "null"]'
     committed = allocation["committed_bytes"].facts  # anyOf: [{"$ref": bytes}, {"type": "null"}]
     assert (committed.types, committed.nullable, committed.signed) == (frozenset({"integer", "null"}), True, False)
-    label = allocation["label"].facts  # enum ["Full", "SWA", null]
-    assert (label.kind, label.choices, label.nullable) == ("enum", ("Full", "SWA"), True)
+    label = allocation["label"].facts  # type ["string", "null"]: any name the server prints
+    assert (label.kind, label.choices, label.nullable) == ("string", (), True)
+    enum = Facts.of({"enum": ["Full", "SWA", None]})
+    assert (enum.kind, enum.choices, enum.nullable) == ("enum", ("Full", "SWA"), True)
     assert not allocation["layout"].facts.nullable, 'enum ["mha", "mla"]'
     one_of = Facts.of({"oneOf": [{"type": "integer", "minimum": 0}, {"type": "null"}]})
     assert (one_of.types, one_of.nullable, one_of.signed) == (frozenset({"integer", "null"}), True, False)
@@ -95,7 +97,8 @@ def test_codegen_takes_each_python_type_from_the_facts() -> None:
     allocation = CATALOG.fields("kv_pool.allocation", 2)
     assert python_type(allocation["k_bytes"].facts) == "int"
     assert python_type(allocation["committed_bytes"].facts) == "int | None"
-    assert python_type(allocation["label"].facts) == 'Literal["Full", "SWA"] | None'
+    assert python_type(allocation["label"].facts) == "str | None"
+    assert python_type(Facts.of({"enum": ["Full", "SWA", None]})) == 'Literal["Full", "SWA"] | None'
     assert python_type(allocation["arena_ids"].facts) == "list[str]"
     with pytest.raises(ValueError, match="give its schema a type or an enum"):
         python_type(Facts.of({"description": "anything"}))
