@@ -517,12 +517,13 @@ def main(argv: list[str] | None = None) -> int:
             )
         print(f"{len(rows)} undecided", file=sys.stderr)
         return 1 if rows else 0
-    stale = [path for path, text in generated().items() if not path.exists() or path.read_text() != text]
+    files = generated()
+    stale = [path for path, text in files.items() if not path.exists() or path.read_text() != text]
     if args.check:
         for path in stale:
             print(f"{path.relative_to(ROOT)} is out of date: run scripts/format_decisions.py --write", file=sys.stderr)
         return 1 if stale else 0
-    for path, text in generated().items():
+    for path, text in files.items():
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text, encoding="utf-8")
     return 0

@@ -143,9 +143,7 @@ def split(data: bytes, size: int) -> Iterator[tuple[bool, bytes, int, int]]:
         starts.update(_figure_lines(data, size, byte, offset, words))
     for byte, offset, words in _PROBES:
         for at in _keyword_positions(data, size, byte, offset, words):
-            start = data.rfind(b"\n", 0, at) + 1
-            end = data.find(b"\n", at, size)
-            end = size if end == -1 else end
+            start, end = _line_around(data, at, size)
             if byte != b"{" or data.find(JSON_EVENT, start, end) != -1:
                 starts.add(start)
     position = 0
@@ -204,10 +202,14 @@ def carries_memory_figure(message: str) -> bool:
 def _figure_lines(data: bytes, size: int, byte: bytes, offset: int, words: tuple[bytes, ...]) -> Iterator[int]:
     """The starts of the lines in ``data[:size]`` where one of ``words`` begins a memory figure, each line once."""
     for at in _keyword_positions(data, size, byte, offset, words):
-        start = data.rfind(b"\n", 0, at) + 1
-        end = data.find(b"\n", at, size)
-        end = size if end == -1 else end
+        start, end = _line_around(data, at, size)
         if _UNIT_BYTES.search(data, start, end) is not None or (
             _WORD_BYTES.search(data, start, end) is not None and _DIGIT_BYTES.search(data, start, end) is not None
         ):
             yield start
+
+
+def _line_around(data: bytes, at: int, size: int) -> tuple[int, int]:
+    """Where the line holding ``data[at]`` starts, and where it ends (its newline, or ``size``)."""
+    end = data.find(b"\n", at, size)
+    return data.rfind(b"\n", 0, at) + 1, size if end == -1 else end

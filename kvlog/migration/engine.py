@@ -142,15 +142,13 @@ class _FileRun:
         self.report = report
         self.dead = dead
         self.context = Context()
-        #: the server this input's lines were recognised as (the family tried first), once one line was
-        self.family: Family | None = migrator.families[0] if len(migrator.families) == 1 else None
-        self.detected = False
+        #: the server this input's lines were recognised as (tried first from then on); None until one was
+        self.family: Family | None = None
         self.dates = DateContext(file_modified=_file_modified(file))
         self.number = 0
         self.held: deque[tuple[bytes | Held, int, int]] = deque()
         self.held_lines = 0
         self.held_bytes = 0
-        self.last_timestamp: tuple[str, int] | None = None
         self.open_line = False  # the last passthrough segment ended inside a line
 
     def passthrough(self, data: bytes, start: int, end: int) -> None:
@@ -197,7 +195,7 @@ class _FileRun:
         self.context.finish()
         self._flush()
         self.report.lines = self.number
-        self.report.servers[self.family.server if self.detected and self.family else "none"] += 1
+        self.report.servers[self.family.server if self.family else "none"] += 1
 
     # -- reading --------------------------------------------------------------------------------
 
@@ -209,18 +207,13 @@ class _FileRun:
             return None
         found = self._recognise(text)
         if found is None:
-            servers = (
-                self.family.server
-                if self.detected and self.family
-                else " or ".join(f.server for f in self.migrator.families)
-            )
+            servers = self.family.server if self.family else " or ".join(f.server for f in self.migrator.families)
             self._unparsed(text, f"looks like a memory line but matches no known {servers} wording")
             return None
         recognised, prefix, before = found
         timestamp, ranks, after = prefix.timestamp, prefix.ranks, recognised.parsed.rest
         if timestamp is not None:
-            self.last_timestamp = (timestamp, self.number)
-            self.dates.last_dated = self.last_timestamp
+            self.dates.last_dated = (timestamp, self.number)
         role = recognised.rule.role
         if role is not None:
             self.report.companions[role] += 1
@@ -234,8 +227,8 @@ class _FileRun:
         event = recognised.event(prefix)
         if prefix.partial is not None:
             complete(event, prefix.partial, self.dates)
-        elif timestamp is None and self.last_timestamp is not None:
-            event["timestamp"], evidence_line = self.last_timestamp
+        elif timestamp is None and self.dates.last_dated is not None:
+            event["timestamp"], evidence_line = self.dates.last_dated
             rule = InferenceRule.PREVIOUS_LINE_TIMESTAMP
             mark_inferred(event, "timestamp", rule, EVIDENCE[rule], evidence_line)
         migrated = event["migrated"]
@@ -277,7 +270,7 @@ class _FileRun:
                     for generation in family.generations:
                         recognised = generation.recognise(prefix.message, glued=glued_after)
                         if recognised is not None:
-                            self.family, self.detected = family, True
+                            self.family = family
                             return recognised, prefix, before
         return None
 
