@@ -35,7 +35,7 @@ from pathlib import Path
 from types import FrameType, ModuleType
 from typing import Any
 
-from jsonschema.validators import Draft202012Validator, validator_for
+from jsonschema.validators import Draft7Validator, Draft202012Validator, validator_for
 
 DEFAULT_PAIRS = Path("~/.cache/kvlog-peers/pairs.json").expanduser()
 SHOW_CHOICES = ("wrong", "unsafe", "undecided", "peer-wrong", "all")
@@ -49,14 +49,15 @@ _MISSING = object()
 class _Validators:
     """One compiled validator per schema (by identity of its JSON text), formats not asserted."""
 
-    def __init__(self) -> None:
+    def __init__(self, default: Any = Draft202012Validator) -> None:
         self._cache: dict[str, Any] = {}
+        self._default = default
 
     def get(self, schema: Any) -> Any:
         key = json.dumps(schema, sort_keys=True)
         found = self._cache.get(key)
         if found is None:
-            cls = validator_for(schema, default=Draft202012Validator)
+            cls = validator_for(schema, default=self._default)
             found = cls(schema)  # no format_checker: formats are annotations only
             self._cache[key] = found
         return found
@@ -527,6 +528,12 @@ def main(argv: list[str] | None = None) -> int:
         help="address-space cap, so a checker that blows up raises MemoryError on its pair instead of "
         "getting the whole run OOM-killed (0: no cap)",
     )
+    parser.add_argument(
+        "--default-draft",
+        choices=("2020-12", "7"),
+        default="2020-12",
+        help="draft for schemas without $schema (the peers' suites are written in draft-07 style)",
+    )
     args = parser.parse_args(argv)
     if args.memory_gb > 0:
         cap = int(args.memory_gb * 2**30)
@@ -538,7 +545,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.limit:
         pairs = pairs[: args.limit]
     checker_name, checker = _load_checker()
-    validators = _Validators()
+    validators = _Validators(Draft7Validator if args.default_draft == "7" else Draft202012Validator)
     start = time.perf_counter()
     rows: list[Row] = []
     for pair in pairs:
