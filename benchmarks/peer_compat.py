@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import copy
-import importlib
 import json
 import math
 import resource
@@ -32,10 +31,17 @@ import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from types import FrameType, ModuleType
+from types import FrameType
 from typing import Any
 
-from jsonschema.validators import Draft7Validator, Draft202012Validator, validator_for
+from jsonschema.validators import (
+    Draft4Validator,
+    Draft6Validator,
+    Draft7Validator,
+    Draft201909Validator,
+    Draft202012Validator,
+    validator_for,
+)
 
 DEFAULT_PAIRS = Path("~/.cache/kvlog-peers/pairs.json").expanduser()
 SHOW_CHOICES = ("wrong", "unsafe", "undecided", "peer-wrong", "all")
@@ -46,18 +52,27 @@ _MISSING = object()
 # Validation by the schema's own draft
 
 
-class _Validators:
-    """One compiled validator per schema (by identity of its JSON text), formats not asserted."""
+_BY_DRAFT = {
+    "draft-04": Draft4Validator,
+    "draft-06": Draft6Validator,
+    "draft-07": Draft7Validator,
+    "2019-09": Draft201909Validator,
+    "2020-12": Draft202012Validator,
+}
 
-    def __init__(self, default: Any = Draft202012Validator) -> None:
+
+class _Validators:
+    """One compiled validator per schema and draft (``$schema`` wins over the pair's draft), formats not asserted."""
+
+    def __init__(self, default: str = "2020-12") -> None:
         self._cache: dict[str, Any] = {}
-        self._default = default
+        self.draft = default
 
     def get(self, schema: Any) -> Any:
-        key = json.dumps(schema, sort_keys=True)
+        key = self.draft + json.dumps(schema, sort_keys=True)
         found = self._cache.get(key)
         if found is None:
-            cls = validator_for(schema, default=self._default)
+            cls = validator_for(schema, default=_BY_DRAFT[self.draft])
             found = cls(schema)  # no format_checker: formats are annotations only
             self._cache[key] = found
         return found
@@ -301,44 +316,17 @@ class Judgement:
     error: str | None = None
 
 
-def _load_checker() -> tuple[str, Callable[[Any, Any], Judgement]]:
-    """``kvlog.check.compare`` (the new API) when it imports, else the old ``compat`` module."""
-    compare: Any = None
-    try:
-        module = importlib.import_module("kvlog.check")
-        compare = getattr(module, "compare", None)
-        if compare is None:
-            compare = importlib.import_module("kvlog.check.compare")
-        if isinstance(compare, ModuleType):
-            compare = getattr(compare, "compare", None)
-    except Exception:  # noqa: BLE001
-        compare = None
-    if callable(compare):
-        api = compare
+def _load_checker() -> tuple[str, Callable[[Any, Any, str], Judgement]]:
+    """``kvlog.check.compare``, asked with the pair's draft."""
+    from kvlog.check import compare  # noqa: PLC0415
 
-        def new_api(writer: Any, reader: Any) -> Judgement:
-            verdict = api(writer, reader, mode="backward")
-            reasons = [f"{getattr(r, 'path', '?')}: {getattr(r, 'message', r)}" for r in verdict.reasons or []]
-            counterexample = verdict.counterexample if verdict.compatible is False else _MISSING
-            return Judgement(verdict.compatible, reasons, counterexample)
+    def checker(writer: Any, reader: Any, draft: str) -> Judgement:
+        verdict = compare(writer, reader, mode="backward", draft=draft)  # type: ignore[arg-type]
+        reasons = [f"{r.path}: {r.message}" for r in verdict.reasons]
+        counterexample = verdict.counterexample if verdict.compatible is False else _MISSING
+        return Judgement(verdict.compatible, reasons, counterexample)
 
-        return "kvlog.check.compare.compare(old=writer, new=reader, mode='backward')", new_api
-    try:
-        compat: Any = importlib.import_module("kvlog.check.compat")
-    except Exception as error:  # noqa: BLE001
-        message = f"no checker importable: kvlog.check.compare and kvlog.check.compat failed ({error})"
-
-        def missing(_writer: Any, _reader: Any) -> Judgement:
-            raise RuntimeError(message)
-
-        return message, missing
-
-    def old_api(writer: Any, reader: Any) -> Judgement:
-        found = compat.incompatibilities(writer, reader)
-        reasons = [f"{getattr(i, 'path', '?')}: {getattr(i, 'message', i)}" for i in found]
-        return Judgement(not found, reasons)
-
-    return "kvlog.check.compat.incompatibilities(writer, reader) (fallback)", old_api
+    return "kvlog.check.compare(old=writer, new=reader, mode='backward', draft=<pair's draft>)", checker
 
 
 # --------------------------------------------------------------------------------------------
@@ -366,10 +354,11 @@ class Row:
 
 def judge_pair(
     pair: dict[str, Any],
-    checker: Callable[[Any, Any], Judgement],
+    checker: Callable[[Any, Any, str], Judgement],
     validators: _Validators,
     examples: int,
     deadline: float,
+    default_draft: str,
 ) -> Row:
     start = time.perf_counter()
     writer, reader = pair["writer"], pair["reader"]
@@ -378,7 +367,8 @@ def judge_pair(
     # kvlog first (on copies: the checker must not see or leave mutations)
     judgement: Judgement | None = None
     try:
-        judgement = checker(copy.deepcopy(writer), copy.deepcopy(reader))
+        validators.draft = pair.get("draft", default_draft)
+        judgement = checker(copy.deepcopy(writer), copy.deepcopy(reader), validators.draft)
         row.kvlog, row.kvlog_reasons = judgement.compatible, judgement.reasons[:8]
     except Exception as error:  # noqa: BLE001
         row.kvlog_error = f"{type(error).__name__}: {str(error)[:200]}"
@@ -530,8 +520,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument(
         "--default-draft",
-        choices=("2020-12", "7"),
-        default="2020-12",
+        choices=tuple(_BY_DRAFT),
+        default="draft-07",
         help="draft for schemas without $schema (the peers' suites are written in draft-07 style)",
     )
     args = parser.parse_args(argv)
@@ -545,12 +535,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.limit:
         pairs = pairs[: args.limit]
     checker_name, checker = _load_checker()
-    validators = _Validators(Draft7Validator if args.default_draft == "7" else Draft202012Validator)
+    validators = _Validators(args.default_draft)
     start = time.perf_counter()
     rows: list[Row] = []
     for pair in pairs:
         try:
-            rows.append(judge_pair(pair, checker, validators, args.examples, args.deadline))
+            rows.append(judge_pair(pair, checker, validators, args.examples, args.deadline, args.default_draft))
         except Exception as error:  # noqa: BLE001 - the harness never dies on one pair
             row = Row(pair.get("suite", "?"), pair.get("source", "?"), pair.get("name", ""), None)
             row.outcome, row.kvlog_error = "exception", f"harness: {type(error).__name__}: {error}"

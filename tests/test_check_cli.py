@@ -120,8 +120,11 @@ def test_a_breaking_rename_fails_alone_and_passes_once_a_migration_covers_it(tmp
     (breaking,) = [line for line in lines if " KV204 " in line]
     assert breaking == (
         "telemetry/schemas/acme.alloc/v2.json:28: KV204 error: acme.alloc@2 is not backward-compatible with v1 in "
-        "compatibility mode backward: reserved_bytes: v1 allows reserved_bytes, v2 rejects it (closed content model); "
-        "reserved_va_bytes: v2 requires reserved_va_bytes; v1 events may lack it; add a migration v1 -> v2"
+        "compatibility mode backward: $.reserved_bytes: v1 allows reserved_bytes, v2 rejects it "
+        "(closed content model); $.reserved_va_bytes: v2 requires reserved_va_bytes; v1 may lack it; "
+        "for example this v1 event breaks: "
+        '{"event":"acme.alloc","schema_version":1,"timestamp":"","level":"debug","reserved_bytes":0,'
+        '"pool_state":"reserved"}; add a migration v1 -> v2'
     )
     assert (
         "telemetry/schemas/acme.alloc/v1.json: KV302 error: acme.alloc@1 cannot be migrated to the latest version v2: "
@@ -137,9 +140,11 @@ def test_a_breaking_rename_fails_alone_and_passes_once_a_migration_covers_it(tmp
         assert len(notes) == {"none": 0, "full": 2, "full_transitive": 2}.get(mode, 1), (mode, notes)
     full = checked_as(root, "text", against="HEAD~2", mode="full")[1]
     assert (
-        "acme.alloc@2 is not backward-compatible with v1 (reserved_bytes: v1 allows reserved_bytes, v2 rejects it "
-        "(closed content model); reserved_va_bytes: v2 requires reserved_va_bytes; v1 events may lack it); "
-        "covered by migration acme.alloc/v1-to-v2 (telemetry/migrations/acme.alloc/v1-to-v2.toml)"
+        "acme.alloc@2 is not backward-compatible with v1 ($.reserved_bytes: v1 allows reserved_bytes, v2 rejects it "
+        "(closed content model); $.reserved_va_bytes: v2 requires reserved_va_bytes; v1 may lack it; for example this "
+        'v1 event breaks: {"event":"acme.alloc","schema_version":1,"timestamp":"","level":"debug","reserved_bytes":0,'
+        '"pool_state":"reserved"}); covered by migration acme.alloc/v1-to-v2 '
+        "(telemetry/migrations/acme.alloc/v1-to-v2.toml)"
     ) in full
     assert "covered by migration acme.alloc/v2-to-v1 (telemetry/migrations/acme.alloc/v2-to-v1.toml)" in full
 
@@ -157,8 +162,10 @@ def test_the_mode_comes_from_pyproject_unless_given(tmp_path: Path) -> None:
     status, full, _ = checked_as(root, "text", against="HEAD~1")
     assert status == 1
     assert (
-        "acme.alloc@2 is not forward-compatible with v1 in compatibility mode full: numa_node: v2 allows numa_node, "
-        "v1 rejects it (closed content model); add an invertible migration v1 -> v2"
+        "acme.alloc@2 is not forward-compatible with v1 in compatibility mode full: $.numa_node: v2 allows numa_node, "
+        "v1 rejects it (closed content model); for example this v2 event breaks: "
+        '{"event":"acme.alloc","schema_version":2,"timestamp":"","level":"debug","reserved_bytes":0,'
+        '"pool_state":"reserved","numa_node":0}; add an invertible migration v1 -> v2'
     ) in full
     backward = checked_as(root, "text", against="HEAD~1", mode="backward")[1]
     assert " KV204 " not in backward

@@ -275,8 +275,9 @@ def test_incompatibility_names_the_field_and_the_change() -> None:
     assert finding.rule == "KV204"
     assert finding.file == "t.e/v2.json"
     assert "t.e@2 is not backward-compatible with v1" in finding.message
-    assert "a: type changed from integer to string" in finding.message
-    assert "b: v2 requires b" in finding.message
+    assert "$.a: v2 accepts only string; v1 has integer values" in finding.message
+    assert "$.b: v2 requires b" in finding.message
+    assert 'for example this v1 event breaks: {"event":"t.e","schema_version":1,"a":0}' in finding.message
 
 
 def test_transitive_modes_compare_with_every_older_version() -> None:

@@ -488,16 +488,35 @@ def schema_shapes(depth: int) -> st.SearchStrategy[Any]:
 def test_compatibility_and_naming_answer_for_any_valid_schema(data: st.DataObject) -> None:
     from jsonschema import Draft202012Validator  # noqa: PLC0415
 
-    from kvlog.check.compat import incompatibilities  # noqa: PLC0415
     from kvlog.check.evolution import comparable  # noqa: PLC0415
+    from kvlog.check.instances import candidates  # noqa: PLC0415
     from kvlog.check.naming import _integer_problem, _is_enumerated  # noqa: PLC0415
+    from kvlog.check.verdict import compare  # noqa: PLC0415
 
     valid = schema_shapes(1).filter(Draft202012Validator(Draft202012Validator.META_SCHEMA).is_valid)
     old, new = data.draw(valid), data.draw(valid)
-    for writer, reader in ((old, new), (new, old)):
-        assert all(str(reason) for reason in incompatibilities(comparable(writer), comparable(reader)))
+    verdict = compare(comparable(old), comparable(new), mode="full")
+    assert verdict.compatible is True or all(str(reason) for reason in verdict.reasons)
+    if verdict.compatible is False:  # the counterexample is proven by the reference validator
+        writer, reader = (old, new) if verdict.direction == "backward" else (new, old)
+        instance = verdict.counterexample
+        assert Draft202012Validator(writer).is_valid(instance) and not Draft202012Validator(reader).is_valid(instance)
+    if verdict.compatible is True:  # sound: no instance of either side that the other rejects
+        for writer, reader in ((old, new), (new, old)):
+            for instance in [*candidates(writer), None, 0, 0.5, "", "a", [], {}, {"a": 0}, [0], True]:
+                if _valid_in_reference(writer, instance):
+                    assert _valid_in_reference(reader, instance), (writer, reader, instance)
     _integer_problem(new, signed=False)
     _is_enumerated(new)
+
+
+def _valid_in_reference(schema: Any, instance: Any) -> bool:
+    from jsonschema import Draft202012Validator  # noqa: PLC0415
+
+    try:
+        return bool(Draft202012Validator(schema).is_valid(instance))
+    except Exception:  # noqa: BLE001 - a pattern Python's re cannot compile: not a witness either way
+        return True
 
 
 @pytest.mark.parametrize("output_format", ["text", "github"])

@@ -14,10 +14,11 @@ from typing import Any, Literal
 
 import orjson
 
-from kvlog.check.compat import Incompatibility, incompatibilities
 from kvlog.check.findings import Finding
+from kvlog.check.inclusion import Outcome
 from kvlog.check.jsondiff import describe_change, diff
 from kvlog.check.snapshot import SchemaFile, Snapshot, locate
+from kvlog.check.verdict import includes
 from kvlog.schema.walk import strip_annotations
 
 Mode = Literal["backward", "backward_transitive", "forward", "forward_transitive", "full", "full_transitive", "none"]
@@ -57,13 +58,22 @@ def pairs_to_check(versions: list[int], new: int, mode: Mode) -> list[tuple[int,
     return [(old, direction) for old in sorted(against, reverse=True) for direction in directions]
 
 
-def version_incompatibilities(
-    old: Any, new: Any, old_version: int, new_version: int, direction: Direction
-) -> list[Incompatibility]:
+def version_outcome(old: Any, new: Any, old_version: int, new_version: int, direction: Direction) -> Outcome:
     """Backward: can readers of ``new`` read ``old`` events; forward: can readers of ``old`` read ``new`` ones."""
     if direction == "backward":
-        return incompatibilities(comparable(old), comparable(new), f"v{old_version}", f"v{new_version}")
-    return incompatibilities(comparable(new), comparable(old), f"v{new_version}", f"v{old_version}")
+        return includes(comparable(old), comparable(new), labels=(f"v{old_version}", f"v{new_version}"))
+    return includes(comparable(new), comparable(old), labels=(f"v{new_version}", f"v{old_version}"))
+
+
+def describe(outcome: Outcome, writer_label: str) -> str:
+    """The reasons of a verdict that is not "compatible", and the instance that proves a break."""
+    reasons = "; ".join(str(reason) for reason in outcome.reasons)
+    if outcome.witness is None:
+        return reasons
+    instance = outcome.witness.value
+    if isinstance(instance, dict) and "schema_version" in instance:  # compared without its version constant
+        instance = {**instance, "schema_version": int(writer_label.removeprefix("v"))}
+    return f"{reasons}; for example this {writer_label} event breaks: {orjson.dumps(instance).decode()}"
 
 
 @dataclass(frozen=True)
@@ -132,30 +142,33 @@ class Evolution:
     def _compatibility(
         self, event: str, old: int, new: int, direction: Direction, *, mode: Mode, cover: Cover
     ) -> list[Finding]:
-        found = version_incompatibilities(
-            self.resolved_now[event, old], self.resolved_now[event, new], old, new, direction
-        )
-        if not found:
+        outcome = self._outcome(event, old, new, direction)
+        if outcome.holds is True:
             return []
         file = self.current.versions[event][new]
-        reasons = "; ".join(str(inc) for inc in found)
-        line = _line_of_first(file.text, found)
+        writer = f"v{old}" if direction == "backward" else f"v{new}"
+        reasons = describe(outcome, writer)
+        line = _line_of_first(file.text, outcome)
+        verdict = "not" if outcome.holds is False else "not provably"
         carried = cover(event, old, new) if direction == "backward" else cover(event, new, old)
         if carried is not None:
-            message = f"{event}@{new} is not {direction}-compatible with v{old} ({reasons}); covered by {carried}"
+            message = f"{event}@{new} is {verdict} {direction}-compatible with v{old} ({reasons}); covered by {carried}"
             return [Finding("KV205", message, file.display, line)]
         remedy = (
             f"a migration v{old} -> v{new}" if direction == "backward" else f"an invertible migration v{old} -> v{new}"
         )
-        incompatible = f"{event}@{new} is not {direction}-compatible with v{old} in compatibility mode {mode}"
+        incompatible = f"{event}@{new} is {verdict} {direction}-compatible with v{old} in compatibility mode {mode}"
         message = f"{incompatible}: {reasons}; add {remedy}"
         return [Finding("KV204", message, file.display, line)]
 
+    def _outcome(self, event: str, old: int, new: int, direction: Direction) -> Outcome:
+        return version_outcome(self.resolved_now[event, old], self.resolved_now[event, new], old, new, direction)
 
-def _line_of_first(text: str, found: list[Incompatibility]) -> int | None:
+
+def _line_of_first(text: str, outcome: Outcome) -> int | None:
     """The line of the first incompatible field the new schema still names, else of its properties."""
-    for incompatibility in found:
-        name = incompatibility.location.split(".")[0].split("[")[0]
-        if orjson.dumps(name).decode() + ":" in text:
+    for reason in outcome.reasons:
+        name = reason.path.removeprefix("$").lstrip(".").split(".")[0].split("[")[0]
+        if name and orjson.dumps(name).decode() + ":" in text:
             return locate(text, ("properties", name))
     return locate(text, ("properties",))

@@ -1,0 +1,203 @@
+"""Reading a schema of any draft as Draft 2020-12, so that one set of inclusion rules serves them all.
+
+Real catalogs are mostly draft-07, kvlog's own are 2020-12, and the same keyword means different
+things across drafts: ``items: [...]`` is a tuple before 2020-12, ``exclusiveMaximum: true`` is a
+flag in draft-04, ``dependencies`` split into two keywords in 2019-09, a ``$ref`` hides its sibling
+keywords up to draft-07, and a keyword a draft does not define is only an annotation there.
+``to_2020(schema, draft)`` rewrites a document into the 2020-12 keywords with the same instances, and
+inlines its local ``$ref``s (a reference back into itself is kept as ``{"$ref": ...}``, which the
+comparison treats as opaque). ``validator(schema, draft)`` checks instances against the schema as
+published, so a counterexample is proven by the draft's own semantics, not by this translation.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import jsonschema_rs
+
+Draft = Literal["draft-04", "draft-06", "draft-07", "2019-09", "2020-12"]
+DRAFTS: tuple[Draft, ...] = ("draft-04", "draft-06", "draft-07", "2019-09", "2020-12")
+
+_BY_URI: dict[str, Draft] = {
+    "json-schema.org/draft-04/schema": "draft-04",
+    "json-schema.org/draft-06/schema": "draft-06",
+    "json-schema.org/draft-07/schema": "draft-07",
+    "json-schema.org/draft/2019-09/schema": "2019-09",
+    "json-schema.org/draft/2020-12/schema": "2020-12",
+}
+_VALIDATORS: dict[Draft, Any] = {
+    "draft-04": jsonschema_rs.Draft4Validator,
+    "draft-06": jsonschema_rs.Draft6Validator,
+    "draft-07": jsonschema_rs.Draft7Validator,
+    "2019-09": jsonschema_rs.Draft201909Validator,
+    "2020-12": jsonschema_rs.Draft202012Validator,
+}
+
+_COMMON = frozenset(
+    {
+        "type",
+        "enum",
+        "minimum",
+        "maximum",
+        "exclusiveMinimum",
+        "exclusiveMaximum",
+        "multipleOf",
+        "minLength",
+        "maxLength",
+        "pattern",
+        "items",
+        "additionalItems",
+        "minItems",
+        "maxItems",
+        "uniqueItems",
+        "properties",
+        "patternProperties",
+        "additionalProperties",
+        "required",
+        "minProperties",
+        "maxProperties",
+        "dependencies",
+        "allOf",
+        "anyOf",
+        "oneOf",
+        "not",
+        "$ref",
+    }
+)
+# The assertions and applicators each draft defines; anything else in a schema is an annotation there.
+_KEYWORDS: dict[Draft, frozenset[str]] = {
+    "draft-04": _COMMON,
+    "draft-06": _COMMON | {"const", "contains", "propertyNames"},
+    "draft-07": _COMMON | {"const", "contains", "propertyNames", "if", "then", "else"},
+}
+_KEYWORDS["2019-09"] = (_KEYWORDS["draft-07"] - {"dependencies"}) | {
+    "dependentRequired",
+    "dependentSchemas",
+    "unevaluatedItems",
+    "unevaluatedProperties",
+    "minContains",
+    "maxContains",
+}
+_KEYWORDS["2020-12"] = (_KEYWORDS["2019-09"] - {"additionalItems"}) | {"prefixItems"}
+
+_SINGLE = ("not", "if", "then", "else", "additionalProperties", "propertyNames", "contains")
+_SINGLE_2019 = ("unevaluatedItems", "unevaluatedProperties")
+_LISTS = ("allOf", "anyOf", "oneOf", "prefixItems")
+_MAPS = ("properties", "patternProperties", "dependentSchemas")
+
+
+class SchemaError(ValueError):
+    """A schema that cannot be read: the message says where and why."""
+
+
+def detect(schema: Any, default: Draft = "2020-12") -> Draft:
+    """The draft a document's ``$schema`` names, else ``default``."""
+    uri = schema.get("$schema") if isinstance(schema, dict) else None
+    if not isinstance(uri, str):
+        return default
+    key = uri.split("://", 1)[-1].rstrip("#")
+    return _BY_URI.get(key, default)
+
+
+def validator(schema: Any, draft: Draft) -> Any:
+    """A validator of ``schema`` under ``draft``'s semantics, matching patterns in linear time, formats as annotations.
+
+    Raises ``SchemaError`` when the schema does not compile (a pattern the linear engine refuses, a bad keyword).
+    """
+    try:
+        return _VALIDATORS[draft](schema, validate_formats=False, pattern_options=jsonschema_rs.RegexOptions())
+    except (jsonschema_rs.ValidationError, jsonschema_rs.ReferencingError, ValueError, TypeError) as exc:
+        raise SchemaError(f"the schema does not compile under {draft}: {exc}") from None
+
+
+@dataclass
+class _Reader:
+    root: Any
+    draft: Draft
+
+    def read(self, node: Any, pointer: str, active: tuple[str, ...]) -> Any:
+        if isinstance(node, bool):
+            return node
+        if not isinstance(node, dict):
+            raise SchemaError(f"{pointer or '#'}: a schema must be an object or a boolean, not {type(node).__name__}")
+        keywords = _KEYWORDS[self.draft]
+        if "$ref" in node and self.draft in ("draft-04", "draft-06", "draft-07"):
+            return self._ref(node["$ref"], pointer, active)  # its siblings are ignored up to draft-07
+        out: dict[str, Any] = {}
+        for key, value in node.items():
+            if key not in keywords or key == "$ref":
+                continue
+            here = f"{pointer}/{key}"
+            if key in _SINGLE or (key in _SINGLE_2019 and key in keywords):
+                out[key] = self.read(value, here, active)
+            elif key in _LISTS:
+                out[key] = [self.read(sub, f"{here}/{i}", active) for i, sub in enumerate(_list(value, here))]
+            elif key in _MAPS:
+                out[key] = {name: self.read(sub, f"{here}/{name}", active) for name, sub in _map(value, here).items()}
+            elif key == "items":
+                self._items(node, value, here, active, out)
+            elif key == "additionalItems":
+                continue  # read with items
+            elif key == "dependencies":
+                for name, need in _map(value, here).items():
+                    if isinstance(need, list):
+                        out.setdefault("dependentRequired", {})[name] = need
+                    else:
+                        out.setdefault("dependentSchemas", {})[name] = self.read(need, f"{here}/{name}", active)
+            elif key in ("exclusiveMinimum", "exclusiveMaximum") and self.draft == "draft-04":
+                continue  # a flag on minimum/maximum, read below
+            else:
+                out[key] = value
+        if self.draft == "draft-04":
+            for bound, flag in (("minimum", "exclusiveMinimum"), ("maximum", "exclusiveMaximum")):
+                if node.get(flag) is True and bound in out:
+                    out[flag] = out.pop(bound)
+        if "$ref" in node:
+            resolved = self._ref(node["$ref"], pointer, active)
+            return {"allOf": [resolved, out]} if out else resolved
+        return out
+
+    def _items(self, node: dict[str, Any], value: Any, here: str, active: tuple[str, ...], out: dict[str, Any]) -> None:
+        if isinstance(value, list) and self.draft != "2020-12":
+            out["prefixItems"] = [self.read(sub, f"{here}/{i}", active) for i, sub in enumerate(value)]
+            if "additionalItems" in node:
+                out["items"] = self.read(node["additionalItems"], here.rsplit("/", 1)[0] + "/additionalItems", active)
+        else:
+            out["items"] = self.read(value, here, active)
+
+    def _ref(self, ref: Any, pointer: str, active: tuple[str, ...]) -> Any:
+        if not isinstance(ref, str):
+            raise SchemaError(f"{pointer or '#'}/$ref: must be a string")
+        if not ref.startswith("#"):
+            return {"$ref": ref}  # another document: opaque, compared only for equality
+        if ref in active:
+            return {"$ref": ref}  # recursion: opaque
+        target = self.root
+        for part in filter(None, ref[1:].split("/")):
+            token = part.replace("~1", "/").replace("~0", "~")
+            if isinstance(target, dict) and token in target:
+                target = target[token]
+            elif isinstance(target, list) and token.isdigit() and int(token) < len(target):
+                target = target[int(token)]
+            else:
+                raise SchemaError(f"{pointer or '#'}/$ref: {ref} does not resolve in the document")
+        return self.read(target, ref[1:], (*active, ref))
+
+
+def _list(value: Any, where: str) -> list[Any]:
+    if not isinstance(value, list):
+        raise SchemaError(f"{where}: must be an array of schemas")
+    return value
+
+
+def _map(value: Any, where: str) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise SchemaError(f"{where}: must be an object")
+    return value
+
+
+def to_2020(schema: Any, draft: Draft) -> Any:
+    """``schema`` (of ``draft``) in Draft 2020-12 keywords, local references inlined, annotations dropped."""
+    return _Reader(schema, draft).read(schema, "", ())
