@@ -12,17 +12,51 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator
 from fractions import Fraction
+from functools import lru_cache
 from typing import Any
+
+import jsonschema_rs
+import orjson
 
 from kvlog.check import regular
 
 _TYPES = ("object", "string", "integer", "number", "array", "boolean", "null")
+# What string fields usually hold (names, times, ids), tried against a pattern before its automaton is built.
+_USUAL_STRINGS = (
+    "a",
+    "kvlog",
+    "x_1",
+    "0",
+    "A",
+    "a-b",
+    "2026-01-01T00:00:00Z",
+    "2026-01-01T00:00:00.000000+00:00",
+    "00000000-0000-0000-0000-000000000000",
+    "",
+)
 _DEPTH = 4
 _PER_TYPE = 6
 
 
 def candidates(schema: Any, depth: int = _DEPTH) -> list[Any]:
-    """Instances ``schema`` may accept, most typical first; never raises on odd keyword values."""
+    """Instances ``schema`` may accept, most typical first; never raises on odd keyword values.
+
+    The same subschemas come up again and again in one comparison (a property's schema, for each
+    object proposed around it), so answers are kept per schema text.
+    """
+    try:
+        key = orjson.dumps(schema, option=orjson.OPT_SORT_KEYS)
+    except (TypeError, orjson.JSONEncodeError):
+        return _fresh_candidates(schema, depth)
+    return list(_cached_candidates(key, depth))
+
+
+@lru_cache(maxsize=4096)
+def _cached_candidates(key: bytes, depth: int) -> tuple[Any, ...]:
+    return tuple(_fresh_candidates(orjson.loads(key), depth))
+
+
+def _fresh_candidates(schema: Any, depth: int) -> list[Any]:
     seen: list[Any] = []
     try:
         for value in _candidates(schema, depth):
@@ -172,13 +206,30 @@ def _strings(schema: dict[str, Any], depth: int) -> Iterator[Any]:
     low = schema.get("minLength", 0) if isinstance(schema.get("minLength"), int) else 0
     high = schema.get("maxLength") if isinstance(schema.get("maxLength"), int) else None
     pattern = schema.get("pattern") if isinstance(schema.get("pattern"), str) else None
-    language = regular.of(pattern, low, high) if pattern is not None else None
-    if language is not None:
-        yield from language.sample(_PER_TYPE)
+    if pattern is not None:
+        usual = [text for text in _USUAL_STRINGS if low <= len(text) <= (high or len(text)) and _matches(pattern, text)]
+        if usual:  # building the pattern's automaton costs far more than trying what strings usually are
+            yield from usual
+        else:
+            language = regular.of(pattern, low, high)
+            yield from language.sample(_PER_TYPE) if language is not None else ()
     for length in dict.fromkeys([low, high if high is not None else low + 3, low + 1, 0]):
         if length is not None and length >= 0 and (high is None or length <= high):
             yield "a" * length
     yield "kvlog"
+
+
+@lru_cache(maxsize=256)
+def _pattern_check(pattern: str) -> Any:
+    try:
+        return jsonschema_rs.validator_for({"pattern": pattern}, pattern_options=jsonschema_rs.RegexOptions())
+    except (jsonschema_rs.ValidationError, ValueError):
+        return None
+
+
+def _matches(pattern: str, text: str) -> bool:
+    check = _pattern_check(pattern)
+    return check is not None and bool(check.is_valid(text))
 
 
 def _arrays(schema: dict[str, Any], depth: int) -> Iterator[Any]:

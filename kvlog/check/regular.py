@@ -36,6 +36,7 @@ class Language:
         """Whether no string is in the language."""
         return bool(self.fsm.empty())
 
+    @lru_cache(maxsize=1024)  # noqa: B019 - languages are few and cached themselves (``of``)
     def sample(self, limit: int = 8) -> list[str]:
         """A few of the shortest strings of the language, found by a search over states, not over strings."""
         fsm = self.fsm
@@ -73,6 +74,7 @@ def _member(charclass: Any) -> str | None:
     return None
 
 
+@lru_cache(maxsize=1024)
 def of(pattern: str | None, min_length: int = 0, max_length: int | None = None) -> Language | None:
     """The language, or ``None`` when the pattern or the bounds cannot be expressed exactly."""
     if min_length > _MAX_UNROLLED or (max_length is not None and max_length > _MAX_UNROLLED):

@@ -86,9 +86,11 @@ def includes(
     def breaks(value: Any) -> bool:
         return bool(checks[0].is_valid(value)) and not checks[1].is_valid(value)
 
-    if outcome.holds is False and outcome.witness is not None and breaks(outcome.witness.value):
+    if outcome.holds is True or (
+        outcome.holds is False and outcome.witness is not None and breaks(outcome.witness.value)
+    ):
         return outcome
-    for value in candidates(translated[0]):
+    for value in candidates(translated[0]):  # undecided, or a break whose instance did not hold: look again
         if breaks(value):
             reasons = outcome.reasons or (Reason("$", f"{labels[1]} rejects an instance {labels[0]} accepts"),)
             return Outcome(False, reasons, Found(value))
