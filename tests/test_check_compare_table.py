@@ -12,7 +12,6 @@ compatible. The test checks the written expectation against that truth (a wrong 
 kvlog's verdict against the expectation, and every counterexample kvlog shows against the reference
 validators. Rows marked "undecided" are patterns kvlog is documented not to compare (lookahead,
 backreferences): there kvlog may stay undecided, but a verdict it does give must match the truth.
-Rows in ``KNOWN_BUGS`` are strict xfails: what kvlog gets wrong there is written beside them.
 """
 
 from __future__ import annotations
@@ -1283,50 +1282,12 @@ def proven(instance: Any, accepted_by: Any, rejected_by: Any, draft: Draft) -> b
 
 # ------------------------------------------------------------------------------------------------- tests
 
-DEPENDENT_REQUIRED = (
-    "kvlog stays undecided ('new requires b whenever a is present; old does not') where an object with the "
-    "trigger alone, e.g. {'a': null}, breaks: its instance search never tries the trigger without its dependents"
-)
-# Rows where kvlog's verdict is wrong or undecided though the truth is decidable: what is wrong, by row name.
-KNOWN_BUGS: dict[str, str] = {
-    "maxContains/lowered": (
-        "kvlog stays undecided ('new requires items matching contains that old may lack') on maxContains 3 -> 2; "
-        "['a', 'a', 'a'] breaks"
-    ),
-    "maxContains/raised": (
-        "kvlog stays undecided on maxContains 2 -> 3: the writer's own maxContains is not taken as the bound"
-    ),
-    "required/added-beside-minProperties-closed": (
-        "kvlog stays undecided on requiring 'a' where the old object is closed to {'a'} with minProperties 1, "
-        "so it always has 'a'"
-    ),
-    "dependencies/array-added": DEPENDENT_REQUIRED,
-    "dependencies/array-grown": DEPENDENT_REQUIRED,
-    "dependentRequired/added": DEPENDENT_REQUIRED,
-    "mixed/dependentRequired-added": DEPENDENT_REQUIRED,
-    "dependencies/array-to-schema-form": (
-        "kvlog stays undecided on dependencies {'a': ['b']} -> {'a': {'required': ['b']}}, the same constraint"
-    ),
-    "anyOf/from-type": (
-        "kvlog stays undecided ('no single anyOf branch of new covers old') on string -> anyOf "
-        "[maxLength 1, minLength 2], which together cover every string"
-    ),
-    "anyOf/gap-between-branches": (
-        "kvlog stays undecided ('no single anyOf branch of new covers old') on string -> anyOf "
-        "[maxLength 1, minLength 3]; '12' breaks"
-    ),
-    "if-then/added": (
-        "kvlog stays undecided ('new adds an if/then/else that old may not satisfy') on adding "
-        "if {a: const 1, required a} then {required b}; {'a': 1} breaks"
-    ),
-}
 TABLE = cases()
 
 
 def param(case: Case) -> Any:
     name, draft, old, new, expected = case
-    marks = [pytest.mark.xfail(strict=True, reason=KNOWN_BUGS[name])] if name in KNOWN_BUGS else []
-    return pytest.param(draft, old, new, expected, id=f"{name}[{draft}]", marks=marks)
+    return pytest.param(draft, old, new, expected, id=f"{name}[{draft}]")
 
 
 def test_the_table_covers_every_draft_and_is_big_enough() -> None:

@@ -92,24 +92,37 @@ class SchemaError(ValueError):
     """A schema that cannot be read: the message says where and why."""
 
 
-def detect(schema: Any, default: Draft = "2020-12") -> Draft:
-    """The draft a document's ``$schema`` names, else ``default``."""
+def declared(schema: Any) -> Draft | None:
+    """The draft a document's ``$schema`` names, or None when it names none kvlog knows."""
     uri = schema.get("$schema") if isinstance(schema, dict) else None
     if not isinstance(uri, str):
-        return default
-    key = uri.split("://", 1)[-1].rstrip("#")
-    return _BY_URI.get(key, default)
+        return None
+    return _BY_URI.get(uri.split("://", 1)[-1].rstrip("#"))
+
+
+def detect(schema: Any, default: Draft = "2020-12") -> Draft:
+    """The draft a document's ``$schema`` names, else ``default``."""
+    return declared(schema) or default
+
+
+# Lookaround and backreferences need a backtracking engine; this many steps bounds a pathological pattern.
+_BACKTRACK_LIMIT = 1_000_000
 
 
 def validator(schema: Any, draft: Draft) -> Any:
-    """A validator of ``schema`` under ``draft``'s semantics, matching patterns in linear time, formats as annotations.
+    """A validator of ``schema`` under ``draft``'s semantics, formats as annotations.
 
-    Raises ``SchemaError`` when the schema does not compile (a pattern the linear engine refuses, a bad keyword).
+    Patterns match in linear time where the regex-crate engine can compile them; lookaround and
+    backreferences fall back to fancy-regex with a backtracking limit. Raises ``SchemaError`` when
+    the schema does not compile either way (a bad keyword value, an invalid pattern).
     """
-    try:
-        return _VALIDATORS[draft](schema, validate_formats=False, pattern_options=jsonschema_rs.RegexOptions())
-    except (jsonschema_rs.ValidationError, jsonschema_rs.ReferencingError, ValueError, TypeError) as exc:
-        raise SchemaError(f"the schema does not compile under {draft}: {exc}") from None
+    error = ""
+    for options in (jsonschema_rs.RegexOptions(), jsonschema_rs.FancyRegexOptions(backtrack_limit=_BACKTRACK_LIMIT)):
+        try:
+            return _VALIDATORS[draft](schema, validate_formats=False, pattern_options=options)
+        except (jsonschema_rs.ValidationError, jsonschema_rs.ReferencingError, ValueError, TypeError) as exc:
+            error = str(exc).splitlines()[0]
+    raise SchemaError(f"the schema does not compile under {draft}: {error}")
 
 
 @dataclass

@@ -14,6 +14,7 @@ from typing import Any, Literal
 
 import orjson
 
+from kvlog.check.drafts import Draft, detect
 from kvlog.check.findings import Finding
 from kvlog.check.inclusion import Outcome
 from kvlog.check.jsondiff import describe_change, diff
@@ -58,11 +59,24 @@ def pairs_to_check(versions: list[int], new: int, mode: Mode) -> list[tuple[int,
     return [(old, direction) for old in sorted(against, reverse=True) for direction in directions]
 
 
-def version_outcome(old: Any, new: Any, old_version: int, new_version: int, direction: Direction) -> Outcome:
+@dataclass(frozen=True)
+class Version:
+    """One version of an event for comparison: its number, dereferenced schema and draft."""
+
+    number: int
+    resolved: Any
+    draft: Draft
+
+
+def version_outcome(old: Version, new: Version, direction: Direction) -> Outcome:
     """Backward: can readers of ``new`` read ``old`` events; forward: can readers of ``old`` read ``new`` ones."""
-    if direction == "backward":
-        return includes(comparable(old), comparable(new), labels=(f"v{old_version}", f"v{new_version}"))
-    return includes(comparable(new), comparable(old), labels=(f"v{new_version}", f"v{old_version}"))
+    writer, reader = (old, new) if direction == "backward" else (new, old)
+    return includes(
+        comparable(writer.resolved),
+        comparable(reader.resolved),
+        drafts=(writer.draft, reader.draft),
+        labels=(f"v{writer.number}", f"v{reader.number}"),
+    )
 
 
 def describe(outcome: Outcome, writer_label: str) -> str:
@@ -162,7 +176,11 @@ class Evolution:
         return [Finding("KV204", message, file.display, line)]
 
     def _outcome(self, event: str, old: int, new: int, direction: Direction) -> Outcome:
-        return version_outcome(self.resolved_now[event, old], self.resolved_now[event, new], old, new, direction)
+        versions = [
+            Version(v, self.resolved_now[event, v], detect(self.current.versions[event][v].document))
+            for v in (old, new)
+        ]
+        return version_outcome(versions[0], versions[1], direction)
 
 
 def _line_of_first(text: str, outcome: Outcome) -> int | None:

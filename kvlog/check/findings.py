@@ -22,7 +22,12 @@ RULES: dict[str, Rule] = {
     rule.id: rule
     for rule in [
         Rule("KV001", "schema-unreadable", "error", "a schema file is valid JSON holding an object with a string $id"),
-        Rule("KV002", "metaschema", "error", "every schema is a valid Draft 2020-12 schema"),
+        Rule(
+            "KV002",
+            "metaschema",
+            "error",
+            "every schema declares its draft (4, 6, 7, 2019-09, 2020-12) and is valid in it",
+        ),
         Rule("KV003", "ref-unresolved", "error", "every $ref resolves inside the catalog"),
         Rule("KV004", "id-mismatch", "error", "$id agrees with the file's place in the catalog"),
         Rule("KV005", "version-mismatch", "error", "the event and schema_version constants agree with the file name"),

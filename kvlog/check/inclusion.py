@@ -17,11 +17,13 @@ import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Any
+from functools import lru_cache
+from typing import Any, Literal
 
-import jsonschema_rs
+import orjson
 
 from kvlog.check import regular
+from kvlog.check.drafts import SchemaError, validator
 from kvlog.check.instances import beyond, candidates, same
 from kvlog.check.jsondiff import show
 
@@ -81,12 +83,15 @@ def _reasons(outcomes: list[Outcome]) -> tuple[Reason, ...]:
 def accepts(schema: Any, value: Any) -> bool | None:
     """Whether a 2020-12 ``schema`` accepts ``value``; ``None`` when it cannot be compiled."""
     try:
-        compiled = jsonschema_rs.Draft202012Validator(
-            schema, validate_formats=False, pattern_options=jsonschema_rs.RegexOptions()
-        )
-        return bool(compiled.is_valid(value))
-    except (jsonschema_rs.ValidationError, jsonschema_rs.ReferencingError, ValueError, TypeError, OverflowError):
+        return bool(_compiled(orjson.dumps(schema, option=orjson.OPT_SORT_KEYS)).is_valid(value))
+    except (SchemaError, ValueError, TypeError, OverflowError, orjson.JSONEncodeError):
         return None
+
+
+@lru_cache(maxsize=2048)
+def _compiled(key: bytes) -> Any:
+    """One comparison asks the same subschemas about many instances: compile each once."""
+    return validator(orjson.loads(key), "2020-12")
 
 
 def _types(schema: dict[str, Any]) -> tuple[str, ...]:
@@ -311,7 +316,19 @@ class Judge:
             return YES
         if len(relevant) == 1:
             return outcomes[0]
-        return self._search(writer, {"anyOf": members}, path, f"no single anyOf branch of {self.r} covers {self.w}")
+        message = f"no single anyOf branch of {self.r} covers {self.w}"
+        union = _union_outcome(kind, writer, relevant)
+        if union is True:
+            return YES
+        if (
+            isinstance(union, Found)
+            and accepts(writer, union.value)
+            and accepts({"anyOf": members}, union.value) is False
+        ):
+            return Outcome(
+                False, (Reason(path, f"the anyOf branches of {self.r} leave out values {self.w} has"),), union
+            )
+        return self._search(writer, {"anyOf": members}, path, message)
 
     def _one(self, kind: str, writer: dict[str, Any], members: list[Any], path: str) -> Outcome:
         relevant = [m for m in members if _admits(m, kind)]
@@ -346,7 +363,8 @@ class Judge:
             and self.includes(writer, otherwise, path).holds is True
         ):
             return YES
-        return self._search(writer, reader, path, f"{self.r} adds an if/then/else that {self.w} may not satisfy")
+        message = f"{self.r} adds an if/then/else that {self.w} may not satisfy"
+        return self._search(writer, reader, path, message, around=merge(writer, condition))
 
     def _dependent_schemas(self, kind: str, writer: dict[str, Any], needed: dict[str, Any], path: str) -> Outcome:
         if kind != "object":
@@ -355,7 +373,7 @@ class Judge:
         for name, schema in needed.items():
             if self._member_schema(writer, name) is False:
                 continue
-            present = merge(writer, {"required": [name]})
+            present = merge(writer, {"required": [name, *writer.get("dependentRequired", {}).get(name, [])]})
             own = writer.get("dependentSchemas", {}).get(name, True)  # the writer's own condition on it
             outcomes.append(self.includes(merge(present, own), schema, path))
         return conjoin(outcomes)
@@ -489,11 +507,15 @@ class Judge:
             sure = sum(1 for i in range(int(min(w_low, 64))) if self.includes(_item(writer, i), wanted).holds is True)
             enough = sure >= need
         bounded = w_high <= limit
-        if not bounded and "contains" in writer and self.disjoint(_item(writer, 10**6), wanted):
-            bounded = True
+        if not bounded and writer.get("maxContains", math.inf) <= limit and "contains" in writer:
+            bounded = self.includes(wanted, writer["contains"]).holds is True  # what new counts, old counted
+        if not bounded and not writer.get("prefixItems"):
+            bounded = self.disjoint(_item(writer, 0), wanted)  # no item of old matches at all
         if enough and bounded:
             return YES
-        return self._search(writer, reader, path, f"{self.r} requires items matching 'contains' that {self.w} may lack")
+        what = [] if enough else [f"{self.r} requires {need} item(s) matching 'contains' that {self.w} may lack"]
+        what += [] if bounded else [f"{self.r} allows at most {limit} item(s) matching 'contains'; {self.w} more"]
+        return self._search(writer, reader, path, "; ".join(what))
 
     def _objects(self, writer: dict[str, Any], reader: dict[str, Any], path: str) -> Outcome:
         found: list[Outcome] = []
@@ -508,7 +530,7 @@ class Judge:
         for name in names:
             mine = self._member_schema(writer, name)
             here = f"{path}.{name}" if _plain(name) else f"{path}[{show(name)}]"
-            if name in reader.get("required", []) and name not in w_required:
+            if name in reader.get("required", []) and name not in w_required and not self._forced(writer, name):
                 found.append(self._search(writer, reader, here, f"{self.r} requires {name}; {self.w} may lack it"))
             if mine is False:
                 continue
@@ -531,8 +553,15 @@ class Judge:
             missing = [n for n in needs if n not in have]
             if missing:
                 message = f"{self.r} requires {', '.join(missing)} whenever {name} is present; {self.w} does not"
-                found.append(self._search(writer, reader, path, message))
+                found.append(self._lift_member(Outcome(False, (Reason(path, message),)), writer, reader, path, name))
         return conjoin(found)
+
+    def _forced(self, writer: dict[str, Any], name: str) -> bool:
+        """Whether every object of ``writer`` has ``name``: closed to too few other names for its minProperties."""
+        if writer.get("patternProperties") or _leftover(writer, "additionalProperties", "unevaluatedProperties"):
+            return False
+        others = [n for n in writer.get("properties", {}) if n != name and self._member_schema(writer, n) is not False]
+        return bool(len(others) < writer.get("minProperties", 0))
 
     def _member_schema(self, schema: dict[str, Any], name: str) -> Any:
         """The conjunction of the subschemas that apply to member ``name``; False when it cannot appear."""
@@ -670,9 +699,12 @@ class Judge:
 
     # -- instances ---------------------------------------------------------------------------------
 
-    def _search(self, writer: Any, reader: Any, path: str, message: str) -> Outcome:
-        """Look for an instance of the writer the reader rejects: "no" with it, else undecided."""
-        for value in candidates(writer) + beyond(reader, writer):
+    def _search(self, writer: Any, reader: Any, path: str, message: str, around: Any = False) -> Outcome:
+        """Look for an instance of the writer the reader rejects: "no" with it, else undecided.
+
+        ``around`` is a schema whose instances are likely to break (the writer meeting a reader's condition).
+        """
+        for value in candidates(writer) + candidates(around) + beyond(reader, writer):
             if accepts(writer, value) is True and accepts(reader, value) is False:
                 return Outcome(False, (Reason(path, message),), Found(value))
         return self._undecided(path, message)
@@ -721,6 +753,81 @@ class Judge:
                 if accepts(writer, instance) is True and accepts(reader, instance) is False:
                     return Outcome(False, outcome.reasons, Found(instance))
         return Outcome(None, tuple(Reason(r.path, f"{r.message}: kvlog cannot prove it safe") for r in outcome.reasons))
+
+
+_SCALAR_KEYS = {
+    "string": frozenset({"type", "minLength", "maxLength", "pattern"}),
+    "integer": frozenset({"type", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"}),
+    "number": frozenset({"type", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"}),
+}
+
+
+def _union_outcome(kind: str, writer: dict[str, Any], members: list[Any]) -> Literal[True] | Found | None:
+    """Whether anyOf ``members`` together cover the writer's strings or numbers: True, a value left out, or None.
+
+    Only branches made of lengths and patterns (strings) or bounds (numbers) are joined; any other
+    keyword leaves the question to the instance search.
+    """
+    keys = _SCALAR_KEYS.get(kind)
+    if keys is None or not all(isinstance(m, dict) and set(m) <= keys and _covers(m, kind) for m in members):
+        return None
+    if kind == "string":
+        mine = regular.of(writer.get("pattern"), writer.get("minLength", 0), writer.get("maxLength"))
+        theirs = [regular.of(m.get("pattern"), m.get("minLength", 0), m.get("maxLength")) for m in members]
+        if mine is None or any(t is None for t in theirs):
+            return None
+        rest = mine
+        for language in theirs:
+            assert language is not None
+            rest = rest.minus(language)
+        if rest.empty():
+            return True
+        left = rest.sample(1)
+        return Found(left[0]) if left else None
+    if writer.get("multipleOf") is not None:
+        return None
+    integral = kind == "integer"
+    low, high = _interval(writer, integral)
+    spans = sorted((_interval(m, integral) for m in members), key=lambda span: _key(span[0]))
+    reached = low  # the lowest writer value not yet known to be covered, as a lower bound (None: -inf)
+    for span_low, span_high in spans:
+        if _empty_above(reached, high):
+            return True
+        if not _le(span_low, reached, lower=True):
+            return Found(_point_between(reached, span_low, integral))  # a gap before this span
+        if span_high is None:
+            return True
+        following = (span_high[0] + 1, True) if integral else (span_high[0], not span_high[1])
+        if reached is None or _key(following) > _key(reached):
+            reached = following
+    return True if _empty_above(reached, high) else Found(_point_between(reached, None, integral))
+
+
+def _key(bound: Any) -> tuple[int, Fraction, int]:
+    """Orders lower bounds: -inf first, then by value, an inclusive bound before an exclusive one."""
+    return (0, Fraction(0), 0) if bound is None else (1, bound[0], 0 if bound[1] else 1)
+
+
+def _empty_above(reached: Any, high: Any) -> bool:
+    """Whether nothing lies between lower bound ``reached`` and upper bound ``high``."""
+    if reached is None or high is None:
+        return False
+    return bool(reached[0] > high[0] or (reached[0] == high[0] and not (reached[1] and high[1])))
+
+
+def _point_between(reached: Any, next_low: Any, integral: bool) -> int | float:
+    """A value at or just above ``reached`` and below ``next_low``: a value no span covers."""
+    if reached is None:
+        value = (next_low[0] - 1) if next_low is not None else Fraction(0)
+    elif reached[1]:
+        value = reached[0]
+    elif next_low is not None and next_low[0] > reached[0]:
+        value = (reached[0] + next_low[0]) / 2
+    else:
+        value = reached[0] + Fraction(1, 2)
+    if integral or value.denominator == 1:
+        return math.floor(value) if integral else int(value)
+    return float(value)
 
 
 def _first(outcome: Outcome) -> str:

@@ -89,6 +89,11 @@ def beyond(reader: Any, writer: Any) -> list[Any]:
         count = reader.get(key)
         if isinstance(count, int) and 0 <= count + step <= 4096:
             found.append([items[0]] * (count + step))
+    counted = candidates(reader.get("contains", False), 2)[:2]
+    for key, step in (("maxContains", 1), ("minContains", -1)):
+        count = reader.get(key)
+        if isinstance(count, int) and 0 <= count + step <= 4096:
+            found += [[value] * (count + step) for value in counted]
     for key, step in (("maxProperties", 1), ("minProperties", -1)):
         count = reader.get(key)
         if isinstance(count, int) and 0 <= count + step <= 4096:

@@ -6,15 +6,25 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from jsonschema import Draft202012Validator
+from jsonschema import Draft4Validator, Draft6Validator, Draft7Validator, Draft201909Validator, Draft202012Validator
 from jsonschema.exceptions import ValidationError
+from jsonschema.protocols import Validator
 
+from kvlog.check.drafts import Draft, detect
+from kvlog.check.drafts import declared as declared_draft
 from kvlog.check.findings import Finding
 from kvlog.check.snapshot import SchemaFile, Snapshot, locate
 from kvlog.schema.walk import DerefError, dereference
 
-DRAFT_2020_12 = "https://json-schema.org/draft/2020-12/schema"
-_META = Draft202012Validator(Draft202012Validator.META_SCHEMA)
+# The drafts a catalog file may declare in $schema; each file is checked against its own metaschema.
+_META_CLASSES: dict[Draft, type[Validator]] = {
+    "draft-04": Draft4Validator,
+    "draft-06": Draft6Validator,
+    "draft-07": Draft7Validator,
+    "2019-09": Draft201909Validator,
+    "2020-12": Draft202012Validator,
+}
+_META: dict[Draft, Validator] = {draft: cls(cls.META_SCHEMA) for draft, cls in _META_CLASSES.items()}
 
 
 @dataclass
@@ -69,20 +79,31 @@ def check_structure(snapshot: Snapshot) -> Structure:
 
 def _declared_draft(file: SchemaFile) -> list[Finding]:
     declared = file.document.get("$schema")
-    if declared == DRAFT_2020_12:
+    if declared_draft(file.document) is not None:
         return []
-    return [Finding("KV002", f"$schema is {declared!r}; catalog schemas declare {DRAFT_2020_12!r}", file.display, 1)]
+    known = "draft-04, draft-06, draft-07, 2019-09 or 2020-12"
+    message = f"$schema is {declared!r}; catalog schemas declare their draft ({known}) by its metaschema URI"
+    return [Finding("KV002", message, file.display, 1)]
 
 
 def _metaschema(file: SchemaFile) -> list[Finding]:
     findings = []
-    for error in sorted(_META.iter_errors(file.document), key=_by_path):
+    draft = detect(file.document)
+    for error in sorted(_META[draft].iter_errors(file.document), key=_by_path):
         where = "/".join(str(p) for p in error.absolute_path) or "(root)"
         line = locate(file.text, tuple(str(p) for p in error.absolute_path))
-        findings.append(
-            Finding("KV002", f"not a valid Draft 2020-12 schema at {where}: {error.message}", file.display, line)
-        )
+        message = f"not a valid {_TITLE[draft]} schema at {where}: {error.message}"
+        findings.append(Finding("KV002", message, file.display, line))
     return findings
+
+
+_TITLE: dict[Draft, str] = {
+    "draft-04": "Draft 4",
+    "draft-06": "Draft 6",
+    "draft-07": "Draft 7",
+    "2019-09": "Draft 2019-09",
+    "2020-12": "Draft 2020-12",
+}
 
 
 def _by_path(error: ValidationError) -> tuple[str, ...]:

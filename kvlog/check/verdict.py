@@ -59,20 +59,23 @@ def compare(old: Any, new: Any, mode: Mode = "backward", draft: Draft | None = N
 
 
 def _direction(old: Any, new: Any, direction: Direction, draft: Draft | None) -> Outcome:
+    drafts = (detect(old, draft or "2020-12"), detect(new, draft or "2020-12"))
     if direction == "backward":
-        return includes(old, new, draft=draft)
-    return includes(new, old, draft=draft, labels=("new", "old"))
+        return includes(old, new, drafts=drafts)
+    return includes(new, old, drafts=(drafts[1], drafts[0]), labels=("new", "old"))
 
 
 def includes(
     writer: Any,
     reader: Any,
     *,
-    draft: Draft | None = None,
+    drafts: tuple[Draft, Draft] = ("2020-12", "2020-12"),
     labels: tuple[str, str] = ("old", "new"),
 ) -> Outcome:
-    """Whether every instance of ``writer`` is valid under ``reader``; a False outcome always has a checked witness."""
-    drafts = (detect(writer, draft or "2020-12"), detect(reader, draft or "2020-12"))
+    """Whether every instance of ``writer`` is valid under ``reader``; a False outcome always has a checked witness.
+
+    ``drafts`` are the drafts the writer and the reader are read in.
+    """
     try:
         checks = [validator(schema, d) for schema, d in zip((writer, reader), drafts, strict=True)]
     except SchemaError as exc:

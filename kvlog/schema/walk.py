@@ -15,9 +15,12 @@ from typing import Any
 from referencing import Registry
 from referencing.exceptions import Unresolvable
 
-# Keywords whose value is one subschema, a list of them, or a name -> subschema map (Draft 2020-12).
+# Keywords whose value is one subschema, a list of them, or a name -> subschema map (Draft 2020-12,
+# plus the earlier drafts' positions: an ``items`` list, ``additionalItems``, ``definitions`` and
+# the schema values of ``dependencies``, so that references inside them are followed too).
 SINGLE = frozenset(
     {
+        "additionalItems",
         "additionalProperties",
         "propertyNames",
         "items",
@@ -32,7 +35,7 @@ SINGLE = frozenset(
     }
 )
 LISTS = frozenset({"allOf", "anyOf", "oneOf", "prefixItems"})
-MAPS = frozenset({"properties", "patternProperties", "dependentSchemas", "$defs"})
+MAPS = frozenset({"properties", "patternProperties", "dependentSchemas", "$defs", "definitions", "dependencies"})
 
 # Keywords that never change which instances are valid: edits to them are rewording, not a new contract.
 ANNOTATIONS = frozenset(
@@ -54,6 +57,7 @@ ANNOTATIONS = frozenset(
         "$dynamicAnchor",
         "$vocabulary",
         "$defs",
+        "definitions",
     }
 )
 
@@ -67,12 +71,15 @@ def map_subschemas(schema: Any, transform: Transform, path: tuple[str, ...] = ()
         return schema
     out: dict[str, Any] = {}
     for key, value in schema.items():
-        if key in SINGLE:
+        if key in SINGLE and not isinstance(value, list):
             out[key] = transform(value, (*path, key))
-        elif key in LISTS and isinstance(value, list):
+        elif (key in LISTS or key == "items") and isinstance(value, list):
             out[key] = [transform(item, (*path, key, str(i))) for i, item in enumerate(value)]
         elif key in MAPS and isinstance(value, dict):
-            out[key] = {name: transform(sub, (*path, key, name)) for name, sub in value.items()}
+            out[key] = {
+                name: sub if isinstance(sub, list) else transform(sub, (*path, key, name))  # dependencies: [names]
+                for name, sub in value.items()
+            }
         else:
             out[key] = value
     return out
@@ -87,18 +94,26 @@ class DerefError(Exception):
         super().__init__(f"$ref {ref!r} at {'/'.join(path) or '(root)'}: {reason}")
 
 
+# Drafts whose $ref replaces the whole schema it sits in.
+_REF_ALONE = ("draft-04/schema", "draft-06/schema", "draft-07/schema")
+
+
 def dereference(schema: Any, registry: Registry[Any], base_uri: str) -> Any:
     """``schema`` with every ``$ref`` replaced by what it points to, so two versions compare field by field.
 
-    A ``$ref`` with sibling keywords keeps them (Draft 2020-12 applies both); when a sibling would
+    A ``$ref`` with sibling keywords keeps them (2019-09 and 2020-12 apply both); when a sibling would
     collide with a keyword of the target, the target goes under ``allOf`` instead of being merged.
+    In a schema whose ``$schema`` is draft-04, -06 or -07, the siblings are ignored, as those drafts say.
     """
-    return _Dereferencer(registry).resolve(schema, registry.resolver(base_uri=base_uri), (), ())
+    declared = schema.get("$schema") if isinstance(schema, dict) else None
+    alone = isinstance(declared, str) and any(draft in declared for draft in _REF_ALONE)
+    return _Dereferencer(registry, alone).resolve(schema, registry.resolver(base_uri=base_uri), (), ())
 
 
 class _Dereferencer:
-    def __init__(self, registry: Registry[Any]) -> None:
+    def __init__(self, registry: Registry[Any], siblings_ignored: bool) -> None:
         self.registry = registry
+        self.siblings_ignored = siblings_ignored
 
     def resolve(self, schema: Any, resolver: Any, path: tuple[str, ...], seen: tuple[int, ...]) -> Any:
         if not isinstance(schema, dict):
@@ -116,6 +131,8 @@ class _Dereferencer:
             if target_key in seen:
                 raise DerefError(ref, path, "is recursive; kvlog event schemas must be finite")
             target = self.resolve(resolved.contents, resolved.resolver, path, (*seen, target_key))
+            if self.siblings_ignored:
+                return target  # up to draft-07, a $ref's sibling keywords are ignored
             siblings = {k: v for k, v in schema.items() if k != "$ref"}
             siblings = self._children(siblings, resolver, path, seen)
             return _merge(target, siblings)
