@@ -500,23 +500,24 @@ def test_compatibility_and_naming_answer_for_any_valid_schema(data: st.DataObjec
     if verdict.compatible is False:  # the counterexample is proven by the reference validator
         writer, reader = (old, new) if verdict.direction == "backward" else (new, old)
         instance = verdict.counterexample
-        assert Draft202012Validator(writer).is_valid(instance) and not Draft202012Validator(reader).is_valid(instance)
+        assert _valid_in_reference(writer, instance) is not False and _valid_in_reference(reader, instance) is not True
     if verdict.compatible is True:  # sound: no instance of either side that the other rejects
         for writer, reader in ((old, new), (new, old)):
             for instance in [*candidates(writer), None, 0, 0.5, "", "a", [], {}, {"a": 0}, [0], True]:
-                if _valid_in_reference(writer, instance):
-                    assert _valid_in_reference(reader, instance), (writer, reader, instance)
+                if _valid_in_reference(writer, instance) is True:
+                    assert _valid_in_reference(reader, instance) is not False, (writer, reader, instance)
     _integer_problem(new, signed=False)
     _is_enumerated(new)
 
 
-def _valid_in_reference(schema: Any, instance: Any) -> bool:
+def _valid_in_reference(schema: Any, instance: Any) -> bool | None:
+    """The reference validator's answer; None when it cannot give one (a pattern ``re`` refuses, an overflow)."""
     from jsonschema import Draft202012Validator  # noqa: PLC0415
 
     try:
         return bool(Draft202012Validator(schema).is_valid(instance))
-    except Exception:  # noqa: BLE001 - a pattern Python's re cannot compile: not a witness either way
-        return True
+    except Exception:  # noqa: BLE001 - no answer is neither a witness nor a counter-witness
+        return None
 
 
 @pytest.mark.parametrize("output_format", ["text", "github"])

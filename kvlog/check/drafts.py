@@ -13,9 +13,11 @@ published, so a counterexample is proven by the draft's own semantics, not by th
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any, Literal
 
 import jsonschema_rs
+import orjson
 
 Draft = Literal["draft-04", "draft-06", "draft-07", "2019-09", "2020-12"]
 DRAFTS: tuple[Draft, ...] = ("draft-04", "draft-06", "draft-07", "2019-09", "2020-12")
@@ -110,12 +112,25 @@ _BACKTRACK_LIMIT = 1_000_000
 
 
 def validator(schema: Any, draft: Draft) -> Any:
-    """A validator of ``schema`` under ``draft``'s semantics, formats as annotations.
+    """A validator of ``schema`` under ``draft``'s semantics, formats as annotations (compiled once per text).
 
     Patterns match in linear time where the regex-crate engine can compile them; lookaround and
     backreferences fall back to fancy-regex with a backtracking limit. Raises ``SchemaError`` when
     the schema does not compile either way (a bad keyword value, an invalid pattern).
     """
+    try:
+        key = orjson.dumps(schema, option=orjson.OPT_SORT_KEYS)
+    except (TypeError, orjson.JSONEncodeError):
+        return _compile(schema, draft)
+    return _compiled(key, draft)
+
+
+@lru_cache(maxsize=1024)
+def _compiled(key: bytes, draft: Draft) -> Any:
+    return _compile(orjson.loads(key), draft)
+
+
+def _compile(schema: Any, draft: Draft) -> Any:
     error = ""
     for options in (jsonschema_rs.RegexOptions(), jsonschema_rs.FancyRegexOptions(backtrack_limit=_BACKTRACK_LIMIT)):
         try:

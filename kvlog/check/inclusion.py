@@ -17,14 +17,11 @@ import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 from fractions import Fraction
-from functools import lru_cache
 from typing import Any, Literal
-
-import orjson
 
 from kvlog.check import regular
 from kvlog.check.drafts import SchemaError, validator
-from kvlog.check.instances import beyond, candidates, same
+from kvlog.check.instances import beyond, candidates, fragile, same
 from kvlog.check.jsondiff import show
 
 _TYPES = ("null", "boolean", "object", "array", "number", "string")
@@ -82,16 +79,12 @@ def _reasons(outcomes: list[Outcome]) -> tuple[Reason, ...]:
 
 def accepts(schema: Any, value: Any) -> bool | None:
     """Whether a 2020-12 ``schema`` accepts ``value``; ``None`` when it cannot be compiled."""
-    try:
-        return bool(_compiled(orjson.dumps(schema, option=orjson.OPT_SORT_KEYS)).is_valid(value))
-    except (SchemaError, ValueError, TypeError, OverflowError, orjson.JSONEncodeError):
+    if fragile(schema, value):
         return None
-
-
-@lru_cache(maxsize=2048)
-def _compiled(key: bytes) -> Any:
-    """One comparison asks the same subschemas about many instances: compile each once."""
-    return validator(orjson.loads(key), "2020-12")
+    try:
+        return bool(validator(schema, "2020-12").is_valid(value))
+    except (SchemaError, ValueError, TypeError, OverflowError):
+        return None
 
 
 def _types(schema: dict[str, Any]) -> tuple[str, ...]:
@@ -263,7 +256,8 @@ class Judge:
             return YES
         if reader is False:
             return self._refute(path, writer, f"{self.r} accepts no value here; {self.w} does")
-        parts = self._reader_parts(reader)
+        held = _conjuncts(writer)  # a reader part the writer itself requires holds for every writer instance
+        parts = [part for part in self._reader_parts(reader) if not any(same(part, c) for c in held)]
         return conjoin(self._branch(kind, branch, part, path) for kind, branch in split for part in parts)
 
     def _reader_parts(self, reader: dict[str, Any]) -> list[Any]:
@@ -407,14 +401,15 @@ class Judge:
     def _values(self, values: list[Any], writer: dict[str, Any], reader: dict[str, Any], path: str) -> Outcome:
         undecided = False
         for value in values:
-            if accepts(writer, value) is False:
+            mine = accepts(writer, value)
+            if mine is False:
                 continue
             verdict = accepts(reader, value)
-            if verdict is False:
+            if verdict is False and mine is True:
                 message = f"{self.r} rejects {show(value)}, which {self.w} allows"
                 return Outcome(False, (Reason(path, message),), Found(value))
-            undecided = undecided or verdict is None
-        return self._undecided(path, f"{self.r} cannot be compiled to check its values") if undecided else YES
+            undecided = undecided or verdict is not True
+        return self._undecided(path, f"kvlog cannot check {self.r}'s values exactly") if undecided else YES
 
     def _numbers(self, kind: str, writer: dict[str, Any], reader: dict[str, Any], path: str) -> Outcome:
         integral = kind == "integer" or _integral_step(writer)
@@ -828,6 +823,18 @@ def _point_between(reached: Any, next_low: Any, integral: bool) -> int | float:
     if integral or value.denominator == 1:
         return math.floor(value) if integral else int(value)
     return float(value)
+
+
+def _conjuncts(schema: Any) -> list[Any]:
+    """Subschemas every instance of ``schema`` satisfies as they stand: its allOf members and applicator groups."""
+    if not isinstance(schema, dict):
+        return []
+    found = list(schema.get("allOf", []))
+    for group in (("anyOf",), ("oneOf",), ("not",), ("if", "then", "else"), ("dependentSchemas",)):
+        taken = {k: schema[k] for k in group if k in schema}
+        if taken and not _evaluates(schema):
+            found.append(taken)
+    return found
 
 
 def _first(outcome: Outcome) -> str:

@@ -36,6 +36,10 @@ _USUAL_STRINGS = (
 )
 _DEPTH = 4
 _PER_TYPE = 6
+# Instances stay small: a bound beyond this many characters, items or members proposes nothing there.
+_MAX_SIZE = 4096
+# Fractional candidates stay where floating point arithmetic is exact enough for every validator.
+_TINY, _HUGE = Fraction(1, 10**12), Fraction(10**15)
 
 
 def candidates(schema: Any, depth: int = _DEPTH) -> list[Any]:
@@ -71,32 +75,40 @@ def _fresh_candidates(schema: Any, depth: int) -> list[Any]:
 
 def beyond(reader: Any, writer: Any) -> list[Any]:
     """Instances shaped by ``writer`` just outside ``reader``'s limits: where a tightened bound breaks."""
+    try:
+        return _beyond(reader, writer)
+    except (TypeError, ValueError, ArithmeticError, RecursionError):  # odd keyword values propose nothing
+        return []
+
+
+def _beyond(reader: Any, writer: Any) -> list[Any]:
     if not isinstance(reader, dict):
         return []
     found: list[Any] = []
     for key, step in (("maximum", 1), ("exclusiveMaximum", 0), ("minimum", -1), ("exclusiveMinimum", 0)):
         bound = reader.get(key)
         if isinstance(bound, int | float) and not isinstance(bound, bool) and math.isfinite(bound):
-            found += [bound + step, bound + step / 2, bound]
-    found += [10**20, -(10**20), 1e300]
+            near = [bound + step, bound + step / 2, bound]
+            found += [v for v in near if isinstance(v, int) or v == 0 or _TINY < abs(Fraction(v)) < _HUGE]
+    found += [10**20, -(10**20)]
     longest, shortest = reader.get("maxLength"), reader.get("minLength")
-    if isinstance(longest, int):
+    if isinstance(longest, int) and 0 <= longest < _MAX_SIZE:
         found.append("a" * (longest + 1))
-    if isinstance(shortest, int) and shortest > 0:
+    if isinstance(shortest, int) and 0 < shortest <= _MAX_SIZE:
         found.append("a" * (shortest - 1))
     items = candidates(writer.get("items", True) if isinstance(writer, dict) else True, 2)[:1] or [None]
     for key, step in (("maxItems", 1), ("minItems", -1)):
         count = reader.get(key)
-        if isinstance(count, int) and 0 <= count + step <= 4096:
+        if isinstance(count, int) and 0 <= count + step <= _MAX_SIZE:
             found.append([items[0]] * (count + step))
     counted = candidates(reader.get("contains", False), 2)[:2]
     for key, step in (("maxContains", 1), ("minContains", -1)):
         count = reader.get(key)
-        if isinstance(count, int) and 0 <= count + step <= 4096:
+        if isinstance(count, int) and 0 <= count + step <= _MAX_SIZE:
             found += [[value] * (count + step) for value in counted]
     for key, step in (("maxProperties", 1), ("minProperties", -1)):
         count = reader.get(key)
-        if isinstance(count, int) and 0 <= count + step <= 4096:
+        if isinstance(count, int) and 0 <= count + step <= _MAX_SIZE:
             found += _objects_of_size(writer, count + step)
     return found
 
@@ -114,6 +126,57 @@ def _objects_of_size(writer: Any, size: int) -> list[Any]:
             index += 1
         out.append(instance)
     return out
+
+
+def fragile(schema: Any, value: Any) -> bool:
+    """Whether validators may disagree on ``value``: a number over a fractional ``multipleOf`` 2**53 times or more.
+
+    ``0.5 / 6.4e-25`` is a whole float in Python's jsonschema and not a multiple in jsonschema-rs;
+    such an instance proves nothing either way.
+    """
+    try:
+        steps = _fractional_steps(orjson.dumps(schema, option=orjson.OPT_SORT_KEYS))
+    except (TypeError, orjson.JSONEncodeError):
+        return False
+    if not steps:
+        return False
+    numbers = [abs(Fraction(v)) for v in _numbers_in(value)]
+    return any(n / step >= 2**53 for n in numbers for step in steps)
+
+
+@lru_cache(maxsize=2048)
+def _fractional_steps(key: bytes) -> tuple[Fraction, ...]:
+    if b"multipleOf" not in key:
+        return ()
+    return tuple(abs(Fraction(m)) for m in _keyword_values(orjson.loads(key), "multipleOf") if _fractional(m))
+
+
+def _fractional(value: Any) -> bool:
+    return isinstance(value, float) and math.isfinite(value) and value > 0 and not value.is_integer()
+
+
+def _keyword_values(schema: Any, keyword: str) -> Iterator[Any]:
+    if isinstance(schema, dict):
+        for key, sub in schema.items():
+            if key == keyword:
+                yield sub
+            yield from _keyword_values(sub, keyword)
+    elif isinstance(schema, list):
+        for sub in schema:
+            yield from _keyword_values(sub, keyword)
+
+
+def _numbers_in(value: Any) -> Iterator[int | float]:
+    if isinstance(value, bool):
+        return
+    if isinstance(value, int) or (isinstance(value, float) and math.isfinite(value)):
+        yield value
+    elif isinstance(value, list):
+        for item in value:
+            yield from _numbers_in(item)
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from _numbers_in(item)
 
 
 def same(a: Any, b: Any) -> bool:
@@ -192,6 +255,8 @@ def _numbers(schema: dict[str, Any], integer: bool) -> Iterator[Any]:
     for point in ordered:
         if integer and point.denominator != 1:
             continue
+        if point.denominator != 1 and not _TINY < abs(point) < _HUGE:
+            continue  # validators disagree on such floats (5e-324 / 2 underflows to 0 in Python's)
         yield int(point) if point.denominator == 1 else float(point)
         count += 1
         if count >= 2 * _PER_TYPE:
@@ -212,14 +277,15 @@ def _strings(schema: dict[str, Any], depth: int) -> Iterator[Any]:
     high = schema.get("maxLength") if isinstance(schema.get("maxLength"), int) else None
     pattern = schema.get("pattern") if isinstance(schema.get("pattern"), str) else None
     if pattern is not None:
-        usual = [text for text in _USUAL_STRINGS if low <= len(text) <= (high or len(text)) and _matches(pattern, text)]
+        longest = high if high is not None else _MAX_SIZE
+        usual = [text for text in _USUAL_STRINGS if low <= len(text) <= longest and _matches(pattern, text)]
         if usual:  # building the pattern's automaton costs far more than trying what strings usually are
             yield from usual
         else:
             language = regular.of(pattern, low, high)
             yield from language.sample(_PER_TYPE) if language is not None else ()
     for length in dict.fromkeys([low, high if high is not None else low + 3, low + 1, 0]):
-        if length is not None and length >= 0 and (high is None or length <= high):
+        if length is not None and 0 <= length <= _MAX_SIZE and (high is None or length <= high):
             yield "a" * length
     yield "kvlog"
 
@@ -247,7 +313,7 @@ def _arrays(schema: dict[str, Any], depth: int) -> Iterator[Any]:
     high = schema.get("maxItems") if isinstance(schema.get("maxItems"), int) else None
     contains = schema.get("contains")
     for length in dict.fromkeys([low, max(low, len(prefix)), low + 1, low + 2, high or 0]):
-        if high is not None and length > high:
+        if (high is not None and length > high) or length > _MAX_SIZE:
             continue
         options = [candidates(prefix[i] if i < len(prefix) else items, depth - 1) for i in range(length)]
         if any(not option for option in options):
@@ -289,7 +355,7 @@ def _objects(schema: dict[str, Any], depth: int) -> Iterator[Any]:
         if isinstance(needs, list):
             yield {**full, **{n: 0 for n in needs if n not in full}}
     low = schema.get("minProperties", 0) if isinstance(schema.get("minProperties"), int) else 0
-    if len(full) < low:
+    if len(full) < low <= _MAX_SIZE:
         yield {**full, **{f"p{i}": 0 for i in range(low - len(full))}}
 
 

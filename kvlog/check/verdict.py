@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 from kvlog.check.drafts import Draft, SchemaError, detect, to_2020, validator
 from kvlog.check.inclusion import Found, Judge, Outcome, Reason
-from kvlog.check.instances import candidates
+from kvlog.check.instances import candidates, fragile
 
 Mode = Literal["backward", "backward_transitive", "forward", "forward_transitive", "full", "full_transitive", "none"]
 Direction = Literal["backward", "forward"]
@@ -84,9 +84,14 @@ def includes(
         translated = [to_2020(schema, d) for schema, d in zip((writer, reader), drafts, strict=True)]
     except SchemaError as exc:
         return Outcome(None, (Reason("$", f"a schema cannot be read: {exc}"),))
-    outcome = Judge(*labels).includes(translated[0], translated[1])
+    try:
+        outcome = Judge(*labels).includes(translated[0], translated[1])
+    except (RecursionError, ArithmeticError, ValueError, TypeError) as exc:  # keyword values no rule expects
+        return Outcome(None, (Reason("$", f"kvlog cannot compare these schemas ({type(exc).__name__}: {exc})"),))
 
     def breaks(value: Any) -> bool:
+        if fragile(writer, value) or fragile(reader, value):
+            return False
         return bool(checks[0].is_valid(value)) and not checks[1].is_valid(value)
 
     if outcome.holds is True or (
