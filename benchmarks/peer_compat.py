@@ -1,13 +1,17 @@
 """Measure kvlog's JSON-Schema compatibility checker against two schema registries' published suites.
 
-Each pair in ``--pairs`` (built from Confluent Schema Registry's and Karapace's own tests; see the
-report that produced ``~/.cache/kvlog-peers/pairs.json``) asks one directed question: is every
-instance valid under ``writer`` also valid under ``reader``? The harness does not trust either the
-peer or kvlog for the answer. It searches for a witness, an instance the writer accepts and the
-reader rejects (each judged by ``jsonschema`` with the validator of the schema's own draft, formats
-not asserted), from three sources: ``hypothesis-jsonschema`` examples of the writer, a structural
-generator of boundary values built from both schemas, and kvlog's own counterexample. A witness
-makes the pair incompatible; none makes it compatible (as far as the search can tell).
+Each pair in ``--pairs`` (default ``~/.cache/kvlog-peers/pairs.json``) is built by
+``benchmarks/peer_pairs.py`` from Confluent Schema Registry's and Karapace's own tests, fetched by
+hand, never committed: confluentinc/schema-registry's
+``json-schema-provider/src/test/resources/diff-*.json`` and Aiven-Open/karapace's
+``tests/unit/compatibility/jsonschema/test_*compatibility.py`` with
+``tests/schemas/json_schemas.py``. Each asks one directed question: is every instance valid under
+``writer`` also valid under ``reader``? The harness does not trust either the peer or kvlog for the
+answer. It searches for a witness, an instance the writer accepts and the reader rejects (each
+judged by ``jsonschema`` with the validator of the schema's own draft, formats not asserted), from
+three sources: ``hypothesis-jsonschema`` examples of the writer, a structural generator of boundary
+values built from both schemas, and kvlog's own counterexample. A witness makes the pair
+incompatible; none makes it compatible (as far as the search can tell).
 
 kvlog is then scored against that truth: right, wrong, undecided, unsafe (says compatible while a
 witness exists), exceptions, and bad counterexamples (a False verdict whose instance is not accepted
