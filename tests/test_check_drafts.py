@@ -71,6 +71,23 @@ def test_every_report_format_carries_the_counterexample(tmp_path: Path, output_f
     shown = text if output_format != "json" else " ".join(f["message"] for f in json.loads(text))
     assert "for example this v1 event breaks" in shown
     assert "reserved" in shown.split("for example this v1 event breaks")[1]
+    if output_format == "json":  # tools get the event itself, not only a message quoting it
+        (broken,) = [f for f in json.loads(text) if f["rule"] == "KV204"]
+        assert broken["counterexample"]["pool_state"] == "reserved"
+        assert broken["counterexample"]["schema_version"] == 1
+
+
+def test_a_counterexample_with_an_integer_beyond_64_bits_is_reported(tmp_path: Path) -> None:
+    root = acme_project(tmp_path / "acme")
+    write_json(
+        root / "telemetry" / "schemas" / "acme.alloc" / "v1.json", draft_07(1, {"count": {"type": "integer"}}, [])
+    )
+    git(root, "init", "-q", "-b", "main")
+    commit_all(root, "acme.alloc v1: any count")
+    add_v2(root, draft_07(2, {"count": {"type": "integer", "maximum": 10**19}}, []))
+    _, findings = checked(root, against="HEAD~1")
+    (broken,) = [f for f in findings if f["rule"] == "KV204"]
+    assert broken["counterexample"]["count"] > 10**19  # past what orjson writes
 
 
 def test_a_schema_of_an_unknown_draft_or_invalid_in_its_own_is_a_finding(tmp_path: Path) -> None:

@@ -8,6 +8,7 @@ which case kvlog (unlike a schema registry) accepts the change and says which mi
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -79,15 +80,21 @@ def version_outcome(old: Version, new: Version, direction: Direction) -> Outcome
     )
 
 
-def describe(outcome: Outcome, writer_label: str) -> str:
-    """The reasons of a verdict that is not "compatible", and the instance that proves a break."""
-    reasons = "; ".join(str(reason) for reason in outcome.reasons)
+def counterexample(outcome: Outcome, writer_label: str) -> str | None:
+    """The instance that proves a break, as compact JSON, with the writer's own version number in it."""
     if outcome.witness is None:
-        return reasons
+        return None
     instance = outcome.witness.value
     if isinstance(instance, dict) and "schema_version" in instance:  # compared without its version constant
         instance = {**instance, "schema_version": int(writer_label.removeprefix("v"))}
-    return f"{reasons}; for example this {writer_label} event breaks: {orjson.dumps(instance).decode()}"
+    return json.dumps(instance, separators=(",", ":"), ensure_ascii=False)  # any integer, however large
+
+
+def describe(outcome: Outcome, writer_label: str) -> str:
+    """The reasons of a verdict that is not "compatible", and the instance that proves a break."""
+    reasons = "; ".join(str(reason) for reason in outcome.reasons)
+    example = counterexample(outcome, writer_label)
+    return reasons if example is None else f"{reasons}; for example this {writer_label} event breaks: {example}"
 
 
 @dataclass(frozen=True)
@@ -167,13 +174,13 @@ class Evolution:
         carried = cover(event, old, new) if direction == "backward" else cover(event, new, old)
         if carried is not None:
             message = f"{event}@{new} is {verdict} {direction}-compatible with v{old} ({reasons}); covered by {carried}"
-            return [Finding("KV205", message, file.display, line)]
+            return [Finding("KV205", message, file.display, line, counterexample(outcome, writer))]
         remedy = (
             f"a migration v{old} -> v{new}" if direction == "backward" else f"an invertible migration v{old} -> v{new}"
         )
         incompatible = f"{event}@{new} is {verdict} {direction}-compatible with v{old} in compatibility mode {mode}"
         message = f"{incompatible}: {reasons}; add {remedy}"
-        return [Finding("KV204", message, file.display, line)]
+        return [Finding("KV204", message, file.display, line, counterexample(outcome, writer))]
 
     def _outcome(self, event: str, old: int, new: int, direction: Direction) -> Outcome:
         versions = [

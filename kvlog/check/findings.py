@@ -69,6 +69,8 @@ class Finding:
     message: str
     file: str | None = None
     line: int | None = None
+    # KV204/KV205: the event that breaks, as JSON text (the message quotes it too)
+    counterexample: str | None = None
 
     @property
     def level(self) -> Severity:

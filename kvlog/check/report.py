@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
+import json
 from typing import Literal
 from xml.etree import ElementTree
-
-import orjson
 
 from kvlog.check.findings import RULES, Finding, count_errors
 from kvlog.check.runner import CheckReport
@@ -19,7 +18,8 @@ _GITHUB_ESCAPES = "\n\r"  # GitHub's own escaping writes these as %0A and %0D
 def format_report(report: CheckReport, output_format: Format) -> str:
     """The report in ``output_format``; text and github end with a newline when non-empty."""
     if output_format == "json":
-        return orjson.dumps([_as_json(f) for f in report.findings], option=orjson.OPT_INDENT_2).decode() + "\n"
+        # the stdlib writes any integer a counterexample holds (orjson stops at 64 bits)
+        return json.dumps([_as_json(f) for f in report.findings], indent=2, ensure_ascii=False) + "\n"
     if output_format == "junit":
         return junit(report)
     lines = [(_github if output_format == "github" else _text)(finding) for finding in report.findings]
@@ -82,6 +82,7 @@ def _as_json(finding: Finding) -> dict[str, object]:
         "file": None if finding.file is None else printable_name(finding.file, escaping=CATALOG_REPORT),
         "line": finding.line,
         "message": printable(finding.message, escaping=CATALOG_REPORT),
+        **({} if finding.counterexample is None else {"counterexample": json.loads(finding.counterexample)}),
     }
 
 
