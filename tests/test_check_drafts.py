@@ -105,3 +105,17 @@ def test_a_schema_of_an_unknown_draft_or_invalid_in_its_own_is_a_finding(tmp_pat
     messages = [f["message"] for f in findings if f["rule"] == "KV002"]
     assert any("$schema is 'http://json-schema.org/draft-03/schema#'" in m for m in messages), messages
     assert any(m.startswith("not a valid Draft 4 schema at (root)") for m in messages), messages
+
+
+def test_compare_reads_an_unlabelled_schema_in_the_draft_its_keywords_belong_to() -> None:
+    from kvlog.check import compare  # noqa: PLC0415
+
+    tuple_07 = {"type": "array", "items": [{"type": "integer"}], "additionalItems": False}
+    widened = {"type": "array", "items": [{"type": "number"}], "additionalItems": False}
+    assert compare(tuple_07, widened).compatible is True  # read as draft-07 tuples, as registries do
+    narrowed = compare(widened, tuple_07)
+    assert narrowed.compatible is False and narrowed.counterexample == [0.5]
+    # beside a keyword only 2020-12 defines, the schema is read as 2020-12, where items [...] is invalid
+    mixed = compare({**tuple_07, "prefixItems": [{"type": "integer"}]}, widened)
+    assert mixed.compatible is None
+    assert "does not compile under 2020-12" in mixed.reasons[0].message

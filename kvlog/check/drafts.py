@@ -107,6 +107,39 @@ def detect(schema: Any, default: Draft = "2020-12") -> Draft:
     return declared(schema) or default
 
 
+# Keywords only the drafts before 2019-09 define, and keywords only 2019-09 and later define.
+_EARLIER_ONLY = frozenset({"definitions", "dependencies", "additionalItems"})
+_LATER_ONLY = frozenset(
+    {"$defs", "prefixItems", "unevaluatedItems", "unevaluatedProperties", "dependentRequired", "dependentSchemas"}
+    | {"minContains", "maxContains", "$anchor", "$dynamicRef", "$recursiveRef"}
+)
+
+
+def infer(schema: Any) -> Draft:
+    """The draft of a document that may name none: its ``$schema``, else what its keywords say.
+
+    An unlabelled schema is read as 2020-12, unless it uses what only the earlier drafts define (a
+    tuple ``items: [...]``, ``additionalItems``, ``dependencies``, ``definitions``) and nothing only the
+    later ones do: then as draft-07, as schema registries read unlabelled schemas.
+    """
+    named = declared(schema)
+    if named is not None:
+        return named
+    keys = set(_keys(schema))
+    earlier = bool(keys & _EARLIER_ONLY) or "items[]" in keys
+    return "draft-07" if earlier and not keys & _LATER_ONLY else "2020-12"
+
+
+def _keys(node: Any) -> Any:
+    if isinstance(node, dict):
+        for key, value in node.items():
+            yield "items[]" if key == "items" and isinstance(value, list) else key
+            yield from _keys(value)
+    elif isinstance(node, list):
+        for item in node:
+            yield from _keys(item)
+
+
 # Lookaround and backreferences need a backtracking engine; this many steps bounds a pathological pattern.
 _BACKTRACK_LIMIT = 1_000_000
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from kvlog.check.drafts import Draft, SchemaError, detect, to_2020, validator
+from kvlog.check.drafts import Draft, SchemaError, detect, infer, to_2020, validator
 from kvlog.check.inclusion import Found, Judge, Outcome, Reason
 from kvlog.check.instances import candidates, fragile
 
@@ -40,8 +40,10 @@ def compare(old: Any, new: Any, mode: Mode = "backward", draft: Draft | None = N
     """Whether changing ``old`` into ``new`` is compatible under ``mode``.
 
     Each schema is read in the draft its ``$schema`` names, so the two may be of different drafts;
-    ``draft`` (default 2020-12) is the draft of a schema that names none. A schema that cannot be read gives an
-    undecided verdict whose reason says why, never an exception.
+    ``draft`` is the draft of a schema that names none. Without it, such a schema is read as 2020-12
+    unless it uses only earlier drafts' keywords (``items: [...]``, ``additionalItems``,
+    ``dependencies``, ``definitions``): then as draft-07, as schema registries read it. A schema that
+    cannot be read gives an undecided verdict whose reason says why, never an exception.
     """
     if mode == "none":
         return Verdict(True)
@@ -59,7 +61,7 @@ def compare(old: Any, new: Any, mode: Mode = "backward", draft: Draft | None = N
 
 
 def _direction(old: Any, new: Any, direction: Direction, draft: Draft | None) -> Outcome:
-    drafts = (detect(old, draft or "2020-12"), detect(new, draft or "2020-12"))
+    drafts = (detect(old, draft), detect(new, draft)) if draft is not None else (infer(old), infer(new))
     if direction == "backward":
         return includes(old, new, drafts=drafts)
     return includes(new, old, drafts=(drafts[1], drafts[0]), labels=("new", "old"))
