@@ -311,3 +311,32 @@ def test_a_worker_killed_mid_run_is_an_error_naming_the_file(tmp_path: Path) -> 
     assert run.returncode == 2
     assert b"kvlog validate: big.jsonl: cannot validate: a worker process ended unexpectedly" in errors
     assert b"Traceback" not in errors
+
+
+def test_a_stop_signal_that_a_gc_callback_swallows_still_stops_the_run() -> None:
+    """SIGTERM can land inside a weakref callback, where Python prints "Exception ignored" and goes on."""
+    import gc  # noqa: PLC0415
+    import signal  # noqa: PLC0415
+    import sys  # noqa: PLC0415
+    import weakref  # noqa: PLC0415
+
+    from kvlog.io import stopping  # noqa: PLC0415
+
+    handlers = {signum: signal.getsignal(signum) for signum in stopping.STOP_SIGNALS}
+    hook = sys.unraisablehook
+    try:
+        stopping.stop_on_signals()
+
+        class Held:
+            pass
+
+        held = Held()
+        weakref.finalize(held, signal.raise_signal, signal.SIGTERM)
+        del held
+        gc.collect()
+        assert stopping.swallowed() == signal.SIGTERM
+    finally:
+        stopping._swallowed.clear()
+        sys.unraisablehook = hook
+        for signum, handler in handlers.items():
+            signal.signal(signum, handler)

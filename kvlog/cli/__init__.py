@@ -15,7 +15,7 @@ import click
 
 from kvlog import __version__
 from kvlog.commands import EXIT_ERROR
-from kvlog.io.stopping import STOP_SIGNALS, Stopped, remove_leftovers, stop_on_signals
+from kvlog.io.stopping import STOP_SIGNALS, Stopped, remove_leftovers, stop_on_signals, swallowed
 
 #: command name -> "module:attribute" of its click command
 COMMANDS = {
@@ -38,7 +38,12 @@ class _LazyGroup(click.Group):
     def invoke(self, ctx: click.Context) -> Any:
         stop_on_signals()
         try:
-            return super().invoke(ctx)
+            try:
+                return super().invoke(ctx)
+            finally:
+                lost = swallowed()
+                if lost is not None:  # a signal whose Stopped a GC callback swallowed still stops the run
+                    raise Stopped(lost)
         except Stopped as stopped:
             remove_leftovers()
             for signum in STOP_SIGNALS:  # a second signal must not cut the exit short

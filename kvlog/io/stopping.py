@@ -13,10 +13,12 @@ from __future__ import annotations
 import os
 import shutil
 import signal
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from types import FrameType
+from typing import Any
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
@@ -37,6 +39,9 @@ class Stopped(BaseException):
 _held = 0
 _pending: list[int] = []
 _books: dict[Path, int] = {}
+# Signals whose Stopped was raised where Python cannot unwind (a weakref or GC callback prints
+# "Exception ignored" and goes on): the run must still stop, at its end.
+_swallowed: list[int] = []
 
 
 def stop_on_signals(*, worker: bool = False) -> None:
@@ -48,6 +53,26 @@ def stop_on_signals(*, worker: bool = False) -> None:
     """
     for signum in STOP_SIGNALS:
         signal.signal(signum, _exit_worker if worker else _stop)
+    if not worker and sys.unraisablehook is not _unraisable:
+        global _previous_hook  # noqa: PLW0603 - the hook chain is process-wide
+        _previous_hook = sys.unraisablehook
+        sys.unraisablehook = _unraisable
+
+
+_previous_hook = sys.unraisablehook
+
+
+def _unraisable(unraisable: Any) -> None:
+    """A Stopped that could not unwind is kept for ``swallowed``, not printed as a traceback."""
+    if isinstance(unraisable.exc_value, Stopped):
+        _swallowed.append(unraisable.exc_value.signum)
+        return
+    _previous_hook(unraisable)
+
+
+def swallowed() -> int | None:
+    """The stop signal whose ``Stopped`` was swallowed on its way up, if any: the run must stop now."""
+    return _swallowed[0] if _swallowed else None
 
 
 def _stop(signum: int, _frame: FrameType | None) -> None:
