@@ -119,3 +119,14 @@ def test_compare_reads_an_unlabelled_schema_in_the_draft_its_keywords_belong_to(
     mixed = compare({**tuple_07, "prefixItems": [{"type": "integer"}]}, widened)
     assert mixed.compatible is None
     assert "does not compile under 2020-12" in mixed.reasons[0].message
+
+
+def test_an_open_content_model_written_as_an_empty_schema_does_not_force_a_member() -> None:
+    from kvlog.check import compare  # noqa: PLC0415
+
+    # additionalProperties {} is open, like true: {"b": 1} is an old object without "a"
+    old = {"type": "object", "properties": {"a": {}}, "additionalProperties": {}, "minProperties": 1}
+    verdict = compare(old, {"type": "object", "required": ["a"]})
+    assert verdict.compatible is not True  # undecided today: the search never proposes {"b": ...} here
+    closed = {**old, "additionalProperties": False}  # closed to {"a"} with one member at least: "a" is always there
+    assert compare(closed, {"type": "object", "required": ["a"]}).compatible is True

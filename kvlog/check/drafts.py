@@ -130,14 +130,17 @@ def infer(schema: Any) -> Draft:
     return "draft-07" if earlier and not keys & _LATER_ONLY else "2020-12"
 
 
-def _keys(node: Any) -> Any:
-    if isinstance(node, dict):
-        for key, value in node.items():
-            yield "items[]" if key == "items" and isinstance(value, list) else key
-            yield from _keys(value)
-    elif isinstance(node, list):
-        for item in node:
-            yield from _keys(item)
+def _keys(root: Any) -> Any:
+    """Every key in the document (an array ``items`` as ``items[]``), walked without recursion: any depth."""
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            for key, value in node.items():
+                yield "items[]" if key == "items" and isinstance(value, list) else key
+                stack.append(value)
+        elif isinstance(node, list):
+            stack.extend(node)
 
 
 # Lookaround and backreferences need a backtracking engine; this many steps bounds a pathological pattern.

@@ -553,7 +553,7 @@ class Judge:
 
     def _forced(self, writer: dict[str, Any], name: str) -> bool:
         """Whether every object of ``writer`` has ``name``: closed to too few other names for its minProperties."""
-        if writer.get("patternProperties") or _leftover(writer, "additionalProperties", "unevaluatedProperties"):
+        if not _closed(writer):
             return False
         others = [n for n in writer.get("properties", {}) if n != name and self._member_schema(writer, n) is not False]
         return bool(len(others) < writer.get("minProperties", 0))
@@ -581,9 +581,9 @@ class Judge:
     def _other_members(self, writer: dict[str, Any], reader: dict[str, Any], path: str, named: set[str]) -> Outcome:
         """Members no property names: each class of names the patterns carve out, compared as one."""
         patterns = sorted(set(writer.get("patternProperties", {})) | set(reader.get("patternProperties", {})))
-        w_rest = _leftover(writer, "additionalProperties", "unevaluatedProperties")
-        if w_rest is False and not writer.get("patternProperties"):
+        if _closed(writer):
             return YES
+        w_rest = _leftover(writer, "additionalProperties", "unevaluatedProperties")
         r_rest = _leftover(reader, "additionalProperties", "unevaluatedProperties")
         if not patterns:
             if same(w_rest, r_rest) or r_rest is True or r_rest == {}:
@@ -642,9 +642,7 @@ class Judge:
         r_low, r_high = reader.get("minProperties", 0), reader.get("maxProperties", math.inf)
         if w_low >= r_low and w_high <= r_high:
             return YES
-        if _leftover(writer, "additionalProperties", "unevaluatedProperties") is False and not writer.get(
-            "patternProperties"
-        ):
+        if _closed(writer):
             w_high = min(w_high, sum(1 for n in writer.get("properties", {}) if writer["properties"][n] is not False))
             if w_low >= r_low and w_high <= r_high:
                 return YES
@@ -846,6 +844,13 @@ def _leftover(schema: dict[str, Any], additional: str, unevaluated: str) -> Any:
     if additional in schema:
         return schema[additional]
     return schema.get(unevaluated, True)
+
+
+def _closed(schema: dict[str, Any]) -> bool:
+    """Whether an object of ``schema`` may hold only the members its ``properties`` name."""
+    return _leftover(schema, "additionalProperties", "unevaluatedProperties") is False and not schema.get(
+        "patternProperties"
+    )
 
 
 def _item(schema: dict[str, Any], index: int) -> Any:
