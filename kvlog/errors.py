@@ -68,3 +68,7 @@ class SchemaViolationError(KvlogError):
         self.errors = errors
         detail = "; ".join(f"{path}: {message}" for path, message in errors)
         super().__init__(f"{event}@{version}: {detail}")
+
+
+class MetricsEndpointError(KvlogError):
+    """The metrics endpoint cannot listen where it was asked (the port is taken, the address is not local)."""

@@ -1,0 +1,550 @@
+"""Which metrics kvlog exports, and how each catalog event updates them.
+
+This module is the single owner of that mapping: the Prometheus endpoint (``kvlog.metrics.prometheus``),
+``kvlog.metrics.serve`` and ``kvlog follow`` only read ``MemorySeries.samples()``. It imports nothing
+outside the standard library, so a caller that never serves metrics pays nothing for it.
+
+Labels. Every rank-scoped metric carries ``tp``, ``dp``, ``pp``, ``ep`` (the event's ``ranks``; a rank
+kind the event lacks is ``""``, other kinds such as ``attn_cp`` are not labels), ``server`` (``sglang``
+or ``vllm``: the prefix of ``migrated.source_format``; ``kvlog`` for an event kvlog emitted live or
+wrote as JSON) and ``server_instance`` (which server the series is about: the log path for
+``kvlog follow``, what a library caller passes). It is not ``instance`` because Prometheus sets
+``instance`` on every scraped series to the scraped target (kvlog's endpoint), which would overwrite it.
+
+Mapping (event -> metric; an event not listed only counts in ``kvlog_events_total``):
+
+- ``kv_pool.allocation`` -> ``kvlog_kv_pool_bytes{allocation_state}`` (K+V bytes, or ``kv_bytes``),
+  ``kvlog_kv_pool_tokens`` (``num_tokens``), ``kvlog_kv_pool_committed_bytes`` (``committed_bytes``;
+  for an ``allocated`` pool without it, the pool's bytes, which are physically held). A pool has one
+  ``allocation_state`` at a time: a new allocation event of the same pool replaces its series.
+- ``kv_pool.unified_allocation`` -> the same three, as the pool ``unified``: its sub-pools print no
+  event of their own (sglang's format decisions), so it is counted once.
+- ``kv_pool.swa_summary`` -> ``kvlog_kv_pool_swa_total_bytes`` only, never ``kvlog_kv_pool_bytes``: its
+  sub-pools (SWA, Full) have their own ``kv_pool.allocation`` events, and a dashboard summing
+  ``kvlog_kv_pool_bytes`` must not count the summary a second time.
+- ``kv_pool.post_capture_sized`` -> ``kvlog_kv_pool_committed_bytes``, ``kvlog_kv_pool_budget_bytes``,
+  ``kvlog_kv_pool_tokens`` (``max_total_num_tokens``, the pool's final size), and
+  ``kvlog_memory_avail_bytes{stage="kv_pool.post_capture_sized"}`` (``free_bytes``).
+- ``kv_pool.sleep`` / ``kv_pool.wake`` -> ``kvlog_kv_pool_committed_bytes`` less ``freed_bytes`` / plus
+  ``restored_bytes`` (only where the pool's committed bytes are known).
+- ``kv_pool.extended`` (vLLM) -> ``kvlog_kv_pool_committed_bytes``; ``kv_pool.capacity`` (vLLM) ->
+  ``kvlog_kv_pool_tokens`` (``num_tokens``).
+- ``kv_arena.ready`` -> ``kvlog_arena_reserved_va_bytes``; ``kv_arena.commit`` / ``decommit`` / ``error``
+  -> ``kvlog_arena_committed_bytes`` and ``kvlog_arena_measured_committed_bytes`` (dropped when the
+  event has no measurement, so that a stale one never sits next to fresh bookkeeping);
+  ``kv_arena.closed`` drops the arena's series.
+- ``weights.load_begin``, ``weights.load_end``, ``kv_memory.pool_end``, ``cuda_graph.captured``,
+  ``scheduler.limits`` (``available_gpu_mem_bytes``) -> ``kvlog_memory_avail_bytes{stage=<event>}``:
+  free device memory as the server reported it at that stage.
+- ``weights.load_end`` -> ``kvlog_weights_bytes`` (``mem_usage_bytes``); ``cuda_graph.captured`` ->
+  ``kvlog_cuda_graph_bytes``; ``mamba_pool.allocation`` -> ``kvlog_mamba_pool_bytes`` (all its state
+  buffers); ``kv_host_pool.allocation`` -> ``kvlog_host_pool_bytes`` (pinned host memory, never device).
+- ``memory.profile``, ``memory.profile_budget``, ``memory.profile_usage`` (vLLM) and
+  ``kv_pool.memory_available`` -> ``kvlog_memory_profile_bytes{quantity}``: the engine's plan before
+  sizing the KV cache (``kv_cache`` is memory set aside, not a pool's allocation).
+- ``kvlog.schema_violation`` -> ``kvlog_schema_violations_total`` (1 plus its ``suppressed``).
+- every event -> ``kvlog_events_total{event}``.
+
+Pool identity. Two pools of one run and rank must never share series (a target pool and its
+speculative draft pool both print pool=null, label=null). The ``pool`` label is the event's ``pool``,
+else its ``label``, else ``#<n>``: the pool's position among the run's pool allocations on that
+server_instance and rank (named pools count too; ``#0`` is the first), counted since the rank's last
+``weights.load_begin``. The ``label`` label is the event's ``label`` (or ``""``), so pools sharing a
+class name (``SWAKVPool`` SWA and Full) stay apart. An event about a pool that names neither
+(``kv_pool.post_capture_sized`` of the target, ``kv_pool.extended``, ``kv_pool.capacity``, an unnamed
+``kv_pool.sleep``) means ``#0``, the run's first pool: servers allocate the target's pool before a
+draft's. Where the first pool was named (a hybrid target's SWA sub-pool), ``#0`` then holds only
+those events' figures, never another pool's. Host and Mamba pools: their ``label``, else ``#<n>``.
+
+Restarts. ``weights.load_begin`` starts a new run of its rank: every rank-scoped series of that
+server_instance and rank is removed before the event's own value is set, so a dashboard never shows
+the previous run's pools next to the new ones. The counters (``*_total``) carry no rank and survive
+restarts, as counters must.
+
+Odd input (a missing field, a wrong type, a negative size) skips that one update and never raises:
+the series are fed from emission taps and live logs, where an exception would be a lost event.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+RANK_KINDS = ("tp", "dp", "pp", "ep")
+_SCOPE = (*RANK_KINDS, "server", "server_instance")
+_POOL = ("pool", "label", *_SCOPE)
+
+
+@dataclass(frozen=True)
+class Metric:
+    """One exported metric: its Prometheus name, help text, type, label names and base unit."""
+
+    name: str
+    help: str
+    kind: Literal["gauge", "counter"]
+    labels: tuple[str, ...]
+    unit: str
+
+    @property
+    def rank_scoped(self) -> bool:
+        """Whether a restart of a rank removes this metric's series of that rank."""
+        return "tp" in self.labels
+
+
+KV_POOL_BYTES = Metric(
+    "kvlog_kv_pool_bytes",
+    "Size of a device KV pool's buffers: allocated memory, or only an address-space upper bound (allocation_state).",
+    "gauge",
+    ("allocation_state", *_POOL),
+    "bytes",
+)
+KV_POOL_COMMITTED = Metric(
+    "kvlog_kv_pool_committed_bytes",
+    "Physical memory committed behind a device KV pool.",
+    "gauge",
+    _POOL,
+    "bytes",
+)
+KV_POOL_BUDGET = Metric(
+    "kvlog_kv_pool_budget_bytes",
+    "Memory budget post-capture sizing gave a KV pool.",
+    "gauge",
+    _POOL,
+    "bytes",
+)
+KV_POOL_TOKENS = Metric("kvlog_kv_pool_tokens", "Token slots a device KV pool holds.", "gauge", _POOL, "tokens")
+KV_POOL_SWA_TOTAL = Metric(
+    "kvlog_kv_pool_swa_total_bytes",
+    "Total of a hybrid SWA pool's sub-pools, which kvlog_kv_pool_bytes already holds: never add the two.",
+    "gauge",
+    ("allocation_state", *_SCOPE),
+    "bytes",
+)
+ARENA_RESERVED = Metric(
+    "kvlog_arena_reserved_va_bytes",
+    "Address space a KV arena reserved: an upper bound that costs no memory.",
+    "gauge",
+    ("arena", *_SCOPE),
+    "bytes",
+)
+ARENA_COMMITTED = Metric(
+    "kvlog_arena_committed_bytes",
+    "Physical memory committed in a KV arena, by kvlog's bookkeeping.",
+    "gauge",
+    ("arena", *_SCOPE),
+    "bytes",
+)
+ARENA_MEASURED = Metric(
+    "kvlog_arena_measured_committed_bytes",
+    "Physical memory committed in a KV arena, as the driver or kernel measured it.",
+    "gauge",
+    ("arena", *_SCOPE),
+    "bytes",
+)
+MEMORY_AVAIL = Metric(
+    "kvlog_memory_avail_bytes",
+    "Free device memory the server reported at a start-up stage (the event that reported it).",
+    "gauge",
+    ("stage", *_SCOPE),
+    "bytes",
+)
+MEMORY_PROFILE = Metric(
+    "kvlog_memory_profile_bytes",
+    "The engine's memory plan before sizing the KV cache, by quantity.",
+    "gauge",
+    ("quantity", *_SCOPE),
+    "bytes",
+)
+WEIGHTS = Metric("kvlog_weights_bytes", "Device memory the model weights took.", "gauge", _SCOPE, "bytes")
+CUDA_GRAPH = Metric(
+    "kvlog_cuda_graph_bytes", "Device memory CUDA-graph capture took (activations).", "gauge", _SCOPE, "bytes"
+)
+MAMBA_POOL = Metric(
+    "kvlog_mamba_pool_bytes",
+    "State buffers of a hybrid state-space model's pool.",
+    "gauge",
+    ("pool", *_SCOPE),
+    "bytes",
+)
+HOST_POOL = Metric(
+    "kvlog_host_pool_bytes",
+    "Pinned host memory of a hierarchical (HiCache) KV pool.",
+    "gauge",
+    ("pool", *_SCOPE),
+    "bytes",
+)
+EVENTS = Metric(
+    "kvlog_events_total",
+    "Events kvlog observed, by event name.",
+    "counter",
+    ("event", "server", "server_instance"),
+    "1",
+)
+UNPARSED = Metric(
+    "kvlog_unparsed_lines_total",
+    "Log lines kvlog could not read as events.",
+    "counter",
+    ("server_instance",),
+    "1",
+)
+VIOLATIONS = Metric(
+    "kvlog_schema_violations_total",
+    "Events that failed schema validation.",
+    "counter",
+    ("server_instance",),
+    "1",
+)
+
+METRICS: tuple[Metric, ...] = (
+    KV_POOL_BYTES,
+    KV_POOL_COMMITTED,
+    KV_POOL_BUDGET,
+    KV_POOL_TOKENS,
+    KV_POOL_SWA_TOTAL,
+    ARENA_RESERVED,
+    ARENA_COMMITTED,
+    ARENA_MEASURED,
+    MEMORY_AVAIL,
+    MEMORY_PROFILE,
+    WEIGHTS,
+    CUDA_GRAPH,
+    MAMBA_POOL,
+    HOST_POOL,
+    EVENTS,
+    UNPARSED,
+    VIOLATIONS,
+)
+
+_Key = tuple[str, ...]
+_Rank = tuple[str, str, str, str]
+
+_PROFILE_FIELDS: dict[str, dict[str, str]] = {
+    "memory.profile": {
+        "total_bytes": "total",
+        "initial_usage_bytes": "initial_usage",
+        "peak_torch_bytes": "peak_torch",
+        "post_profile_usage_bytes": "post_profile_usage",
+        "non_torch_bytes": "non_torch",
+        "kv_cache_bytes": "kv_cache",
+    },
+    "memory.profile_budget": {"total_bytes": "total", "budget_bytes": "budget"},
+    "memory.profile_usage": {
+        "weights_bytes": "weights",
+        "non_torch_bytes": "non_torch",
+        "activation_peak_bytes": "activation_peak",
+        "kv_cache_bytes": "kv_cache",
+    },
+    "kv_pool.memory_available": {"available_bytes": "kv_cache"},
+}
+_AVAIL_FIELDS = {
+    "weights.load_begin": "avail_bytes",
+    "weights.load_end": "avail_bytes",
+    "kv_memory.pool_end": "avail_bytes",
+    "cuda_graph.captured": "avail_bytes",
+    "kv_pool.post_capture_sized": "free_bytes",
+    "scheduler.limits": "available_gpu_mem_bytes",
+}
+_MAMBA_FIELDS = (
+    "conv_state_bytes",
+    "ssm_state_bytes",
+    "intermediate_ssm_state_bytes",
+    "intermediate_conv_window_bytes",
+)
+
+
+def _number(value: object) -> float | None:
+    """A finite, non-negative number, or None for anything else (bool included: JSON true is no size)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    number = float(value)
+    return number if math.isfinite(number) and number >= 0 else None
+
+
+def _text(value: object) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _pool_bytes(event: Mapping[str, Any]) -> float | None:
+    """K+V bytes of an MHA pool, ``kv_bytes`` of an MLA one; None when neither is complete."""
+    kv = _number(event.get("kv_bytes"))
+    if kv is not None:
+        return kv
+    k, v = _number(event.get("k_bytes")), _number(event.get("v_bytes"))
+    return k + v if k is not None and v is not None else None
+
+
+def server_of(event: Mapping[str, Any]) -> str:
+    """``sglang``/``vllm`` from a migrated event's source format; ``kvlog`` for kvlog's own events."""
+    migrated = event.get("migrated")
+    source = _text(migrated.get("source_format")) if isinstance(migrated, Mapping) else None
+    if source is None:
+        return "kvlog"
+    return source.split("/", 1)[0].split("-", 1)[0] or "kvlog"
+
+
+def _rank_of(event: Mapping[str, Any]) -> _Rank | None:
+    """The rank label values; None when ``ranks`` is malformed (the event is then skipped)."""
+    ranks = event.get("ranks", {})
+    if ranks is None:
+        ranks = {}
+    if not isinstance(ranks, Mapping):
+        return None
+    values: list[str] = []
+    for kind in RANK_KINDS:
+        rank = ranks.get(kind)
+        if rank is None:
+            values.append("")
+        elif isinstance(rank, int) and not isinstance(rank, bool):
+            values.append(str(rank))
+        else:
+            return None
+    return values[0], values[1], values[2], values[3]
+
+
+@dataclass(frozen=True)
+class _Scope:
+    """Where one event's series live: its rank, server and server_instance, in label order."""
+
+    rank: _Rank
+    server: str
+    instance: str
+
+    @property
+    def labels(self) -> _Key:
+        return (*self.rank, self.server, self.instance)
+
+
+class MemorySeries:
+    """The current value of every series, fed event by event; thread-safe.
+
+    One per process (``kvlog.metrics.serve``) or per ``kvlog follow`` run. Readers take a consistent
+    snapshot with ``samples()``.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._values: dict[Metric, dict[_Key, float]] = {metric: {} for metric in METRICS}
+        self._positions: dict[tuple[str, _Rank, Metric], int] = {}
+        self._handlers: dict[str, Callable[[Mapping[str, Any], _Scope], None]] = {
+            "weights.load_begin": self._load_begin,
+            "weights.load_end": self._load_end,
+            "kv_pool.allocation": self._allocation,
+            "kv_pool.unified_allocation": self._unified,
+            "kv_pool.swa_summary": self._swa_summary,
+            "kv_pool.post_capture_sized": self._post_capture,
+            "kv_pool.sleep": self._sleep,
+            "kv_pool.wake": self._wake,
+            "kv_pool.extended": self._extended,
+            "kv_pool.capacity": self._capacity,
+            "kv_arena.ready": self._arena_ready,
+            "kv_arena.commit": self._arena_committed,
+            "kv_arena.decommit": self._arena_committed,
+            "kv_arena.error": self._arena_committed,
+            "kv_arena.closed": self._arena_closed,
+            "cuda_graph.captured": self._cuda_graph,
+            "mamba_pool.allocation": self._mamba,
+            "kv_host_pool.allocation": self._host_pool,
+            "kvlog.schema_violation": self._violation,
+        }
+
+    # -- public API -------------------------------------------------------------------------------
+
+    def observe(self, event: Mapping[str, Any], *, instance: str) -> None:
+        """Update the series from one event dict (as written: envelope, fields, ``migrated``)."""
+        if not isinstance(event, Mapping):
+            return
+        name = _text(event.get("event"))
+        rank = _rank_of(event)
+        if name is None or rank is None:
+            return
+        scope = _Scope(rank, server_of(event), instance)
+        with self._lock:
+            self._add(EVENTS, (name, scope.server, instance), 1.0)
+            handler = self._handlers.get(name)
+            if handler is not None:
+                handler(event, scope)
+            avail = _AVAIL_FIELDS.get(name)
+            if avail is not None:
+                self._set(MEMORY_AVAIL, (name, *scope.labels), _number(event.get(avail)))
+            for field, quantity in _PROFILE_FIELDS.get(name, {}).items():
+                self._set(MEMORY_PROFILE, (quantity, *scope.labels), _number(event.get(field)))
+
+    def count_unparsed(self, lines: int, *, instance: str) -> None:
+        """Count log lines that were read but gave no event."""
+        count = _number(lines)
+        if count is not None:
+            with self._lock:
+                self._add(UNPARSED, (instance,), count)
+
+    def count_violations(self, count: int, *, instance: str) -> None:
+        """Count events that failed validation outside emission (``kvlog follow``'s checks)."""
+        number = _number(count)
+        if number is not None:
+            with self._lock:
+                self._add(VIOLATIONS, (instance,), number)
+
+    def samples(self) -> list[tuple[Metric, dict[str, str], float]]:
+        """Every series as (metric, labels, value), in ``METRICS`` order, taken under the lock."""
+        with self._lock:
+            return [
+                (metric, dict(zip(metric.labels, key, strict=True)), value)
+                for metric in METRICS
+                for key, value in self._values[metric].items()
+            ]
+
+    # -- storage ----------------------------------------------------------------------------------
+
+    def _set(self, metric: Metric, key: _Key, value: float | None) -> None:
+        if value is not None:
+            self._values[metric][key] = value
+
+    def _add(self, metric: Metric, key: _Key, amount: float) -> None:
+        series = self._values[metric]
+        series[key] = series.get(key, 0.0) + amount
+
+    def _drop(self, metric: Metric, keep: Callable[[dict[str, str]], bool]) -> None:
+        series = self._values[metric]
+        for key in [key for key in series if not keep(dict(zip(metric.labels, key, strict=True)))]:
+            del series[key]
+
+    def _pool_key(self, event: Mapping[str, Any], scope: _Scope, metric: Metric, *, allocating: bool) -> _Key:
+        """(pool, label) of the event's pool; ``allocating`` numbers a new pool that names neither."""
+        pool, label = _text(event.get("pool")), _text(event.get("label"))
+        order = self._next_position(scope, metric) if allocating else 0
+        if pool is None and label is None:
+            pool = f"#{order}"
+        return (pool if pool is not None else label or "", label or "")
+
+    def _next_position(self, scope: _Scope, metric: Metric) -> int:
+        """The position of a new pool among the run's pools of ``metric`` (named ones count too)."""
+        counter = (scope.instance, scope.rank, metric)
+        position = self._positions.get(counter, 0)
+        self._positions[counter] = position + 1
+        return position
+
+    # -- handlers (called under the lock) ---------------------------------------------------------
+
+    def _load_begin(self, _event: Mapping[str, Any], scope: _Scope) -> None:
+        def other_run(labels: dict[str, str]) -> bool:
+            same_rank = tuple(labels[kind] for kind in RANK_KINDS) == scope.rank
+            return not (same_rank and labels["server_instance"] == scope.instance)
+
+        for metric in METRICS:
+            if metric.rank_scoped:
+                self._drop(metric, other_run)
+        for counter in [c for c in self._positions if c[:2] == (scope.instance, scope.rank)]:
+            del self._positions[counter]
+
+    def _load_end(self, event: Mapping[str, Any], scope: _Scope) -> None:
+        self._set(WEIGHTS, scope.labels, _number(event.get("mem_usage_bytes")))
+
+    def _allocation(self, event: Mapping[str, Any], scope: _Scope) -> None:
+        state, size = _text(event.get("allocation_state")), _pool_bytes(event)
+        if state is None or size is None:
+            return
+        self._pool(self._pool_key(event, scope, KV_POOL_BYTES, allocating=True), state, size, event, scope)
+
+    def _unified(self, event: Mapping[str, Any], scope: _Scope) -> None:
+        state, size = _text(event.get("allocation_state")), _number(event.get("total_bytes"))
+        if state is not None and size is not None:
+            self._next_position(scope, KV_POOL_BYTES)
+            self._pool(("unified", ""), state, size, event, scope)
+
+    def _pool(self, pool: _Key, state: str, size: float, event: Mapping[str, Any], scope: _Scope) -> None:
+        """A pool's (new) allocation replaces all its series, so it has one allocation_state at a time."""
+        key = (*pool, *scope.labels)
+        for metric in (KV_POOL_BYTES, KV_POOL_COMMITTED, KV_POOL_TOKENS):
+            self._drop(metric, lambda labels: (labels["pool"], labels["label"], *_scope_of(labels)) != key)
+        self._set(KV_POOL_BYTES, (state, *key), size)
+        self._set(KV_POOL_TOKENS, key, _number(event.get("num_tokens")))
+        committed = _number(event.get("committed_bytes"))
+        self._set(KV_POOL_COMMITTED, key, size if committed is None and state == "allocated" else committed)
+
+    def _swa_summary(self, event: Mapping[str, Any], scope: _Scope) -> None:
+        state = _text(event.get("allocation_state"))
+        if state is not None:
+            self._drop(KV_POOL_SWA_TOTAL, lambda labels: _scope_of(labels) != scope.labels)
+            self._set(KV_POOL_SWA_TOTAL, (state, *scope.labels), _number(event.get("total_bytes")))
+
+    def _post_capture(self, event: Mapping[str, Any], scope: _Scope) -> None:
+        key = (*self._pool_key(event, scope, KV_POOL_BYTES, allocating=False), *scope.labels)
+        self._set(KV_POOL_COMMITTED, key, _number(event.get("committed_bytes")))
+        self._set(KV_POOL_BUDGET, key, _number(event.get("budget_bytes")))
+        self._set(KV_POOL_TOKENS, key, _number(event.get("max_total_num_tokens")))
+
+    def _sleep(self, event: Mapping[str, Any], scope: _Scope) -> None:
+        self._shift_committed(event, scope, _number(event.get("freed_bytes")), -1.0)
+
+    def _wake(self, event: Mapping[str, Any], scope: _Scope) -> None:
+        self._shift_committed(event, scope, _number(event.get("restored_bytes")), 1.0)
+
+    def _shift_committed(self, event: Mapping[str, Any], scope: _Scope, amount: float | None, sign: float) -> None:
+        key = (*self._pool_key(event, scope, KV_POOL_BYTES, allocating=False), *scope.labels)
+        current = self._values[KV_POOL_COMMITTED].get(key)
+        if current is not None and amount is not None:
+            self._values[KV_POOL_COMMITTED][key] = max(0.0, current + sign * amount)
+
+    def _extended(self, event: Mapping[str, Any], scope: _Scope) -> None:
+        key = (*self._pool_key(event, scope, KV_POOL_BYTES, allocating=False), *scope.labels)
+        self._set(KV_POOL_COMMITTED, key, _number(event.get("committed_bytes")))
+
+    def _capacity(self, event: Mapping[str, Any], scope: _Scope) -> None:
+        key = (*self._pool_key(event, scope, KV_POOL_BYTES, allocating=False), *scope.labels)
+        self._set(KV_POOL_TOKENS, key, _number(event.get("num_tokens")))
+
+    def _arena_ready(self, event: Mapping[str, Any], scope: _Scope) -> None:
+        arena = _text(event.get("arena_id"))
+        if arena is not None:
+            self._set(ARENA_RESERVED, (arena, *scope.labels), _number(event.get("reserved_va_bytes")))
+
+    def _arena_committed(self, event: Mapping[str, Any], scope: _Scope) -> None:
+        arena = _text(event.get("arena_id"))
+        committed = _number(event.get("committed_bytes"))
+        if arena is None or committed is None:
+            return
+        key = (arena, *scope.labels)
+        self._set(ARENA_COMMITTED, key, committed)
+        measured = _number(event.get("measured_committed_bytes"))
+        if measured is None:
+            self._values[ARENA_MEASURED].pop(key, None)
+        self._set(ARENA_MEASURED, key, measured)
+
+    def _arena_closed(self, event: Mapping[str, Any], scope: _Scope) -> None:
+        arena = _text(event.get("arena_id"))
+        if arena is not None:
+            for metric in (ARENA_RESERVED, ARENA_COMMITTED, ARENA_MEASURED):
+                self._values[metric].pop((arena, *scope.labels), None)
+
+    def _cuda_graph(self, event: Mapping[str, Any], scope: _Scope) -> None:
+        self._set(CUDA_GRAPH, scope.labels, _number(event.get("mem_usage_bytes")))
+
+    def _mamba(self, event: Mapping[str, Any], scope: _Scope) -> None:
+        sizes = [_number(event.get(field)) for field in _MAMBA_FIELDS[:2]]
+        extras = [_number(event.get(field)) for field in _MAMBA_FIELDS[2:]]
+        if None not in sizes:
+            total = sum(size for size in [*sizes, *extras] if size is not None)
+            self._set(MAMBA_POOL, (self._named(event, scope, MAMBA_POOL), *scope.labels), total)
+
+    def _host_pool(self, event: Mapping[str, Any], scope: _Scope) -> None:
+        size = _number(event.get("host_bytes"))
+        if size is not None:
+            self._set(HOST_POOL, (self._named(event, scope, HOST_POOL), *scope.labels), size)
+
+    def _named(self, event: Mapping[str, Any], scope: _Scope, metric: Metric) -> str:
+        """A host or Mamba pool's name: its label, else its order among the run's unnamed ones."""
+        position = self._next_position(scope, metric)
+        return _text(event.get("label")) or f"#{position}"
+
+    def _violation(self, event: Mapping[str, Any], scope: _Scope) -> None:
+        self._add(VIOLATIONS, (scope.instance,), 1.0 + (_number(event.get("suppressed")) or 0.0))
+
+
+def _scope_of(labels: Mapping[str, str]) -> _Key:
+    """The scope part of a series' labels (rank kinds, server, server_instance), in label order."""
+    return tuple(labels[name] for name in _SCOPE)
+
+
+__all__ = ["METRICS", "MemorySeries", "Metric", "server_of"]
