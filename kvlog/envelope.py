@@ -40,6 +40,7 @@ class InferenceRule(StrEnum):
     SUB_POOLS_ARE_VA_BOUND = "sub-pools-are-va-bound"
     POST_CAPTURE_AFTER_POOL = "post-capture-after-pool"
     POST_CAPTURE_COMMITTED = "post-capture-committed"
+    LOOKAHEAD_EXHAUSTED = "look-ahead-exhausted"
 
 
 #: the evidence of the rules that always rest on the same fact (the others quote the line they read)

@@ -105,7 +105,7 @@ def test_without_evidence_the_claim_stands(monkeypatch: pytest.MonkeyPatch) -> N
     """The look-ahead is bounded: past it, a pool keeps the state its line claimed."""
     monkeypatch.setattr(engine, "LOOKAHEAD_LINES", 3)
     out = migrate(f"[2026-07-21 09:00:00 TP0] {POOL}", *["filler"] * 4, f"[2026-07-21 09:00:09 TP0] {SIZED}")
-    assert state(out[0]) == ("allocated", "v1-claims-allocated", None)
+    assert state(out[0]) == ("allocated", "look-ahead-exhausted", None)
     assert out[1:5] == [b"filler"] * 4
 
 
@@ -115,7 +115,7 @@ def test_the_look_ahead_counts_the_lines_only_events_drops(monkeypatch: pytest.M
     out = io.BytesIO()
     Migrator(CHAIN, MigrateOptions(only_events=True)).migrate("ctx.log", io.BytesIO(text.encode()), out)
     first, sized = (orjson.loads(line) for line in out.getvalue().splitlines())
-    assert state(first) == ("allocated", "v1-claims-allocated", None)
+    assert state(first) == ("allocated", "look-ahead-exhausted", None)
     assert sized["event"] == "kv_pool.post_capture_sized"
 
 

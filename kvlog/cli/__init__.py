@@ -24,6 +24,7 @@ COMMANDS = {
     "demo": "kvlog.cli.demo:demo",
     "check": "kvlog.cli.check:check",
     "migrate": "kvlog.cli.migrate:migrate",
+    "follow": "kvlog.cli.follow:follow",
 }
 
 

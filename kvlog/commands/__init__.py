@@ -1,4 +1,4 @@
-"""kvlog's commands as Python functions: ``migrate``, ``validate`` and ``check`` (as alembic's ``command``).
+"""kvlog's commands as Python functions: ``migrate``, ``follow``, ``validate`` and ``check`` (as alembic's ``command``).
 
 ``kvlog migrate``, ``kvlog validate`` and ``kvlog check`` are each one function here. It takes plain
 arguments (paths as ``str`` or ``Path``, options as keyword arguments named like the command's
@@ -35,6 +35,7 @@ from kvlog.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from kvlog.commands._check import CheckOutcome, check
+    from kvlog.commands._follow import FollowOutcome, follow
     from kvlog.commands._migrate import BrokenMigrations, MigrateOutcome, migrate
     from kvlog.commands._validate import InputFailure, ValidateOutcome, validate
 
@@ -61,6 +62,8 @@ __getattr__ = lazy_exports(
     {
         "check": "kvlog.commands._check",
         "CheckOutcome": "kvlog.commands._check",
+        "follow": "kvlog.commands._follow",
+        "FollowOutcome": "kvlog.commands._follow",
         "migrate": "kvlog.commands._migrate",
         "MigrateOutcome": "kvlog.commands._migrate",
         "BrokenMigrations": "kvlog.commands._migrate",
@@ -78,12 +81,14 @@ __all__ = [
     "EXIT_OK",
     "BrokenMigrations",
     "CheckOutcome",
+    "FollowOutcome",
     "InputFailure",
     "MigrateOutcome",
     "OptionError",
     "ValidateOutcome",
     "check",
     "exit_status_of",
+    "follow",
     "migrate",
     "validate",
 ]

@@ -124,7 +124,7 @@ def migrate(
     for problem in found.problems:
         say(problem)
     directory = Path(migrations) if migrations is not None else None
-    migrator = _migrator(directory, options)
+    migrator = migrator_for(directory, options)
     total = MigrationReport()
     problems = list(found.problems)
     notes: Counter[str] = Counter()
@@ -162,7 +162,7 @@ def _str(path: str | Path | None) -> str | None:
     return None if path is None else str(path)
 
 
-def _migrator(migrations: Path | None, options: MigrateOptions) -> Migrator:
+def migrator_for(migrations: Path | None, options: MigrateOptions) -> Migrator:
     """The chain loaded and the options checked against it, once, before anything is opened."""
     try:
         chain = load_chain(migrations)

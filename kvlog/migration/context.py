@@ -104,13 +104,24 @@ class Context:
         """End of input: whatever still waits has no further evidence coming."""
         self.start_all_runs()
 
-    def give_up(self, held: Held) -> None:
-        """The look-ahead is exhausted for ``held``: it keeps what it has (the state the line claimed)."""
+    def give_up(self, held: Held, bound: str) -> None:
+        """The look-ahead (``bound``, e.g. "100000 lines") is exhausted for ``held``: it keeps what it has.
+
+        What the missing evidence would have told is recorded under the look-ahead rule: a pool whose
+        state no later line settled keeps the state its line claimed, and a VA pool whose committed
+        bytes no post-capture line stated keeps ``committed_bytes`` unknown.
+        """
+        rule = InferenceRule.LOOKAHEAD_EXHAUSTED
         for run in self._runs.values():
             if held in run.waiting:
                 run.waiting.remove(held)
+                claimed = held.event.get(STATE)
+                evidence = f"no later line on the same rank and run told more within {bound}; the line claims {claimed}"
+                mark_inferred(held.event, STATE, rule, evidence)
             if held in run.uncommitted:
                 run.uncommitted.remove(held)
+                evidence = f"no later post-capture line on the same rank and run stated them within {bound}"
+                mark_inferred(held.event, COMMITTED, rule, evidence)
         held.resolved = True
 
     def post_capture_note(self, key: RankKey, line: int) -> None:

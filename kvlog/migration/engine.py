@@ -12,13 +12,15 @@ copied through as it was and, when it looks like a memory line, reported with th
 
 Events that wait for a later line (see ``kvlog.migration.context``) hold back the output behind them
 for at most ``LOOKAHEAD_LINES`` lines or ``LOOKAHEAD_BYTES`` bytes: memory stays bounded on any file.
+A live follower (``kvlog.follow``) drives the same ``FileRun`` with whole lines as they arrive and bounds
+the look-ahead in time as well (``release_through``).
 """
 
 from __future__ import annotations
 
 import re
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -29,7 +31,7 @@ import orjson
 from kvlog.envelope import EVIDENCE, InferenceRule, ordered
 from kvlog.io import jsonline
 from kvlog.io.inputs import InputError
-from kvlog.migration.candidates import JSON_EVENT, MAX_LINE_BYTES, Readable, carries_memory_figure, segments
+from kvlog.migration.candidates import JSON_EVENT, MAX_LINE_BYTES, Readable, carries_memory_figure, segments, split
 from kvlog.migration.context import Context, Held
 from kvlog.migration.dating import DateContext, complete
 from kvlog.migration.grammar import Generation, Recognised
@@ -42,6 +44,8 @@ from kvlog.text.prefix import SERVERS, LinePrefix, ServerPrefix
 
 OutputFormat = Literal["jsonl", "text", "legacy"]
 DeadLetter = Callable[[dict[str, Any]], None]
+#: given an event's input line and its output line: where a ``FileRun`` writes events instead of its stream
+EventSink = Callable[[int, bytes], None]
 
 LOOKAHEAD_LINES = 100_000
 LOOKAHEAD_BYTES = 64 << 20
@@ -117,28 +121,36 @@ class Migrator:
     def migrate(self, name: str, stream: Readable, out: IO[bytes], dead: DeadLetter | None = None) -> MigrationReport:
         """Migrate one input (``name`` as given, ``-`` for standard input) from ``stream`` to ``out``."""
         report = MigrationReport(files=1)
-        run = _FileRun(self, None if name == "-" else name, out, report, dead)
+        run = FileRun(self, None if name == "-" else name, out, report, dead)
         try:
-            for is_candidate, data, start, end in segments(stream):
-                if is_candidate:
-                    run.line(data[start:end])
-                else:
-                    run.passthrough(data, start, end)
+            run.take(segments(stream))
         except InputError as exc:
             raise InputError(f"{exc} (after line {run.number})") from None
         run.finish()
         return report
 
 
-class _FileRun:
-    """The state of one input: line numbers, context, and the output held back for look-ahead."""
+class FileRun:
+    """The state of one input: line numbers, context, and the output held back for look-ahead.
+
+    ``on_event``, when given, receives each event (with its input line) instead of ``out``: a follower
+    decides itself what to write, what a restart already wrote, and what its gauges learn.
+    """
 
     def __init__(
-        self, migrator: Migrator, file: str | None, out: IO[bytes], report: MigrationReport, dead: DeadLetter | None
+        self,
+        migrator: Migrator,
+        file: str | None,
+        out: IO[bytes],
+        report: MigrationReport,
+        dead: DeadLetter | None,
+        *,
+        on_event: EventSink | None = None,
     ):
         self.migrator = migrator
         self.file = file
         self.out = out
+        self.on_event = on_event
         self.report = report
         self.dead = dead
         self.context = Context()
@@ -150,6 +162,30 @@ class _FileRun:
         self.held_lines = 0
         self.held_bytes = 0
         self.open_line = False  # the last passthrough segment ended inside a line
+
+    def take(self, pieces: Iterable[tuple[bool, bytes, int, int]]) -> None:
+        """Migrate what ``segments`` or ``split`` found: candidate lines one by one, the rest in runs."""
+        for is_candidate, data, start, end in pieces:
+            if is_candidate:
+                self.line(data[start:end])
+            else:
+                self.passthrough(data, start, end)
+
+    def feed(self, lines: bytes) -> None:
+        """Whole lines as they arrive (each ending in a newline): the follower's way in."""
+        self.take(split(lines, len(lines)))
+
+    @property
+    def written_lines(self) -> int:
+        """How many input lines have all their output written: nothing before them is held back."""
+        return self.number - self.held_lines
+
+    def release_through(self, line: int, bound: str) -> None:
+        """Give up waiting for evidence for every event read on ``line`` or before (the look-ahead ``bound``)."""
+        for item, _, _ in self.held:
+            if isinstance(item, Held) and not item.resolved and item.line <= line:
+                self.context.give_up(item, bound)
+        self._flush()
 
     def passthrough(self, data: bytes, start: int, end: int) -> None:
         """Lines no rule reads, ``data[start:end]``: counted, and copied without an intermediate copy.
@@ -357,7 +393,7 @@ class _FileRun:
         while self.held and (self.held_lines > LOOKAHEAD_LINES or self.held_bytes > LOOKAHEAD_BYTES):
             head = self.held[0][0]
             if isinstance(head, Held) and not head.resolved:
-                self.context.give_up(head)
+                self.context.give_up(head, f"{LOOKAHEAD_LINES} lines or {LOOKAHEAD_BYTES >> 20} MiB")
             self._flush()
         self._flush()
 
@@ -378,7 +414,10 @@ class _FileRun:
         line = self._finalise(item)
         if line != item.raw:
             self.report.changed_lines += 1
-        self.out.write(line)
+        if self.on_event is None:
+            self.out.write(line)
+        elif line:
+            self.on_event(item.line, line)
 
     def _finalise(self, held: Held) -> bytes:
         """The output line of an event: validated, at the requested version, in the requested format."""

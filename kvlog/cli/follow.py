@@ -1,0 +1,93 @@
+"""``kvlog follow``: live server logs to current events, with metrics. Parses options for ``kvlog.commands.follow``."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from kvlog import commands
+from kvlog.cli.failing import fail, message
+from kvlog.errors import KvlogError
+
+
+@click.command()
+@click.argument("paths", nargs=-1, required=True)
+@click.option("-o", "--output", metavar="FILE", help="Append the events to FILE (default: standard output).")
+@click.option(
+    "--state",
+    metavar="FILE",
+    help="Where the follower records how far each file's events are written: a restart loses and repeats none.",
+)
+@click.option(
+    "--hold",
+    "hold_s",
+    type=float,
+    default=300.0,
+    show_default=True,
+    metavar="SECONDS",
+    help="How long an event may wait for a later line that tells its state (the post-capture line) before it is "
+    "written as it stands, with the look-ahead rule in migrated.inferred.",
+)
+@click.option(
+    "--new-only",
+    is_flag=True,
+    help="Write only the events of lines written after the start (earlier lines are still read, for context "
+    "and metrics).",
+)
+@click.option(
+    "--source",
+    type=click.Choice(["sglang", "vllm"]),
+    help="The server that writes the logs (default: detected per file).",
+)
+@click.option(
+    "--poll",
+    "poll_s",
+    type=float,
+    metavar="SECONDS",
+    help="Poll the files at this interval instead of waiting on inotify (network file systems).",
+)
+@click.option("--migrations", type=click.Path(file_okay=False, path_type=Path), help="Use these migration files.")
+def follow(  # noqa: PLR0917 - click passes every option as a parameter
+    paths: tuple[str, ...],
+    output: str | None,
+    state: str | None,
+    hold_s: float,
+    new_only: bool,
+    source: str | None,
+    poll_s: float | None,
+    migrations: Path | None,
+) -> None:
+    """Follow live server logs (PATHS: files, directories, quoted globs) and write their events as they come.
+
+    Like tail -F: rotation by rename or copytruncate, truncation, files deleted and recreated and new
+    files matching a pattern are followed. Every file is read from its start (its earlier lines give
+    the context the later ones need). SIGTERM or Ctrl-C stops it: what is written is flushed and the
+    state saved.
+
+    Exit status: 0 stopped by a signal after saving; 2 an output or the state could not be written,
+    or the options conflict; 3 the migration files are broken.
+    """
+    try:
+        outcome = commands.follow(
+            paths,
+            output=output,
+            state=state,
+            hold_s=hold_s,
+            new_only=new_only,
+            source=source,
+            poll_s=poll_s,
+            migrations=migrations,
+            on_notice=_say,
+        )
+    except KvlogError as exc:
+        fail("follow", message(exc, follow), commands.exit_status_of(exc))
+    except (OSError, ValueError) as exc:  # an I/O failure no step foresaw
+        fail("follow", str(exc), commands.EXIT_ERROR)
+    _say(f"stopped; {outcome.events} events written")
+    sys.exit(outcome.exit_status)
+
+
+def _say(notice: str) -> None:
+    click.echo(f"kvlog follow: {notice}", err=True)

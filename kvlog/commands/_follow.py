@@ -1,0 +1,170 @@
+"""``follow``: live server logs to current events as they are written, like ``tail -F`` into ``migrate``."""
+
+from __future__ import annotations
+
+import signal
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO
+
+from kvlog.commands import EXIT_OK
+from kvlog.commands._migrate import migrator_for
+from kvlog.errors import OptionError
+from kvlog.follow import state as saved
+from kvlog.follow.runner import EventOutput, Follower, Observer
+from kvlog.follow.waking import Waker
+from kvlog.io.outputs import stdout_binary
+from kvlog.io.stopping import STOP_SIGNALS
+from kvlog.io.tailing import FileKey, Tailer
+from kvlog.migration.candidates import MAX_LINE_BYTES
+from kvlog.migration.engine import MigrateOptions
+
+#: how often the follower wakes with nothing written, to let held events' time run out and see new files
+TICK_S = 1.0
+
+
+@dataclass(frozen=True)
+class FollowOutcome:
+    """What a follow run did before it was stopped."""
+
+    exit_status: int
+    #: events written (not counting those a restart read again without writing)
+    events: int
+    #: whether waits were woken by inotify (False: the files were polled)
+    inotify: bool
+
+
+def follow(
+    paths: str | Path | Iterable[str | Path],
+    *,
+    output: str | Path | None = None,
+    state: str | Path | None = None,
+    hold_s: float = 300.0,
+    new_only: bool = False,
+    source: str | None = None,
+    migrations: str | Path | None = None,
+    observers: Iterable[Observer] = (),
+    poll_s: float | None = None,
+    stop: threading.Event | None = None,
+    stdout: IO[bytes] | None = None,
+    on_notice: Callable[[str], None] | None = None,
+) -> FollowOutcome:
+    """Follow ``paths`` (files, directories, globs) as ``kvlog follow`` does, until ``stop`` is set.
+
+    Events go to ``output`` (a file they are appended to; None or ``-``: ``stdout``, default the
+    process's standard output). ``state`` names the file that makes a restart lose and repeat nothing
+    (see ``kvlog.follow.state``; with events on standard output, a restart after a kill can repeat the
+    events of the last instant). ``hold_s`` bounds how long an event waits for a later line;
+    ``new_only`` writes only the events of lines written after the start (earlier lines are still
+    read, for the context and the observers). ``poll_s`` polls the files at that interval instead of
+    waiting on inotify. Without ``stop``, SIGTERM, SIGINT and SIGHUP stop the run (in the main thread):
+    what is written is flushed, the state saved, and the outcome's status is 0.
+
+    Raises ``OptionError`` for options that cannot work, ``StateError`` for a state file that cannot be
+    read or saved, ``OutputError`` when the events cannot be written, ``BrokenMigrations``.
+    """
+    patterns = tuple(map(str, [paths] if isinstance(paths, (str, Path)) else paths))
+    if not patterns:
+        raise OptionError("{paths}: name at least one file, directory or pattern to follow")
+    if hold_s <= 0:
+        raise OptionError("{hold_s} {given}: the look-ahead needs some time", given=hold_s)
+    if poll_s is not None and poll_s <= 0:
+        raise OptionError("{poll_s} {given}: polling needs an interval", given=poll_s)
+    migrator = migrator_for(
+        None if migrations is None else Path(migrations), MigrateOptions(only_events=True, source=source)
+    )
+    state_path = None if state is None else Path(state)
+    previous = saved.load(state_path) if state_path is not None else None
+    with ExitStack() as stack:
+        events = EventOutput(None if output is None else str(output), stdout or stdout_binary())
+        stack.callback(events.close)
+        say = on_notice or (lambda _: None)
+        size = previous.output_size if previous is not None and previous.output == events.path else None
+        if size is not None and not events.cut_to(size):
+            say(f"{events.name}: shorter than when the state was saved; events are appended to what is there")
+        follower = Follower(
+            migrator,
+            events,
+            observers=tuple(observers),
+            hold_s=hold_s,
+            new_only=new_only,
+            state=previous,
+            clock=time.monotonic,
+            on_notice=say,
+        )
+        tailer = Tailer(patterns, max_line_bytes=MAX_LINE_BYTES)
+        stack.callback(tailer.close)
+        stopping = stop or stack.enter_context(_stopped_by_signals())
+        waker = Waker(tailer, stopping, tick_s=TICK_S, poll_s=poll_s or 0.5, force_polling=poll_s is not None)
+        stack.callback(waker.close)
+        if previous is not None:
+            _adopt_rotated(previous, tailer, follower, say)
+        last_saved: saved.FollowState | None = None
+        while True:
+            tailer.poll(follower)
+            follower.started = True
+            follower.expire()
+            size = events.commit()
+            if state_path is not None:
+                now = follower.state(size)
+                if now != last_saved:
+                    saved.save(state_path, now)
+                    last_saved = now
+            if stopping.is_set():
+                break
+            waker.wait()
+        return FollowOutcome(EXIT_OK, follower.written, waker.uses_inotify)
+
+
+def _adopt_rotated(previous: saved.FollowState, tailer: Tailer, follower: Follower, say: Callable[[str], None]) -> None:
+    """Files renamed away while nobody followed them: found by inode in their directory, read to their end."""
+    for mark in previous.files:
+        key = FileKey(mark.device, mark.inode)
+        try:
+            status = Path(mark.path).stat()
+            if (status.st_dev, status.st_ino) == (mark.device, mark.inode):
+                continue  # still where it was: the first pass finds it
+        except OSError:
+            pass
+        moved = _with_inode(Path(mark.path).parent, key)
+        if moved is None or tailer.adopt(str(moved), follower, key) is None:
+            say(
+                f"{mark.path}: rotated away while it was not followed, and not found beside it: lines after line "
+                f"{mark.line} were not read"
+            )
+
+
+def _with_inode(directory: Path, key: FileKey) -> Path | None:
+    try:
+        entries = list(directory.iterdir())
+    except OSError:
+        return None
+    for entry in entries:
+        try:
+            status = entry.stat(follow_symlinks=False)
+        except OSError:
+            continue
+        if (status.st_dev, status.st_ino) == (key.device, key.inode):
+            return entry
+    return None
+
+
+@contextmanager
+def _stopped_by_signals() -> Iterator[threading.Event]:
+    """An event the stop signals set (instead of stopping at once): the run ends where it can save its state."""
+    stop = threading.Event()
+    if threading.current_thread() is not threading.main_thread():
+        yield stop  # signals reach the main thread only; its caller stops a run elsewhere with ``stop``
+        return
+    before = {signum: signal.getsignal(signum) for signum in STOP_SIGNALS}
+    for signum in STOP_SIGNALS:
+        signal.signal(signum, lambda _signum, _frame: stop.set())
+    try:
+        yield stop
+    finally:
+        for signum, handler in before.items():
+            signal.signal(signum, handler)

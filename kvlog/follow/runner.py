@@ -1,0 +1,267 @@
+"""The follower: each followed file through the migration engine, events out in order, marks for restarts.
+
+Every file gets its own ``FileRun`` (its own ranks, runs and dates, as ``kvlog migrate`` gives each
+input), fed whole lines as the tailer finds them. An event waiting for a later line (the post-capture
+look-ahead) holds back the events behind it in its file, for at most ``hold_s`` seconds after its line
+was read; then it is written as it stands, with the look-ahead rule in ``migrated.inferred``.
+
+Lines can be *quiet*: read, so that the context and the gauges learn from them, but their events not
+written. A restart makes the lines its state counts quiet (they were written before); ``new_only``
+makes the lines present at start quiet. Observers (the gauges, an OpenTelemetry export) see every
+event, quiet or not: a gauge must show the state of the run, which earlier lines set.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import deque
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import IO, Any, Protocol
+
+import orjson
+
+from kvlog.follow.state import FileMark, FollowState, digest
+from kvlog.io.outputs import NamedSink, OutputError
+from kvlog.io.tailing import Reader, Source
+from kvlog.migration.engine import FileRun, Migrator
+from kvlog.migration.report import MigrationReport
+
+
+class Observer(Protocol):
+    """Something that learns from every event a follower reads: the gauges, an OpenTelemetry export."""
+
+    def observe(self, event: Mapping[str, Any], *, instance: str) -> None:
+        """One event, of the server whose log ``instance`` names."""
+
+    def count_unparsed(self, lines: int, *, instance: str) -> None:
+        """Memory-like lines that no rule read."""
+
+    def count_violations(self, count: int, *, instance: str) -> None:
+        """Events that could not be migrated into valid current events."""
+
+
+class EventOutput:
+    """Where events go: standard output, or a file they are appended to (whose size the state records)."""
+
+    def __init__(self, path: str | None, stdout: IO[bytes]) -> None:
+        self.path = None if path in (None, "-") else os.path.abspath(path)  # noqa: PTH100 - a str in, a str out
+        self.name = path or "standard output"
+        if self.path is None:
+            self._stream: IO[bytes] = stdout
+            self._file: IO[bytes] | None = None
+        else:
+            try:
+                self._file = open(self.path, "ab")  # noqa: SIM115, PTH123 - held open for the follower's life
+            except OSError as exc:
+                raise OutputError(f"{path}: cannot open: {exc.strerror}") from None
+            self._stream = self._file
+        self._sink = NamedSink(self._stream, self.name)
+
+    def cut_to(self, size: int) -> bool:
+        """Drop what was written after the state recorded ``size`` (it is written again); False if shorter."""
+        if self._file is None:
+            return True
+        actual = os.fstat(self._file.fileno()).st_size
+        if actual < size:
+            return False
+        if actual > size:
+            os.truncate(self._file.fileno(), size)
+        return True
+
+    def write(self, data: bytes) -> None:
+        """One event line."""
+        self._sink.write(data)
+
+    def commit(self) -> int | None:
+        """Put what was written where a restart finds it (flushed; on disk for a file); the file's size."""
+        self._sink.flush()
+        if self._file is None:
+            return None
+        try:
+            os.fsync(self._file.fileno())
+        except OSError as exc:
+            raise OutputError(f"{self.name}: cannot write: {exc.strerror}") from None
+        return self._file.tell()
+
+    def close(self) -> None:
+        """Close the file (standard output is the caller's)."""
+        if self._file is not None:
+            self._file.close()
+
+
+@dataclass
+class _Followed:
+    """A followed file and the engine run reading it."""
+
+    source: Source
+    run: FileRun
+    report: MigrationReport
+    #: the server this file is the log of, for observers: the name it was first found under
+    instance: str
+    #: events of lines up to this one are not written (a restart's, or new-only's); None: none are quiet
+    quiet_lines: int | None = None
+    #: new-only: lines ending at or before this offset are quiet (made a line count once reached)
+    quiet_offset: int | None = None
+    #: (lines read, monotonic time) after each piece: how long the oldest held event has waited
+    read_at: deque[tuple[int, float]] = field(default_factory=deque)
+    #: (lines read, offset) after each piece: the offset a state mark can name
+    ends: deque[tuple[int, int]] = field(default_factory=deque)
+    #: the offset the state names: the last piece's end whose lines are all written
+    checked: int = 0
+    unparsed: int = 0
+    rejected: int = 0
+
+
+class Follower(Reader):
+    """Reads what the tailer finds, writes events, tells observers, and marks progress for ``--state``."""
+
+    def __init__(
+        self,
+        migrator: Migrator,
+        output: EventOutput,
+        *,
+        observers: Sequence[Observer] = (),
+        hold_s: float = 300.0,
+        new_only: bool = False,
+        state: FollowState | None = None,
+        clock: Callable[[], float],
+        on_notice: Callable[[str], None] = lambda _: None,
+    ) -> None:
+        self.migrator = migrator
+        self.output = output
+        self.observers = tuple(observers)
+        self.hold_s = hold_s
+        self.new_only = new_only
+        self.clock = clock
+        self.say = on_notice
+        self.marks = {(mark.device, mark.inode): mark for mark in (state.files if state else ())}
+        self.started = False
+        self.written = 0
+        self._files: dict[tuple[int, int], _Followed] = {}
+
+    # -- what the tailer finds ------------------------------------------------------------------
+
+    def opened(self, source: Source) -> None:
+        report = MigrationReport(files=1)
+        followed = _Followed(source, FileRun(self.migrator, source.path, _NO_STREAM, report, None), report, source.path)
+        followed.run.on_event = lambda line, data: self._event(followed, line, data)
+        followed.run.dead = lambda letter: self._unparsed(followed, letter)
+        key = (source.key.device, source.key.inode)
+        mark = self.marks.pop(key, None)
+        size = os.fstat(source.descriptor).st_size
+        if mark is not None:
+            head = os.pread(source.descriptor, mark.head_bytes, 0)
+            if mark.same_file(head) and size >= mark.offset:
+                followed.quiet_lines = mark.line
+            else:
+                self.say(
+                    f"{source.path}: changed while it was not followed (truncated or replaced): read from its start"
+                )
+        elif self.new_only and not self.started:
+            followed.quiet_offset = size
+        self._files[key] = followed
+
+    def lines(self, source: Source, data: bytes) -> None:
+        followed = self._files[(source.key.device, source.key.inode)]
+        quiet = followed.quiet_offset
+        if quiet is not None:
+            start = source.delivered - len(data)
+            boundary = _line_end_at_or_after(data, quiet - start)
+            if boundary is not None:  # the lines up to here were there at the start
+                followed.quiet_lines = followed.run.number + data.count(b"\n", 0, boundary)
+                followed.quiet_offset = None
+        followed.run.feed(data)
+        followed.read_at.append((followed.run.number, self.clock()))
+        followed.ends.append((followed.run.number, source.delivered))
+        self._count(followed)
+
+    def truncated(self, source: Source) -> None:
+        key = (source.key.device, source.key.inode)
+        self._files[key].run.finish()
+        self._count(self._files.pop(key))
+        self.say(f"{source.path}: truncated (rotated by copytruncate?): following it from its start")
+        self.opened(source)
+
+    def closed(self, source: Source) -> None:
+        followed = self._files.pop((source.key.device, source.key.inode))
+        followed.run.finish()
+        self._count(followed)
+
+    # -- time, and marks ------------------------------------------------------------------------
+
+    def expire(self) -> None:
+        """Write the events that waited ``hold_s`` for a later line, as they stand."""
+        limit = self.clock() - self.hold_s
+        bound = f"{self.hold_s:g} s"
+        for followed in self._files.values():
+            waited = 0
+            while followed.read_at and followed.read_at[0][1] <= limit:
+                waited = followed.read_at.popleft()[0]
+            if waited and followed.run.held:
+                followed.run.release_through(waited, bound)
+
+    def state(self, output_size: int | None) -> FollowState:
+        """What a restart needs, as of now: call after the events written so far were committed."""
+        marks = []
+        for followed in self._files.values():
+            written = followed.run.written_lines
+            while followed.ends and followed.ends[0][0] <= written:
+                followed.checked = followed.ends.popleft()[1]
+            source, head = followed.source, followed.source.head
+            marks.append(
+                FileMark(
+                    source.path, source.key.device, source.key.inode, written, followed.checked, digest(head), len(head)
+                )
+            )
+        return FollowState(tuple(marks), self.output.path, output_size)
+
+    # -- events ---------------------------------------------------------------------------------
+
+    def _event(self, followed: _Followed, line: int, data: bytes) -> None:
+        if self.observers:
+            event = orjson.loads(data)
+            for observer in self.observers:
+                observer.observe(event, instance=followed.instance)
+        if followed.quiet_lines is not None and line <= followed.quiet_lines:
+            return
+        self.output.write(data)
+        self.written += 1
+
+    def _unparsed(self, followed: _Followed, letter: dict[str, Any]) -> None:
+        if followed.quiet_lines is None or letter["line"] > followed.quiet_lines:
+            self.say(f"{letter['file']}:{letter['line']}: {letter['reason']}: {letter['text'][:200]}")
+
+    def _count(self, followed: _Followed) -> None:
+        report = followed.report
+        unparsed, rejected = report.unparsed_memory_lines - report.rejected, report.rejected
+        for observer in self.observers:
+            if unparsed > followed.unparsed:
+                observer.count_unparsed(unparsed - followed.unparsed, instance=followed.instance)
+            if rejected > followed.rejected:
+                observer.count_violations(rejected - followed.rejected, instance=followed.instance)
+        followed.unparsed, followed.rejected = unparsed, rejected
+
+
+def _line_end_at_or_after(data: bytes, position: int) -> int | None:
+    """The end of the line that holds ``data[position - 1]`` (0: before everything); None if past ``data``."""
+    if position <= 0:
+        return 0
+    if position > len(data):
+        return None
+    if data[position - 1] == 0x0A:
+        return position
+    end = data.find(b"\n", position)
+    return None if end == -1 else end + 1
+
+
+class _NoStream:
+    """The stream of a run whose events go to ``on_event``: only the empty lines of ``only_events`` reach it."""
+
+    def write(self, data: bytes) -> int:
+        if data:
+            raise AssertionError("a follower's run writes its events through on_event")
+        return 0
+
+
+_NO_STREAM: Any = _NoStream()

@@ -1,0 +1,124 @@
+"""``--state``: where each followed file was, so that a restarted follower neither loses nor repeats an event.
+
+For each file: its device and inode, a digest of its first bytes (an inode number can be reused by a
+file created after the old one was deleted), how many of its lines have all their events written
+(``line``) and the offset those lines end at or before (``offset``, which tells a file truncated while
+nobody followed it). For an output file: its size when the state was written. The state is written
+atomically (a temporary file, fsync, rename) and only after the events it counts are written and
+flushed, so at every instant the state on disk counts no event that is not in the output.
+
+On restart the output file is cut back to the size the state records (what was written after the state
+was saved is written again), and each file is read again from its start, its first ``line`` lines only
+to rebuild the context (runs, arenas, dates) and the gauges, without writing their events again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from kvlog.errors import KvlogError
+from kvlog.io.outputs import OutputError, atomic_output
+
+FORMAT = "kvlog-follow-state"
+VERSION = 1
+
+
+class StateError(KvlogError):
+    """The state file cannot be read or is not a follow state; the message names it and says why."""
+
+
+@dataclass(frozen=True)
+class FileMark:
+    """How far one followed file's events are written."""
+
+    path: str
+    device: int
+    inode: int
+    #: the lines whose events are all written
+    line: int
+    #: where those lines end, or an earlier line end: a file now shorter was truncated meanwhile
+    offset: int
+    #: the digest of the file's first ``head_bytes`` bytes
+    head_sha256: str
+    head_bytes: int
+
+    def same_file(self, head: bytes) -> bool:
+        """Whether ``head`` (at least ``head_bytes`` first bytes of a file with this inode) is this file's."""
+        return len(head) >= self.head_bytes and digest(head[: self.head_bytes]) == self.head_sha256
+
+
+@dataclass(frozen=True)
+class FollowState:
+    """Every followed file's mark, and the size of the output file the marks count events in."""
+
+    files: tuple[FileMark, ...] = ()
+    output: str | None = None
+    output_size: int | None = None
+
+
+def digest(head: bytes) -> str:
+    """The digest a mark keeps of a file's first bytes."""
+    return hashlib.sha256(head).hexdigest()
+
+
+def load(path: Path) -> FollowState | None:
+    """The state saved at ``path``; None when there is none yet."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise StateError(f"{path}: cannot read the state: {exc.strerror}") from None
+    try:
+        document = orjson.loads(data)
+        if not isinstance(document, dict) or document.get("format") != FORMAT:
+            raise ValueError(f'not a kvlog follow state (no "format": "{FORMAT}")')
+        if document.get("version") != VERSION:
+            raise ValueError(f"state version {document.get('version')!r}; this kvlog reads version {VERSION}")
+        return FollowState(
+            files=tuple(_mark(entry) for entry in document["files"]),
+            output=_optional(document.get("output"), str),
+            output_size=_optional(document.get("output_size"), int),
+        )
+    except (orjson.JSONDecodeError, ValueError, KeyError, TypeError) as exc:
+        raise StateError(f"{path}: cannot use the state: {exc}; remove it to follow from the start") from None
+
+
+def save(path: Path, state: FollowState) -> None:
+    """Replace the state at ``path`` in one rename (never half-written)."""
+    document = {
+        "format": FORMAT,
+        "version": VERSION,
+        "output": state.output,
+        "output_size": state.output_size,
+        "files": [vars(mark) for mark in state.files],
+    }
+    try:
+        with atomic_output(path) as stream:
+            stream.write(orjson.dumps(document, option=orjson.OPT_INDENT_2) + b"\n")
+    except OutputError as exc:
+        raise StateError(f"cannot save the state: {exc}") from None
+
+
+def _mark(entry: Any) -> FileMark:
+    if not isinstance(entry, dict):
+        raise TypeError(f"a file entry is {type(entry).__name__}, not an object")
+    mark = FileMark(**{name: entry[name] for name in FileMark.__dataclass_fields__})
+    for name in ("device", "inode", "line", "offset", "head_bytes"):
+        value = getattr(mark, name)
+        if type(value) is not int or value < 0:
+            raise ValueError(f"{mark.path}: {name} is {value!r}, not a count")
+    if not isinstance(mark.path, str) or not isinstance(mark.head_sha256, str):
+        raise ValueError("a file entry's path and head_sha256 are strings")
+    return mark
+
+
+def _optional(value: Any, kind: type) -> Any:
+    if value is not None and type(value) is not kind:
+        raise ValueError(f"{value!r} is not a {kind.__name__}")
+    return value

@@ -1,0 +1,250 @@
+"""Following files as they grow, like ``tail -F``: whole lines, across rotation, truncation and new files.
+
+A followed log changes under the reader in four ways, and each must neither lose nor repeat a line:
+
+- **rotation by rename** (logrotate's default): the name now holds a new file; the old one may still
+  get the writer's last lines. It is read to its end until it stays quiet for ``drain_s``, then closed.
+- **rotation by copytruncate**, or any truncation: the same file starts again from nothing. Seen as a
+  size below what was read, or a first few bytes that changed; it is read again from its start.
+- **deleted and recreated**: the new file may even reuse the old inode number; an open file whose last
+  link is gone (``st_nlink == 0``) is the old one, whatever the number says.
+- **new files** matching a pattern or appearing in a directory.
+
+Files are known by device and inode, not by name, so a file renamed to another name that still
+matches is followed on, not read twice. Only whole lines are handed on (a line is whole at its
+newline, or at the end of a file that is closed); a line longer than ``max_line_bytes`` is skipped
+as it streams past and handed on as an empty line, so memory stays bounded whatever the lines.
+
+Waiting between passes is ``kvlog.follow.waking``'s: this module never blocks.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import stat
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+from kvlog.io.compression import is_compressed
+from kvlog.io.outputs import expand_inputs
+
+#: read at most this much of one file per pass, so that one busy file does not starve the others
+READ_BYTES = 4 << 20
+#: how many first bytes of a file tell a truncated-and-rewritten file from the one that was read
+HEAD_BYTES = 64
+
+
+@dataclass(frozen=True)
+class FileKey:
+    """A file's identity while it exists: its device and inode (a name can move; these do not)."""
+
+    device: int
+    inode: int
+
+
+@dataclass(eq=False)
+class Source:
+    """One file being followed."""
+
+    path: str
+    key: FileKey
+    descriptor: int
+    #: bytes read so far: the whole lines handed on, then ``undelivered``
+    offset: int = 0
+    #: bytes read that belong to a line not yet whole (``partial``, or the skipped part of an overlong one)
+    undelivered: int = 0
+    #: the first bytes of the file, as read: they change only when the file is rewritten from its start
+    head: bytes = b""
+    partial: bytearray = field(default_factory=bytearray)
+    #: inside a line longer than the cap: its bytes are skipped until its newline
+    skipping: bool = False
+    #: renamed away or deleted: read until quiet, then closed
+    draining_since: float | None = None
+    last_data: float = 0.0
+
+    @property
+    def delivered(self) -> int:
+        """The offset just after the last whole line handed on."""
+        return self.offset - self.undelivered
+
+
+class Reader(Protocol):
+    """What a follower does with what the tailer finds."""
+
+    def opened(self, source: Source) -> None:
+        """A new file to follow, read from its first byte."""
+
+    def lines(self, source: Source, data: bytes) -> None:
+        """Whole lines of ``source`` (each ending in a newline but perhaps the last, when it is closed)."""
+
+    def truncated(self, source: Source) -> None:
+        """``source`` was truncated or rewritten from its start: what follows is read from its first byte."""
+
+    def closed(self, source: Source) -> None:
+        """``source`` was renamed away or deleted, and is read to its end: nothing more will come."""
+
+
+class Tailer:
+    """The files that ``patterns`` (files, directories, globs) name, now and as they change."""
+
+    def __init__(self, patterns: tuple[str, ...], *, max_line_bytes: int, drain_s: float = 5.0) -> None:
+        self.patterns = patterns
+        self.max_line_bytes = max_line_bytes
+        self.drain_s = drain_s
+        self._sources: dict[FileKey, Source] = {}
+
+    @property
+    def sources(self) -> list[Source]:
+        """The files followed now, in the order they were found."""
+        return list(self._sources.values())
+
+    def poll(self, reader: Reader) -> None:
+        """One pass: find new, rotated and deleted files, and hand on every whole line written since the last."""
+        now = time.monotonic()
+        found = self._matching()
+        for path, key in found.items():
+            source = self._sources.get(key)
+            if source is None:
+                self.adopt(path, reader, key)
+            elif source.path != path and source.path not in found:
+                source.path = path  # renamed to a name that still matches: the same file, followed on
+        for source in list(self._sources.values()):
+            if source.key not in found.values() or _unlinked(source):
+                source.draining_since = source.draining_since or now
+            self._read(source, reader, now)
+            if source.draining_since is not None and now - max(source.draining_since, source.last_data) >= self.drain_s:
+                self._close(source, reader)
+
+    def adopt(self, path: str, reader: Reader, key: FileKey | None = None) -> Source | None:
+        """Follow the file at ``path`` (also one no pattern names: a log rotated away while nobody followed)."""
+        try:
+            descriptor = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+        except OSError:
+            return None  # gone between the listing and the open: the next pass sees what is there
+        status = os.fstat(descriptor)
+        actual = FileKey(status.st_dev, status.st_ino)
+        if (key is not None and actual != key) or actual in self._sources:
+            os.close(descriptor)
+            return None
+        source = Source(path, actual, descriptor, last_data=time.monotonic())
+        self._sources[actual] = source
+        reader.opened(source)
+        return source
+
+    def close(self) -> None:
+        """Stop following: close every file (nothing more is handed on)."""
+        for source in self._sources.values():
+            os.close(source.descriptor)
+        self._sources.clear()
+
+    def watched_directories(self) -> tuple[tuple[str, ...], bool]:
+        """The directories whose changes can bring news, and whether one must be watched recursively."""
+        roots: list[str] = []
+        recursive = False
+        for pattern in self.patterns:
+            path = Path(pattern)
+            if path.is_dir():
+                roots.append(pattern)
+                recursive = True  # a directory is walked with its subdirectories (expand_inputs)
+            elif glob.has_magic(pattern):
+                parts = path.parts
+                first = next(index for index, part in enumerate(parts) if glob.has_magic(part))
+                roots.append(str(Path(*parts[:first])) if first else ".")
+                recursive |= first < len(parts) - 1
+            else:
+                roots.append(str(path.parent))
+        return tuple(dict.fromkeys(roots)), recursive
+
+    def _matching(self) -> dict[str, FileKey]:
+        """Every regular file the patterns name now (compressed files are finished rotations: not followed)."""
+        found: dict[str, FileKey] = {}
+        for name in expand_inputs(self.patterns).names:
+            if is_compressed(name):
+                continue
+            try:
+                status = Path(name).stat()
+            except OSError:
+                continue  # not there (yet): a name given alone is waited for, as tail -F does
+            if stat.S_ISREG(status.st_mode):
+                found.setdefault(name, FileKey(status.st_dev, status.st_ino))
+        return found
+
+    def _read(self, source: Source, reader: Reader, now: float) -> None:
+        status = os.fstat(source.descriptor)
+        if status.st_size < source.offset or self._rewritten(source):
+            source.offset, source.undelivered, source.head, source.skipping = 0, 0, b"", False
+            source.partial.clear()
+            reader.truncated(source)
+        budget = READ_BYTES
+        while budget > 0 and source.offset < status.st_size:
+            data = os.pread(source.descriptor, min(budget, status.st_size - source.offset, 1 << 20), source.offset)
+            if not data:
+                break
+            if len(source.head) < HEAD_BYTES and source.offset < HEAD_BYTES:
+                source.head += data[: HEAD_BYTES - source.offset]
+            source.offset += len(data)
+            budget -= len(data)
+            source.last_data = now
+            pieces = self._whole_lines(source, data)
+            for index, piece in enumerate(pieces):
+                if index + 1 < len(pieces):  # the overlong line's piece: its end is where the next one starts
+                    undelivered, source.undelivered = source.undelivered, source.undelivered + len(pieces[-1])
+                    reader.lines(source, piece)
+                    source.undelivered = undelivered
+                else:
+                    reader.lines(source, piece)
+
+    def _rewritten(self, source: Source) -> bool:
+        """Whether the first bytes of the file differ from those read: truncated, then written past the offset."""
+        if not source.head:
+            return False
+        return os.pread(source.descriptor, len(source.head), 0) != source.head
+
+    def _whole_lines(self, source: Source, data: bytes) -> list[bytes]:
+        """The pieces of whole lines ``data`` completes; the rest waits in ``partial`` (bounded by the line cap).
+
+        An overlong line is its own piece, an empty line, so that every other piece is as long as the
+        bytes it covers.
+        """
+        pieces: list[bytes] = []
+        if source.skipping:
+            end = data.find(b"\n") + 1
+            if end == 0:
+                source.undelivered += len(data)
+                return pieces
+            pieces.append(b"\n")  # the overlong line, as an empty one: counted, never held
+            source.skipping = False
+            data = data[end:]
+        cut = data.rfind(b"\n") + 1
+        if cut:
+            pieces.append(bytes(source.partial) + data[:cut])
+            source.partial.clear()
+            data = data[cut:]
+        source.partial += data
+        source.undelivered = len(source.partial)
+        if len(source.partial) > self.max_line_bytes:
+            source.partial.clear()
+            source.skipping = True
+        return pieces
+
+    def _close(self, source: Source, reader: Reader) -> None:
+        if source.partial and not source.skipping:
+            last = bytes(source.partial)  # the last line of a finished file needs no newline
+            source.partial.clear()
+            source.undelivered = 0
+            reader.lines(source, last)
+        os.close(source.descriptor)
+        del self._sources[source.key]
+        reader.closed(source)
+
+
+def _unlinked(source: Source) -> bool:
+    """Whether ``source`` was deleted (its last name is gone; a recreated file is another one)."""
+    return os.fstat(source.descriptor).st_nlink == 0
+
+
+def _first_magic(parts: tuple[str, ...]) -> int:
+    return next((index for index, part in enumerate(parts) if glob.has_magic(part)), len(parts))

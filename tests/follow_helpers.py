@@ -1,0 +1,105 @@
+"""Running ``kvlog.commands.follow`` beside a test that writes the log, and the logs to write."""
+
+from __future__ import annotations
+
+import io
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from kvlog import commands
+
+CORPUS = Path(__file__).resolve().parent / "corpus"
+#: sglang logs whose lines all carry their date (no event's date depends on when the file last changed)
+DATED_LOGS = (
+    "gen2_2025.log",
+    "gen3_dtype_2026.log",
+    "hybrid_swa_2026.log",
+    "postcapture_before_fix_2026_07.log",
+    "postcapture_after_fix_2026_09.log",
+)
+#: ends every run: whatever waits for a later line is released, as at the end of a migrated file
+RUN_END = "[2026-10-01 00:00:00] server_args=ServerArgs(model_path='end')\n"
+
+
+def corpus_text(*names: str) -> str:
+    """The corpus logs ``names`` one after another, then a line that ends their runs."""
+    return "".join((CORPUS / name).read_text() for name in names) + RUN_END
+
+
+def migrated(path: Path) -> list[bytes]:
+    """What ``kvlog migrate --only-events`` makes of ``path``: the events a follower must write, in order."""
+    out = io.BytesIO()
+    outcome = commands.migrate(str(path), only_events=True, stdout=out)
+    assert outcome.exit_status == 0, outcome.problems
+    return out.getvalue().splitlines()
+
+
+def wait_for(condition: Callable[[], bool], timeout: float = 30.0, what: str = "the follower") -> None:
+    """Wait (bounded) until ``condition`` holds, failing with ``what`` if it never does."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+        time.sleep(0.02)
+
+
+def lines_of(path: Path) -> list[bytes]:
+    return path.read_bytes().splitlines() if path.exists() else []
+
+
+class Running:
+    """A follow run in a thread: its output file, its notices, and how to stop it."""
+
+    def __init__(self, output: Path) -> None:
+        self.output = output
+        self.stop = threading.Event()
+        self.notices: list[str] = []
+        self.outcome: Any = None
+        self.error: BaseException | None = None
+
+    def events(self) -> list[bytes]:
+        return lines_of(self.output)
+
+    def decoded(self) -> list[dict[str, Any]]:
+        return [orjson.loads(line) for line in self.events()]
+
+    def wait_events(self, count: int, timeout: float = 30.0) -> list[bytes]:
+        wait_for(lambda: len(self.events()) >= count, timeout, f"{count} events (have {len(self.events())})")
+        return self.events()
+
+
+@contextmanager
+def following(paths: Any, output: Path, **options: Any) -> Iterator[Running]:
+    """``kvlog.commands.follow(paths, output=output, **options)`` in a thread, stopped at the block's end."""
+    running = Running(output)
+
+    def run() -> None:
+        try:
+            running.outcome = commands.follow(
+                paths, output=output, stop=running.stop, on_notice=running.notices.append, **options
+            )
+        except BaseException as exc:  # noqa: BLE001 - handed to the test thread
+            running.error = exc
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    try:
+        yield running
+    finally:
+        running.stop.set()
+        thread.join(30)
+    assert not thread.is_alive(), "the follower did not stop"
+    if running.error is not None:
+        raise running.error
+
+
+def append(path: Path, text: str | bytes) -> None:
+    data = text.encode() if isinstance(text, str) else text
+    with path.open("ab") as stream:
+        stream.write(data)
