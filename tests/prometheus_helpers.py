@@ -53,12 +53,14 @@ class Prometheus:
     log: Path
 
     def query(self, expr: str) -> Series:
-        """The instant vector ``expr`` evaluates to now (``[]`` when Prometheus cannot answer yet)."""
+        """The instant vector ``expr`` evaluates to now (``[]`` while Prometheus is not up); fails on a bad query."""
         address = f"{self.url}/api/v1/query?{urllib.parse.urlencode({'query': expr})}"
         try:
             with urllib.request.urlopen(address, timeout=5) as response:
                 body = json.load(response)
-        except (urllib.error.URLError, OSError):
+        except urllib.error.HTTPError as rejected:  # a query Prometheus cannot parse or evaluate
+            pytest.fail(f"Prometheus rejected {expr!r}: {rejected.read().decode(errors='replace')}")
+        except (urllib.error.URLError, OSError):  # not listening yet
             return []
         assert body["status"] == "success", body
         result: Series = body["data"]["result"]

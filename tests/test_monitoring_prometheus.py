@@ -135,6 +135,20 @@ def test_importing_kvlog_metrics_does_not_load_prometheus_client() -> None:
     subprocess.run([sys.executable, "-c", code], check=True, cwd=Path(__file__).parent.parent)
 
 
+def test_serve_without_prometheus_client_says_what_to_install() -> None:
+    code = (
+        "import sys\n"
+        "sys.modules['prometheus_client'] = None  # as if the extra were not installed\n"
+        "import kvlog.metrics\n"
+        "try:\n"
+        "    kvlog.metrics.serve\n"
+        "except kvlog.metrics.MetricsExtraMissing as missing:\n"
+        "    print(missing)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True)
+    assert done.stdout == "Prometheus metrics need prometheus_client: pip install 'kvlog[follow]'\n"
+
+
 def by_pool(result: Series) -> dict[tuple[str, str], float]:
     return {(s["metric"]["pool"], s["metric"]["allocation_state"]): float(s["value"][1]) for s in result}
 

@@ -2,21 +2,28 @@
 
 ``MemorySeries`` and ``METRICS`` (standard library only) own which metrics exist and how events
 update them; ``serve`` starts an endpoint fed by the emission pipeline. Names are imported on first
-use, so that ``import kvlog.metrics`` never loads ``prometheus_client`` (an optional extra) until
-``serve`` is called.
+use, so that ``import kvlog.metrics`` never loads ``prometheus_client`` (the ``follow`` extra) until
+``serve`` is looked up; without the extra that look-up says what to install (``MetricsExtraMissing``)
+rather than raise a bare ``ModuleNotFoundError``.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+from kvlog.errors import KvlogError
 from kvlog.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from kvlog.metrics.live import serve
     from kvlog.metrics.series import METRICS, MemorySeries, Metric
 
-__getattr__ = lazy_exports(
+
+class MetricsExtraMissing(KvlogError):
+    """prometheus_client is not installed."""
+
+
+_exported = lazy_exports(
     __name__,
     {
         "METRICS": "kvlog.metrics.series",
@@ -26,4 +33,14 @@ __getattr__ = lazy_exports(
     },
 )
 
-__all__ = ["METRICS", "MemorySeries", "Metric", "serve"]
+
+def __getattr__(name: str) -> Any:
+    try:
+        return _exported(name)
+    except ModuleNotFoundError as exc:
+        if exc.name != "prometheus_client" and not (exc.name or "").startswith("prometheus_client."):
+            raise
+        raise MetricsExtraMissing("Prometheus metrics need prometheus_client: pip install 'kvlog[follow]'") from None
+
+
+__all__ = ["METRICS", "MemorySeries", "Metric", "MetricsExtraMissing", "serve"]
