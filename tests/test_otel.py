@@ -384,6 +384,21 @@ def test_tap_exports_what_kvlog_emits_until_closed(emitted: io.StringIO) -> None
     assert (labels["tp"], labels["server"], labels["server_instance"], size) == ("1", "kvlog", "engine-0", 40 << 30)
 
 
+def test_a_failing_export_never_costs_the_log_its_line(emitted: io.StringIO, monkeypatch: pytest.MonkeyPatch) -> None:
+    exporter = in_memory()[0]
+
+    def broken(*_args: Any, **_kwargs: Any) -> None:
+        raise RuntimeError("broken series")
+
+    with exporter.tap():
+        monkeypatch.setattr(exporter.series, "observe", broken)
+        kvlog.emit(events.WeightsLoadBegin(avail_bytes=1))
+        kvlog.emit(events.WeightsLoadBegin(avail_bytes=2))
+    assert [json.loads(line)["avail_bytes"] for line in emitted.getvalue().splitlines()] == [1, 2]
+    assert exporter.dropped == 2
+    assert kvlog.emission.lost_events() == 0
+
+
 def test_one_tap_per_export(emitted: io.StringIO) -> None:
     exporter = in_memory()[0]
     with exporter:

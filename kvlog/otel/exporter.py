@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import socket
+import threading
 from collections.abc import Callable, Mapping
 from types import TracebackType
 from typing import Any, Self
@@ -66,8 +67,8 @@ class OtelExport:
         instruments.register(self._meters.get_meter(SCOPE, __version__), self.series)
         self._tap: Callable[[dict[str, Any]], None] | None = None
         self._closed = False
-        self.dropped = 0
-        """Events the emission tap could not export (counted, never raised into the code that emitted them)."""
+        self._dropped = 0
+        self._dropped_lock = threading.Lock()
 
     def observe(self, event: Mapping[str, Any], *, instance: str) -> None:
         """Export one event (a dict as kvlog writes it) from the log source ``instance`` (``kvlog follow``: its path).
@@ -93,11 +94,17 @@ class OtelExport:
             try:
                 self.observe(event, instance=source)
             except Exception:  # noqa: BLE001 - a tap that raises would lose the event from the log itself
-                self.dropped += 1
+                with self._dropped_lock:  # emitting threads tap at once
+                    self._dropped += 1
 
         self._tap = export_emitted
         emission.add_tap(export_emitted)
         return self
+
+    @property
+    def dropped(self) -> int:
+        """Emitted events the tap could not export: counted, never raised into the code that emitted them."""
+        return self._dropped
 
     def force_flush(self, timeout_millis: int = 30_000) -> bool:
         """Send what is batched now: the pending records, and the series as they are; False if that timed out."""
