@@ -309,6 +309,20 @@ def test_a_series_passed_in_is_read_not_fed() -> None:
     assert_metrics_are_the_series(found, fed(corpus, "node-1"))
 
 
+def test_lines_and_violations_count_in_the_series_the_export_owns_and_not_twice_in_a_callers() -> None:
+    owning, _, owning_reader = in_memory()
+    series = MemorySeries()
+    reading, _, reading_reader = in_memory(series=series)
+    with owning, reading:
+        for observer in (owning, reading, series):  # kvlog follow's observers: a caller's series and its export
+            observer.count_unparsed(3, instance="a.log")
+            observer.count_violations(2, instance="a.log")
+        for reader in (owning_reader, reading_reader):
+            found = points(reader.get_metrics_data())
+            assert found["kvlog_unparsed_lines_total"][2] == [({"server_instance": "a.log"}, 3)]
+            assert found["kvlog_schema_violations_total"][2] == [({"server_instance": "a.log"}, 2)]
+
+
 class CountingSeries(MemorySeries):
     def __init__(self) -> None:
         super().__init__()

@@ -5,10 +5,11 @@ kvlog writes no protocol code: records go through the SDK's ``LoggerProvider`` a
 instruments of ``kvlog.otel.instruments``. ``export()`` wires both to the OTLP/HTTP exporters; an
 ``OtelExport`` takes any SDK exporter and reader (the console or in-memory ones, in a test or a demo).
 
-Who feeds the series decides whether ``observe`` does: an export made without one owns its own and
-feeds it from ``observe`` and the emission tap; a series passed in is the caller's to feed (``kvlog
-follow`` feeds one series for its Prometheus endpoint and its OTLP export alike), and the export only
-reads it, so no event is counted twice.
+An export is an observer of ``kvlog follow`` as a ``MemorySeries`` is (``observe``, ``count_unparsed``,
+``count_violations``). Who feeds the series decides whether the export does: an export made without
+one owns its own and feeds it from those calls and from the emission tap; a series passed in is the
+caller's to feed (``kvlog follow`` feeds one series for its Prometheus endpoint and its OTLP export
+alike), and the export only reads it, so nothing is counted twice.
 """
 
 from __future__ import annotations
@@ -79,6 +80,16 @@ class OtelExport:
         self._logger.emit(log_record(event, instance=instance))
         if self._feeds_series:
             self.series.observe(event, instance=instance)
+
+    def count_unparsed(self, lines: int, *, instance: str) -> None:
+        """Count log lines of ``instance`` that gave no event, in the series if the export owns it."""
+        if self._feeds_series:
+            self.series.count_unparsed(lines, instance=instance)
+
+    def count_violations(self, count: int, *, instance: str) -> None:
+        """Count events of ``instance`` that failed validation, in the series if the export owns it."""
+        if self._feeds_series:
+            self.series.count_violations(count, instance=instance)
 
     def tap(self, *, instance: str | None = None) -> Self:
         """Export every event kvlog emits from now on, until ``close()``; ``instance`` defaults to ``host:pid``.

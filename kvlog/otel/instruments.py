@@ -49,7 +49,7 @@ class _Snapshots:
 
 def _number(value: float) -> int | float:
     """An integral value (bytes, tokens, counts) as an integer data point, which is what it is."""
-    return int(value) if value.is_integer() else value
+    return int(value) if float(value).is_integer() else value
 
 
 def register(meter: Meter, series: MemorySeries) -> None:
