@@ -195,6 +195,34 @@ def test_post_capture_budget_sleep_and_wake_move_committed_bytes() -> None:
     assert value(series, "kvlog_kv_pool_committed_bytes", pool="target") == 29 * GB
 
 
+def test_a_named_pools_new_allocation_replaces_its_state() -> None:
+    """A pool first reported as address space, then allocated: one state at a time, never both."""
+    reserved = pool_event("SWAKVPool", "SWA", "va_upper_bound", 8 * GB)
+    backed = pool_event("SWAKVPool", "SWA", "allocated", 3 * GB)
+    other = pool_event("SWAKVPool", "Full", "va_upper_bound", 9 * GB)
+    series = MemorySeries()
+    for event in live((reserved, {"tp": 0}), (other, {"tp": 0}), (backed, {"tp": 0})):
+        series.observe(event, instance="me")
+    states = {(s[1]["label"], s[1]["allocation_state"]): s[2] for s in samples(series, "kvlog_kv_pool_bytes")}
+    assert states == {("SWA", "allocated"): 3 * GB, ("Full", "va_upper_bound"): 9 * GB}
+    assert value(series, "kvlog_kv_pool_committed_bytes", label="SWA") == 3 * GB
+    assert samples(series, "kvlog_kv_pool_committed_bytes", label="Full") == []
+
+
+def pool_event(pool: str | None, label: str | None, state: str, size: int) -> events.KvPoolAllocation:
+    return events.KvPoolAllocation(
+        pool=pool,
+        label=label,
+        layout="mha",
+        dtype=None,
+        num_tokens=None,
+        allocation_state=state,  # type: ignore[arg-type]
+        committed_bytes=None,
+        k_bytes=size // 2,
+        v_bytes=size // 2,
+    )
+
+
 def test_unified_pool_counts_once_as_a_pool() -> None:
     unified = events.KvPoolUnifiedAllocation(allocation_state="allocated", total_bytes=60 * GB, sub_pools=3,
                                              committed_bytes=None)  # fmt: skip

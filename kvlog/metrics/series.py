@@ -59,7 +59,11 @@ those events' figures, never another pool's. Host and Mamba pools: their ``label
 Restarts. ``weights.load_begin`` starts a new run of its rank: every rank-scoped series of that
 server_instance and rank is removed before the event's own value is set, so a dashboard never shows
 the previous run's pools next to the new ones. The counters (``*_total``) carry no rank and survive
-restarts, as counters must.
+restarts, as counters must. A rank the new run no longer has (a smaller ``tp_size`` in the same log)
+prints no ``weights.load_begin``, so its series stay until that rank starts again.
+
+Prometheus stores an empty label as no label: ``{dp=""}`` matches the series of a server without
+data parallelism.
 
 Odd input (a missing field, a wrong type, a negative size) skips that one update and never raises:
 the series are fed from emission taps and live logs, where an exception would be a lost event.
