@@ -37,7 +37,7 @@ from opentelemetry.sdk.metrics.export import Gauge, InMemoryMetricReader, Metric
 
 import kvlog
 from kvlog import events
-from kvlog.commands import migrate
+from kvlog.commands import follow, migrate
 from kvlog.emission import get_config, restore
 from kvlog.errors import KvlogError, OptionError
 from kvlog.metrics import METRICS, MemorySeries
@@ -684,3 +684,25 @@ def test_a_real_collector_receives_and_relays_every_field(collector: str, receiv
         assert exporter.force_flush()
     receiver.wait_for_records(len(corpus))
     assert_received(receiver, corpus, fed(corpus, "relayed.log"), "sglang-relayed")
+
+
+def test_kvlog_follow_feeds_an_export_as_one_of_its_observers(receiver: Receiver, tmp_path: Path) -> None:
+    log = tmp_path / "gen2.log"
+    log.write_bytes((CORPUS / "gen2_2025.log").read_bytes())
+    expected = [{**event, "migrated": {**event["migrated"], "file": str(log)}} for event in migrated("gen2_2025.log")]
+    stop = threading.Event()
+    with export(receiver.url, export_interval_s=3600) as exporter:
+        run = threading.Thread(
+            target=follow,
+            args=([str(log)],),
+            kwargs={"observers": [exporter], "stop": stop, "stdout": io.BytesIO(), "hold_s": 0.5},
+        )
+        run.start()
+        try:
+            with receiver.arrived:  # the batch goes out on its own schedule; no clock decides the test
+                receiver.arrived.wait_for(lambda: len(receiver.records()) >= len(expected), timeout=60)
+        finally:
+            stop.set()
+            run.join()
+    receiver.wait_for_records(len(expected))
+    assert_received(receiver, expected, fed(expected, str(log)), "kvlog")
