@@ -1,0 +1,53 @@
+"""``kvlog plot``: memory over time as self-contained HTML, PNG or SVG (``kvlog.commands.plot`` does the work)."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from kvlog import commands
+from kvlog.cli.failing import fail, message
+from kvlog.commands._plot import plot as plot_memory
+from kvlog.errors import KvlogError
+
+
+@click.command()
+@click.argument("inputs", nargs=-1, required=True)
+@click.option(
+    "-o",
+    "--output",
+    metavar="OUT",
+    required=True,
+    help="The figure: OUT.html (self-contained, works offline), OUT.png or OUT.svg (rendered with Chromium).",
+)
+@click.option(
+    "--source",
+    type=click.Choice(["sglang", "vllm"]),
+    help="The server that wrote the inputs (default: detected per file from the lines it recognises).",
+)
+@click.option("--title", help="The figure's title.")
+def plot(inputs: tuple[str, ...], output: str, source: str | None, title: str | None) -> None:
+    """Draw KV-cache memory over time for each server run and rank (INPUTS: old logs or kvlog events).
+
+    INPUTS are files, globs, directories or - (as kvlog migrate takes them). Device memory is stacked:
+    weights, the KV memory committed, then the KV pools' address space (hatched, dashed: an upper bound
+    that is not memory); free device memory is a line; host KV pools have their own axis. Inferred
+    states wear an open diamond: hover over one for the rule, the evidence and its line.
+
+    Exit status: 0 the figure was written; 1 the inputs hold no memory event (nothing written); 2 an
+    input could not be read (the others are still drawn), the output could not be written or rendered,
+    or the plot extra is missing; 128+N when stopped by signal N.
+    """
+    try:
+        outcome = plot_memory(inputs, output=output, source=source, title=title, on_notice=_say)
+    except KvlogError as exc:
+        fail("plot", message(exc, plot), commands.exit_status_of(exc))
+    except (OSError, ValueError) as exc:  # an I/O failure no step foresaw (the working directory gone)
+        fail("plot", str(exc), commands.EXIT_ERROR)
+    click.echo(f"kvlog plot: {outcome.summary}", err=True)
+    sys.exit(outcome.exit_status)
+
+
+def _say(notice: str) -> None:
+    click.echo(f"kvlog plot: {notice}", err=True)

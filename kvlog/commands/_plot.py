@@ -1,0 +1,99 @@
+"""``plot``: device and host memory over time, per server run and rank, from old logs or kvlog events.
+
+The inputs are read by ``migrate`` (only the events, each with its original line), so an old log and
+a file of kvlog events are drawn from the same current events, with the same inferences and
+evidence the migration records: nothing here parses a log line.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+import orjson
+
+from kvlog.commands import EXIT_ERROR, EXIT_FINDINGS, EXIT_OK
+from kvlog.commands._migrate import migrate
+from kvlog.errors import OptionError
+from kvlog.plot.export import FORMATS, format_of, require_extra, write_figure
+from kvlog.plot.timeline import timelines
+
+
+@dataclass(frozen=True)
+class PlotOutcome:
+    """What a plot run did."""
+
+    exit_status: int
+    #: the file written (None: nothing was drawn)
+    output: Path | None
+    #: how many events the inputs held, and how many panels (a rank's server run each) were drawn
+    events: int
+    runs: int
+    #: each input that could not be expanded or read, with the reason, in the order met
+    problems: tuple[str, ...] = ()
+
+    @property
+    def summary(self) -> str:
+        """One line: what was drawn where, or why nothing was."""
+        if self.output is None:
+            return f"{self.events} event(s) read, none about memory: nothing to plot"
+        return f"{self.events} event(s), {self.runs} run(s) drawn to {self.output}"
+
+
+def plot(
+    inputs: str | Path | Iterable[str | Path],
+    *,
+    output: str | Path,
+    source: str | None = None,
+    title: str | None = None,
+    migrations: str | Path | None = None,
+    on_notice: Callable[[str], None] | None = None,
+) -> PlotOutcome:
+    """Draw the memory of every server run and rank in ``inputs`` (as ``migrate`` takes them) to ``output``.
+
+    ``output``'s suffix chooses the format: ``.html`` (self-contained: plotly.js inline, no network),
+    ``.png`` or ``.svg`` (rendered by Chrome or Chromium through Kaleido). ``source`` and
+    ``migrations`` are passed to ``migrate``; ``on_notice`` is told of each input that could not be read.
+
+    The exit status is ``EXIT_OK`` when the figure was written; ``EXIT_FINDINGS`` when the inputs were
+    read but hold no memory event to draw (nothing is written); ``EXIT_ERROR`` when an input could not
+    be read (the figure of the others is still written). Raises ``OptionError`` for a suffix it does
+    not write, ``PlotError`` when the ``plot`` extra (or, for an image, a browser) is missing or the
+    render fails, and what ``migrate`` raises.
+    """
+    target = Path(output)
+    fmt = format_of(target)
+    if fmt is None:
+        raise OptionError(
+            "{output} {given}: the suffix chooses the format, one of {suffixes}",
+            given=str(target),
+            suffixes=", ".join(FORMATS),
+        )
+    require_extra(fmt)
+    stream = io.BytesIO()
+    migrated = migrate(
+        inputs,
+        only_events=True,
+        keep_original=True,
+        source=source,
+        migrations=migrations,
+        stdout=stream,
+        on_notice=on_notice,
+    )
+    events = [event for line in stream.getvalue().splitlines() if isinstance(event := _event(line), dict)]
+    runs = timelines(events)
+    failed = EXIT_ERROR if migrated.problems else EXIT_OK
+    if not runs:
+        return PlotOutcome(failed or EXIT_FINDINGS, None, len(events), 0, migrated.problems)
+    from kvlog.plot.figure import memory_figure  # noqa: PLC0415 - Plotly is imported only to draw
+
+    figure = memory_figure(runs) if title is None else memory_figure(runs, title)
+    write_figure(figure, target)
+    return PlotOutcome(failed, target, len(events), len(runs), migrated.problems)
+
+
+def _event(line: bytes) -> object:
+    """An event ``migrate`` wrote (one JSON object a line); None for a blank line."""
+    return orjson.loads(line) if line.strip() else None

@@ -1,0 +1,357 @@
+"""Memory over time, per server run and rank: the states ``kvlog plot`` draws, worked out from events.
+
+Old logs printed a KV pool's address-space reservation as if it were memory, so a chart that adds
+every pool's size shows a GPU fuller than it was. Here a pool's size counts as memory only when the
+event says it is (``allocation_state: allocated``, or ``committed_bytes``); the rest of a
+``va_upper_bound`` pool is kept apart, as the address space it is, so that the figure can draw it as
+a band that is plainly not memory. Where the state or the committed bytes were inferred by the
+migration, the sample carries the inference and the line it rests on, so a reader can check it.
+
+A rank's run starts at ``weights.load_begin`` (as in the migration's per-rank context); runs are kept
+apart by input file and ranks (events without a file, kvlog's own JSON already current, by process).
+A committed size that a later line stated (sglang's post-capture sizing) takes effect at that line,
+not at the pool's: before it, the memory was not committed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import PurePath
+from typing import Any
+
+from kvlog.migration.context import RankKey, rank_key
+from kvlog.text.units import BYTES
+
+#: the fields whose inference changes what a sample counts as memory
+INFERRED_FIELDS = ("allocation_state", "committed_bytes")
+VA = "va_upper_bound"
+#: events measuring free device memory, and the field that holds it (not ``kv_pool.memory_available``: memory
+#: set aside for the KV cache is a budget the pool is about to take, not memory left free)
+_FREE = {
+    "weights.load_begin": "avail_bytes",
+    "weights.load_end": "avail_bytes",
+    "kv_memory.pool_end": "avail_bytes",
+    "cuda_graph.captured": "avail_bytes",
+    "kv_pool.post_capture_sized": "free_bytes",
+    "scheduler.limits": "available_gpu_mem_bytes",
+    "kv_pool.extended": "free_bytes",
+}
+#: events stating the weights' size (sglang's is the drop in free memory across the load), and the field
+_WEIGHTS = {"weights.load_end": "mem_usage_bytes", "memory.profile_usage": "weights_bytes"}
+_POOLS = ("kv_pool.allocation", "kv_pool.unified_allocation", "kv_pool.swa_summary")
+_ARENA_BOOKKEEPING = ("kv_arena.commit", "kv_arena.decommit", "kv_arena.error")
+
+
+@dataclass(frozen=True)
+class Inference:
+    """How a field of the event was worked out, and the line that says so."""
+
+    field: str
+    rule: str
+    evidence: str
+    #: ``file:line`` of the line the inference rests on, when it names one
+    evidence_at: str | None = None
+    #: that line as the log printed it, when the events kept it (``migrate(keep_original=True)``)
+    evidence_original: str | None = None
+
+
+@dataclass(frozen=True)
+class Sample:
+    """A rank's memory just after one event: what the event measured, and the state it left (bytes)."""
+
+    time: datetime
+    event: str
+    #: where the event came from: ``file:line`` for a migrated event, else the event's name
+    at: str
+    #: what the event says, in words (``K+V 73.8 GiB, VA upper bound``)
+    says: str
+    #: free device memory measured by this event (None: it measured none)
+    free: int | None
+    weights: int
+    #: physical memory backing the KV pools
+    kv_committed: int
+    #: address space reserved for KV pools beyond what is committed: an upper bound, not memory
+    kv_va_bound: int
+    #: pinned host memory of hierarchical KV pools (host, not device)
+    host: int
+    #: the allocation state a pool event states (None: the event is not a pool's)
+    state: str | None = None
+    inferred: tuple[Inference, ...] = ()
+    original: str | None = None
+
+
+@dataclass(frozen=True)
+class Timeline:
+    """One server run of one rank."""
+
+    source: str
+    ranks: str
+    #: 1 for the first run of these ranks in ``source``, 2 for the next, ...
+    run: int
+    samples: tuple[Sample, ...]
+
+    @property
+    def title(self) -> str:
+        """``file · TP0 · run 2 (2026-07-22 14:00:31 UTC)``."""
+        start = self.samples[0].time.strftime("%Y-%m-%d %H:%M:%S %Z").rstrip()
+        return f"{PurePath(self.source).name} · {self.ranks or 'no rank'} · run {self.run} ({start})"
+
+    @property
+    def has_host(self) -> bool:
+        """Whether the run allocated host pools (drawn on an axis of their own)."""
+        return any(sample.host for sample in self.samples)
+
+
+def timelines(events: Iterable[dict[str, Any]]) -> list[Timeline]:
+    """Every rank's runs in ``events`` (current kvlog events, in the order of their inputs) with a sample each."""
+    events = list(events)
+    lines = _Lines(events)
+    runs: list[_Run] = []
+    current: dict[tuple[str, RankKey], _Run] = {}
+    counts: dict[tuple[str, RankKey], int] = {}
+    for event in events:
+        name = event.get("event")
+        if not isinstance(name, str):
+            continue
+        key = (_source(event), rank_key(event))
+        run = current.get(key)
+        if run is None or name == "weights.load_begin":
+            counts[key] = counts.get(key, 0) + 1
+            run = current[key] = _Run(key[0], _ranks(key[1]), counts[key], lines)
+            runs.append(run)
+        run.add(name, event)
+    return [run.timeline() for run in runs if run.samples]
+
+
+def _source(event: Mapping[str, Any]) -> str:
+    migrated = event.get("migrated")
+    if isinstance(migrated, Mapping):
+        file = migrated.get("file")
+        return str(file) if file is not None else "(standard input)"
+    pid = event.get("pid")
+    return f"(events of process {pid})" if pid is not None else "(events)"
+
+
+def _ranks(key: RankKey) -> str:
+    return " ".join(f"{tag.upper()}{rank}" for tag, rank in key)
+
+
+class _Lines:
+    """The events of each input by line: when a line's event comes, and what the line said."""
+
+    def __init__(self, events: Sequence[Mapping[str, Any]]) -> None:
+        self.originals: dict[tuple[str, int], str] = {}
+        self.with_events: set[tuple[str, int]] = set()
+        for event in events:
+            migrated = event.get("migrated")
+            if isinstance(migrated, Mapping) and isinstance(migrated.get("line"), int):
+                where = (_source(event), migrated["line"])
+                self.with_events.add(where)
+                if isinstance(migrated.get("original"), str):
+                    self.originals[where] = migrated["original"]
+
+
+@dataclass
+class _Pool:
+    #: a VA upper bound: ``upper`` bytes of address space, of which ``committed`` are memory
+    bound: bool
+    upper: int
+    committed: int
+    arena_ids: tuple[str, ...] = ()
+    #: the pool's event stated its own committed bytes (kvlog's live events do; old logs did not)
+    stated: bool = False
+
+
+@dataclass
+class _Run:
+    source: str
+    ranks: str
+    number: int
+    lines: _Lines
+    samples: list[Sample] = field(default_factory=list)
+    pools: dict[object, _Pool] = field(default_factory=dict)
+    #: committed bytes by arena, as kvlog's arena events keep them
+    arenas: dict[str, int] = field(default_factory=dict)
+    #: line -> (pool, committed bytes, the pool's line) that take effect when that line's event comes
+    pending: dict[int, list[tuple[object, int, int | None]]] = field(default_factory=dict)
+    weights: int = 0
+    host: int = 0
+
+    def add(self, name: str, event: Mapping[str, Any]) -> None:
+        """Take ``event`` into the run's state and sample the state it leaves, if it is about memory."""
+        time = _time(event)
+        if time is None:  # not a current event (kvlog migrate validates those it writes): nowhere to draw it
+            return
+        line = _line(event)
+        said = []
+        for pool, committed, pool_line in self.pending.pop(line, []) if line is not None else []:
+            self.pools[pool].committed = committed
+            said.append(f"KV memory committed: {_size(committed)} of the VA pool of line {pool_line}")
+        change = self._change(name, event, line)
+        if change is not None:
+            said.append(change)
+        free = _bytes(event, _FREE[name]) if name in _FREE else None
+        if free is not None:
+            said.append(f"free device memory {_size(free)}")
+        if said:
+            self.samples.append(self._sample(name, event, time=time, line=line, free=free, says=", ".join(said)))
+
+    def _change(self, name: str, event: Mapping[str, Any], line: int | None) -> str | None:
+        """Take what ``event`` changes into the state, and say it (None: it changes nothing drawn)."""
+        weights = _bytes(event, _WEIGHTS[name]) if name in _WEIGHTS else None
+        if weights is not None:
+            self.weights = weights
+            return f"weights {_size(weights)}"
+        if name in _POOLS:
+            return self._pool(name, event, line)
+        arena = str(event.get("arena_id"))
+        committed = _bytes(event, "committed_bytes")
+        if name in _ARENA_BOOKKEEPING and committed is not None:
+            self.arenas[arena] = committed
+            return f"arena {arena}: {_size(committed)} committed"
+        if name == "kv_arena.closed":  # its memory and its address space are given back
+            self.arenas[arena] = 0
+            self.pools = {key: pool for key, pool in self.pools.items() if arena not in pool.arena_ids}
+            return f"arena {arena} closed"
+        if name in ("kv_pool.sleep", "kv_pool.wake"):
+            return self._sleep_or_wake(name, event)
+        if name == "kv_pool.extended" and committed is not None:
+            self.pools[name] = _Pool(False, 0, committed)
+            return f"KV cache extended: {_size(committed)} committed"
+        host = _bytes(event, "host_bytes")
+        if name == "kv_host_pool.allocation" and host is not None:
+            self.host += host
+            return f"host pool {event.get('label') or ''} {_size(host)} of pinned host memory".replace("  ", " ")
+        return None
+
+    def _pool(self, name: str, event: Mapping[str, Any], line: int | None) -> str:
+        size = _shaped(event)
+        state = event.get("allocation_state")
+        committed = _bytes(event, "committed_bytes")
+        arena_ids = tuple(str(arena) for arena in event.get("arena_ids") or ())
+        pool = (event.get("pool"), event.get("label"), arena_ids) if event.get("pool") is not None else (name, line)
+        label = f"{event.get('label')} " if event.get("label") else ""
+        if name == "kv_pool.swa_summary":
+            # the total of sub-pools already counted: it adds only a committed size they did not state
+            if state != VA or any(other.bound and other.stated for other in self.pools.values()):
+                return f"hybrid pool total {_size(size)}, {state} (counted in its sub-pools)"
+            size = 0
+        if state == VA:
+            self.pools[pool] = _Pool(True, size, 0, arena_ids)
+            later = self._stated_later(event) if committed is not None else None
+            if later is not None:
+                self.pending.setdefault(later, []).append((pool, committed or 0, line))
+                backing = f"{_size(committed)} committed at line {later}"
+            else:
+                self.pools[pool].committed = committed or 0
+                self.pools[pool].stated = committed is not None
+                backing = "committed unknown" if committed is None else f"{_size(committed)} committed"
+            shown = f"{label}KV {_size(size)}" if size else f"{label}hybrid pool total"
+            return f"{shown}: VA upper bound (address space, not memory), {backing}"
+        held = committed if committed is not None else size
+        self.pools[pool] = _Pool(False, 0, held, arena_ids)
+        return f"{label}KV {_size(held)} allocated"
+
+    def _stated_later(self, event: Mapping[str, Any]) -> int | None:
+        """The later line whose event states the committed size (it takes effect there), if it is one."""
+        inferred = _inferred(event).get("committed_bytes")
+        line = inferred.get("evidence_line") if inferred else None
+        own = _line(event)
+        if isinstance(line, int) and own is not None and line > own and (self.source, line) in self.lines.with_events:
+            return line
+        return None
+
+    def _sleep_or_wake(self, name: str, event: Mapping[str, Any]) -> str:
+        key = (event.get("pool"), event.get("label"), tuple(str(arena) for arena in event.get("arena_ids") or ()))
+        pool = self.pools.get(key)
+        change = _bytes(event, "freed_bytes" if name == "kv_pool.sleep" else "restored_bytes") or 0
+        if pool is not None and not self._arena_backed(pool):  # arena events already told the change
+            pool.committed = max(0, pool.committed + (-change if name == "kv_pool.sleep" else change))
+        return f"pool {'slept, freeing' if name == 'kv_pool.sleep' else 'woke, restoring'} {_size(change)}"
+
+    def _arena_backed(self, pool: _Pool) -> bool:
+        return any(arena in self.arenas for arena in pool.arena_ids)
+
+    def _backing(self, pool: _Pool) -> int:
+        if self._arena_backed(pool):
+            return sum(self.arenas.get(arena, 0) for arena in pool.arena_ids)
+        return pool.committed
+
+    def _sample(
+        self, name: str, event: Mapping[str, Any], *, time: datetime, line: int | None, free: int | None, says: str
+    ) -> Sample:
+        pools = list(self.pools.values())
+        committed = sum(self.arenas.values()) + sum(p.committed for p in pools if not self._arena_backed(p))
+        # a hybrid summary (no size of its own) may state what its VA sub-pools committed: it narrows their band
+        bounded = [pool for pool in pools if pool.bound]
+        va = max(0, sum(pool.upper for pool in bounded) - sum(self._backing(pool) for pool in bounded))
+        return Sample(
+            time=time,
+            event=name,
+            at=f"{self.source}:{line}" if line is not None else name,
+            says=says,
+            free=free,
+            weights=self.weights,
+            kv_committed=committed,
+            kv_va_bound=va,
+            host=self.host,
+            state=str(event.get("allocation_state")) if name in _POOLS else None,
+            inferred=self._inferences(event),
+            original=_original(event),
+        )
+
+    def _inferences(self, event: Mapping[str, Any]) -> tuple[Inference, ...]:
+        found = []
+        for name, inference in _inferred(event).items():
+            if name not in INFERRED_FIELDS or not isinstance(inference, Mapping):
+                continue
+            line = inference.get("evidence_line")
+            at = f"{self.source}:{line}" if isinstance(line, int) else None
+            original = self.lines.originals.get((self.source, line)) if isinstance(line, int) else None
+            found.append(Inference(name, str(inference.get("rule")), str(inference.get("evidence")), at, original))
+        return tuple(found)
+
+    def timeline(self) -> Timeline:
+        return Timeline(self.source, self.ranks, self.number, tuple(self.samples))
+
+
+def _time(event: Mapping[str, Any]) -> datetime | None:
+    try:
+        return datetime.fromisoformat(str(event.get("timestamp")))
+    except ValueError:
+        return None
+
+
+def _line(event: Mapping[str, Any]) -> int | None:
+    migrated = event.get("migrated")
+    line = migrated.get("line") if isinstance(migrated, Mapping) else None
+    return line if isinstance(line, int) else None
+
+
+def _inferred(event: Mapping[str, Any]) -> Mapping[str, Any]:
+    migrated = event.get("migrated")
+    inferred = migrated.get("inferred") if isinstance(migrated, Mapping) else None
+    return inferred if isinstance(inferred, Mapping) else {}
+
+
+def _original(event: Mapping[str, Any]) -> str | None:
+    migrated = event.get("migrated")
+    original = migrated.get("original") if isinstance(migrated, Mapping) else None
+    return original if isinstance(original, str) else None
+
+
+def _bytes(event: Mapping[str, Any], name: str) -> int | None:
+    value = event.get(name)
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _shaped(event: Mapping[str, Any]) -> int:
+    """A pool's size as shaped: K + V, the one KV buffer (MLA), or a total."""
+    parts = [_bytes(event, name) for name in ("k_bytes", "v_bytes", "kv_bytes", "total_bytes")]
+    return sum(part for part in parts if part is not None)
+
+
+def _size(value: int | None) -> str:
+    return "unknown" if value is None else BYTES.format(value)

@@ -1,0 +1,173 @@
+"""``kvlog plot``'s figure drawn by a real browser: headless Chromium, with no network.
+
+The HTML must draw where operators open it, often on a machine with no way out: Chromium loads it
+from a file:// URL with every host unresolvable and every request sent to a closed proxy, and the
+drawn DOM (Plotly's SVG, its traces, the legend) and the console (silent) are checked. A control
+proves the harness would notice: the same figure with plotly.js from the CDN does not draw. A
+screenshot is kept as a CI artifact (``$KVLOG_ARTIFACTS/memory.png``, default ``build/artifacts``).
+PNG and SVG are rendered by Chromium too (through Kaleido), so they are tested here.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import struct
+import subprocess
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+from plot_helpers import HYBRID, POSTCAPTURE, kvlog_plot, runs_of
+
+from kvlog import commands
+from kvlog.plot import figure as names
+from kvlog.plot.figure import memory_figure
+
+ROOT = Path(__file__).resolve().parent.parent
+LEGEND = [names.WEIGHTS, names.COMMITTED, names.VA_BOUND, names.FREE, names.INFERRED, names.HOST]
+#: no network: no name resolves, and whatever is requested goes to a closed port
+OFFLINE = [
+    "--host-resolver-rules=MAP * ~NOTFOUND",
+    "--proxy-server=http://127.0.0.1:9",
+    "--proxy-bypass-list=<-loopback>",
+]
+CONSOLE = re.compile(r"CONSOLE[(:].*|Uncaught.*")
+
+
+@pytest.fixture(scope="module")
+def chromium() -> str:
+    found = next(filter(None, map(shutil.which, ("chromium", "chromium-browser", "google-chrome"))), None)
+    if found is None:
+        if os.environ.get("CI"):
+            pytest.fail("chromium is not installed, and CI must prove the figure draws (.ci/run installs it)")
+        pytest.skip("chromium is not installed (apt-get install chromium)")
+    return found
+
+
+@pytest.fixture(scope="module")
+def page(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("plot") / "memory.html"
+    result = kvlog_plot(POSTCAPTURE, HYBRID, "-o", out)
+    assert result.returncode == commands.EXIT_OK, result.stderr
+    return out
+
+
+def headless(chromium: str, url: str, *options: str, profile: Path) -> subprocess.CompletedProcess[str]:
+    """Chromium, headless and offline, on ``url``; its console goes to standard error."""
+    command = [
+        chromium,
+        "--headless",
+        "--disable-gpu",
+        "--no-first-run",
+        "--no-default-browser-check",
+        f"--user-data-dir={profile}",
+        "--enable-logging=stderr",
+        "--v=0",
+        "--virtual-time-budget=10000",
+        *OFFLINE,
+        *options,
+        url,
+    ]
+    if os.geteuid() == 0:  # Chromium's sandbox refuses root
+        command.insert(1, "--no-sandbox")
+    return subprocess.run(command, capture_output=True, text=True, check=False, timeout=180)
+
+
+class _Drawn(HTMLParser):
+    """What Plotly drew: its SVG roots, its traces and the legend's texts."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.classes: list[set[str]] = []
+        self.legend: list[str] = []
+        self._in_legend = False
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        classes = set((dict(attrs).get("class") or "").split())
+        self.classes.append(classes)
+        self._in_legend = tag == "text" and "legendtext" in classes
+
+    def handle_data(self, data: str) -> None:
+        if self._in_legend:
+            self.legend.append(data)
+            self._in_legend = False
+
+    def count(self, *wanted: str) -> int:
+        return sum(1 for classes in self.classes if set(wanted) <= classes)
+
+
+def drawn(dom: str) -> _Drawn:
+    parser = _Drawn()
+    parser.feed(dom)
+    return parser
+
+
+def console(stderr: str) -> list[str]:
+    return [match.group(0) for match in CONSOLE.finditer(stderr)]
+
+
+@pytest.fixture
+def profile(tmp_path: Path) -> Path:
+    """A fresh browser profile per test: nothing carried over, no clash with a running Chromium."""
+    return tmp_path / "profile"
+
+
+def test_the_html_draws_offline_with_a_silent_console(chromium: str, page: Path, profile: Path) -> None:
+    result = headless(chromium, page.as_uri(), "--dump-dom", profile=profile)
+    assert result.returncode == 0, result.stderr[-2000:]
+    figure = drawn(result.stdout)
+    assert figure.count("main-svg") >= 2  # the plot and its hover layer
+    assert figure.count("trace", "scatter") == len(memory_figure(runs_of(POSTCAPTURE, HYBRID)).data)
+    assert sorted(figure.legend) == sorted(LEGEND)
+    assert console(result.stderr) == []
+
+
+def test_a_figure_that_needs_the_network_does_not_draw_here(chromium: str, tmp_path: Path, profile: Path) -> None:
+    """The control: plotly.js from the CDN cannot load offline, and the harness sees it."""
+    cdn = tmp_path / "cdn.html"
+    memory_figure(runs_of(HYBRID)).write_html(cdn, include_plotlyjs="cdn")
+    result = headless(chromium, cdn.as_uri(), "--dump-dom", profile=profile)
+    assert drawn(result.stdout).count("main-svg") == 0
+    assert any("Plotly is not defined" in line for line in console(result.stderr))
+
+
+def test_a_screenshot_is_kept_as_an_artifact(chromium: str, page: Path, profile: Path) -> None:
+    artifacts = Path(os.environ.get("KVLOG_ARTIFACTS", ROOT / "build" / "artifacts"))
+    artifacts.mkdir(parents=True, exist_ok=True)
+    shot = artifacts / "memory.png"
+    shot.unlink(missing_ok=True)
+    result = headless(chromium, page.as_uri(), f"--screenshot={shot}", "--window-size=1120,2660", profile=profile)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert png_size(shot.read_bytes()) == (1120, 2660)
+    assert console(result.stderr) == []
+
+
+def png_size(data: bytes) -> tuple[int, int]:
+    assert data[:8] == b"\x89PNG\r\n\x1a\n" and data[12:16] == b"IHDR"
+    width, height = struct.unpack(">II", data[16:24])
+    return width, height
+
+
+@pytest.mark.usefixtures("chromium")
+def test_png_and_svg_are_rendered_as_the_figure_is_laid_out(tmp_path: Path) -> None:
+    layout = memory_figure(runs_of(POSTCAPTURE, HYBRID)).layout
+    png, svg = tmp_path / "memory.png", tmp_path / "memory.svg"
+    for out in (png, svg):
+        result = kvlog_plot(POSTCAPTURE, HYBRID, "-o", out)
+        assert result.returncode == commands.EXIT_OK, result.stderr
+    assert png_size(png.read_bytes()) == (layout.width, layout.height)
+    text = svg.read_text()
+    assert text.startswith("<svg") and 'class="main-svg"' in text and "<pattern" in text  # the hatching
+    assert all(f">{name}<" in text for name in LEGEND)
+
+
+def test_an_image_without_a_browser_says_what_to_install(tmp_path: Path) -> None:
+    out = tmp_path / "memory.png"
+    env = {**os.environ, "BROWSER_PATH": str(tmp_path / "no-chromium")}
+    result = kvlog_plot(HYBRID, "-o", out, env=env)
+    assert result.returncode == commands.EXIT_ERROR
+    assert result.stderr.startswith(f"kvlog plot: {out}: kvlog plot renders PNG with Chrome or Chromium, and none was")
+    assert "apt-get install chromium" in result.stderr and "Traceback" not in result.stderr
+    assert not out.exists()
