@@ -67,7 +67,7 @@ def memory_figure(runs: Sequence[Timeline], title: str = "KV-cache memory over t
     height = _ROW_HEIGHT * rows + _TOP + 40
     figure.update_layout(
         title={
-            "text": title,
+            "text": escape(title),
             "subtitle": {"text": "hatched: address space reserved for KV pools, an upper bound that is not memory"},
             "yref": "container",
             "y": 1 - 15 / height,

@@ -186,9 +186,11 @@ class _Run:
             return
         line = _line(event)
         said = []
-        for pool, committed, pool_line in self.pending.pop(line, []) if line is not None else []:
-            self.pools[pool].committed = committed
-            said.append(f"KV memory committed: {_size(committed)} of the VA pool of line {pool_line}")
+        for key, committed, pool_line in self.pending.pop(line, []) if line is not None else []:
+            pool = self.pools.get(key)
+            if pool is not None:  # not given back meanwhile
+                pool.committed = committed
+                said.append(f"KV memory committed: {_size(committed)} of the VA pool of line {pool_line}")
         change = self._change(name, event, line)
         if change is not None:
             said.append(change)
