@@ -81,12 +81,14 @@ class _Drawn(HTMLParser):
     def __init__(self) -> None:
         super().__init__()
         self.classes: list[set[str]] = []
+        self.tags: list[str] = []
         self.legend: list[str] = []
         self._in_legend = False
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         classes = set((dict(attrs).get("class") or "").split())
         self.classes.append(classes)
+        self.tags.append(tag)
         self._in_legend = tag == "text" and "legendtext" in classes
 
     def handle_data(self, data: str) -> None:
@@ -121,6 +123,7 @@ def test_the_html_draws_offline_with_a_silent_console(chromium: str, page: Path,
     assert figure.count("main-svg") >= 2  # the plot and its hover layer
     assert figure.count("trace", "scatter") == len(memory_figure(runs_of(POSTCAPTURE, HYBRID)).data)
     assert sorted(figure.legend) == sorted(LEGEND)
+    assert "pattern" in figure.tags  # the VA band is hatched, not filled like memory
     assert console(result.stderr) == []
 
 
