@@ -160,6 +160,7 @@ def test_png_and_svg_are_rendered_as_the_figure_is_laid_out(tmp_path: Path) -> N
     for out in (png, svg):
         result = kvlog_plot(POSTCAPTURE, HYBRID, "-o", out)
         assert result.returncode == commands.EXIT_OK, result.stderr
+        assert result.stderr == f"kvlog plot: 45 event(s), 8 run(s) drawn to {out}\n"  # the browser stays quiet
     assert png_size(png.read_bytes()) == (layout.width, layout.height)
     text = svg.read_text()
     assert text.startswith("<svg") and 'class="main-svg"' in text and "<pattern" in text  # the hatching
