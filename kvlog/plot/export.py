@@ -9,6 +9,10 @@ render needs no network either. The file is replaced in one rename once written,
 
 from __future__ import annotations
 
+import logging
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -58,7 +62,8 @@ def _render(figure: Any, fmt: str, output: Path) -> bytes:
     layout = figure.layout
     options = {"format": fmt, "width": layout.width, "height": layout.height, "scale": 1}
     try:
-        return bytes(kaleido.calc_fig_sync(figure.to_dict(), opts=options, kopts={"mathjax": False}))
+        with _quiet():
+            return bytes(kaleido.calc_fig_sync(figure.to_dict(), opts=options, kopts={"mathjax": False}))
     except ChromeNotFoundError:
         raise PlotError(
             f"{output}: kvlog plot renders {fmt.upper()} with Chrome or Chromium, and none was found: "
@@ -67,3 +72,23 @@ def _render(figure: Any, fmt: str, output: Path) -> bytes:
         ) from None
     except Exception as exc:  # noqa: BLE001 - Kaleido and the browser it drives fail in ways of their own
         raise PlotError(f"{output}: cannot render {fmt.upper()}: {type(exc).__name__}: {exc}") from None
+
+
+@contextmanager
+def _quiet() -> Iterator[None]:
+    """Kaleido's and choreographer's warnings of their own housekeeping kept off kvlog's console.
+
+    They warn when a browser's temporary profile outlives it or a browser is killed at exit: the image
+    is rendered all the same, and ``kvlog plot`` says one line. A render that fails still raises.
+    """
+    loggers = [logging.getLogger(name) for name in ("kaleido", "choreographer")]
+    levels = [logger.level for logger in loggers]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for logger in loggers:
+            logger.setLevel(logging.ERROR)
+        try:
+            yield
+        finally:
+            for logger, level in zip(loggers, levels, strict=True):
+                logger.setLevel(level)
