@@ -20,8 +20,12 @@ HYBRID = CORPUS / "hybrid_swa_2026.log"
 DOCS_FIGURE = Path(__file__).parent.parent / "docs" / "memory.svg"
 GIB = 1 << 30
 
-#: the click command as a real process, until ``kvlog plot`` is registered in ``kvlog.cli.COMMANDS``
-PLOT = [sys.executable, "-c", "from kvlog.cli.plot import plot; plot(prog_name='kvlog plot')"]
+#: ``kvlog plot`` as a real process, through the ``kvlog`` command (a prelude can run before it)
+PLOT = [
+    sys.executable,
+    "-c",
+    "import sys; from kvlog.cli import main; main(['plot', *sys.argv[1:]], prog_name='kvlog')",
+]
 
 
 def kvlog_plot(

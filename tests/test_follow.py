@@ -294,3 +294,29 @@ def test_idle_following_wakes_rarely(tmp_path: Path) -> None:
 def _cpu_seconds(pid: int) -> float:
     fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def test_without_a_state_a_stop_writes_what_still_waits(tmp_path: Path) -> None:
+    log, out = tmp_path / "server.log", tmp_path / "events.jsonl"
+    log.write_text(f"{LOAD}\n[2026-07-21 09:00:01 TP0] {POOL}\n")
+    with following(str(log), out) as run:
+        run.wait_events(1)
+        time.sleep(0.3)
+        assert len(run.events()) == 1  # the pool waits for a later line
+    assert lines_of(out) == migrated(log)  # written at the stop, as migrate writes it at the end of the file
+
+
+def test_with_a_state_a_stop_leaves_what_waits_to_the_restart(tmp_path: Path) -> None:
+    log, out, state = tmp_path / "server.log", tmp_path / "events.jsonl", tmp_path / "state.json"
+    log.write_text(f"{LOAD}\n[2026-07-21 09:00:01 TP0] {POOL}\n")
+    with following(str(log), out, state=state) as run:
+        run.wait_events(1)
+        wait_for(state.exists, what="the state")
+    assert len(lines_of(out)) == 1
+    append(log, f"[2026-07-21 09:01:00 TP0] {SIZED}\n")
+    with following(str(log), out, state=state) as run:
+        run.wait_events(3)
+        time.sleep(0.3)
+    pool = orjson.loads(lines_of(out)[1])
+    assert pool["allocation_state"] == "va_upper_bound"  # the restart saw the evidence the stop did not wait for
+    assert len(lines_of(out)) == 3

@@ -42,7 +42,12 @@ def test_kvlog_keeps_its_layers() -> None:
     [
         ("kvlog/schema/codegen.py", "import kvlog.migration.engine", "The logging core imports neither"),
         ("kvlog/schema/catalog.py", "import torch", "The logging core never imports torch"),
-        ("kvlog/migration/grammar.py", "import kvlog.cli", "No library module imports the CLI"),
+        ("kvlog/migration/grammar.py", "import kvlog.cli.failing", "No library module imports the CLI"),
+        ("kvlog/io/tailing.py", "import watchfiles", "The logging core, migration and validation never import the"),
+        ("kvlog/metrics/series.py", "import prometheus_client", "The metrics series"),
+        ("kvlog/validate.py", "import kvlog.metrics.series", "The logging core never imports the metrics layer"),
+        ("kvlog/follow/runner.py", "import kvlog.otel", "The OpenTelemetry export is a leaf"),
+        ("kvlog/plot/timeline.py", "import plotly", "The plot timeline"),
         ("kvlog/memory/arena.py", "import kvlog.check", "Memory imports neither"),
         ("kvlog/io/inputs.py", "import kvlog.validate", "I/O knows no command"),
     ],

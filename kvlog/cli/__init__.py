@@ -25,6 +25,7 @@ COMMANDS = {
     "check": "kvlog.cli.check:check",
     "migrate": "kvlog.cli.migrate:migrate",
     "follow": "kvlog.cli.follow:follow",
+    "plot": "kvlog.cli.plot:plot",
 }
 
 

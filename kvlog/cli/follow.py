@@ -8,8 +8,8 @@ from pathlib import Path
 import click
 
 from kvlog import commands
-from kvlog.cli.failing import fail, message
-from kvlog.errors import KvlogError
+from kvlog.cli.failing import fail, flags
+from kvlog.errors import KvlogError, worded
 
 
 @click.command()
@@ -48,6 +48,25 @@ from kvlog.errors import KvlogError
     metavar="SECONDS",
     help="Poll the files at this interval instead of waiting on inotify (network file systems).",
 )
+@click.option(
+    "--metrics-port",
+    type=click.IntRange(0, 65535),
+    metavar="PORT",
+    help="Serve Prometheus metrics of the followed logs' memory at http://HOST:PORT/metrics (0: any free port).",
+)
+@click.option(
+    "--metrics-host",
+    default="127.0.0.1",
+    show_default=True,
+    metavar="ADDR",
+    help="The address the metrics endpoint listens on (it has no authentication: loopback unless you mean it).",
+)
+@click.option(
+    "--otlp-endpoint",
+    metavar="URL",
+    help="Export events and metrics over OTLP/HTTP to this collector (e.g. http://127.0.0.1:4318); "
+    "needs the otel extra.",
+)
 @click.option("--migrations", type=click.Path(file_okay=False, path_type=Path), help="Use these migration files.")
 def follow(  # noqa: PLR0917 - click passes every option as a parameter
     paths: tuple[str, ...],
@@ -57,6 +76,9 @@ def follow(  # noqa: PLR0917 - click passes every option as a parameter
     new_only: bool,
     source: str | None,
     poll_s: float | None,
+    metrics_port: int | None,
+    metrics_host: str,
+    otlp_endpoint: str | None,
     migrations: Path | None,
 ) -> None:
     """Follow live server logs (PATHS: files, directories, quoted globs) and write their events as they come.
@@ -78,11 +100,14 @@ def follow(  # noqa: PLR0917 - click passes every option as a parameter
             new_only=new_only,
             source=source,
             poll_s=poll_s,
+            metrics_port=metrics_port,
+            metrics_host=metrics_host,
+            otlp_endpoint=otlp_endpoint,
             migrations=migrations,
             on_notice=_say,
         )
     except KvlogError as exc:
-        fail("follow", message(exc, follow), commands.exit_status_of(exc))
+        fail("follow", worded(exc, {**flags(follow), "endpoint": "--otlp-endpoint"}), commands.exit_status_of(exc))
     except (OSError, ValueError) as exc:  # an I/O failure no step foresaw
         fail("follow", str(exc), commands.EXIT_ERROR)
     _say(f"stopped; {outcome.events} events written")

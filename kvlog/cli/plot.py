@@ -8,7 +8,6 @@ import click
 
 from kvlog import commands
 from kvlog.cli.failing import fail, message
-from kvlog.commands._plot import plot as plot_memory
 from kvlog.errors import KvlogError
 
 
@@ -40,7 +39,7 @@ def plot(inputs: tuple[str, ...], output: str, source: str | None, title: str | 
     or the plot extra is missing; 128+N when stopped by signal N.
     """
     try:
-        outcome = plot_memory(inputs, output=output, source=source, title=title, on_notice=_say)
+        outcome = commands.plot(inputs, output=output, source=source, title=title, on_notice=_say)
     except KvlogError as exc:
         fail("plot", message(exc, plot), commands.exit_status_of(exc))
     except (OSError, ValueError) as exc:  # an I/O failure no step foresaw (the working directory gone)

@@ -1,12 +1,12 @@
-"""kvlog's commands as Python functions: ``migrate``, ``follow``, ``validate`` and ``check`` (as alembic's ``command``).
+"""kvlog's commands as Python functions, one per ``kvlog`` command (as alembic's ``command``).
 
-``kvlog migrate``, ``kvlog validate`` and ``kvlog check`` are each one function here. It takes plain
+``kvlog migrate``, ``follow``, ``plot``, ``validate`` and ``check`` are each one function here. It takes plain
 arguments (paths as ``str`` or ``Path``, options as keyword arguments named like the command's
 flags), decides everything the command decides (which paths a run may write, which options conflict,
 what it does with an input it cannot read, the exit status) and returns a frozen outcome: the exit
 status, the counts and the findings. The click commands in ``kvlog.cli`` only parse options, call
 these, print and exit; rules are tested by calling a function, not by starting a process, and
-``kvlog follow`` and other engines are built on the same functions.
+``follow`` and ``plot`` are built on the migration engine ``migrate`` uses.
 
 The contract of every command function:
 
@@ -37,12 +37,14 @@ if TYPE_CHECKING:
     from kvlog.commands._check import CheckOutcome, check
     from kvlog.commands._follow import FollowOutcome, follow
     from kvlog.commands._migrate import BrokenMigrations, MigrateOutcome, migrate
+    from kvlog.commands._plot import PlotOutcome, plot
     from kvlog.commands._validate import InputFailure, ValidateOutcome, validate
 
 #: every command: the run did what it was asked and found nothing wrong
 EXIT_OK = 0
 #: validate: a line is not a valid event; check: a finding is an error; migrate with ``strict``: a
-#: memory-like line was left unparsed or an event could not be migrated
+#: memory-like line was left unparsed or an event could not be migrated; plot: the inputs hold no
+#: memory event to draw (nothing is written)
 EXIT_FINDINGS = 1
 #: an input or output could not be read or written, a file was left as it was for its safety, the
 #: options conflict, or (check) there is no catalog to check
@@ -67,6 +69,8 @@ __getattr__ = lazy_exports(
         "migrate": "kvlog.commands._migrate",
         "MigrateOutcome": "kvlog.commands._migrate",
         "BrokenMigrations": "kvlog.commands._migrate",
+        "plot": "kvlog.commands._plot",
+        "PlotOutcome": "kvlog.commands._plot",
         "validate": "kvlog.commands._validate",
         "ValidateOutcome": "kvlog.commands._validate",
         "InputFailure": "kvlog.commands._validate",
@@ -85,10 +89,12 @@ __all__ = [
     "InputFailure",
     "MigrateOutcome",
     "OptionError",
+    "PlotOutcome",
     "ValidateOutcome",
     "check",
     "exit_status_of",
     "follow",
     "migrate",
+    "plot",
     "validate",
 ]

@@ -47,6 +47,9 @@ def follow(
     new_only: bool = False,
     source: str | None = None,
     migrations: str | Path | None = None,
+    metrics_port: int | None = None,
+    metrics_host: str = "127.0.0.1",
+    otlp_endpoint: str | None = None,
     observers: Iterable[Observer] = (),
     poll_s: float | None = None,
     stop: threading.Event | None = None,
@@ -60,12 +63,19 @@ def follow(
     (see ``kvlog.follow.state``; with events on standard output, a restart after a kill can repeat the
     events of the last instant). ``hold_s`` bounds how long an event waits for a later line;
     ``new_only`` writes only the events of lines written after the start (earlier lines are still
-    read, for the context and the observers). ``poll_s`` polls the files at that interval instead of
+    read, for the context and the observers). ``metrics_port`` serves the gauges of ``kvlog.metrics``
+    for Prometheus at ``http://metrics_host:metrics_port/metrics`` (0: a free port; the address is
+    said through ``on_notice``), ``otlp_endpoint`` exports events and gauges over OTLP/HTTP
+    (``kvlog.otel``); ``observers`` are told every event as well. ``poll_s`` polls the files at that interval instead of
     waiting on inotify. Without ``stop``, SIGTERM, SIGINT and SIGHUP stop the run (in the main thread):
-    what is written is flushed, the state saved, and the outcome's status is 0.
+    what is written is flushed, the state saved, and the outcome's status is 0. Events still waiting
+    for a later line are written as they stand when there is no state (as at the end of a migrated
+    file); with one, they are left to the restart, which reads their lines again.
 
     Raises ``OptionError`` for options that cannot work, ``StateError`` for a state file that cannot be
-    read or saved, ``OutputError`` when the events cannot be written, ``BrokenMigrations``.
+    read or saved, ``OutputError`` when the events cannot be written, ``BrokenMigrations``,
+    ``MetricsEndpointError`` when the metrics port cannot be listened on, ``MetricsExtraMissing`` and
+    ``OtelExtraMissing`` without the extras the options need.
     """
     patterns = tuple(map(str, [paths] if isinstance(paths, (str, Path)) else paths))
     if not patterns:
@@ -86,10 +96,11 @@ def follow(
         size = previous.output_size if previous is not None and previous.output == events.path else None
         if size is not None and not events.cut_to(size):
             say(f"{events.name}: shorter than when the state was saved; events are appended to what is there")
+        watching = [*observers, *_exports(stack, metrics_port, metrics_host, otlp_endpoint, say)]
         follower = Follower(
             migrator,
             events,
-            observers=tuple(observers),
+            observers=watching,
             hold_s=hold_s,
             new_only=new_only,
             state=previous,
@@ -117,23 +128,51 @@ def follow(
             if stopping.is_set():
                 break
             waker.wait()
+        if state_path is None:
+            follower.finish()
+            events.commit()
         return FollowOutcome(EXIT_OK, follower.written, waker.uses_inotify)
 
 
+def _exports(
+    stack: ExitStack, port: int | None, host: str, otlp: str | None, say: Callable[[str], None]
+) -> list[Observer]:
+    """The gauges (served to Prometheus, exported over OTLP) that the events of the followed logs feed."""
+    if port is None and otlp is None:
+        return []
+    from kvlog import metrics  # noqa: PLC0415 - the follow extra, needed only with these options
+
+    series = metrics.MemorySeries()
+    if port is not None:
+        endpoint = stack.enter_context(metrics.start_endpoint(series, host, port))
+        say(f"serving metrics at {endpoint.url}")
+    if otlp is None:
+        return [series]
+    from kvlog import otel  # noqa: PLC0415 - the otel extra
+
+    return [series, stack.enter_context(otel.export(otlp, series=series))]
+
+
 def _adopt_rotated(previous: saved.FollowState, tailer: Tailer, follower: Follower, say: Callable[[str], None]) -> None:
-    """Files renamed away while nobody followed them: found by inode in their directory, read to their end."""
+    """Files of the state no pattern names now (renamed away, by logrotate or meanwhile): read on to their end.
+
+    Each is looked for by its inode: where it was, else beside it (``server.log.1``).
+    """
+    matched = set(tailer.matching().values())
     for mark in previous.files:
         key = FileKey(mark.device, mark.inode)
+        if key in matched:
+            continue  # the first pass finds it
+        where = Path(mark.path)
         try:
-            status = Path(mark.path).stat()
-            if (status.st_dev, status.st_ino) == (mark.device, mark.inode):
-                continue  # still where it was: the first pass finds it
+            status = where.stat()
+            found: Path | None = where if (status.st_dev, status.st_ino) == (key.device, key.inode) else None
         except OSError:
-            pass
-        moved = _with_inode(Path(mark.path).parent, key)
-        if moved is None or tailer.adopt(str(moved), follower, key) is None:
+            found = None
+        found = found or _with_inode(where.parent, key)
+        if found is None or tailer.adopt(str(found), follower, key) is None:
             say(
-                f"{mark.path}: rotated away while it was not followed, and not found beside it: lines after line "
+                f"{mark.path}: renamed away while it was not followed, and not found beside it: lines after line "
                 f"{mark.line} were not read"
             )
 

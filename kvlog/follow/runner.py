@@ -14,6 +14,7 @@ event, quiet or not: a gauge must show the state of the run, which earlier lines
 from __future__ import annotations
 
 import os
+import stat
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -57,6 +58,8 @@ class EventOutput:
                 raise OutputError(f"{path}: cannot open: {exc.strerror}") from None
             self._stream = self._file
         self._sink = NamedSink(self._stream, self.name)
+        #: a regular file is put on disk at each commit; a device (``/dev/null``) or a FIFO has no disk
+        self._durable = self._file is not None and stat.S_ISREG(os.fstat(self._file.fileno()).st_mode)
 
     def cut_to(self, size: int) -> bool:
         """Drop what was written after the state recorded ``size`` (it is written again); False if shorter."""
@@ -76,7 +79,7 @@ class EventOutput:
     def commit(self) -> int | None:
         """Put what was written where a restart finds it (flushed; on disk for a file); the file's size."""
         self._sink.flush()
-        if self._file is None:
+        if self._file is None or not self._durable:
             return None
         try:
             os.fsync(self._file.fileno())
@@ -187,6 +190,15 @@ class Follower(Reader):
         followed = self._files.pop((source.key.device, source.key.inode))
         followed.run.finish()
         self._count(followed)
+
+    def finish(self) -> None:
+        """The end of following without a state: what still waits is written as it stands, as at a file's end.
+
+        (With a state it stays unwritten: the restart reads its lines again and may yet see its evidence.)
+        """
+        for followed in self._files.values():
+            followed.run.finish()
+            self._count(followed)
 
     # -- time, and marks ------------------------------------------------------------------------
 

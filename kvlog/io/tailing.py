@@ -104,7 +104,7 @@ class Tailer:
     def poll(self, reader: Reader) -> None:
         """One pass: find new, rotated and deleted files, and hand on every whole line written since the last."""
         now = time.monotonic()
-        found = self._matching()
+        found = self.matching()
         for path, key in found.items():
             source = self._sources.get(key)
             if source is None:
@@ -158,7 +158,7 @@ class Tailer:
                 roots.append(str(path.parent))
         return tuple(dict.fromkeys(roots)), recursive
 
-    def _matching(self) -> dict[str, FileKey]:
+    def matching(self) -> dict[str, FileKey]:
         """Every regular file the patterns name now (compressed files are finished rotations: not followed)."""
         found: dict[str, FileKey] = {}
         for name in expand_inputs(self.patterns).names:

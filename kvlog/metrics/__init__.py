@@ -3,8 +3,8 @@
 ``MemorySeries`` and ``METRICS`` (standard library only) own which metrics exist and how events
 update them; ``serve`` starts an endpoint fed by the emission pipeline. Names are imported on first
 use, so that ``import kvlog.metrics`` never loads ``prometheus_client`` (the ``follow`` extra) until
-``serve`` is looked up; without the extra that look-up says what to install (``MetricsExtraMissing``)
-rather than raise a bare ``ModuleNotFoundError``.
+``serve`` or ``start_endpoint`` is looked up; without the extra that look-up says what to install
+(``MetricsExtraMissing``) rather than raise a bare ``ModuleNotFoundError``.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from kvlog.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from kvlog.metrics.live import serve
+    from kvlog.metrics.prometheus import start_endpoint
     from kvlog.metrics.series import METRICS, MemorySeries, Metric
 
 
@@ -30,6 +31,7 @@ _exported = lazy_exports(
         "MemorySeries": "kvlog.metrics.series",
         "Metric": "kvlog.metrics.series",
         "serve": "kvlog.metrics.live",
+        "start_endpoint": "kvlog.metrics.prometheus",
     },
 )
 
@@ -43,4 +45,4 @@ def __getattr__(name: str) -> Any:
         raise MetricsExtraMissing("Prometheus metrics need prometheus_client: pip install 'kvlog[follow]'") from None
 
 
-__all__ = ["METRICS", "MemorySeries", "Metric", "MetricsExtraMissing", "serve"]
+__all__ = ["METRICS", "MemorySeries", "Metric", "MetricsExtraMissing", "serve", "start_endpoint"]

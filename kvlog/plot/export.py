@@ -39,7 +39,7 @@ def require_extra(fmt: str) -> None:
         import plotly  # noqa: F401, PLC0415 - the check is the import
 
         if fmt != "html":
-            import kaleido  # type: ignore[import-untyped]  # noqa: F401, PLC0415
+            import kaleido  # noqa: F401, PLC0415
     except ImportError as exc:
         raise PlotError(f"{EXTRA_MISSING} ({exc.name} is not installed)") from None
 
@@ -57,7 +57,7 @@ def write_figure(figure: Any, output: Path) -> None:
 
 def _render(figure: Any, fmt: str, output: Path) -> bytes:
     import kaleido  # noqa: PLC0415 - the plot extra, imported only to render an image
-    from kaleido.errors import ChromeNotFoundError  # type: ignore[import-untyped]  # noqa: PLC0415
+    from kaleido.errors import ChromeNotFoundError  # noqa: PLC0415
 
     layout = figure.layout
     options = {"format": fmt, "width": layout.width, "height": layout.height, "scale": 1}
