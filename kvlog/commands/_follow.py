@@ -116,7 +116,7 @@ def follow(
             _adopt_rotated(previous, tailer, follower, say)
         last_saved: saved.FollowState | None = None
         while True:
-            tailer.poll(follower)
+            behind = tailer.poll(follower)
             follower.started = True
             follower.expire()
             size = events.commit()
@@ -127,7 +127,8 @@ def follow(
                     last_saved = now
             if stopping.is_set():
                 break
-            waker.wait()
+            if not behind:
+                waker.wait()
         if state_path is None:
             follower.finish()
             events.commit()

@@ -101,8 +101,12 @@ class Tailer:
         """The files followed now, in the order they were found."""
         return list(self._sources.values())
 
-    def poll(self, reader: Reader) -> None:
-        """One pass: find new, rotated and deleted files, and hand on every whole line written since the last."""
+    def poll(self, reader: Reader) -> bool:
+        """One pass: find new, rotated and deleted files, and hand on the whole lines written since the last.
+
+        Returns whether a file has more to read than one pass reads of it (``READ_BYTES``): then the
+        next pass must not wait for news, which a file already written will never send.
+        """
         now = time.monotonic()
         found = self.matching()
         for path, key in found.items():
@@ -111,12 +115,14 @@ class Tailer:
                 self.adopt(path, reader, key)
             elif source.path != path and source.path not in found:
                 source.path = path  # renamed to a name that still matches: the same file, followed on
+        behind = False
         for source in list(self._sources.values()):
             if source.key not in found.values() or _unlinked(source):
                 source.draining_since = source.draining_since or now
-            self._read(source, reader, now)
+            behind |= self._read(source, reader, now)
             if source.draining_since is not None and now - max(source.draining_since, source.last_data) >= self.drain_s:
                 self._close(source, reader)
+        return behind
 
     def adopt(self, path: str, reader: Reader, key: FileKey | None = None) -> Source | None:
         """Follow the file at ``path`` (also one no pattern names: a log rotated away while nobody followed)."""
@@ -172,7 +178,8 @@ class Tailer:
                 found.setdefault(name, FileKey(status.st_dev, status.st_ino))
         return found
 
-    def _read(self, source: Source, reader: Reader, now: float) -> None:
+    def _read(self, source: Source, reader: Reader, now: float) -> bool:
+        """Hand on what ``source`` has gained, up to ``READ_BYTES``; whether more is left to read."""
         status = os.fstat(source.descriptor)
         if status.st_size < source.offset or self._rewritten(source):
             source.offset, source.undelivered, source.head, source.skipping = 0, 0, b"", False
@@ -196,6 +203,7 @@ class Tailer:
                     source.undelivered = undelivered
                 else:
                     reader.lines(source, piece)
+        return source.offset < status.st_size
 
     def _rewritten(self, source: Source) -> bool:
         """Whether the first bytes of the file differ from those read: truncated, then written past the offset."""
