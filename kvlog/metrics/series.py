@@ -33,9 +33,9 @@ Mapping (event -> metric; an event not listed only counts in ``kvlog_events_tota
   -> ``kvlog_arena_committed_bytes`` and ``kvlog_arena_measured_committed_bytes`` (dropped when the
   event has no measurement, so that a stale one never sits next to fresh bookkeeping);
   ``kv_arena.closed`` drops the arena's series.
-- ``weights.load_begin``, ``weights.load_end``, ``kv_memory.pool_end``, ``cuda_graph.captured``,
-  ``scheduler.limits`` (``available_gpu_mem_bytes``) -> ``kvlog_memory_avail_bytes{stage=<event>}``:
-  free device memory as the server reported it at that stage.
+- Every event ``kvlog.schema.readings.FREE_DEVICE_MEMORY`` names (the load and pool-end lines, CUDA-graph
+  capture, post-capture sizing, vLLM's extension, the scheduler's limits) ->
+  ``kvlog_memory_avail_bytes{stage=<event>}``: free device memory as the server reported it at that stage.
 - ``weights.load_end`` -> ``kvlog_weights_bytes`` (``mem_usage_bytes``); ``cuda_graph.captured`` ->
   ``kvlog_cuda_graph_bytes``; ``mamba_pool.allocation`` -> ``kvlog_mamba_pool_bytes`` (all its state
   buffers); ``kv_host_pool.allocation`` -> ``kvlog_host_pool_bytes`` (pinned host memory, never device).
@@ -76,6 +76,8 @@ import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
+
+from kvlog.schema.readings import FREE_DEVICE_MEMORY
 
 RANK_KINDS = ("tp", "dp", "pp", "ep")
 _SCOPE = (*RANK_KINDS, "server", "server_instance")
@@ -243,14 +245,6 @@ _PROFILE_FIELDS: dict[str, dict[str, str]] = {
     },
     "kv_pool.memory_available": {"available_bytes": "kv_cache"},
 }
-_AVAIL_FIELDS = {
-    "weights.load_begin": "avail_bytes",
-    "weights.load_end": "avail_bytes",
-    "kv_memory.pool_end": "avail_bytes",
-    "cuda_graph.captured": "avail_bytes",
-    "kv_pool.post_capture_sized": "free_bytes",
-    "scheduler.limits": "available_gpu_mem_bytes",
-}
 _MAMBA_FIELDS = (
     "conv_state_bytes",
     "ssm_state_bytes",
@@ -370,7 +364,7 @@ class MemorySeries:
             handler = self._handlers.get(name)
             if handler is not None:
                 handler(event, scope)
-            avail = _AVAIL_FIELDS.get(name)
+            avail = FREE_DEVICE_MEMORY.get(name)
             if avail is not None:
                 self._set(MEMORY_AVAIL, (name, *scope.labels), _number(event.get(avail)))
             for field, quantity in _PROFILE_FIELDS.get(name, {}).items():

@@ -22,22 +22,12 @@ from pathlib import PurePath
 from typing import Any
 
 from kvlog.migration.context import RankKey, rank_key
+from kvlog.schema.readings import FREE_DEVICE_MEMORY
 from kvlog.text.units import BYTES
 
 #: the fields whose inference changes what a sample counts as memory
 INFERRED_FIELDS = ("allocation_state", "committed_bytes")
 VA = "va_upper_bound"
-#: events measuring free device memory, and the field that holds it (not ``kv_pool.memory_available``: memory
-#: set aside for the KV cache is a budget the pool is about to take, not memory left free)
-_FREE = {
-    "weights.load_begin": "avail_bytes",
-    "weights.load_end": "avail_bytes",
-    "kv_memory.pool_end": "avail_bytes",
-    "cuda_graph.captured": "avail_bytes",
-    "kv_pool.post_capture_sized": "free_bytes",
-    "scheduler.limits": "available_gpu_mem_bytes",
-    "kv_pool.extended": "free_bytes",
-}
 #: events stating the weights' size (sglang's is the drop in free memory across the load), and the field
 _WEIGHTS = {"weights.load_end": "mem_usage_bytes", "memory.profile_usage": "weights_bytes"}
 _POOLS = ("kv_pool.allocation", "kv_pool.unified_allocation", "kv_pool.swa_summary")
@@ -194,7 +184,7 @@ class _Run:
         change = self._change(name, event, line)
         if change is not None:
             said.append(change)
-        free = _bytes(event, _FREE[name]) if name in _FREE else None
+        free = _bytes(event, FREE_DEVICE_MEMORY[name]) if name in FREE_DEVICE_MEMORY else None
         if free is not None:
             said.append(f"free device memory {_size(free)}")
         if said:
