@@ -41,6 +41,7 @@ class InferenceRule(StrEnum):
     POST_CAPTURE_AFTER_POOL = "post-capture-after-pool"
     POST_CAPTURE_COMMITTED = "post-capture-committed"
     LOOKAHEAD_EXHAUSTED = "look-ahead-exhausted"
+    NO_POST_CAPTURE_BEFORE_START_UP_END = "no-post-capture-before-start-up-end"
 
 
 #: the evidence of the rules that always rest on the same fact (the others quote the line they read)

@@ -10,6 +10,7 @@ import pytest
 
 from kvlog.migration import engine, load_chain
 from kvlog.migration.engine import MigrateOptions, Migrator
+from kvlog.migration.report import MigrationReport
 
 CHAIN = load_chain()
 ARENA = "KvVmmArena[0] ready: device=0 reserved=20.0 GiB granularity=2048 KiB"
@@ -288,3 +289,124 @@ def test_the_unified_pool_of_0_5_22_says_its_state() -> None:
     event = migrate(f"[2026-10-20 10:00:00 TP0] {line}")[0]
     assert state(event) == ("va_upper_bound", None, None)
     assert (event["total_bytes"], event["sub_pools"]) == (64424509440, 3)  # type: ignore[index]
+
+
+# -- the end of start-up: sglang prints the scheduler's limits line after every post-capture line --------------
+
+#: 0.4.2 to 0.4.6.post5 (every rank until 0.4.6.post3); 0.4.7 on adds the free memory (TP rank 0 only)
+LIMITS_0_4 = (
+    "max_total_num_tokens=1017117, chunked_prefill_size=8192, max_prefill_tokens=16384, "
+    "max_running_requests=4097, context_len=131072"
+)
+LIMITS = f"{LIMITS_0_4}, available_gpu_mem=8.54 GB"
+
+
+def live(*lines: str) -> tuple[list[dict[str, Any]], int]:
+    """What a follower has written of ``lines`` before their file ends: the events, and the lines written through."""
+    events: list[dict[str, Any]] = []
+    run = engine.FileRun(
+        Migrator(CHAIN, MigrateOptions()),
+        "ctx.log",  # as migrate() names it: the two give the same events
+        io.BytesIO(),
+        MigrationReport(files=1),
+        None,
+        on_event=lambda _, data: events.append(orjson.loads(data)),
+    )
+    run.feed("".join(f"{line}\n" for line in lines).encode())
+    return events, run.written_lines
+
+
+def test_0_4_3_every_rank_ends_its_own_start_up() -> None:
+    """sglang 0.4.3.post2 prints the limits line on every rank, after its pool: nothing waits past it."""
+    lines = (
+        "[2025-02-01 09:10:00] server_args=ServerArgs(tp_size=2)",
+        "[2025-02-01 09:10:11 TP0] KV Cache is allocated. K size: 31.04 GB, V size: 31.04 GB.",
+        "[2025-02-01 09:10:11 TP1] KV Cache is allocated. K size: 31.04 GB, V size: 31.04 GB.",
+        "[2025-02-01 09:10:12 TP1] Memory pool end. avail mem=8.37 GB",
+        f"[2025-02-01 09:10:20 TP0] {LIMITS_0_4}",
+        f"[2025-02-01 09:10:20 TP1] {LIMITS_0_4}",
+    )
+    events, written = live(*lines)
+    assert written == len(lines)
+    assert [(e["event"], e["ranks"]) for e in events[:3]] == [
+        ("kv_pool.allocation", {"tp": 0}),
+        ("kv_pool.allocation", {"tp": 1}),
+        ("kv_memory.pool_end", {"tp": 1}),
+    ]
+    assert [state(e) for e in events[:2]] == [("allocated", "v1-claims-allocated", None)] * 2
+    assert events[:2] == migrate(*lines)[1:3]  # what kvlog migrate writes, not sooner and different
+
+
+def test_0_5_15_the_limits_line_of_tp0_releases_tp0_only() -> None:
+    """From 0.4.6.post4 only TP rank 0 prints it: another rank's pool waits as before (its run's end, or the hold)."""
+    pool = "KV Cache is allocated. dtype: torch.bfloat16, #tokens: 1000, K size: 9.00 GB, V size: 9.00 GB"
+    lines = (
+        f"[2026-06-01 10:00:00 TP1] {pool}",
+        f"[2026-06-01 10:00:00 TP0] {pool}",
+        f"[2026-06-01 10:00:30 TP0] {LIMITS}",
+    )
+    events, written = live(*lines)
+    assert (events, written) == ([], 0)  # TP1's pool, first in the file, still waits
+    events, written = live(*lines[1:])
+    assert written == 2
+    assert state(events[0]) == ("allocated", "v1-claims-allocated", None)
+    assert events[1]["event"] == "scheduler.limits"
+
+
+def test_a_pool_after_the_end_of_start_up_is_written_at_once() -> None:
+    events, written = live(f"[2026-06-01 10:00:30 TP0] {LIMITS}", f"[2026-06-01 10:00:31 TP0] {POOL}")
+    assert written == 2
+    assert state(events[1]) == ("allocated", "v1-claims-allocated", None)
+
+
+def test_a_restart_waits_again() -> None:
+    lines = (
+        f"[2026-06-01 10:00:30 TP0] {LIMITS}",
+        "[2026-06-01 11:00:00 TP0] Load weight begin. avail mem=70.00 GB",
+        f"[2026-06-01 11:00:01 TP0] {POOL}",
+        f"[2026-06-01 11:00:09 TP0] {SIZED}",
+    )
+    assert live(*lines[:3])[1] == 2
+    assert state(migrate(*lines)[2]) == ("va_upper_bound", "post-capture-after-pool", 4)
+
+
+def test_0_5_16_the_post_capture_line_before_the_limits_line_still_tells_the_bound() -> None:
+    """0.5.16: Scheduler.init_model_worker resizes after capture, then prints the limits line."""
+    lines = (
+        f"[2026-07-26 10:00:05 TP0] {POOL}",
+        "[2026-07-26 10:00:05 TP0] Memory pool end. avail mem=20.00 GB",
+        "[2026-07-26 10:00:30 TP0] Post-capture KV sizing: max_running_requests 4096 -> 2048",
+        f"[2026-07-26 10:00:30 TP0] {SIZED}",
+        f"[2026-07-26 10:00:31 TP0] {LIMITS}",
+    )
+    out = migrate(*lines)
+    assert state(out[0]) == ("va_upper_bound", "post-capture-after-pool", 3)
+    assert committed(out[0]) == (None, None, None)
+    assert live(*lines)[1] == len(lines)
+
+
+def test_0_5_17_the_committed_line_before_the_limits_line_still_gives_the_committed_bytes() -> None:
+    lines = (
+        f"[2026-08-10 10:00:00 TP0] {ARENA}",
+        f"[2026-08-10 10:00:01 TP0] {POOL}",
+        f"[2026-08-10 10:00:30 TP0] {TOKENS}",
+        f"[2026-08-10 10:00:30 TP0] {COMMITTED}",
+        f"[2026-08-10 10:00:31 TP0] {LIMITS}",
+    )
+    out = migrate(*lines)
+    assert state(out[1]) == ("va_upper_bound", "arena-before-pool", 1)
+    assert committed(out[1]) == (round(49.58 * GIB), "post-capture-committed", 4)
+
+
+def test_committed_bytes_no_line_stated_before_the_end_of_start_up_stay_unknown() -> None:
+    """A VA pool whose post-capture lines are missing (a filtered log): the limits line ends the wait, and says so."""
+    lines = (
+        f"[2026-08-10 10:00:00 TP0] {ARENA}",
+        f"[2026-08-10 10:00:01 TP0] {POOL}",
+        f"[2026-08-10 10:00:31 TP0] {LIMITS}",
+    )
+    events, written = live(*lines)
+    assert written == 3
+    assert state(events[1]) == ("va_upper_bound", "arena-before-pool", 1)
+    assert committed(events[1]) == (None, "no-post-capture-before-start-up-end", 3)
+    assert events[1] == migrate(*lines)[1]

@@ -14,6 +14,13 @@ run starts at ``Load weight begin`` on that rank; ``server_args=`` (printed by t
 starts a run for every rank of the file. Once a run shows today's wording (``reserved_va=``,
 ``VA upper bound``), ``is allocated`` in it means allocated: the state is read, not inferred.
 
+The scheduler's ``max_total_num_tokens=…`` line (``scheduler.limits``) ends a rank's start-up. Every
+release prints it once per run, after the KV pools (on every rank up to 0.4.6.post3, on TP rank 0
+only since), and from 0.5.16 after ``Scheduler.init_model_worker`` has run the post-capture resize in
+the same process, whose lines (committed bytes included) ``compute_post_capture_kv_resize`` prints.
+So at that line nothing still waiting on its rank can learn more: a server older than post-capture
+sizing, which never prints such a line, is not waited on until its run ends.
+
 Only events this migration produced are revised, and each revision is recorded in
 ``migrated.inferred`` with its rule and the line it rests on. Events that waited for a later line
 are released when the evidence comes, when their run ends, or after a bounded look-ahead.
@@ -33,6 +40,7 @@ SUMMARY = "kv_pool.swa_summary"
 ARENA = "kv_arena.ready"
 RUN_START = "weights.load_begin"
 POST_CAPTURE = "kv_pool.post_capture_sized"
+START_UP_END = "scheduler.limits"
 UNIFIED = "kv_pool.unified_allocation"
 COMMITTED = "committed_bytes"
 STATE = "allocation_state"
@@ -67,6 +75,8 @@ class _Run:
     arenas: deque[Evidence] = field(default_factory=deque)
     arena_seen: bool = False
     post_capture_seen: bool = False
+    #: the scheduler's limits line came: no post-capture line follows it in this run
+    started: bool = False
     todays_wording: bool = False
     dtype: tuple[str, Evidence] | None = None
     va_pools: list[Evidence] = field(default_factory=list)
@@ -144,6 +154,8 @@ class Context:
             run.arenas.append(Evidence(held.line, text))
         elif name == POST_CAPTURE:
             self._post_capture(self._run(key), held)
+        elif name == START_UP_END:
+            self._start_up_end(self._run(key), held.line)
         elif name in (POOL, UNIFIED):
             self._pool(self._run(key), held, source_version)
         elif name == SUMMARY:
@@ -179,7 +191,7 @@ class Context:
                 Evidence(held.line, f"a sub-pool of this run is a VA upper bound (arena line {arena.line})")
             )
             self._await_committed(run, held)
-        elif not run.arena_seen and not run.post_capture_seen:
+        elif _may_learn_more(run):
             held.resolved = False
             run.waiting.append(held)
 
@@ -197,7 +209,7 @@ class Context:
             evidence = run.va_pools[0] if run.va_pools else run.arenas[0]
             _mark_va(event, InferenceRule.SUB_POOLS_ARE_VA_BOUND, evidence.text, evidence.line)
             self._await_committed(run, held)
-        elif not run.arena_seen and not run.post_capture_seen:
+        elif _may_learn_more(run):
             held.resolved = False
             run.waiting.append(held)
         run.va_pools.clear()
@@ -223,6 +235,23 @@ class Context:
                 run.waiting.remove(held)
         run.post_capture_seen = True
         _release_all(run.waiting)
+
+    def _start_up_end(self, run: _Run, line: int) -> None:
+        """The scheduler's limits line: every post-capture line of this rank and run came before it.
+
+        A pool still waiting keeps the state its line claimed, under the rule that read the claim, as at
+        the end of its run: it is what every server older than post-capture sizing prints. A VA pool
+        still waiting for its committed bytes missed a line the order says came before: they stay
+        unknown, and the rule says which line settled that.
+        """
+        for held in run.uncommitted:
+            evidence = (
+                "no Post-capture KV sizing line on the same rank and run stated them before the scheduler's "
+                "max_total_num_tokens line, which sglang prints after them"
+            )
+            mark_inferred(held.event, COMMITTED, InferenceRule.NO_POST_CAPTURE_BEFORE_START_UP_END, evidence, line)
+        _release(run)
+        run.started = True
 
     def _post_capture(self, run: _Run, held: Held) -> None:
         """A post-capture event: evidence, and the committed bytes of the group it speaks of."""
@@ -250,6 +279,11 @@ class Context:
         for member in group:
             run.uncommitted.remove(member)
         _release_all(group)
+
+
+def _may_learn_more(run: _Run) -> bool:
+    """Whether a later line of the run may still tell that a pool claiming allocation is a VA bound."""
+    return not (run.arena_seen or run.post_capture_seen or run.started)
 
 
 def _group(helds: list[Held]) -> list[Held]:
