@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import signal
 import threading
 import time
@@ -80,16 +81,18 @@ def follow(
     patterns = tuple(map(str, [paths] if isinstance(paths, (str, Path)) else paths))
     if not patterns:
         raise OptionError("{paths}: name at least one file, directory or pattern to follow")
-    if hold_s <= 0:
-        raise OptionError("{hold_s} {given}: the look-ahead needs some time", given=hold_s)
-    if poll_s is not None and poll_s <= 0:
+    if not 0 < hold_s < math.inf:  # nan too: an event would wait for ever
+        raise OptionError("{hold_s} {given}: the look-ahead needs some time, and a bound", given=hold_s)
+    if poll_s is not None and not 0 < poll_s < math.inf:
         raise OptionError("{poll_s} {given}: polling needs an interval", given=poll_s)
     migrator = migrator_for(
         None if migrations is None else Path(migrations), MigrateOptions(only_events=True, source=source)
     )
     state_path = None if state is None else Path(state)
-    previous = saved.load(state_path) if state_path is not None else None
     with ExitStack() as stack:
+        if state_path is not None:
+            stack.enter_context(saved.locked(state_path))
+        previous = saved.load(state_path) if state_path is not None else None
         events = EventOutput(None if output is None else str(output), stdout or stdout_binary())
         stack.callback(events.close)
         say = on_notice or (lambda _: None)
@@ -107,7 +110,7 @@ def follow(
             clock=time.monotonic,
             on_notice=say,
         )
-        tailer = Tailer(patterns, max_line_bytes=MAX_LINE_BYTES)
+        tailer = Tailer(patterns, max_line_bytes=MAX_LINE_BYTES, exclude=_own_files(events, state_path))
         stack.callback(tailer.close)
         stopping = stop or stack.enter_context(_stopped_by_signals())
         waker = Waker(tailer, stopping, tick_s=TICK_S, poll_s=poll_s or 0.5, force_polling=poll_s is not None)
@@ -115,6 +118,9 @@ def follow(
         if previous is not None:
             _adopt_rotated(previous, tailer, follower, say)
         last_saved: saved.FollowState | None = None
+        if state_path is not None:  # before any event is written: one the state cannot count is written again
+            last_saved = saved.FollowState(previous.files if previous else (), events.path, events.commit())
+            saved.save(state_path, last_saved)
         while True:
             behind = tailer.poll(follower)
             follower.started = True
@@ -152,6 +158,12 @@ def _exports(
     from kvlog import otel  # noqa: PLC0415 - the otel extra
 
     return [series, stack.enter_context(otel.export(otlp, series=series))]
+
+
+def _own_files(events: EventOutput, state: Path | None) -> tuple[str, ...]:
+    """The files the follower writes: never followed, though a pattern names them (``logs/*`` with ``-o logs/...``)."""
+    written = [] if state is None else [str(state), str(saved.lock_path(state))]
+    return (*written, events.path) if events.path else tuple(written)
 
 
 def _adopt_rotated(previous: saved.FollowState, tailer: Tailer, follower: Follower, say: Callable[[str], None]) -> None:

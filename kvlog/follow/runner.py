@@ -83,9 +83,10 @@ class EventOutput:
             return None
         try:
             os.fsync(self._file.fileno())
+            # the size, not tell(): after ``cut_to`` the position stays at the old end until the next write
+            return os.fstat(self._file.fileno()).st_size
         except OSError as exc:
             raise OutputError(f"{self.name}: cannot write: {exc.strerror}") from None
-        return self._file.tell()
 
     def close(self) -> None:
         """Close the file (standard output is the caller's)."""
@@ -177,6 +178,7 @@ class Follower(Reader):
         followed.run.feed(data)
         followed.read_at.append((followed.run.number, self.clock()))
         followed.ends.append((followed.run.number, source.delivered))
+        _settle(followed)  # also without a state, which would otherwise never take them: memory stays bounded
         self._count(followed)
 
     def truncated(self, source: Source) -> None:
@@ -190,6 +192,9 @@ class Follower(Reader):
         followed = self._files.pop((source.key.device, source.key.inode))
         followed.run.finish()
         self._count(followed)
+
+    def unreadable(self, path: str, reason: str) -> None:
+        self.say(f"{path}: cannot open: {reason}; not followed until it can be read")
 
     def finish(self) -> None:
         """The end of following without a state: what still waits is written as it stands, as at a file's end.
@@ -217,13 +222,17 @@ class Follower(Reader):
         """What a restart needs, as of now: call after the events written so far were committed."""
         marks = []
         for followed in self._files.values():
-            written = followed.run.written_lines
-            while followed.ends and followed.ends[0][0] <= written:
-                followed.checked = followed.ends.popleft()[1]
+            _settle(followed)
             source, head = followed.source, followed.source.head
             marks.append(
                 FileMark(
-                    source.path, source.key.device, source.key.inode, written, followed.checked, digest(head), len(head)
+                    source.path,
+                    source.key.device,
+                    source.key.inode,
+                    followed.run.written_lines,
+                    followed.checked,
+                    digest(head),
+                    len(head),
                 )
             )
         return FollowState(tuple(marks), self.output.path, output_size)
@@ -253,6 +262,13 @@ class Follower(Reader):
             if rejected > followed.rejected:
                 observer.count_violations(rejected - followed.rejected, instance=followed.instance)
         followed.unparsed, followed.rejected = unparsed, rejected
+
+
+def _settle(followed: _Followed) -> None:
+    """Move ``checked`` to the end of the last piece whose lines are all written, dropping the pieces before it."""
+    written = followed.run.written_lines
+    while followed.ends and followed.ends[0][0] <= written:
+        followed.checked = followed.ends.popleft()[1]
 
 
 def _line_end_at_or_after(data: bytes, position: int) -> int | None:

@@ -10,11 +10,19 @@ flushed, so at every instant the state on disk counts no event that is not in th
 On restart the output file is cut back to the size the state records (what was written after the state
 was saved is written again), and each file is read again from its start, its first ``line`` lines only
 to rebuild the context (runs, arenas, dates) and the gauges, without writing their events again.
+
+One follower at a time uses a state: two would each write the events and overwrite each other's marks.
+The state file itself cannot carry the lock (each save replaces it), so a hidden file beside it does
+(``lock_path``), held with ``flock`` for the follower's life and released by the kernel however it ends.
 """
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -64,6 +72,31 @@ class FollowState:
 def digest(head: bytes) -> str:
     """The digest a mark keeps of a file's first bytes."""
     return hashlib.sha256(head).hexdigest()
+
+
+def lock_path(path: Path) -> Path:
+    """The file whose lock says a follower uses the state at ``path`` (never removed: removing races a taker)."""
+    return path.with_name(f".{path.name}.lock")
+
+
+@contextmanager
+def locked(path: Path) -> Iterator[None]:
+    """Hold the state at ``path`` for this follower; StateError if another one holds it."""
+    lock = lock_path(path)
+    try:
+        descriptor = os.open(lock, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o666)
+    except OSError as exc:
+        raise StateError(f"{path}: cannot lock the state ({lock}): {exc.strerror}") from None
+    try:
+        try:
+            fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise StateError(f"{path}: another kvlog follow uses this state (it holds {lock})") from None
+        except OSError as exc:
+            raise StateError(f"{path}: cannot lock the state ({lock}): {exc.strerror}") from None
+        yield
+    finally:
+        os.close(descriptor)
 
 
 def load(path: Path) -> FollowState | None:

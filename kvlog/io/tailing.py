@@ -86,15 +86,24 @@ class Reader(Protocol):
     def closed(self, source: Source) -> None:
         """``source`` was renamed away or deleted, and is read to its end: nothing more will come."""
 
+    def unreadable(self, path: str, reason: str) -> None:
+        """The file at ``path`` cannot be opened (``reason``): it is tried again at each pass, said once."""
+
 
 class Tailer:
     """The files that ``patterns`` (files, directories, globs) name, now and as they change."""
 
-    def __init__(self, patterns: tuple[str, ...], *, max_line_bytes: int, drain_s: float = 5.0) -> None:
+    def __init__(
+        self, patterns: tuple[str, ...], *, max_line_bytes: int, drain_s: float = 5.0, exclude: tuple[str, ...] = ()
+    ) -> None:
         self.patterns = patterns
         self.max_line_bytes = max_line_bytes
         self.drain_s = drain_s
+        #: the follower's own files (its output, its state): a pattern naming them would feed it its own events
+        self.excluded = frozenset(map(os.path.realpath, exclude))
         self._sources: dict[FileKey, Source] = {}
+        #: files that could not be opened, so that each is said once, not at every pass
+        self._refused: set[FileKey | str] = set()
 
     @property
     def sources(self) -> list[Source]:
@@ -125,16 +134,30 @@ class Tailer:
         return behind
 
     def adopt(self, path: str, reader: Reader, key: FileKey | None = None) -> Source | None:
-        """Follow the file at ``path`` (also one no pattern names: a log rotated away while nobody followed)."""
+        """Follow the file at ``path`` (also one no pattern names: a log rotated away while nobody followed).
+
+        None when it is not the file ``key`` names, is followed already, is gone or is not a regular file. One
+        that cannot be opened (permission denied is not a file that is not there) is said, once.
+        """
         try:
-            descriptor = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
-        except OSError:
+            # non-blocking: a name replaced by a FIFO between the listing and the open must not hang the follower
+            descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+        except FileNotFoundError:
             return None  # gone between the listing and the open: the next pass sees what is there
+        except OSError as exc:
+            if (key or path) not in self._refused:
+                self._refused.add(key or path)
+                reader.unreadable(path, exc.strerror or str(exc))
+            return None
         status = os.fstat(descriptor)
+        if not stat.S_ISREG(status.st_mode):
+            os.close(descriptor)
+            return None
         actual = FileKey(status.st_dev, status.st_ino)
         if (key is not None and actual != key) or actual in self._sources:
             os.close(descriptor)
             return None
+        self._refused.discard(actual)
         source = Source(path, actual, descriptor, last_data=time.monotonic())
         self._sources[actual] = source
         reader.opened(source)
@@ -168,7 +191,7 @@ class Tailer:
         """Every regular file the patterns name now (compressed files are finished rotations: not followed)."""
         found: dict[str, FileKey] = {}
         for name in expand_inputs(self.patterns).names:
-            if is_compressed(name):
+            if is_compressed(name) or (self.excluded and os.path.realpath(name) in self.excluded):
                 continue
             try:
                 status = Path(name).stat()
@@ -252,7 +275,3 @@ class Tailer:
 def _unlinked(source: Source) -> bool:
     """Whether ``source`` was deleted (its last name is gone; a recreated file is another one)."""
     return os.fstat(source.descriptor).st_nlink == 0
-
-
-def _first_magic(parts: tuple[str, ...]) -> int:
-    return next((index for index, part in enumerate(parts) if glob.has_magic(part)), len(parts))

@@ -1,0 +1,161 @@
+"""``kvlog follow`` where users get it wrong or files misbehave: its own output in a pattern, a state in use or
+unwritable, a state whose output was cut back, values no wait can use, a log it may not read."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import orjson
+import pytest
+from follow_helpers import RUN_END, append, corpus_text, following, lines_of, migrated, wait_for
+
+from kvlog.io.tailing import READ_BYTES
+
+KVLOG = str(Path(sys.executable).with_name("kvlog"))
+
+
+def run_cli(*args: str, **popen: object) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(  # type: ignore[call-overload, no-any-return]
+        [KVLOG, "follow", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, **popen
+    )
+
+
+def saved(state: Path) -> dict[str, object]:
+    document: dict[str, object] = orjson.loads(state.read_bytes())
+    return document
+
+
+@pytest.mark.parametrize("named", ["a pattern", "the directory"])
+def test_a_pattern_naming_the_output_and_the_state_does_not_follow_them(tmp_path: Path, named: str) -> None:
+    """``kvlog follow 'logs/*' -o logs/events.jsonl``: reading its own events would feed it forever."""
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    log, out, state = logs / "server.log", logs / "events.jsonl", logs / "state.json"
+    log.write_text(corpus_text("gen2_2025.log"))
+    expected = migrated(log)
+    pattern = str(logs / "*") if named == "a pattern" else str(logs)
+    with following(pattern, out, state=state) as run:
+        run.wait_events(len(expected))
+        append(log, "an ordinary line\n")  # a few more passes and state saves
+        lines = len(log.read_text().splitlines())
+        wait_for(lambda: [mark["line"] for mark in saved(state)["files"]] == [lines], what="the state")  # type: ignore[attr-defined]
+        time.sleep(1.5)
+    assert lines_of(out) == expected
+    assert [mark["path"] for mark in saved(state)["files"]] == [str(log)]  # type: ignore[attr-defined]
+    assert not any("events.jsonl" in notice or "state.json" in notice for notice in run.notices)
+
+
+def test_a_state_cut_back_is_recorded_at_the_size_the_output_has(tmp_path: Path) -> None:
+    """A restart cuts the output back; the size it then records is the output's, not where the old end was.
+
+    Otherwise the next restart finds the output "shorter than the state says", cuts nothing, and what a kill
+    left half-written after the state stays in the output for good.
+    """
+    log, out, state = tmp_path / "server.log", tmp_path / "events.jsonl", tmp_path / "state.json"
+    log.write_text(corpus_text("gen2_2025.log"))
+    expected = migrated(log)
+    with following(str(log), out, state=state) as run:
+        run.wait_events(len(expected))
+        wait_for(lambda: saved(state)["output_size"] == out.stat().st_size, what="the state")
+    for _ in range(2):  # killed while writing an event after the state was saved, twice
+        append(out, b'{"event": "kv_pool.allocation", "half')
+        with following(str(log), out, state=state):
+            wait_for(lambda: out.stat().st_size == saved(state)["output_size"], what="the output cut back")
+        assert saved(state)["output_size"] == out.stat().st_size
+    assert lines_of(out) == expected
+
+
+def test_a_state_that_cannot_be_saved_stops_the_run_before_an_event_is_written(tmp_path: Path) -> None:
+    """Events written while their state cannot be saved would all be written again by the restart."""
+    log, out = tmp_path / "server.log", tmp_path / "events.jsonl"
+    log.write_text(corpus_text("gen2_2025.log"))
+    state = tmp_path / "missing" / "state.json"
+    process = run_cli(str(log), "-o", str(out), "--state", str(state))
+    _, stderr = process.communicate(timeout=30)
+    assert process.returncode == 2
+    assert stderr.decode().startswith(f"kvlog follow: {state}: cannot ")
+    assert "No such file or directory" in stderr.decode()
+    assert "Traceback" not in stderr.decode()
+    assert lines_of(out) == []
+
+
+def test_a_second_follower_on_the_same_state_is_refused(tmp_path: Path) -> None:
+    """Two followers on one state would each write the events and overwrite each other's marks."""
+    log, state = tmp_path / "server.log", tmp_path / "state.json"
+    log.write_text(corpus_text("gen2_2025.log"))
+    first = run_cli(str(log), "-o", str(tmp_path / "a.jsonl"), "--state", str(state))
+    try:
+        wait_for(state.exists, what="the first follower's state")
+        second = run_cli(str(log), "-o", str(tmp_path / "b.jsonl"), "--state", str(state))
+        _, stderr = second.communicate(timeout=30)
+        assert second.returncode == 2
+        assert f"kvlog follow: {state}: another kvlog follow uses this state" in stderr.decode()
+        assert lines_of(tmp_path / "b.jsonl") == []
+    finally:
+        first.send_signal(signal.SIGTERM)
+        first.communicate(timeout=30)
+    assert first.returncode == 0
+    # once the first has stopped, the state is free again: the third saves it (each save is a new file)
+    before = state.stat().st_ino
+    third = run_cli(str(log), "-o", str(tmp_path / "a.jsonl"), "--state", str(state))
+    wait_for(lambda: third.poll() is not None or state.stat().st_ino != before, what="the third follower's state")
+    third.send_signal(signal.SIGTERM)
+    _, stderr = third.communicate(timeout=30)
+    assert third.returncode == 0, stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "reason"),
+    [
+        (("--poll", "inf"), "--poll inf"),
+        (("--poll", "nan"), "--poll nan"),
+        (("--hold", "nan"), "--hold nan"),
+        (("--hold", "inf"), "--hold inf"),
+    ],
+)
+def test_waits_no_clock_can_keep_are_refused(tmp_path: Path, args: tuple[str, ...], reason: str) -> None:
+    """``--poll inf`` ended in a traceback from the wait; ``--hold nan`` held every event for ever."""
+    log = tmp_path / "x.log"
+    log.touch()
+    process = run_cli(str(log), "-o", os.devnull, *args)
+    try:
+        _, stderr = process.communicate(timeout=10)
+    finally:
+        process.kill()
+    assert process.returncode == 2
+    assert reason in stderr.decode()
+    assert "Traceback" not in stderr.decode()
+
+
+def test_a_file_larger_than_one_pass_is_read_on_without_waiting_for_news(tmp_path: Path) -> None:
+    """A file written before the start sends no news: the passes that catch up on it must not wait for any."""
+    log, out = tmp_path / "server.log", tmp_path / "events.jsonl"
+    with log.open("w") as stream:
+        filler = "an ordinary line, not about memory\n"
+        stream.write(filler * (3 * READ_BYTES // len(filler)))
+        stream.write(corpus_text("gen2_2025.log"))
+    expected = migrated(log)
+    with following(str(log), out, poll_s=300) as run:  # a wait would be 300 s
+        assert run.wait_events(len(expected)) == expected
+
+
+def test_a_log_that_cannot_be_read_is_said_once_not_skipped_in_silence(tmp_path: Path) -> None:
+    if os.geteuid() == 0:
+        pytest.skip("root reads any file (and the virtual environment may be root's alone)")
+    secret, public = tmp_path / "secret.log", tmp_path / "public.log"
+    secret.write_text(corpus_text("gen2_2025.log"))
+    secret.chmod(0)
+    public.write_text(RUN_END)
+    process = run_cli(str(tmp_path / "*.log"), "-o", os.devnull)
+    time.sleep(3)  # a few passes: the notice is said once, not at each
+    process.send_signal(signal.SIGTERM)
+    _, stderr = process.communicate(timeout=30)
+    assert process.returncode == 0, stderr
+    notices = [line for line in stderr.decode().splitlines() if "secret.log" in line]
+    assert notices == [f"kvlog follow: {secret}: cannot open: Permission denied; not followed until it can be read"]
+    assert "Traceback" not in stderr.decode()
