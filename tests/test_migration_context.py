@@ -410,3 +410,121 @@ def test_committed_bytes_no_line_stated_before_the_end_of_start_up_stay_unknown(
     assert state(events[1]) == ("va_upper_bound", "arena-before-pool", 1)
     assert committed(events[1]) == (None, "no-post-capture-before-start-up-end", 3)
     assert events[1] == migrate(*lines)[1]
+
+
+# -- the server's ready line: printed once every local scheduler is ready, after every rank's post-capture lines ----
+
+READY = "The server is fired up and ready to roll!"
+#: sglang 0.5.13 to 0.5.15 on four GPUs (no post-capture sizing): every rank prints its pool, only TP rank 0
+#: the limits line
+FOUR_RANKS = (
+    "[2026-06-20 10:00:00] server_args=ServerArgs(model_path='Qwen/Qwen3-32B', tp_size=4)",
+    *(f"[2026-06-20 10:00:31 TP{rank}] {POOL}" for rank in (1, 0, 3, 2)),
+    f"[2026-06-20 10:00:40 TP0] {LIMITS}",
+)
+
+
+def test_the_ready_line_ends_the_start_up_of_every_rank() -> None:
+    """Before it, TP1's pool (the first in the file) waits, holding back all behind it; at it, every rank is written."""
+    assert live(*FOUR_RANKS) == ([], 1)
+    lines = (*FOUR_RANKS, f"[2026-06-20 10:01:02] {READY}")
+    events, written = live(*lines)
+    assert written == len(lines)
+    assert [e["ranks"] for e in events[:4]] == [{"tp": 1}, {"tp": 0}, {"tp": 3}, {"tp": 2}]
+    assert [state(e) for e in events[:4]] == [("allocated", "v1-claims-allocated", None)] * 4
+    assert events == [e for e in migrate(*lines) if isinstance(e, dict)]  # what kvlog migrate writes
+
+
+def test_without_the_ready_line_the_other_ranks_wait_to_the_end_of_their_run() -> None:
+    """Warmup failed (or the log was cut): TP1 to TP3's pools wait for the file's end or the next run, as before."""
+    out = migrate(*FOUR_RANKS)
+    assert [state(e) for e in out[1:5]] == [("allocated", "v1-claims-allocated", None)] * 4
+    lines = (*FOUR_RANKS, "[2026-06-20 11:00:00] server_args=ServerArgs(model_path='Qwen/Qwen3-32B', tp_size=4)")
+    events, written = live(*lines)
+    assert written == len(lines)
+    assert events[:5] == out[1:]
+
+
+def test_0_5_16_post_capture_lines_of_every_rank_before_the_ready_line_keep_their_states() -> None:
+    """Every rank's post-capture line comes before the ready line: each pool is a VA bound, as without it."""
+    lines = (
+        *(f"[2026-07-26 10:00:05 TP{rank}] {POOL}" for rank in range(4)),
+        *(f"[2026-07-26 10:00:30 TP{rank}] {SIZED}" for rank in (2, 0, 3, 1)),
+        f"[2026-07-26 10:00:31 TP0] {LIMITS}",
+        f"[2026-07-26 10:00:50] {READY}",
+    )
+    out = migrate(*lines)
+    sized_line = {0: 6, 1: 8, 2: 5, 3: 7}
+    for rank in range(4):
+        assert state(out[rank]) == ("va_upper_bound", "post-capture-after-pool", sized_line[rank])
+        assert committed(out[rank]) == (None, None, None)  # 0.5.16 states no committed bytes
+    assert live(*lines)[1] == len(lines)
+
+
+def test_0_5_17_committed_lines_before_the_ready_line_give_every_rank_its_committed_bytes() -> None:
+    lines = (
+        *(f"[2026-08-10 10:00:00 TP{rank}] {ARENA}" for rank in range(2)),
+        *(f"[2026-08-10 10:00:01 TP{rank}] {POOL}" for rank in range(2)),
+        *(f"[2026-08-10 10:00:30 TP{rank}] {COMMITTED}" for rank in range(2)),
+        f"[2026-08-10 10:00:31 TP0] {LIMITS}",
+        f"[2026-08-10 10:00:50] {READY}",
+    )
+    out = migrate(*lines)
+    for rank in range(2):
+        assert state(out[2 + rank]) == ("va_upper_bound", "arena-before-pool", 1 + rank)
+        assert committed(out[2 + rank]) == (round(49.58 * GIB), "post-capture-committed", 5 + rank)
+
+
+def test_committed_bytes_no_line_stated_before_the_ready_line_stay_unknown() -> None:
+    """TP1's committed line is missing (a filtered log): the ready line ends its wait, and the rule says so."""
+    lines = (
+        *(f"[2026-08-10 10:00:00 TP{rank}] {ARENA}" for rank in range(2)),
+        *(f"[2026-08-10 10:00:01 TP{rank}] {POOL}" for rank in range(2)),
+        f"[2026-08-10 10:00:30 TP0] {COMMITTED}",
+        f"[2026-08-10 10:00:31 TP0] {LIMITS}",
+        f"[2026-08-10 10:00:50] {READY}",
+    )
+    events, written = live(*lines)
+    assert written == len(lines)
+    tp1 = events[3]
+    assert (tp1["ranks"], state(tp1)) == ({"tp": 1}, ("va_upper_bound", "arena-before-pool", 2))
+    assert committed(tp1) == (None, "no-post-capture-before-start-up-end", 7)
+    evidence = tp1["migrated"]["inferred"]["committed_bytes"]["evidence"]
+    assert "before the server's ready line (The server is fired up and ready to roll!)" in evidence
+    assert committed(events[2])[1:] == ("post-capture-committed", 5)
+    assert tp1 == migrate(*lines)[3]
+
+
+def test_a_restart_after_the_ready_line_waits_again() -> None:
+    lines = (
+        *FOUR_RANKS,
+        f"[2026-06-20 10:01:02] {READY}",
+        "[2026-07-26 10:00:00] server_args=ServerArgs(tp_size=2)",
+        f"[2026-07-26 10:00:05 TP1] {POOL}",
+    )
+    assert live(*lines)[1] == len(lines) - 1
+    assert state(migrate(*lines, f"[2026-07-26 10:00:30 TP1] {SIZED}")[-2]) == (
+        "va_upper_bound",
+        "post-capture-after-pool",
+        len(lines) + 1,
+    )
+
+
+@pytest.mark.parametrize(
+    "ready",
+    [
+        f"[2026-06-20 10:01:02] {READY}",  # 0.3.4 on: the date, the main process's lines carry no rank
+        f"[2026-06-20 10:01:02.123] {READY}",  # a fraction of a second (sglang's optional milliseconds)
+        f"[2026-06-20 10:01:02] INFO http_server.py:1087: {READY}",  # a custom logging format
+        f"[10:01:02] {READY}",  # 0.2.14 to 0.3.3.post1: the time of day only
+        READY,  # up to 0.2.13: bare messages
+    ],
+)
+def test_the_ready_line_with_the_prefix_of_each_era(ready: str) -> None:
+    lines = (f"[2026-06-20 10:00:31 TP1] {POOL}", f"[2026-06-20 10:00:31 TP0] {POOL}", ready)
+    events, written = live(*lines)
+    assert (len(events), written) == (2, 3)
+    out = io.BytesIO()
+    report = Migrator(CHAIN, MigrateOptions()).migrate("ready.log", io.BytesIO(f"{ready}\n".encode()), out)
+    assert out.getvalue() == f"{ready}\n".encode()  # recognised, never rewritten
+    assert (report.events, dict(report.companions), report.unparsed_memory_lines) == (0, {"start_up_end": 1}, 0)

@@ -316,13 +316,14 @@ def test_companion_lines_are_recognised_not_events() -> None:
         "Consider increasing --hicache-ratio (or --hicache-size) for higher L2 cache hit rate.",
         "HiCache swa host pool (1 tokens) is smaller than the device pool (2 tokens);L2 cache effectiveness is reduced."
         "Consider increasing --hicache-ratio (or --hicache-size) for higher L2 cache hit rate.",
+        "[2026-07-21 09:05:00] The server is fired up and ready to roll!",
     ]
     text = "".join(line + "\n" for line in lines)
     out = io.BytesIO()
     report = MIGRATOR.migrate("c.log", io.BytesIO(text.encode()), out)
     assert out.getvalue() == text.encode()
     assert (report.events, report.unparsed_memory_lines) == (0, 0)
-    assert dict(report.companions) == {"run_start": 1, "kv_dtype": 1, "note": 3, "post_capture": 2}
+    assert dict(report.companions) == {"run_start": 1, "kv_dtype": 1, "note": 3, "post_capture": 2, "start_up_end": 1}
 
 
 def test_hostile_long_lines_pass_through() -> None:

@@ -12,8 +12,9 @@ A keyword alone would let a memory line in a wording nobody foresaw pass unseen,
 reported. So a second probe follows the first: a line that carries a memory *figure* (a number with a
 unit of bytes, or ``mem``/``memory``/``bytes`` beside a number, ``carries_memory_figure``) is a
 candidate too, whatever its other words, and the engine reports it when no rule reads it. The
-keywords stay, for the lines a rule reads that carry no figure (``server_args=``, ``Mamba Cache``
-sizes glued to a word); ``tests/test_migration_parsing.py`` checks that every wording is found.
+keywords stay, for the lines a rule reads that carry no figure (``server_args=``, the server's ready
+line, ``Mamba Cache`` sizes glued to a word); ``tests/test_migration_parsing.py`` checks that every
+wording is found.
 """
 
 from __future__ import annotations
@@ -60,6 +61,8 @@ _PROBES: tuple[tuple[bytes, int, tuple[bytes, ...]], ...] = (
     (b"_", 3, (b"max_total_num_tokens",)),
     (b"_", 6, (b"server_args=",)),
     (b"C", 2, (b"HiCache",)),
+    # the server's ready line, which ends every rank's start-up (``!`` is rare in request logs)
+    (b"!", 13, (b"ready to roll!",)),
     (b"U", 0, (b"Use sliding window",)),
     (b"{", 0, (b"{",)),
 )

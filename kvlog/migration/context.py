@@ -21,6 +21,17 @@ the same process, whose lines (committed bytes included) ``compute_post_capture_
 So at that line nothing still waiting on its rank can learn more: a server older than post-capture
 sizing, which never prints such a line, is not waited on until its run ends.
 
+The main process's ``The server is fired up and ready to roll!`` (the same words since 0.2.5) ends the
+start-up of every rank of the file's run; the order was checked from 0.3.6.post3 to 0.5.23.
+``http_server._wait_and_warmup`` prints it once the HTTP server runs, which ``Engine._launch_subprocesses``
+(``launch_engine`` before 0.4.3) allows only after every local scheduler, or the data-parallel
+controller once all of its schedulers did, sent ``ready`` on its pipe; ``run_scheduler_process``
+sends that after ``Scheduler(...)`` is built, and the post-capture resize runs inside it
+(``Scheduler.init_model_worker``). Since only TP rank 0 prints the limits line, it is the line that
+ends the wait of the other ranks. When warmup fails it is not printed, and the pools wait as before.
+Of a multi-node server only the first node prints it, once its own schedulers are ready (the other
+nodes' logs never show it): one file is one node's log, as ``server_args=`` already assumes.
+
 Only events this migration produced are revised, and each revision is recorded in
 ``migrated.inferred`` with its rule and the line it rests on. Events that waited for a later line
 are released when the evidence comes, when their run ends, or after a bounded look-ahead.
@@ -75,7 +86,7 @@ class _Run:
     arenas: deque[Evidence] = field(default_factory=deque)
     arena_seen: bool = False
     post_capture_seen: bool = False
-    #: the scheduler's limits line came: no post-capture line follows it in this run
+    #: the scheduler's limits line or the server's ready line came: no post-capture line follows it in this run
     started: bool = False
     todays_wording: bool = False
     dtype: tuple[str, Evidence] | None = None
@@ -138,6 +149,11 @@ class Context:
         """A post-capture line that is not an event (a warning, the resized token split): evidence only."""
         self._evidence(self._run(key), line)
 
+    def start_up_end(self, line: int) -> None:
+        """The server's ready line: every post-capture line of every rank of the run came before it."""
+        for run in self._runs.values():
+            self._start_up_end(run, line, "the server's ready line (The server is fired up and ready to roll!)")
+
     def observe(self, held: Held, source_version: int) -> None:
         """Learn from an event, and revise it if this migration produced it and the context says more."""
         event = held.event
@@ -155,7 +171,7 @@ class Context:
         elif name == POST_CAPTURE:
             self._post_capture(self._run(key), held)
         elif name == START_UP_END:
-            self._start_up_end(self._run(key), held.line)
+            self._start_up_end(self._run(key), held.line, "the scheduler's max_total_num_tokens line")
         elif name in (POOL, UNIFIED):
             self._pool(self._run(key), held, source_version)
         elif name == SUMMARY:
@@ -236,8 +252,8 @@ class Context:
         run.post_capture_seen = True
         _release_all(run.waiting)
 
-    def _start_up_end(self, run: _Run, line: int) -> None:
-        """The scheduler's limits line: every post-capture line of this rank and run came before it.
+    def _start_up_end(self, run: _Run, line: int, end: str) -> None:
+        """A line printed after every post-capture line of this rank and run (``end`` names it).
 
         A pool still waiting keeps the state its line claimed, under the rule that read the claim, as at
         the end of its run: it is what every server older than post-capture sizing prints. A VA pool
@@ -246,8 +262,8 @@ class Context:
         """
         for held in run.uncommitted:
             evidence = (
-                "no Post-capture KV sizing line on the same rank and run stated them before the scheduler's "
-                "max_total_num_tokens line, which sglang prints after them"
+                f"no Post-capture KV sizing line on the same rank and run stated them before {end}, "
+                "which sglang prints after them"
             )
             mark_inferred(held.event, COMMITTED, InferenceRule.NO_POST_CAPTURE_BEFORE_START_UP_END, evidence, line)
         _release(run)

@@ -280,6 +280,8 @@ class FileRun:
                 self.context.kv_dtype(tuple(sorted(ranks.items())), recognised.parsed.fields["dtype"], self.number)
             elif role == "post_capture":
                 self.context.post_capture_note(tuple(sorted(ranks.items())), self.number)
+            elif role == "start_up_end":
+                self.context.start_up_end(self.number)
             return None
         event = recognised.event(prefix)
         if prefix.partial is not None:

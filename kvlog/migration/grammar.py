@@ -28,8 +28,9 @@ from kvlog.text.template import FieldSyntax, Parsed, Template, TemplateParser
 from kvlog.text.wording import CURRENT
 
 #: companion roles: a new server run starts, the KV-cache dtype of older logs, a post-capture line (evidence
-#: that the run's pools were sized before capture), a known memory line of an era, or one of ``known.toml``
-ROLES = ("run_start", "kv_dtype", "post_capture", "note", "known")
+#: that the run's pools were sized before capture), the server's start-up ended on every rank, a known memory
+#: line of an era, or one of ``known.toml``
+ROLES = ("run_start", "kv_dtype", "post_capture", "start_up_end", "note", "known")
 #: the timestamp of a line that has none and follows none that had one
 _NO_TIME = "1970-01-01T00:00:00Z"
 
