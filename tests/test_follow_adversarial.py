@@ -3,6 +3,7 @@ unwritable, a state whose output was cut back, values no wait can use, a log it 
 
 from __future__ import annotations
 
+import io
 import os
 import signal
 import subprocess
@@ -14,7 +15,11 @@ import orjson
 import pytest
 from follow_helpers import RUN_END, append, corpus_text, following, lines_of, migrated, wait_for
 
-from kvlog.io.tailing import READ_BYTES
+from kvlog.commands._migrate import migrator_for
+from kvlog.follow.runner import EventOutput, Follower
+from kvlog.io.tailing import READ_BYTES, Tailer
+from kvlog.migration.candidates import MAX_LINE_BYTES
+from kvlog.migration.engine import MigrateOptions
 
 KVLOG = str(Path(sys.executable).with_name("kvlog"))
 
@@ -159,3 +164,45 @@ def test_a_log_that_cannot_be_read_is_said_once_not_skipped_in_silence(tmp_path:
     notices = [line for line in stderr.decode().splitlines() if "secret.log" in line]
     assert notices == [f"kvlog follow: {secret}: cannot open: Permission denied; not followed until it can be read"]
     assert "Traceback" not in stderr.decode()
+
+
+def test_a_state_whose_events_went_elsewhere_says_so(tmp_path: Path) -> None:
+    """The state counts events written to standard output: a restart into a file must not leave it empty in silence."""
+    log, out, state = tmp_path / "server.log", tmp_path / "events.jsonl", tmp_path / "state.json"
+    log.write_text(corpus_text("gen2_2025.log"))
+    with following(str(log), tmp_path / "first.jsonl", state=state) as run:
+        run.wait_events(len(migrated(log)))
+    with following(str(log), out, state=state) as run:
+        wait_for(lambda: bool(run.notices), what="a notice")
+    assert run.notices == [
+        f"{out}: the state counts the events written to {tmp_path / 'first.jsonl'}; only later ones are written here"
+    ]
+    assert lines_of(out) == []
+
+
+def test_a_state_entry_without_a_field_names_the_field(tmp_path: Path) -> None:
+    log, state = tmp_path / "server.log", tmp_path / "state.json"
+    log.touch()
+    state.write_text('{"format": "kvlog-follow-state", "version": 1, "files": [{"path": "x.log"}]}')
+    process = run_cli(str(log), "--state", str(state))
+    _, stderr = process.communicate(timeout=30)
+    assert process.returncode == 2
+    assert stderr.decode() == (
+        f"kvlog follow: {state}: cannot use the state: a file entry has no device, inode, line, offset, head_sha256, "
+        "head_bytes; remove it to follow from the start\n"
+    )
+
+
+def test_following_without_a_state_keeps_no_record_per_read(tmp_path: Path) -> None:
+    """What a state would mark is dropped as the lines are written, state or not: memory does not grow with time."""
+    log, out = tmp_path / "server.log", tmp_path / "events.jsonl"
+    log.touch()
+    output = EventOutput(str(out), io.BytesIO())
+    follower = Follower(migrator_for(None, MigrateOptions(only_events=True)), output, clock=time.monotonic)
+    tailer = Tailer((str(log),), max_line_bytes=MAX_LINE_BYTES)
+    for _ in range(200):
+        append(log, "an ordinary line\n")
+        tailer.poll(follower)
+    tailer.close()
+    output.close()
+    assert max(len(followed.ends) for followed in follower._files.values()) <= 1

@@ -96,9 +96,8 @@ def follow(
         events = EventOutput(None if output is None else str(output), stdout or stdout_binary())
         stack.callback(events.close)
         say = on_notice or (lambda _: None)
-        size = previous.output_size if previous is not None and previous.output == events.path else None
-        if size is not None and not events.cut_to(size):
-            say(f"{events.name}: shorter than when the state was saved; events are appended to what is there")
+        if previous is not None:
+            _resume_output(previous, events, say)
         watching = [*observers, *_exports(stack, metrics_port, metrics_host, otlp_endpoint, say)]
         follower = Follower(
             migrator,
@@ -158,6 +157,16 @@ def _exports(
     from kvlog import otel  # noqa: PLC0415 - the otel extra
 
     return [series, stack.enter_context(otel.export(otlp, series=series))]
+
+
+def _resume_output(previous: saved.FollowState, events: EventOutput, say: Callable[[str], None]) -> None:
+    """Cut the output back to what the state counts; say where the events it counts are not there to be found."""
+    if previous.output != events.path:
+        if previous.files:  # their events are not written again here
+            written = previous.output or "standard output"
+            say(f"{events.name}: the state counts the events written to {written}; only later ones are written here")
+    elif previous.output_size is not None and not events.cut_to(previous.output_size):
+        say(f"{events.name}: shorter than when the state was saved; events are appended to what is there")
 
 
 def _own_files(events: EventOutput, state: Path | None) -> tuple[str, ...]:

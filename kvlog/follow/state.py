@@ -141,6 +141,9 @@ def save(path: Path, state: FollowState) -> None:
 def _mark(entry: Any) -> FileMark:
     if not isinstance(entry, dict):
         raise TypeError(f"a file entry is {type(entry).__name__}, not an object")
+    missing = [name for name in FileMark.__dataclass_fields__ if name not in entry]
+    if missing:
+        raise ValueError(f"a file entry has no {', '.join(missing)}")
     mark = FileMark(**{name: entry[name] for name in FileMark.__dataclass_fields__})
     for name in ("device", "inode", "line", "offset", "head_bytes"):
         value = getattr(mark, name)
