@@ -17,7 +17,7 @@ from follow_helpers import RUN_END, append, corpus_text, following, lines_of, mi
 
 from kvlog.commands._migrate import migrator_for
 from kvlog.follow.runner import EventOutput, Follower
-from kvlog.io.tailing import READ_BYTES, Tailer
+from kvlog.io.tailing import READ_BYTES, Source, Tailer
 from kvlog.migration.candidates import MAX_LINE_BYTES
 from kvlog.migration.engine import MigrateOptions
 
@@ -206,3 +206,47 @@ def test_following_without_a_state_keeps_no_record_per_read(tmp_path: Path) -> N
     tailer.close()
     output.close()
     assert max(len(followed.ends) for followed in follower._files.values()) <= 1
+
+
+class _Stopper:
+    """A reader that asks the follower to stop as soon as it is handed lines."""
+
+    def __init__(self) -> None:
+        self.stop = False
+        self.read = 0
+
+    def opened(self, source: Source) -> None:
+        pass
+
+    def lines(self, source: Source, data: bytes) -> None:
+        self.read += len(data)
+        self.stop = True
+
+    def truncated(self, source: Source) -> None:
+        pass
+
+    def closed(self, source: Source) -> None:
+        pass
+
+    def unreadable(self, path: str, reason: str) -> None:
+        pass
+
+
+def test_a_stop_during_a_pass_over_a_large_file_reads_no_further(tmp_path: Path) -> None:
+    """SIGTERM during a restart's re-read waited for a pass of 4 MiB per file (seconds each) before it stopped."""
+    log = tmp_path / "server.log"
+    log.write_bytes(b"an ordinary line\n" * (READ_BYTES // 17 + 1))
+    tailer, reader = Tailer((str(log),), max_line_bytes=MAX_LINE_BYTES), _Stopper()
+    assert tailer.poll(reader, lambda: reader.stop)
+    tailer.close()
+    assert 0 < reader.read <= 1 << 20  # one read of the pass, not the pass
+
+
+def test_a_notice_quotes_a_line_without_its_control_bytes(tmp_path: Path) -> None:
+    """A log line's escape sequences reach the operator's terminal in a notice: they are shown, not obeyed."""
+    log = tmp_path / "server.log"
+    log.write_bytes(b"[2026-07-21 09:00:01 TP0] KV Cache is allocated. \x1b[2J\x00 #tokens: 1000\n")
+    with following(str(log), tmp_path / "events.jsonl") as run:
+        wait_for(lambda: bool(run.notices), what="a notice")
+    assert run.notices[0].startswith(f"{log}:1: looks like a memory line")
+    assert run.notices[0].endswith("allocated. \\x1b[2J\\x00 #tokens: 1000")

@@ -121,7 +121,7 @@ def follow(
             last_saved = saved.FollowState(previous.files if previous else (), events.path, events.commit())
             saved.save(state_path, last_saved)
         while True:
-            behind = tailer.poll(follower)
+            behind = tailer.poll(follower, stopping.is_set)
             follower.started = True
             follower.expire()
             size = events.commit()

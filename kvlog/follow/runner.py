@@ -251,7 +251,8 @@ class Follower(Reader):
 
     def _unparsed(self, followed: _Followed, letter: dict[str, Any]) -> None:
         if followed.quiet_lines is None or letter["line"] > followed.quiet_lines:
-            self.say(f"{letter['file']}:{letter['line']}: {letter['reason']}: {letter['text'][:200]}")
+            text = "".join(c if c.isprintable() else ascii(c)[1:-1] for c in letter["text"][:200])
+            self.say(f"{letter['file']}:{letter['line']}: {letter['reason']}: {text}")  # no log byte drives a terminal
 
     def _count(self, followed: _Followed) -> None:
         report = followed.report
