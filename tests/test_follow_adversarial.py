@@ -250,3 +250,21 @@ def test_a_notice_quotes_a_line_without_its_control_bytes(tmp_path: Path) -> Non
         wait_for(lambda: bool(run.notices), what="a notice")
     assert run.notices[0].startswith(f"{log}:1: looks like a memory line")
     assert run.notices[0].endswith("allocated. \\x1b[2J\\x00 #tokens: 1000")
+
+
+def test_an_output_replaced_between_runs_is_not_cut_back(tmp_path: Path) -> None:
+    """The state's size is that of the file it counted events in: another file under the name is not cut to it."""
+    log, out, state = tmp_path / "server.log", tmp_path / "events.jsonl", tmp_path / "state.json"
+    log.write_text(corpus_text("gen2_2025.log"))
+    with following(str(log), out, state=state) as run:
+        run.wait_events(len(migrated(log)))
+    out.rename(tmp_path / "events.jsonl.1")  # archived, and another file took its name
+    other = b'{"kept": "every byte of a file kvlog never wrote"}\n' * 4000
+    out.write_bytes(other)
+    with following(str(log), out, state=state) as run:
+        wait_for(lambda: bool(run.notices), what="a notice")
+    assert out.read_bytes() == other
+    assert run.notices == [
+        f"{out}: not the file the state counted events in (replaced?): nothing cut; "
+        f"the events it counts are not written again"
+    ]

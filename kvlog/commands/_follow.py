@@ -118,7 +118,8 @@ def follow(
             _adopt_rotated(previous, tailer, follower, say)
         last_saved: saved.FollowState | None = None
         if state_path is not None:  # before any event is written: one the state cannot count is written again
-            last_saved = saved.FollowState(previous.files if previous else (), events.path, events.commit())
+            marks = previous.files if previous else ()
+            last_saved = saved.FollowState(marks, events.path, events.commit(), *events.identity)
             saved.save(state_path, last_saved)
         while True:
             behind = tailer.poll(follower, stopping.is_set)
@@ -165,7 +166,15 @@ def _resume_output(previous: saved.FollowState, events: EventOutput, say: Callab
         if previous.files:  # their events are not written again here
             written = previous.output or "standard output"
             say(f"{events.name}: the state counts the events written to {written}; only later ones are written here")
-    elif previous.output_size is not None and not events.cut_to(previous.output_size):
+        return
+    if previous.output_size is None:
+        return
+    if previous.output_inode is not None and (previous.output_device, previous.output_inode) != events.identity:
+        say(
+            f"{events.name}: not the file the state counted events in (replaced?): nothing cut; "
+            "the events it counts are not written again"
+        )
+    elif not events.cut_to(previous.output_size):
         say(f"{events.name}: shorter than when the state was saved; events are appended to what is there")
 
 

@@ -61,6 +61,14 @@ class EventOutput:
         #: a regular file is put on disk at each commit; a device (``/dev/null``) or a FIFO has no disk
         self._durable = self._file is not None and stat.S_ISREG(os.fstat(self._file.fileno()).st_mode)
 
+    @property
+    def identity(self) -> tuple[int, int] | tuple[None, None]:
+        """The output file's device and inode (None for standard output)."""
+        if self._file is None:
+            return None, None
+        status = os.fstat(self._file.fileno())
+        return status.st_dev, status.st_ino
+
     def cut_to(self, size: int) -> bool:
         """Drop what was written after the state recorded ``size`` (it is written again); False if shorter."""
         if self._file is None:
@@ -235,7 +243,7 @@ class Follower(Reader):
                     len(head),
                 )
             )
-        return FollowState(tuple(marks), self.output.path, output_size)
+        return FollowState(tuple(marks), self.output.path, output_size, *self.output.identity)
 
     # -- events ---------------------------------------------------------------------------------
 

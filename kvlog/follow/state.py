@@ -67,6 +67,9 @@ class FollowState:
     files: tuple[FileMark, ...] = ()
     output: str | None = None
     output_size: int | None = None
+    #: the output file's device and inode: a file put in its place meanwhile is not cut to ``output_size``
+    output_device: int | None = None
+    output_inode: int | None = None
 
 
 def digest(head: bytes) -> str:
@@ -117,6 +120,8 @@ def load(path: Path) -> FollowState | None:
             files=tuple(_mark(entry) for entry in document["files"]),
             output=_optional(document.get("output"), str),
             output_size=_optional(document.get("output_size"), int),
+            output_device=_optional(document.get("output_device"), int),
+            output_inode=_optional(document.get("output_inode"), int),
         )
     except (orjson.JSONDecodeError, ValueError, KeyError, TypeError) as exc:
         raise StateError(f"{path}: cannot use the state: {exc}; remove it to follow from the start") from None
@@ -129,6 +134,8 @@ def save(path: Path, state: FollowState) -> None:
         "version": VERSION,
         "output": state.output,
         "output_size": state.output_size,
+        "output_device": state.output_device,
+        "output_inode": state.output_inode,
         "files": [vars(mark) for mark in state.files],
     }
     try:
