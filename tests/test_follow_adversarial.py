@@ -24,10 +24,18 @@ from kvlog.migration.engine import MigrateOptions
 KVLOG = str(Path(sys.executable).with_name("kvlog"))
 
 
-def run_cli(*args: str, **popen: object) -> subprocess.Popen[bytes]:
-    return subprocess.Popen(  # type: ignore[call-overload, no-any-return]
-        [KVLOG, "follow", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, **popen
-    )
+def run_cli(*args: str) -> subprocess.Popen[bytes]:
+    return subprocess.Popen([KVLOG, "follow", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+
+def refused(*args: str) -> tuple[int, str]:
+    """A follower expected to stop at once: its exit status and standard error (killed if it runs on)."""
+    process = run_cli(*args)
+    try:
+        _, stderr = process.communicate(timeout=30)
+    finally:
+        process.kill()
+    return process.returncode, stderr.decode()
 
 
 def saved(state: Path) -> dict[str, object]:
@@ -80,12 +88,11 @@ def test_a_state_that_cannot_be_saved_stops_the_run_before_an_event_is_written(t
     log, out = tmp_path / "server.log", tmp_path / "events.jsonl"
     log.write_text(corpus_text("gen2_2025.log"))
     state = tmp_path / "missing" / "state.json"
-    process = run_cli(str(log), "-o", str(out), "--state", str(state))
-    _, stderr = process.communicate(timeout=30)
-    assert process.returncode == 2
-    assert stderr.decode().startswith(f"kvlog follow: {state}: cannot ")
-    assert "No such file or directory" in stderr.decode()
-    assert "Traceback" not in stderr.decode()
+    status, stderr = refused(str(log), "-o", str(out), "--state", str(state))
+    assert status == 2
+    assert stderr.startswith(f"kvlog follow: {state}: cannot ")
+    assert "No such file or directory" in stderr
+    assert "Traceback" not in stderr
     assert lines_of(out) == []
 
 
@@ -96,10 +103,9 @@ def test_a_second_follower_on_the_same_state_is_refused(tmp_path: Path) -> None:
     first = run_cli(str(log), "-o", str(tmp_path / "a.jsonl"), "--state", str(state))
     try:
         wait_for(state.exists, what="the first follower's state")
-        second = run_cli(str(log), "-o", str(tmp_path / "b.jsonl"), "--state", str(state))
-        _, stderr = second.communicate(timeout=30)
-        assert second.returncode == 2
-        assert f"kvlog follow: {state}: another kvlog follow uses this state" in stderr.decode()
+        status, stderr = refused(str(log), "-o", str(tmp_path / "b.jsonl"), "--state", str(state))
+        assert status == 2
+        assert f"kvlog follow: {state}: another kvlog follow uses this state" in stderr
         assert lines_of(tmp_path / "b.jsonl") == []
     finally:
         first.send_signal(signal.SIGTERM)
@@ -127,14 +133,10 @@ def test_waits_no_clock_can_keep_are_refused(tmp_path: Path, args: tuple[str, ..
     """``--poll inf`` ended in a traceback from the wait; ``--hold nan`` held every event for ever."""
     log = tmp_path / "x.log"
     log.touch()
-    process = run_cli(str(log), "-o", os.devnull, *args)
-    try:
-        _, stderr = process.communicate(timeout=10)
-    finally:
-        process.kill()
-    assert process.returncode == 2
-    assert reason in stderr.decode()
-    assert "Traceback" not in stderr.decode()
+    status, stderr = refused(str(log), "-o", os.devnull, *args)
+    assert status == 2
+    assert reason in stderr
+    assert "Traceback" not in stderr
 
 
 def test_a_file_larger_than_one_pass_is_read_on_without_waiting_for_news(tmp_path: Path) -> None:
@@ -184,10 +186,9 @@ def test_a_state_entry_without_a_field_names_the_field(tmp_path: Path) -> None:
     log, state = tmp_path / "server.log", tmp_path / "state.json"
     log.touch()
     state.write_text('{"format": "kvlog-follow-state", "version": 1, "files": [{"path": "x.log"}]}')
-    process = run_cli(str(log), "--state", str(state))
-    _, stderr = process.communicate(timeout=30)
-    assert process.returncode == 2
-    assert stderr.decode() == (
+    status, stderr = refused(str(log), "--state", str(state))
+    assert status == 2
+    assert stderr == (
         f"kvlog follow: {state}: cannot use the state: a file entry has no device, inode, line, offset, head_sha256, "
         "head_bytes; remove it to follow from the start\n"
     )
@@ -268,3 +269,20 @@ def test_an_output_replaced_between_runs_is_not_cut_back(tmp_path: Path) -> None
         f"{out}: not the file the state counted events in (replaced?): nothing cut; "
         f"the events it counts are not written again"
     ]
+
+
+def test_a_second_follower_writing_the_same_output_is_refused(tmp_path: Path) -> None:
+    """Two followers appending to one file interleave their lines, and a restart of one cuts the other's events."""
+    log, out = tmp_path / "server.log", tmp_path / "events.jsonl"
+    log.write_text(corpus_text("gen2_2025.log"))
+    first = run_cli(str(log), "-o", str(out), "--state", str(tmp_path / "a.json"))
+    try:
+        wait_for((tmp_path / "a.json").exists, what="the first follower's state")
+        status, stderr = refused(str(log), "-o", str(out), "--state", str(tmp_path / "b.json"))
+        assert status == 2
+        assert stderr == f"kvlog follow: {out}: another kvlog follow writes to this file\n"
+    finally:
+        first.send_signal(signal.SIGTERM)
+        first.communicate(timeout=30)
+    assert first.returncode == 0
+    assert lines_of(out) == migrated(log)[: len(lines_of(out))]

@@ -13,6 +13,7 @@ event, quiet or not: a gauge must show the state of the run, which earlier lines
 
 from __future__ import annotations
 
+import fcntl
 import os
 import stat
 from collections import deque
@@ -60,6 +61,21 @@ class EventOutput:
         self._sink = NamedSink(self._stream, self.name)
         #: a regular file is put on disk at each commit; a device (``/dev/null``) or a FIFO has no disk
         self._durable = self._file is not None and stat.S_ISREG(os.fstat(self._file.fileno()).st_mode)
+        if self._file is not None and self._durable:
+            self._lock(self._file)
+
+    def _lock(self, file: IO[bytes]) -> None:
+        """Hold the file for this follower: a second one would interleave its lines and cut this one's on restart.
+
+        (Devices and FIFOs are shared freely: ``-o /dev/null`` for a metrics-only follower.)
+        """
+        try:
+            fcntl.flock(file.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            file.close()
+            if isinstance(exc, BlockingIOError):
+                raise OutputError(f"{self.name}: another kvlog follow writes to this file") from None
+            raise OutputError(f"{self.name}: cannot lock: {exc.strerror}") from None
 
     @property
     def identity(self) -> tuple[int, int] | tuple[None, None]:
