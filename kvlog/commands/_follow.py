@@ -67,11 +67,11 @@ def follow(
     read, for the context and the observers). ``metrics_port`` serves the gauges of ``kvlog.metrics``
     for Prometheus at ``http://metrics_host:metrics_port/metrics`` (0: a free port; the address is
     said through ``on_notice``), ``otlp_endpoint`` exports events and gauges over OTLP/HTTP
-    (``kvlog.otel``); ``observers`` are told every event as well. ``poll_s`` polls the files at that interval instead of
-    waiting on inotify. Without ``stop``, SIGTERM, SIGINT and SIGHUP stop the run (in the main thread):
-    what is written is flushed, the state saved, and the outcome's status is 0. Events still waiting
-    for a later line are written as they stand when there is no state (as at the end of a migrated
-    file); with one, they are left to the restart, which reads their lines again.
+    (``kvlog.otel``); ``observers`` are told every event as well. ``poll_s`` polls the files at that
+    interval instead of waiting on inotify. Without ``stop``, SIGTERM, SIGINT and SIGHUP stop the run
+    (in the main thread): what is written is flushed, the state saved, and the outcome's status is 0.
+    Events still waiting for a later line are written as they stand when there is no state (as at the
+    end of a migrated file); with one, they are left to the restart, which reads their lines again.
 
     Raises ``OptionError`` for options that cannot work, ``StateError`` for a state file that cannot be
     read or saved, ``OutputError`` when the events cannot be written, ``BrokenMigrations``,
@@ -111,34 +111,58 @@ def follow(
         )
         tailer = Tailer(patterns, max_line_bytes=MAX_LINE_BYTES, exclude=_own_files(events, state_path))
         stack.callback(tailer.close)
-        stopping = stop or stack.enter_context(_stopped_by_signals())
+        stopping = stop or threading.Event()
         waker = Waker(tailer, stopping, tick_s=TICK_S, poll_s=poll_s or 0.5, force_polling=poll_s is not None)
         stack.callback(waker.close)
+        if stop is None:
+            stack.enter_context(_stopped_by_signals(stopping, waker.wake))
         if previous is not None:
             _adopt_rotated(previous, tailer, follower, say)
-        last_saved: saved.FollowState | None = None
-        if state_path is not None:  # before any event is written: one the state cannot count is written again
-            marks = previous.files if previous else ()
-            last_saved = saved.FollowState(marks, events.path, events.commit(), *events.identity)
-            saved.save(state_path, last_saved)
-        while True:
-            behind = tailer.poll(follower, stopping.is_set)
-            follower.started = True
-            follower.expire()
-            size = events.commit()
-            if state_path is not None:
-                now = follower.state(size)
-                if now != last_saved:
-                    saved.save(state_path, now)
-                    last_saved = now
-            if stopping.is_set():
-                break
-            if not behind:
-                waker.wait()
-        if state_path is None:
-            follower.finish()
-            events.commit()
+        _until_stopped(
+            tailer=tailer,
+            follower=follower,
+            events=events,
+            waker=waker,
+            stopping=stopping,
+            state_path=state_path,
+            previous=previous,
+        )
         return FollowOutcome(EXIT_OK, follower.written, waker.uses_inotify)
+
+
+def _until_stopped(
+    *,
+    tailer: Tailer,
+    follower: Follower,
+    events: EventOutput,
+    waker: Waker,
+    stopping: threading.Event,
+    state_path: Path | None,
+    previous: saved.FollowState | None,
+) -> None:
+    """Passes until stopped; after each, the events written are committed, then the state that counts them."""
+    last_saved: saved.FollowState | None = None
+    if state_path is not None:  # before any event is written: one the state cannot count is written again
+        marks = previous.files if previous else ()
+        last_saved = saved.FollowState(marks, events.path, events.commit(), *events.identity)
+        saved.save(state_path, last_saved)
+    while True:
+        behind = tailer.poll(follower, stopping.is_set)
+        follower.started = True
+        follower.expire()
+        size = events.commit()
+        if state_path is not None:
+            now = follower.state(size)
+            if now != last_saved:
+                saved.save(state_path, now)
+                last_saved = now
+        if stopping.is_set():
+            break
+        if not behind:
+            waker.wait()
+    if state_path is None:
+        follower.finish()
+        events.commit()
 
 
 def _exports(
@@ -224,17 +248,25 @@ def _with_inode(directory: Path, key: FileKey) -> Path | None:
 
 
 @contextmanager
-def _stopped_by_signals() -> Iterator[threading.Event]:
-    """An event the stop signals set (instead of stopping at once): the run ends where it can save its state."""
-    stop = threading.Event()
+def _stopped_by_signals(stop: threading.Event, wake: Callable[[], None]) -> Iterator[None]:
+    """The stop signals set ``stop`` and end the current wait (instead of stopping at once).
+
+    The run then ends where it can save its state. Signals reach the main thread only: a run in
+    another thread is stopped by its caller's ``stop``.
+    """
     if threading.current_thread() is not threading.main_thread():
-        yield stop  # signals reach the main thread only; its caller stops a run elsewhere with ``stop``
+        yield
         return
+
+    def stopped(_signum: int, _frame: object) -> None:
+        stop.set()
+        wake()
+
     before = {signum: signal.getsignal(signum) for signum in STOP_SIGNALS}
     for signum in STOP_SIGNALS:
-        signal.signal(signum, lambda _signum, _frame: stop.set())
+        signal.signal(signum, stopped)
     try:
-        yield stop
+        yield
     finally:
         for signum, handler in before.items():
             signal.signal(signum, handler)
