@@ -286,3 +286,19 @@ def test_a_second_follower_writing_the_same_output_is_refused(tmp_path: Path) ->
         first.communicate(timeout=30)
     assert first.returncode == 0
     assert lines_of(out) == migrated(log)[: len(lines_of(out))]
+
+
+def test_a_file_the_patterns_no_longer_name_is_not_followed_after_a_restart(tmp_path: Path) -> None:
+    first, second = tmp_path / "a.log", tmp_path / "b.log"
+    out, state = tmp_path / "events.jsonl", tmp_path / "state.json"
+    first.write_text(corpus_text("gen2_2025.log"))
+    second.write_text(corpus_text("gen3_dtype_2026.log"))
+    with following([str(first), str(second)], out, state=state) as run:
+        run.wait_events(len(migrated(first)) + len(migrated(second)))
+    written = len(lines_of(out))
+    append(second, corpus_text("hybrid_swa_2026.log"))  # b.log grows while the follower is down
+    with following(str(first), out, state=state) as run:  # restarted on a.log alone
+        wait_for(lambda: any("no pattern names it" in notice for notice in run.notices), what="the notice")
+        time.sleep(0.3)
+    assert len(lines_of(out)) == written
+    assert f"{second}: no pattern names it any more: not followed" in run.notices

@@ -209,9 +209,10 @@ def _own_files(events: EventOutput, state: Path | None) -> tuple[str, ...]:
 
 
 def _adopt_rotated(previous: saved.FollowState, tailer: Tailer, follower: Follower, say: Callable[[str], None]) -> None:
-    """Files of the state no pattern names now (renamed away, by logrotate or meanwhile): read on to their end.
+    """Files of the state no pattern names now, renamed away (by logrotate, meanwhile): read on to their end.
 
-    Each is looked for by its inode: where it was, else beside it (``server.log.1``).
+    Each is looked for by its inode: where it was, else beside it (``server.log.1``). One still at the
+    name it had when no rename took it away is not followed: the patterns changed, and no longer name it.
     """
     matched = set(tailer.matching().values())
     for mark in previous.files:
@@ -224,6 +225,9 @@ def _adopt_rotated(previous: saved.FollowState, tailer: Tailer, follower: Follow
             found: Path | None = where if (status.st_dev, status.st_ino) == (key.device, key.inode) else None
         except OSError:
             found = None
+        if found is not None and not mark.draining:
+            say(f"{mark.path}: no pattern names it any more: not followed")
+            continue
         found = found or _with_inode(where.parent, key)
         if found is None or tailer.adopt(str(found), follower, key) is None:
             say(

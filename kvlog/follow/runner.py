@@ -257,6 +257,7 @@ class Follower(Reader):
                     followed.checked,
                     digest(head),
                     len(head),
+                    draining=source.draining_since is not None,
                 )
             )
         return FollowState(tuple(marks), self.output.path, output_size, *self.output.identity)

@@ -23,7 +23,7 @@ import hashlib
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import MISSING, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +54,9 @@ class FileMark:
     #: the digest of the file's first ``head_bytes`` bytes
     head_sha256: str
     head_bytes: int
+    #: no pattern named the file any more (renamed away, being read to its end): a restart reads it on
+    #: wherever it is; a file at its old name that the patterns no longer name is left alone
+    draining: bool = False
 
     def same_file(self, head: bytes) -> bool:
         """Whether ``head`` (at least ``head_bytes`` first bytes of a file with this inode) is this file's."""
@@ -148,16 +151,19 @@ def save(path: Path, state: FollowState) -> None:
 def _mark(entry: Any) -> FileMark:
     if not isinstance(entry, dict):
         raise TypeError(f"a file entry is {type(entry).__name__}, not an object")
-    missing = [name for name in FileMark.__dataclass_fields__ if name not in entry]
+    optional = {name for name, spec in FileMark.__dataclass_fields__.items() if spec.default is not MISSING}
+    missing = [name for name in FileMark.__dataclass_fields__ if name not in entry and name not in optional]
     if missing:
         raise ValueError(f"a file entry has no {', '.join(missing)}")
-    mark = FileMark(**{name: entry[name] for name in FileMark.__dataclass_fields__})
+    mark = FileMark(**{name: entry[name] for name in FileMark.__dataclass_fields__ if name in entry})
     for name in ("device", "inode", "line", "offset", "head_bytes"):
         value = getattr(mark, name)
         if type(value) is not int or value < 0:
             raise ValueError(f"{mark.path}: {name} is {value!r}, not a count")
     if not isinstance(mark.path, str) or not isinstance(mark.head_sha256, str):
         raise ValueError("a file entry's path and head_sha256 are strings")
+    if type(mark.draining) is not bool:
+        raise ValueError(f"{mark.path}: draining is {mark.draining!r}, not true or false")
     return mark
 
 
