@@ -6,13 +6,11 @@ loads then and never for a process that only emits.
 
 from __future__ import annotations
 
-import os
-import socket
 from typing import Any
 
 from kvlog.emission import add_tap, remove_tap
 from kvlog.metrics.prometheus import Endpoint, start_endpoint
-from kvlog.metrics.series import MemorySeries
+from kvlog.metrics.series import MemorySeries, this_process
 
 
 def serve(port: int = 9400, host: str = "127.0.0.1", instance: str | None = None) -> Endpoint:
@@ -23,7 +21,7 @@ def serve(port: int = 9400, host: str = "127.0.0.1", instance: str | None = None
     behind. Loopback by default: the endpoint has no authentication.
     """
     series = MemorySeries()
-    name = instance if instance is not None else f"{socket.gethostname()}:{os.getpid()}"
+    name = instance if instance is not None else this_process()
 
     def tap(event: dict[str, Any]) -> None:
         series.observe(event, instance=name)

@@ -72,6 +72,8 @@ the series are fed from emission taps and live logs, where an exception would be
 from __future__ import annotations
 
 import math
+import os
+import socket
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -545,4 +547,12 @@ def _scope_of(labels: Mapping[str, str]) -> _Key:
     return tuple(labels[name] for name in _SCOPE)
 
 
-__all__ = ["METRICS", "MemorySeries", "Metric", "server_of"]
+def this_process() -> str:
+    """The ``server_instance`` of events this process emits live, unless its caller names one: ``host:pid``.
+
+    The Prometheus endpoint and the OpenTelemetry export label the same process alike.
+    """
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+__all__ = ["METRICS", "MemorySeries", "Metric", "server_of", "this_process"]

@@ -14,8 +14,6 @@ alike), and the export only reads it, so nothing is counted twice.
 
 from __future__ import annotations
 
-import os
-import socket
 import threading
 from collections.abc import Callable, Mapping
 from types import TracebackType
@@ -32,7 +30,7 @@ from opentelemetry.util.types import AttributeValue
 
 from kvlog import __version__, emission
 from kvlog.errors import OptionError
-from kvlog.metrics.series import MemorySeries
+from kvlog.metrics.series import MemorySeries, this_process
 from kvlog.otel import instruments
 from kvlog.otel.records import log_record
 from kvlog.otel.resource import resource
@@ -99,7 +97,7 @@ class OtelExport:
         """
         if self._tap is not None:
             raise OptionError("this export already exports emitted events: it has one tap")
-        source = instance if instance is not None else f"{socket.gethostname()}:{os.getpid()}"
+        source = instance if instance is not None else this_process()
 
         def export_emitted(event: dict[str, Any]) -> None:
             try:
