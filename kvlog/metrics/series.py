@@ -256,10 +256,16 @@ _MAMBA_FIELDS = (
 
 
 def _number(value: object) -> float | None:
-    """A finite, non-negative number, or None for anything else (bool included: JSON true is no size)."""
+    """A finite, non-negative number, or None for anything else (bool included: JSON true is no size).
+
+    An integer beyond a float's range (JSON allows any) is no size either: ``float()`` would raise.
+    """
     if isinstance(value, bool) or not isinstance(value, int | float):
         return None
-    number = float(value)
+    try:
+        number = float(value)
+    except OverflowError:
+        return None
     return number if math.isfinite(number) and number >= 0 else None
 
 
