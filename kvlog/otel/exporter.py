@@ -120,15 +120,30 @@ class OtelExport:
         logs = self._loggers.force_flush(timeout_millis)
         return self._meters.force_flush(timeout_millis) and logs
 
-    def close(self) -> None:
-        """Stop the tap, flush, and shut the providers down (their exporters with them). Closing twice does nothing."""
+    def close(self, timeout_s: float = 5.0) -> bool:
+        """Stop the tap, flush, and shut the providers down (their exporters with them), within ``timeout_s``.
+
+        Returns False when that did not finish in time: what was still batched is then given up on. The
+        SDK alone waits for an unreachable collector up to 30 s for the records and 30 s more for the
+        metrics, retrying, and ``kvlog follow`` closes its export when told to stop; so the shutdown
+        runs in a daemon thread that is waited for only ``timeout_s``. Closing twice does nothing.
+        """
         if self._closed:
-            return
+            return True
         self._closed = True
         if self._tap is not None:
             emission.remove_tap(self._tap)
-        self._loggers.shutdown()  # flushes the batch first
-        self._meters.shutdown()  # collects and exports once more first
+        closing = threading.Thread(target=self._shut_down, name="kvlog-otel-close", daemon=True)
+        closing.start()
+        closing.join(timeout_s)
+        return not closing.is_alive()
+
+    def _shut_down(self) -> None:
+        try:
+            self._loggers.shutdown()  # flushes the batch first
+            self._meters.shutdown()  # collects and exports once more first
+        except Exception:  # noqa: BLE001 - a reader that failed to shut down has nothing left to export; no traceback
+            return
 
     def __enter__(self) -> Self:
         return self
