@@ -24,7 +24,7 @@ from pathlib import Path
 import orjson
 
 from kvlog.io.compression import is_compressed, read_lines
-from kvlog.io.inputs import MAX_LINE_BYTES, STDIN, InputError, OverlongLine, bounded_lines
+from kvlog.io.inputs import MAX_LINE_BYTES, STDIN, InputError, OverlongLine, bounded_lines, range_lines
 from kvlog.io.jsonline import problems
 from kvlog.io.workers import WorkerDied, add_counts, in_order
 from kvlog.schema.catalog import Catalog
@@ -321,7 +321,7 @@ def _validate_chunk(validator: EventValidator, chunk: _Chunk) -> tuple[list[Line
     try:
         with Path(chunk.name).open("rb") as stream:
             stream.seek(chunk.start)
-            lines = bounded_lines(stream, chunk.end - chunk.start)  # split at b"\n" only, as a file iterates
+            lines = range_lines(stream, chunk.end - chunk.start)  # split at b"\n" only, as a file iterates
             findings = list(validate_lines(chunk.name, lines, summary, validator, skips=chunk.skips))
     except OSError as exc:
         raise InputError(f"{chunk.name}: cannot read: {exc.strerror or exc}") from None
