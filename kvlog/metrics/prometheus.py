@@ -31,9 +31,10 @@ class SeriesCollector(Collector):
         for metric in METRICS:
             family = GaugeMetricFamily if metric.kind == "gauge" else CounterMetricFamily
             unit = "" if metric.unit == "1" else metric.unit
-            families[metric.name] = family(metric.name, metric.help, labels=metric.labels, unit=unit)
+            families[metric.name] = family(metric.name, metric.help, unit=unit)
         for metric, labels, value in self.series.samples():
-            families[metric.name].add_metric([labels[name] for name in metric.labels], value)
+            exported = families[metric.name]  # labels sample by sample: an empty other_ranks is left out
+            exported.add_sample(exported.name + ("_total" if metric.kind == "counter" else ""), labels, value)
         yield from families.values()
 
 

@@ -5,7 +5,10 @@ This module is the single owner of that mapping: the Prometheus endpoint (``kvlo
 outside the standard library, so a caller that never serves metrics pays nothing for it.
 
 Labels. Every rank-scoped metric carries ``tp``, ``dp``, ``pp``, ``ep`` (the event's ``ranks``; a rank
-kind the event lacks is ``""``, other kinds such as ``attn_cp`` are not labels), ``server`` (``sglang``
+kind the event lacks is ``""``), ``other_ranks`` (every other kind of the event's ``ranks`` as
+``kind=rank``, sorted and comma-joined: ``attn_cp=5``, ``moe_dp=1``, vLLM's worker ``rank=3``; ``""``
+when none, and then left out of ``samples()`` as Prometheus would store it: a server whose ranks are
+only those four exposes the label set it always had), ``server`` (``sglang``
 or ``vllm``: the prefix of ``migrated.source_format``; ``kvlog`` for an event kvlog emitted live or
 wrote as JSON) and ``server_instance`` (which server the series is about: the log path for
 ``kvlog follow``, what a library caller passes). It is not ``instance`` because Prometheus sets
@@ -82,7 +85,10 @@ from typing import Any, Literal
 from kvlog.schema.readings import FREE_DEVICE_MEMORY
 
 RANK_KINDS = ("tp", "dp", "pp", "ep")
-_SCOPE = (*RANK_KINDS, "server", "server_instance")
+#: the labels that name a rank: without ``other_ranks``, two vLLM workers (``rank=0``, ``rank=1``, no
+#: ``tp``) or two ``MOE_DP`` ranks would write one series, and one's restart would remove the other's
+_RANK_LABELS = (*RANK_KINDS, "other_ranks")
+_SCOPE = (*_RANK_LABELS, "server", "server_instance")
 _POOL = ("pool", "label", *_SCOPE)
 
 
@@ -227,7 +233,7 @@ METRICS: tuple[Metric, ...] = (
 )
 
 _Key = tuple[str, ...]
-_Rank = tuple[str, str, str, str]
+_Rank = tuple[str, str, str, str, str]
 
 _PROFILE_FIELDS: dict[str, dict[str, str]] = {
     "memory.profile": {
@@ -298,16 +304,11 @@ def _rank_of(event: Mapping[str, Any]) -> _Rank | None:
         ranks = {}
     if not isinstance(ranks, Mapping):
         return None
-    values: list[str] = []
-    for kind in RANK_KINDS:
-        rank = ranks.get(kind)
-        if rank is None:
-            values.append("")
-        elif isinstance(rank, int) and not isinstance(rank, bool):
-            values.append(str(rank))
-        else:
-            return None
-    return values[0], values[1], values[2], values[3]
+    if not all(isinstance(rank, int) and not isinstance(rank, bool) for rank in ranks.values() if rank is not None):
+        return None
+    values = ["" if ranks.get(kind) is None else str(ranks[kind]) for kind in RANK_KINDS]
+    others = sorted(f"{kind}={rank}" for kind, rank in ranks.items() if kind not in RANK_KINDS and rank is not None)
+    return values[0], values[1], values[2], values[3], ",".join(others)
 
 
 @dataclass(frozen=True)
@@ -393,10 +394,13 @@ class MemorySeries:
                 self._add(VIOLATIONS, (instance,), number)
 
     def samples(self) -> list[tuple[Metric, dict[str, str], float]]:
-        """Every series as (metric, labels, value), in ``METRICS`` order, taken under the lock."""
+        """Every series as (metric, labels, value), in ``METRICS`` order, taken under the lock.
+
+        The labels are the metric's, but for an empty ``other_ranks`` (see the module's docstring).
+        """
         with self._lock:
             return [
-                (metric, dict(zip(metric.labels, key, strict=True)), value)
+                (metric, _exported(metric, key), value)
                 for metric in METRICS
                 for key, value in self._values[metric].items()
             ]
@@ -435,7 +439,7 @@ class MemorySeries:
 
     def _load_begin(self, _event: Mapping[str, Any], scope: _Scope) -> None:
         def other_run(labels: dict[str, str]) -> bool:
-            same_rank = tuple(labels[kind] for kind in RANK_KINDS) == scope.rank
+            same_rank = tuple(labels[kind] for kind in _RANK_LABELS) == scope.rank
             return not (same_rank and labels["server_instance"] == scope.instance)
 
         for metric in METRICS:
@@ -546,6 +550,13 @@ class MemorySeries:
 
     def _violation(self, event: Mapping[str, Any], scope: _Scope) -> None:
         self._add(VIOLATIONS, (scope.instance,), 1.0 + (_number(event.get("suppressed")) or 0.0))
+
+
+def _exported(metric: Metric, key: _Key) -> dict[str, str]:
+    labels = dict(zip(metric.labels, key, strict=True))
+    if labels.get("other_ranks") == "":
+        del labels["other_ranks"]
+    return labels
 
 
 def _scope_of(labels: Mapping[str, str]) -> _Key:
