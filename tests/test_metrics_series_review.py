@@ -93,3 +93,14 @@ def test_the_exposition_carries_other_ranks_only_where_a_server_has_them() -> No
         "sglang": None,  # as before the label existed: Prometheus stores an empty label as none anyway
         "vllm": "rank=1",
     }
+
+
+def test_a_draft_workers_unified_pool_never_replaces_the_targets() -> None:
+    series = MemorySeries()
+    for total in (40 * GIB, 2 * GIB):  # the target's UnifiedKVPool, then the draft worker's
+        unified = {"event": "kv_pool.unified_allocation", "allocation_state": "allocated", "total_bytes": total,
+                   "sub_pools": 2, "committed_bytes": None, "ranks": {"tp": 0}}  # fmt: skip
+        series.observe(unified, instance="x")
+    pools = {labels["pool"]: value for labels, value in _gauges(series, "kvlog_kv_pool_bytes")}
+    assert pools == {"unified": 40 * GIB, "unified#1": 2 * GIB}
+    assert sum(value for _, value in _gauges(series, "kvlog_kv_pool_committed_bytes")) == 42 * GIB

@@ -21,7 +21,9 @@ Mapping (event -> metric; an event not listed only counts in ``kvlog_events_tota
   for an ``allocated`` pool without it, the pool's bytes, which are physically held). A pool has one
   ``allocation_state`` at a time: a new allocation event of the same pool replaces its series.
 - ``kv_pool.unified_allocation`` -> the same three, as the pool ``unified``: its sub-pools print no
-  event of their own (sglang's format decisions), so it is counted once.
+  event of their own (sglang's format decisions), so it is counted once. A later unified pool of the
+  run (a speculative draft worker's) is ``unified#<n>``, ``n`` its position among the run's pools:
+  it must not replace the target's.
 - ``kv_pool.swa_summary`` -> ``kvlog_kv_pool_swa_total_bytes`` only, never ``kvlog_kv_pool_bytes``: its
   sub-pools (SWA, Full) have their own ``kv_pool.allocation`` events, and a dashboard summing
   ``kvlog_kv_pool_bytes`` must not count the summary a second time.
@@ -460,8 +462,8 @@ class MemorySeries:
     def _unified(self, event: Mapping[str, Any], scope: _Scope) -> None:
         state, size = _text(event.get("allocation_state")), _number(event.get("total_bytes"))
         if state is not None and size is not None:
-            self._next_position(scope, KV_POOL_BYTES)
-            self._pool(("unified", ""), state, size, event, scope)
+            position = self._next_position(scope, KV_POOL_BYTES)
+            self._pool(("unified" if position == 0 else f"unified#{position}", ""), state, size, event, scope)
 
     def _pool(self, pool: _Key, state: str, size: float, event: Mapping[str, Any], scope: _Scope) -> None:
         """A pool's (new) allocation replaces all its series, so it has one allocation_state at a time."""
