@@ -82,7 +82,10 @@ def generate_v1_events(path: Path, lines: int) -> None:
 def timed(tree: Path, args: list[str], work: Path) -> float:
     """CPU seconds (user + system) of one ``kvlog`` command run from the source ``tree``, pinned to one core."""
     pin = ["taskset", "-c", "0"] if shutil.which("taskset") else []
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(tree), os.environ.get("PYTHONPATH")]))}
+    # PYTHONSAFEPATH: ``python -m`` would put the working directory first on the path, and a run started
+    # from a checkout would import that checkout's kvlog for both trees
+    pythonpath = os.pathsep.join(filter(None, [str(tree), os.environ.get("PYTHONPATH")]))
+    env = {**os.environ, "PYTHONPATH": pythonpath, "PYTHONSAFEPATH": "1"}
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     with (work / "stdout").open("wb") as sink:
         result = subprocess.run(

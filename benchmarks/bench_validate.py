@@ -18,7 +18,10 @@ one-core ratio (goal: at most 1.5x), and the default run's events per second the
 (goal: at least 1.2 M on two cores). Each timed run starts when the machine is idle
 (``benchmarks/quiet.py``); the measurements take turns, ``--repeat`` rounds, and medians are reported.
 
-Usage: ``.venv/bin/python benchmarks/bench_validate.py [--events N] [--reference-events M]``.
+With ``--baseline TREE`` (a checkout, e.g. ``git worktree add /tmp/base COMMIT``) that tree's CLI runs
+take turns with this one's, and their ratios are printed.
+
+Usage: ``.venv/bin/python benchmarks/bench_validate.py [--events N] [--reference-events M] [--baseline TREE]``.
 """
 
 from __future__ import annotations
@@ -46,6 +49,7 @@ from kvlog.validate import Summary, available_cpus, validate_lines
 
 GIB = 1 << 30
 MIB = 1 << 20
+ROOT = Path(__file__).resolve().parent.parent
 
 #: (weight, builder) — builders return an event's own fields from a random source
 Builder = Callable[[random.Random], dict[str, Any]]
@@ -234,17 +238,22 @@ def bench_jsonschema(lines: list[bytes]) -> float:
 BARE_PARSE = "import sys, orjson\nwith open(sys.argv[1], 'rb') as f:\n    for line in f: orjson.loads(line)"
 
 
-def bench_cli(path: Path, *args: str) -> tuple[float, float]:
-    """Wall-clock and CPU seconds (user + system, the command and its workers) of one ``kvlog validate`` run."""
-    return bench_process([sys.executable, "-m", "kvlog", "validate", *args, str(path)])
+def bench_cli(path: Path, *args: str, tree: Path | None = None) -> tuple[float, float]:
+    """Wall-clock and CPU seconds (user + system, the command and its workers) of one ``kvlog validate`` run.
+
+    ``tree``: run the kvlog of that source tree (a baseline checkout) instead of this one.
+    """
+    # PYTHONSAFEPATH: ``python -m`` would put the working directory first on the path, ahead of ``tree``
+    env = {**os.environ, "PYTHONPATH": str(tree or ROOT), "PYTHONSAFEPATH": "1"}
+    return bench_process([sys.executable, "-m", "kvlog", "validate", *args, str(path)], env)
 
 
-def bench_process(command: list[str]) -> tuple[float, float]:
+def bench_process(command: list[str], env: dict[str, str] | None = None) -> tuple[float, float]:
     """Wall-clock and CPU seconds (user + system, with its children) of one command run to its end."""
     wait_for_idle()
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
-    result = subprocess.run(command, capture_output=True, text=True, check=False)
+    result = subprocess.run(command, capture_output=True, text=True, check=False, env=env)
     elapsed = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     assert result.returncode == 0, result.stdout[:2000] + result.stderr
@@ -264,6 +273,7 @@ def main() -> None:
     parser.add_argument("--events", type=int, default=1_000_000)
     parser.add_argument("--reference-events", type=int, default=50_000, help="lines given to plain jsonschema")
     parser.add_argument("--repeat", type=int, default=5, help="interleaved rounds; medians are reported")
+    parser.add_argument("--baseline", type=Path, help="a kvlog source tree whose CLI runs take turns with this one's")
     args = parser.parse_args()
 
     with tempfile.TemporaryDirectory(prefix="kvlog-bench-") as tmp:
@@ -284,6 +294,9 @@ def main() -> None:
             "serial": lambda: bench_cli(path, "--jobs", "1"),
             "default": lambda: bench_cli(path),
         }
+        if args.baseline:
+            measures["serial_base"] = lambda: bench_cli(path, "--jobs", "1", tree=args.baseline)
+            measures["default_base"] = lambda: bench_cli(path, tree=args.baseline)
         runs: dict[str, list[tuple[float, float]]] = {what: [] for what in measures}
         for _ in range(args.repeat):
             for what, measure in measures.items():
@@ -305,6 +318,14 @@ def main() -> None:
         )
         reference_rate = f"{rate(len(reference), t_reference)}, first {len(reference)} lines"
         print(f"jsonschema Draft202012Validator, 1 core        {reference_rate}")
+        if args.baseline:
+            for what in ("serial", "default"):
+                base = f"{what}_base"
+                print(
+                    f"baseline {what:<7} {rate(n, wall[base])}; CPU {cpu[base]:.2f} s; this tree / baseline: "
+                    f"wall {wall[what] / wall[base]:.2f}, CPU {cpu[what] / cpu[base]:.2f}; "
+                    f"CPU / bare parsing {cpu[base] / cpu['bare']:.2f}x"
+                )
         print()
         one_core = cpu["serial"] / cpu["bare"]
         print(f"kvlog validate_lines / orjson.loads (1 core):  {wall['loop'] / wall['orjson']:.2f}x the time")
