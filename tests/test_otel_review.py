@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import socket
+import subprocess
+import sys
 import threading
 from collections.abc import Sequence
+from pathlib import Path
 
 from opentelemetry.sdk._logs import ReadableLogRecord
 from opentelemetry.sdk._logs.export import LogRecordExporter, LogRecordExportResult
@@ -65,3 +68,45 @@ def test_close_of_an_export_to_a_collector_that_is_down_returns_within_its_timeo
 def test_close_of_a_reachable_export_completes() -> None:
     otel = OtelExport(StuckExporter(), InMemoryMetricReader())
     assert otel.close() is True  # nothing batched: the shutdown finishes at once
+
+
+EXITING = """
+import sys, threading
+from pathlib import Path
+from opentelemetry.sdk._logs.export import LogRecordExporter, LogRecordExportResult
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+from kvlog.otel import OtelExport
+
+class Exporter(LogRecordExporter):
+    def export(self, batch):
+        if sys.argv[1] == "stuck":
+            threading.Event().wait()  # a collector that never answers, and no shutdown frees it
+        with Path(sys.argv[2]).open("a") as out:
+            out.writelines(f"{record.log_record.event_name}\\n" for record in batch)
+        return LogRecordExportResult.SUCCESS
+
+    def shutdown(self):
+        pass
+
+    def force_flush(self, timeout_millis=30000):
+        return True
+
+otel = OtelExport(Exporter(), InMemoryMetricReader())
+for name in ("weights.load_begin", "weights.load_end", "kv_pool.allocation"):
+    otel.observe({"event": name, "level": "info"}, instance="x")
+# never closed: the process exits with the export open
+"""
+
+
+def test_an_export_left_open_is_flushed_at_exit(tmp_path: Path) -> None:
+    written = tmp_path / "records"
+    done = subprocess.run([sys.executable, "-c", EXITING, "working", str(written)], check=False, timeout=60)
+    assert done.returncode == 0
+    assert written.read_text().split() == ["weights.load_begin", "weights.load_end", "kv_pool.allocation"]
+
+
+def test_an_export_left_open_to_a_stuck_collector_lets_the_process_exit(tmp_path: Path) -> None:
+    # The SDK's own exit handlers wait 30 s for the stuck export, then more for the metrics; the
+    # export's bounded close (5 s) must end the process well before this liveness limit.
+    done = subprocess.run([sys.executable, "-c", EXITING, "stuck", str(tmp_path / "records")], check=False, timeout=25)
+    assert done.returncode == 0

@@ -14,6 +14,7 @@ alike), and the export only reads it, so nothing is counted twice.
 
 from __future__ import annotations
 
+import atexit
 import threading
 from collections.abc import Callable, Mapping
 from types import TracebackType
@@ -59,15 +60,18 @@ class OtelExport:
         self.resource = resource(service_name, resource_attributes)
         self.series = series if series is not None else MemorySeries()
         self._feeds_series = series is None
-        self._loggers = LoggerProvider(resource=self.resource)
+        # The SDK's own exit handlers would flush without a bound (the process then waits out a collector
+        # that is down, ~40 s); the export's handler is its bounded close().
+        self._loggers = LoggerProvider(resource=self.resource, shutdown_on_exit=False)
         self._loggers.add_log_record_processor(BatchLogRecordProcessor(log_exporter))
         self._logger = self._loggers.get_logger(SCOPE, __version__)
-        self._meters = MeterProvider(metric_readers=[metric_reader], resource=self.resource)
+        self._meters = MeterProvider(metric_readers=[metric_reader], resource=self.resource, shutdown_on_exit=False)
         instruments.register(self._meters.get_meter(SCOPE, __version__), self.series)
         self._tap: Callable[[dict[str, Any]], None] | None = None
         self._closed = False
         self._dropped = 0
         self._dropped_lock = threading.Lock()
+        atexit.register(self.close)
 
     def observe(self, event: Mapping[str, Any], *, instance: str) -> None:
         """Export one event (a dict as kvlog writes it) from the log source ``instance`` (``kvlog follow``: its path).
@@ -131,6 +135,7 @@ class OtelExport:
         if self._closed:
             return True
         self._closed = True
+        atexit.unregister(self.close)
         if self._tap is not None:
             emission.remove_tap(self._tap)
         closing = threading.Thread(target=self._shut_down, name="kvlog-otel-close", daemon=True)
