@@ -199,6 +199,7 @@ def test_failing_the_nth_system_call_keeps_books_exact_and_leaks_nothing(
             if call == "smaps":
                 inject: Any = FaultySmaps(nth)
                 monkeypatch.setattr(host_backend, "_SMAPS", inject)
+                monkeypatch.setattr(host_backend._pagemap, "scans", False)  # smaps as on a kernel before 6.7
             else:
                 inject = FaultyLibc(REAL_LIBC, call, nth)
                 monkeypatch.setattr(host_backend, "_libc", inject)

@@ -7,9 +7,16 @@ like ``cuMemAddressReserve``. Committing makes a range read-write and populates 
 ``MAP_FIXED``: that drops the pages *and* the commit charge in one step, which ``MADV_DONTNEED`` alone
 does not do, and keeps the addresses reserved.
 
-Measurement sums ``Rss`` over the arena's mappings in ``/proc/self/smaps``: the kernel's own count of
-resident pages. Each reservation is fenced by a read-only guard page on either side so that the
-kernel never merges an arena's mappings with a neighbour's, which would make its Rss unattributable.
+Measurement is the ``Rss`` that ``/proc/self/smaps`` gives the reservation: the kernel's own count of
+the pages mapped in it, the shared zero page excepted. Since Linux 6.7 it is read with one
+``PAGEMAP_SCAN`` ioctl over the whole reservation, asking for pages present and not the zero page:
+the same page tables, classified as smaps classifies them, without generating smaps' text for every
+mapping below the arena (a thousand times cheaper for one granule). ``mincore`` would be cheaper
+still over the committed ranges, but it counts the zero page and swap-cache pages as resident, and
+over only the ranges the books name it could not see memory a decommit failed to give back. Older
+kernels read smaps itself. Each reservation is fenced by a read-only guard page on either side so
+that the kernel never merges an arena's mappings with a neighbour's, which would make the mapping's
+smaps Rss unattributable.
 
 Every call checks its range against the reservations this backend made before it reaches the
 kernel: ``mmap(MAP_FIXED)`` over any other address would replace another mapping of the process.
@@ -21,6 +28,7 @@ import ctypes
 import errno
 import os
 import re
+import threading
 from math import prod
 from mmap import MADV_DONTNEED, MAP_ANONYMOUS, MAP_PRIVATE, PROT_READ, PROT_WRITE
 from pathlib import Path
@@ -40,8 +48,41 @@ MADV_POPULATE_WRITE: Final = 23
 PAGE_SIZE: Final = os.sysconf("SC_PAGE_SIZE")
 _MAP_FAILED: Final = ctypes.c_void_p(-1).value
 _SMAPS = Path("/proc/self/smaps")
+_PAGEMAP = Path("/proc/self/pagemap")
 _VMA_HEAD = re.compile(rb"^([0-9a-f]+)-[0-9a-f]+ ", re.MULTILINE)
 _VMA_RSS = re.compile(rb"^([0-9a-f]+)-([0-9a-f]+) [^\n]*\n(?:[^\n]*\n)*?Rss:\s+(\d+) kB", re.MULTILINE)
+
+# PAGEMAP_SCAN (linux/fs.h, Linux 6.7): the page categories asked for, and the ioctl's structures.
+PAGE_IS_PRESENT: Final = 1 << 3
+PAGE_IS_PFNZERO: Final = 1 << 5
+
+
+class _PageRegion(ctypes.Structure):
+    _fields_ = [("start", ctypes.c_uint64), ("end", ctypes.c_uint64), ("categories", ctypes.c_uint64)]
+
+
+class _ScanArg(ctypes.Structure):
+    _fields_ = [
+        (name, ctypes.c_uint64)
+        for name in (
+            "size",
+            "flags",
+            "start",
+            "end",
+            "walk_end",
+            "vec",
+            "vec_len",
+            "max_pages",
+            "category_inverted",
+            "category_mask",
+            "category_anyof_mask",
+            "return_mask",
+        )
+    ]
+
+
+PAGEMAP_SCAN: Final = (3 << 30) | (ctypes.sizeof(_ScanArg) << 16) | (ord("f") << 8) | 16  # _IOWR('f', 16, ...)
+_SCAN_REGIONS: Final = 16  # runs of resident pages per ioctl; a walk that finds more goes on where it stopped
 
 _libc = ctypes.CDLL(None, use_errno=True)
 _libc.mmap.restype = ctypes.c_void_p
@@ -49,6 +90,10 @@ _libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_
 _libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
 _libc.mprotect.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
 _libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+# Its own handle: the scan only reads page tables, and stays out of what replaces _libc to watch the calls
+# that change mappings.
+_ioctl = ctypes.CDLL(None, use_errno=True).ioctl
+_ioctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_void_p]
 
 
 def _os_error(call: str) -> BackendError:
@@ -166,12 +211,20 @@ class HostBackend:
         del self._reservations[start]
 
     def measure(self, base: int, nbytes: int) -> Measurement | None:
-        """Rss of the mappings inside ``[base, base + nbytes)``; None if one straddles its edge with pages in it.
+        """Rss of ``[base, base + nbytes)``: by ``PAGEMAP_SCAN``, or by smaps where the kernel lacks it.
 
-        None too when smaps cannot be read: a measurement is evidence beside the books, and failing to
-        take one must not turn a commit that succeeded into an exception.
+        None when neither can be read, or when smaps has a mapping straddle the range's edge with
+        pages in it: a measurement is evidence beside the books, and failing to take one must not
+        turn a commit that succeeded into an exception.
         """
         try:
+            if _pagemap.scans:
+                try:
+                    return pagemap_rss(base, base + nbytes)
+                except OSError as error:
+                    if error.errno not in _NO_SCAN:
+                        raise
+                    _pagemap.scans = False
             return smaps_rss(base, base + nbytes)
         except OSError:
             return None
@@ -181,6 +234,79 @@ class HostBackend:
         address, nbytes = self._inside(address, prod(shape) * dtype.itemsize, granules=False)
         buffer = (ctypes.c_ubyte * nbytes).from_address(address)
         return torch.frombuffer(buffer, dtype=dtype).view(shape)
+
+
+class _Pagemap:
+    """``/proc/self/pagemap``, opened once per process: a child of ``fork`` opens its own.
+
+    The file is bound to the process that opened it, so an inherited descriptor would measure the
+    parent's memory.
+    """
+
+    def __init__(self) -> None:
+        self.scans = True
+        self._pid = 0
+        self._fd = -1
+        self._lock = threading.Lock()
+
+    def fd(self) -> int:
+        pid = os.getpid()
+        if self._pid != pid:
+            with self._lock:
+                if self._pid != pid:
+                    self._fd = os.open(_PAGEMAP, os.O_RDONLY | os.O_CLOEXEC)
+                    self._pid = pid
+        return self._fd
+
+
+class _ScanBuffers(threading.local):
+    """One thread's ioctl argument and result regions, reused: building them costs as much as the ioctl."""
+
+    def __init__(self) -> None:
+        self.regions = (_PageRegion * _SCAN_REGIONS)()
+        self.arg = _ScanArg(
+            size=ctypes.sizeof(_ScanArg),
+            vec=ctypes.addressof(self.regions),
+            vec_len=_SCAN_REGIONS,
+            category_inverted=PAGE_IS_PFNZERO,
+            category_mask=PAGE_IS_PRESENT | PAGE_IS_PFNZERO,
+            return_mask=PAGE_IS_PRESENT,
+        )
+        self.pointer = ctypes.byref(self.arg)
+
+
+_pagemap = _Pagemap()
+_buffers = _ScanBuffers()
+# The errors that say this process cannot scan at all, so smaps is read from then on: ENOTTY from a
+# kernel before 6.7, whose pagemap has no ioctl; no pagemap file, or one this process may not read.
+# Any other error fails one measurement only.
+_NO_SCAN: Final = frozenset({errno.ENOTTY, errno.ENOENT, errno.EACCES, errno.EPERM})
+
+
+def pagemap_rss(start: int, end: int) -> Measurement:
+    """What smaps counts as ``Rss`` in ``[start, end)`` (page-aligned), from one ``PAGEMAP_SCAN`` walk.
+
+    smaps counts a mapped page unless it is the shared zero page (its ``vm_normal_page`` test); the
+    scan asks for exactly those pages, present and not ``PFNZERO``, and returns them as runs. Holes
+    without page tables cost nothing, so the cost grows with the resident pages and the 2 MiB
+    blocks the range spans, not with the process's other mappings. ``OSError`` where the kernel
+    has no such ioctl (before 6.7: ENOTTY).
+    """
+    descriptor = _pagemap.fd()
+    buffers = _buffers
+    scan, regions = buffers.arg, buffers.regions
+    scan.end = end
+    total = 0
+    while start < end:
+        scan.start = start
+        found = _ioctl(descriptor, PAGEMAP_SCAN, buffers.pointer)
+        if found < 0:
+            code = ctypes.get_errno()
+            raise OSError(code, f"PAGEMAP_SCAN: {os.strerror(code)}", str(_PAGEMAP))
+        for index in range(found):
+            total += regions[index].end - regions[index].start
+        start = scan.walk_end
+    return Measurement(total, "smaps_rss")
 
 
 def smaps_rss(start: int, end: int) -> Measurement | None:

@@ -1,0 +1,155 @@
+"""The host backend's measurement against the kernel's smaps, read independently, in the states a user makes.
+
+``measure`` reads Rss with one ``PAGEMAP_SCAN`` ioctl where the kernel has it (Linux 6.7) and with
+``/proc/self/smaps`` where it does not; both must give the figure smaps gives for the reservation.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import os
+import platform
+from mmap import MADV_DONTNEED, MADV_HUGEPAGE
+from pathlib import Path
+
+import pytest
+import torch
+from memory_helpers import kernel_rss, last, validated_events
+
+from kvlog.memory import VmmArena, host_backend
+from kvlog.memory.host_backend import PAGE_SIZE, pagemap_rss, smaps_rss
+
+MIB = 1 << 20
+
+
+def kernel_has_pagemap_scan() -> bool:
+    major, minor = (int(part) for part in platform.release().split(".")[:2])
+    return (major, minor) >= (6, 7)
+
+
+@pytest.fixture
+def scanning() -> None:
+    """Skip where the kernel predates ``PAGEMAP_SCAN``; there ``measure`` reads smaps, tested below."""
+    if not kernel_has_pagemap_scan():
+        pytest.skip(f"PAGEMAP_SCAN needs Linux 6.7, this is {platform.release()}")
+
+
+def all_three(arena: VmmArena) -> tuple[int, int, int | None]:
+    """Rss of the reservation by the scan, by kvlog's smaps reader, and by the tests' own smaps parse."""
+    start, end = arena.base, arena.base + arena.reserved_va_bytes
+    by_smaps = smaps_rss(start, end)
+    return pagemap_rss(start, end).nbytes, kernel_rss(start, end), by_smaps.nbytes if by_smaps else None
+
+
+@pytest.mark.usefixtures("scanning")
+def test_the_scan_counts_what_smaps_counts_through_commits_decommits_and_zero_pages() -> None:
+    with validated_events(), VmmArena.host(256 * MIB) as arena:
+        states = [all_three(arena)]
+        arena.commit(0, PAGE_SIZE)
+        states.append(all_three(arena))
+        arena.commit_many([(3 * PAGE_SIZE, 5 * PAGE_SIZE), (10 * MIB + 1, 7 * MIB), (256 * MIB - PAGE_SIZE, 1)])
+        states.append(all_three(arena))
+        arena.decommit(12 * MIB, 2 * MIB + PAGE_SIZE)
+        states.append(all_three(arena))
+        for index in range(0, 64, 2):  # 32 separate runs: more than one ioctl's worth of regions
+            arena.commit(64 * MIB + index * PAGE_SIZE, PAGE_SIZE)
+        states.append(all_three(arena))
+
+        # A page given back behind the arena's back and then read maps the shared zero page:
+        # smaps does not count it, and neither may the scan (mincore would).
+        zeroed = arena.base + 10 * MIB
+        assert ctypes.CDLL(None).madvise(ctypes.c_void_p(zeroed), ctypes.c_size_t(PAGE_SIZE), MADV_DONTNEED) == 0
+        view = arena.tensor(10 * MIB, (PAGE_SIZE,), torch.uint8)
+        assert int(view.sum()) == 0  # read, not written
+        del view
+        states.append(all_three(arena))
+
+        page = PAGE_SIZE
+        expected = [0, page, 8 * page + 7 * MIB, 7 * page + 5 * MIB, 39 * page + 5 * MIB, 38 * page + 5 * MIB]
+        assert states == [(rss, rss, rss) for rss in expected]
+        assert arena.measure() == host_backend.Measurement(expected[-1], "smaps_rss")
+
+
+@pytest.mark.usefixtures("scanning")
+def test_the_scan_counts_huge_pages_as_smaps_does() -> None:
+    with validated_events(), VmmArena.host(64 * MIB) as arena:
+        assert ctypes.CDLL(None).madvise(ctypes.c_void_p(arena.base), ctypes.c_size_t(64 * MIB), MADV_HUGEPAGE) == 0
+        aligned = -arena.base % (2 * MIB)  # huge pages need 2 MiB-aligned addresses
+        arena.commit(aligned, 8 * MIB + PAGE_SIZE)
+        arena.decommit(aligned + 2 * MIB, 2 * MIB)
+        if not anon_huge_pages(arena):
+            pytest.skip("no transparent huge pages here (/sys/kernel/mm/transparent_hugepage/enabled)")
+        assert all_three(arena) == (6 * MIB + PAGE_SIZE,) * 3
+
+
+def anon_huge_pages(arena: VmmArena) -> int:
+    """AnonHugePages of the mappings inside the arena, from smaps."""
+    total, inside = 0, False
+    for line in Path("/proc/self/smaps").read_text().splitlines():
+        head = line.split(" ", 1)[0]
+        if "-" in head and ":" not in head:
+            low = int(head.split("-")[0], 16)
+            inside = arena.base <= low < arena.base + arena.reserved_va_bytes
+        elif inside and line.startswith("AnonHugePages:"):
+            total += int(line.split()[1]) * 1024
+    return total
+
+
+def test_a_kernel_without_pagemap_scan_is_measured_through_smaps(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A procfs file without an ioctl gives the real ENOTTY that pagemap gives before Linux 6.7."""
+    monkeypatch.setattr(host_backend, "_PAGEMAP", Path("/proc/self/status"))
+    monkeypatch.setattr(host_backend, "_pagemap", host_backend._Pagemap())
+    with validated_events() as captured, VmmArena.host(64 * MIB) as arena:
+        arena.commit(MIB, 3 * MIB)
+        assert host_backend._pagemap.scans is False
+        assert kernel_rss(arena.base, arena.base + arena.reserved_va_bytes) == 3 * MIB
+        assert arena.measure() == host_backend.Measurement(3 * MIB, "smaps_rss")
+        event = last(captured, "kv_arena.commit")
+        assert (event["measured_committed_bytes"], event["measurement_source"]) == (3 * MIB, "smaps_rss")
+
+
+def test_a_failed_scan_leaves_one_commit_unmeasured_not_the_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    """EIO (or any error but a missing ioctl) fails that measurement: null in the event, scanning goes on."""
+    real_ioctl, failures = host_backend._ioctl, iter([True])
+
+    def failing_once(*args: object) -> int:
+        if next(failures, False):
+            ctypes.set_errno(errno.EIO)
+            return -1
+        return int(real_ioctl(*args))
+
+    monkeypatch.setattr(host_backend, "_ioctl", failing_once)
+    monkeypatch.setattr(host_backend, "_pagemap", host_backend._Pagemap())
+    with validated_events() as captured, VmmArena.host(64 * MIB) as arena:
+        arena.commit(0, 2 * MIB)
+        event = last(captured, "kv_arena.commit")
+        assert (event["committed_bytes"], event["measured_committed_bytes"]) == (2 * MIB, None)
+        assert event.get("measurement_source") is None
+        arena.commit(0, 4 * MIB)
+        assert last(captured, "kv_arena.commit")["measured_committed_bytes"] == 4 * MIB
+        assert host_backend._pagemap.scans is True
+
+
+@pytest.mark.usefixtures("scanning")
+def test_a_forked_child_measures_its_own_memory_not_its_parents() -> None:
+    """/proc/self/pagemap opened before the fork names the parent; the child must open its own."""
+    with validated_events(), VmmArena.host(64 * MIB) as arena:
+        arena.commit(0, 8 * MIB)
+        assert arena.measure() == host_backend.Measurement(8 * MIB, "smaps_rss")  # the parent's descriptor is open
+        read_end, write_end = os.pipe()
+        child = os.fork()
+        if child == 0:  # pragma: no cover - runs in the child, which reports through the pipe
+            try:
+                arena.decommit(0, 8 * MIB)
+                arena.commit(32 * MIB, MIB)
+                measured = arena.measure()
+                os.write(write_end, str(measured.nbytes if measured else -1).encode())
+            finally:
+                os._exit(0)
+        os.close(write_end)
+        with os.fdopen(read_end) as pipe:
+            reported = pipe.read()
+        os.waitpid(child, 0)
+        assert reported == str(MIB)
+        assert arena.measure() == host_backend.Measurement(8 * MIB, "smaps_rss")
