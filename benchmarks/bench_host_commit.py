@@ -1,14 +1,17 @@
 """Commit and decommit cost of ``VmmArena.host`` against the bare system calls it is built on.
 
 What a user pays for truthful accounting on the host backend: per operation, the arena's books
-(runs, alignment, view checks, a lock), one ``/proc/self/smaps`` read to measure Rss, and one
-validated JSON event (written to /dev/null, so disk speed is not measured). Variants, same process,
-same reservation, interleaved rounds (rotating which variant goes first), median reported:
+(runs, alignment, view checks, a lock), one measurement of the reservation's Rss (a ``PAGEMAP_SCAN``
+ioctl, or ``/proc/self/smaps`` before Linux 6.7), and one validated JSON event (written to
+/dev/null, so disk speed is not measured). Variants, same process, same reservation size,
+interleaved rounds (rotating which variant goes first), median reported:
 
 - ``bare``: the system calls alone through ctypes: ``mprotect(RW)`` + ``madvise(MADV_POPULATE_WRITE)``
   to commit, ``mmap(PROT_NONE|MAP_NORESERVE|MAP_FIXED)`` to decommit (the baseline of the ratios);
 - ``backend``: ``HostBackend.map``/``unmap``: the same calls behind kvlog's error handling;
-- ``arena``: ``VmmArena.commit``/``decommit``: everything, events and measurement included.
+- ``arena``: ``VmmArena.commit``/``decommit``: everything, events and measurement included;
+- ``arena_smaps``: the same, measuring by reading smaps as before Linux 6.7 (and before kvlog used the scan);
+- ``unmeasured``: the same arena with a backend that measures nothing: what the books and the event cost.
 
 Time per granule is the operation's time divided by its number of 4 KiB pages; GiB/s is bytes
 committed (populated: really held) per second. Usage:
@@ -29,7 +32,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from kvlog.emission import configure
-from kvlog.memory import HostBackend, VmmArena
+from kvlog.memory import HostBackend, VmmArena, host_backend
+from kvlog.memory.backend import Measurement
 from kvlog.memory.host_backend import (
     MADV_POPULATE_WRITE,
     MAP_ANONYMOUS,
@@ -66,6 +70,20 @@ def bare_decommit(address: int, nbytes: int) -> None:
         raise OSError(ctypes.get_errno(), "bare decommit failed")
 
 
+class UnmeasuredBackend(HostBackend):
+    """The host backend without its measurement: the floor of what the arena itself costs."""
+
+    def measure(self, base: int, nbytes: int) -> Measurement | None:
+        return None
+
+
+class SmapsBackend(HostBackend):
+    """The host backend measuring through smaps, as on a kernel without ``PAGEMAP_SCAN``."""
+
+    def measure(self, base: int, nbytes: int) -> Measurement | None:
+        return host_backend.smaps_rss(base, base + nbytes)
+
+
 def timed(commit: Op, decommit: Op, base: int, nbytes: int, count: int) -> tuple[float, float]:
     """Seconds per commit and per decommit over ``count`` distinct ranges starting at ``base``."""
     spent_commit = spent_decommit = 0.0
@@ -83,16 +101,17 @@ def timed(commit: Op, decommit: Op, base: int, nbytes: int, count: int) -> tuple
 def run(rounds: int) -> dict[str, dict[str, dict[str, float]]]:
     """Median seconds per commit and decommit, by operation size and variant."""
     reserve = max(size * count for size, count in SIZES)
-    arena = VmmArena.host(reserve)
-    backend = HostBackend()
-    base = arena.base
+    arenas = {
+        "arena": VmmArena.host(reserve),
+        "arena_smaps": VmmArena(SmapsBackend(), reserve),
+        "unmeasured": VmmArena(UnmeasuredBackend(), reserve),
+    }
+    backend = arenas["arena"].backend  # the backend refuses addresses outside its own reservations
+    base = arenas["arena"].base
     variants: dict[str, tuple[Op, Op]] = {
         "bare": (bare_commit, bare_decommit),
         "backend": (backend.map, backend.unmap),
-        "arena": (
-            lambda address, nbytes: arena.commit(address - base, nbytes),
-            lambda address, nbytes: arena.decommit(address - base, nbytes),
-        ),
+        **{name: arena_ops(arena, base) for name, arena in arenas.items()},
     }
     results: dict[str, dict[str, dict[str, float]]] = {}
     for size, count in SIZES:
@@ -108,9 +127,17 @@ def run(rounds: int) -> dict[str, dict[str, dict[str, float]]]:
             }
             for name, rounds in samples.items()
         }
-    arena.close()
-
+    for arena in arenas.values():
+        arena.close()
     return results
+
+
+def arena_ops(arena: VmmArena, base: int) -> tuple[Op, Op]:
+    """Commit and decommit of ``arena`` at the offsets that the other variants use from ``base``."""
+    return (
+        lambda address, nbytes: arena.commit(address - base, nbytes),
+        lambda address, nbytes: arena.decommit(address - base, nbytes),
+    )
 
 
 def main() -> None:
@@ -125,7 +152,7 @@ def main() -> None:
 
     print(f"# {platform.node()} {platform.machine()} {os.cpu_count()} CPUs, kernel {platform.release()}")
     print(f"# page {PAGE_SIZE} B, {args.rounds} rounds, median; ratios are against 'bare'")
-    header = f"{'size':>9} {'variant':<8}{'commit':>11}{'/granule':>10}{'GiB/s':>8}{'ratio':>8}"
+    header = f"{'size':>9} {'variant':<12}{'commit':>11}{'/granule':>10}{'GiB/s':>8}{'ratio':>8}"
     print(header + f"{'decommit':>11}{'/granule':>10}{'GiB/s':>8}{'ratio':>8}")
     for size, by_variant in results.items():
         pages = int(size) // PAGE_SIZE
@@ -136,7 +163,7 @@ def main() -> None:
                 seconds = figures[key]
                 cells += f"{seconds * 1e6:9.1f}us{seconds * 1e6 / pages:8.3f}us{int(size) / GIB / seconds:8.2f}"
                 cells += f"{seconds / bare[key]:7.2f}x"
-            print(f"{_size(int(size)):>9} {name:<8}{cells}")
+            print(f"{_size(int(size)):>9} {name:<12}{cells}")
     if args.json:
         args.json.write_text(json.dumps(results, indent=2) + "\n")
 
