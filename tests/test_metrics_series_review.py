@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -104,3 +105,34 @@ def test_a_draft_workers_unified_pool_never_replaces_the_targets() -> None:
     pools = {labels["pool"]: value for labels, value in _gauges(series, "kvlog_kv_pool_bytes")}
     assert pools == {"unified": 40 * GIB, "unified#1": 2 * GIB}
     assert sum(value for _, value in _gauges(series, "kvlog_kv_pool_committed_bytes")) == 42 * GIB
+
+
+AT = "[2026-11-02 08:04:40 TP0] "
+LOAD = f"{AT}Load weight begin. avail mem=139.28 GB"
+HYBRID_TARGET = [
+    f"{AT}SWA KV Cache VA upper bound. dtype: torch.bfloat16, #tokens: 1061120, K size: 4.05 GB, V size: 4.05 GB",
+    f"{AT}Full KV Cache VA upper bound. dtype: torch.bfloat16, #tokens: 1326400, K size: 5.06 GB, V size: 5.06 GB",
+]
+PLAIN_TARGET = [f"{AT}KV Cache VA upper bound. dtype: torch.bfloat16, #tokens: 1061120, KV size: 8.05 GB"]
+DRAFT = [
+    f"{AT}KV Cache is allocated. dtype: torch.bfloat16, #tokens: 1523712, K size: 0.50 GB, V size: 0.50 GB",
+    f"{AT}Post-capture KV sizing: draft KV cache allocated. dtype: torch.bfloat16, #tokens: 1000000, KV size: 0.60 GB",
+]
+
+
+@pytest.mark.parametrize(("target", "draft"), [(HYBRID_TARGET, "#2"), (PLAIN_TARGET, "#1")])
+def test_the_drafts_post_capture_sizing_resizes_the_drafts_pool_not_a_second_one(
+    tmp_path: Path, target: list[str], draft: str
+) -> None:
+    events = _migrated(tmp_path, "\n".join([LOAD, *target, *DRAFT]) + "\n")
+    assert [event["event"] for event in events][-2:] == ["kv_pool.allocation", "kv_pool.post_capture_sized"]
+    assert events[-1]["label"] == "draft"
+    series = MemorySeries()
+    for event in events:
+        series.observe(event, instance="x")
+    # the draft's allocation comes after the target's pools: it is #1 after one, #2 after SWA and Full
+    committed = {labels["pool"]: value for labels, value in _gauges(series, "kvlog_kv_pool_committed_bytes")}
+    assert committed == {draft: round(0.60 * GIB)}  # resized from the 1 GiB it was allocated with, and once
+    tokens = {labels["pool"]: value for labels, value in _gauges(series, "kvlog_kv_pool_tokens")}
+    assert tokens[draft] == 1000000
+    assert "draft" not in tokens

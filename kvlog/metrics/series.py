@@ -59,7 +59,10 @@ class name (``SWAKVPool`` SWA and Full) stay apart. An event about a pool that n
 (``kv_pool.post_capture_sized`` of the target, ``kv_pool.extended``, ``kv_pool.capacity``, an unnamed
 ``kv_pool.sleep``) means ``#0``, the run's first pool: servers allocate the target's pool before a
 draft's. Where the first pool was named (a hybrid target's SWA sub-pool), ``#0`` then holds only
-those events' figures, never another pool's. Host and Mamba pools: their ``label``, else ``#<n>``.
+those events' figures, never another pool's. An event about the draft that names no pool but has the
+label ``draft`` (sglang 0.5.22's ``Post-capture KV sizing: draft KV cache allocated``) means the run's
+last pool that named neither, when that is not ``#0``: the draft's allocation numbered it, and two
+series of one pool would count it twice. Host and Mamba pools: their ``label``, else ``#<n>``.
 
 Restarts. ``weights.load_begin`` starts a new run of its rank: every rank-scoped series of that
 server_instance and rank is removed before the event's own value is set, so a dashboard never shows
@@ -237,6 +240,8 @@ METRICS: tuple[Metric, ...] = (
 _Key = tuple[str, ...]
 _Rank = tuple[str, str, str, str, str]
 
+#: the label of an event about the speculative draft's pool that names no pool (``Post-capture KV sizing: draft ...``)
+_DRAFT = "draft"
 _PROFILE_FIELDS: dict[str, dict[str, str]] = {
     "memory.profile": {
         "total_bytes": "total",
@@ -337,6 +342,8 @@ class MemorySeries:
         self._lock = threading.Lock()
         self._values: dict[Metric, dict[_Key, float]] = {metric: {} for metric in METRICS}
         self._positions: dict[tuple[str, _Rank, Metric], int] = {}
+        #: the position of the run's last pool that named neither pool nor label, per server_instance and rank
+        self._drafts: dict[tuple[str, _Rank], int] = {}
         self._handlers: dict[str, Callable[[Mapping[str, Any], _Scope], None]] = {
             "weights.load_begin": self._load_begin,
             "weights.load_end": self._load_end,
@@ -425,7 +432,16 @@ class MemorySeries:
     def _pool_key(self, event: Mapping[str, Any], scope: _Scope, metric: Metric, *, allocating: bool) -> _Key:
         """(pool, label) of the event's pool; ``allocating`` numbers a new pool that names neither."""
         pool, label = _text(event.get("pool")), _text(event.get("label"))
-        order = self._next_position(scope, metric) if allocating else 0
+        if allocating:
+            order = self._next_position(scope, metric)
+            if pool is None and label is None:
+                self._drafts[(scope.instance, scope.rank)] = order
+        elif pool is None and label == _DRAFT:
+            order = self._drafts.get((scope.instance, scope.rank), -1)
+            if order > 0:  # the draft's own allocation event numbered it: its series, not a second one
+                return (f"#{order}", "")
+        else:
+            order = 0
         if pool is None and label is None:
             pool = f"#{order}"
         return (pool if pool is not None else label or "", label or "")
@@ -449,6 +465,7 @@ class MemorySeries:
                 self._drop(metric, other_run)
         for counter in [c for c in self._positions if c[:2] == (scope.instance, scope.rank)]:
             del self._positions[counter]
+        self._drafts.pop((scope.instance, scope.rank), None)
 
     def _load_end(self, event: Mapping[str, Any], scope: _Scope) -> None:
         self._set(WEIGHTS, scope.labels, _number(event.get("mem_usage_bytes")))
