@@ -31,6 +31,8 @@ VA = "va_upper_bound"
 #: events stating the weights' size (sglang's is the drop in free memory across the load), and the field
 _WEIGHTS = {"weights.load_end": "mem_usage_bytes", "memory.profile_usage": "weights_bytes"}
 _POOLS = ("kv_pool.allocation", "kv_pool.unified_allocation", "kv_pool.swa_summary")
+#: the label of the speculative draft's post-capture sizing, which names no pool
+_DRAFT = "draft"
 _ARENA_BOOKKEEPING = ("kv_arena.commit", "kv_arena.decommit", "kv_arena.error")
 
 
@@ -209,6 +211,8 @@ class _Run:
             return f"arena {arena} closed"
         if name in ("kv_pool.sleep", "kv_pool.wake"):
             return self._sleep_or_wake(name, event)
+        if name == "kv_pool.post_capture_sized" and event.get("label") == _DRAFT and committed is not None:
+            return self._draft_sized(committed, line)
         if name == "kv_pool.extended" and committed is not None:
             self.pools[name] = _Pool(False, 0, committed)
             return f"KV cache extended: {_size(committed)} committed"
@@ -245,6 +249,19 @@ class _Run:
         held = committed if committed is not None else size
         self.pools[pool] = _Pool(False, 0, held, arena_ids)
         return f"{label}KV {_size(held)} allocated"
+
+    def _draft_sized(self, committed: int, line: int | None) -> str:
+        """The draft's pool after post-capture sizing: the last pool allocated unnamed after the first, or a new one.
+
+        The target's post-capture line reaches its VA pool through the inference ``kvlog migrate`` records;
+        the draft's (sglang 0.5.22 on) states its own size and is drawn here, never beside its allocation.
+        """
+        unnamed = [key for key in self.pools if isinstance(key, tuple) and key[0] == "kv_pool.allocation"]
+        draft = unnamed[-1] if unnamed and unnamed[-1] != next(iter(self.pools)) else None
+        if draft is None or self.pools[draft].bound:
+            draft = ("kv_pool.post_capture_sized", line)
+        self.pools[draft] = _Pool(False, 0, committed)
+        return f"draft KV {_size(committed)} committed after CUDA-graph capture"
 
     def _stated_later(self, event: Mapping[str, Any]) -> int | None:
         """The later line whose event states the committed size (it takes effect there), if it is one."""
