@@ -10,6 +10,7 @@ import ctypes
 import errno
 import os
 import platform
+from collections.abc import Iterator
 from mmap import MADV_DONTNEED, MADV_HUGEPAGE
 from pathlib import Path
 
@@ -40,6 +41,16 @@ def all_three(arena: VmmArena) -> tuple[int, int, int | None]:
     start, end = arena.base, arena.base + arena.reserved_va_bytes
     by_smaps = smaps_rss(start, end)
     return pagemap_rss(start, end).nbytes, kernel_rss(start, end), by_smaps.nbytes if by_smaps else None
+
+
+@pytest.fixture
+def fresh_pagemap(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """A ``_Pagemap`` that opens its file anew for one test, and closes it after."""
+    pagemap = host_backend._Pagemap()
+    monkeypatch.setattr(host_backend, "_pagemap", pagemap)
+    yield
+    if pagemap._fd >= 0:
+        os.close(pagemap._fd)
 
 
 @pytest.mark.usefixtures("scanning")
@@ -96,10 +107,10 @@ def anon_huge_pages(arena: VmmArena) -> int:
     return total
 
 
+@pytest.mark.usefixtures("fresh_pagemap")
 def test_a_kernel_without_pagemap_scan_is_measured_through_smaps(monkeypatch: pytest.MonkeyPatch) -> None:
     """A procfs file without an ioctl gives the real ENOTTY that pagemap gives before Linux 6.7."""
     monkeypatch.setattr(host_backend, "_PAGEMAP", Path("/proc/self/status"))
-    monkeypatch.setattr(host_backend, "_pagemap", host_backend._Pagemap())
     with validated_events() as captured, VmmArena.host(64 * MIB) as arena:
         arena.commit(MIB, 3 * MIB)
         assert host_backend._pagemap.scans is False
@@ -109,6 +120,7 @@ def test_a_kernel_without_pagemap_scan_is_measured_through_smaps(monkeypatch: py
         assert (event["measured_committed_bytes"], event["measurement_source"]) == (3 * MIB, "smaps_rss")
 
 
+@pytest.mark.usefixtures("fresh_pagemap")
 def test_a_failed_scan_leaves_one_commit_unmeasured_not_the_process(monkeypatch: pytest.MonkeyPatch) -> None:
     """EIO (or any error but a missing ioctl) fails that measurement: null in the event, scanning goes on."""
     real_ioctl, failures = host_backend._ioctl, iter([True])
@@ -120,7 +132,6 @@ def test_a_failed_scan_leaves_one_commit_unmeasured_not_the_process(monkeypatch:
         return int(real_ioctl(*args))
 
     monkeypatch.setattr(host_backend, "_ioctl", failing_once)
-    monkeypatch.setattr(host_backend, "_pagemap", host_backend._Pagemap())
     with validated_events() as captured, VmmArena.host(64 * MIB) as arena:
         arena.commit(0, 2 * MIB)
         event = last(captured, "kv_arena.commit")
@@ -141,15 +152,19 @@ def test_a_forked_child_measures_its_own_memory_not_its_parents() -> None:
         child = os.fork()
         if child == 0:  # pragma: no cover - runs in the child, which reports through the pipe
             try:
+                inherited = host_backend._pagemap._fd
                 arena.decommit(0, 8 * MIB)
                 arena.commit(32 * MIB, MIB)
                 measured = arena.measure()
-                os.write(write_end, str(measured.nbytes if measured else -1).encode())
+                used = host_backend._pagemap._fd
+                ours = os.readlink(f"/proc/self/fd/{used}") == f"/proc/{os.getpid()}/pagemap"
+                closed = used == inherited or not os.path.exists(f"/proc/self/fd/{inherited}")
+                os.write(write_end, f"{measured.nbytes if measured else -1} {ours and closed}".encode())
             finally:
                 os._exit(0)
         os.close(write_end)
         with os.fdopen(read_end) as pipe:
             reported = pipe.read()
         os.waitpid(child, 0)
-        assert reported == str(MIB)
+        assert reported == f"{MIB} True"  # the child's own memory, through its own descriptor, the parent's closed
         assert arena.measure() == host_backend.Measurement(8 * MIB, "smaps_rss")

@@ -240,7 +240,7 @@ class _Pagemap:
     """``/proc/self/pagemap``, opened once per process: a child of ``fork`` opens its own.
 
     The file is bound to the process that opened it, so an inherited descriptor would measure the
-    parent's memory.
+    parent's memory; the child closes it, which also lets go of the parent's ``mm`` it pins.
     """
 
     def __init__(self) -> None:
@@ -254,6 +254,8 @@ class _Pagemap:
         if self._pid != pid:
             with self._lock:
                 if self._pid != pid:
+                    if self._fd >= 0:
+                        os.close(self._fd)
                     self._fd = os.open(_PAGEMAP, os.O_RDONLY | os.O_CLOEXEC)
                     self._pid = pid
         return self._fd
