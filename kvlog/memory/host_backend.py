@@ -11,7 +11,7 @@ Measurement is the ``Rss`` that ``/proc/self/smaps`` gives the reservation: the 
 the pages mapped in it, the shared zero page excepted. Since Linux 6.7 it is read with one
 ``PAGEMAP_SCAN`` ioctl over the whole reservation, asking for pages present and not the zero page:
 the same page tables, classified as smaps classifies them, without generating smaps' text for every
-mapping below the arena (a thousand times cheaper for one granule). ``mincore`` would be cheaper
+mapping below the arena (hundreds of times cheaper for one granule). ``mincore`` would be cheaper
 still over the committed ranges, but it counts the zero page and swap-cache pages as resident, and
 over only the ranges the books name it could not see memory a decommit failed to give back. Older
 kernels read smaps itself. Each reservation is fenced by a read-only guard page on either side so
@@ -292,7 +292,9 @@ def pagemap_rss(start: int, end: int) -> Measurement:
     scan asks for exactly those pages, present and not ``PFNZERO``, and returns them as runs. Holes
     without page tables cost nothing, so the cost grows with the resident pages and the 2 MiB
     blocks the range spans, not with the process's other mappings. ``OSError`` where the kernel
-    has no such ioctl (before 6.7: ENOTTY).
+    has no such ioctl (before 6.7: ENOTTY). The one state in which the two may differ is transient:
+    a page the kernel is migrating at that instant (compaction, NUMA balancing) is a migration
+    entry, which smaps counts and the scan files as swapped.
     """
     descriptor = _pagemap.fd()
     buffers = _buffers
