@@ -466,10 +466,10 @@ class HostKVPool(SeparateKV, ArenaBuffers):
         ):
             raise ValueError("give exactly one of num_tokens, size_gb, or device_pool with ratio")
         if size_gb is not None:
-            host_bytes = round(_positive_number("size_gb", size_gb) * GB)
+            host_bytes = _scaled("size_gb", size_gb, GB)
             num_tokens = host_bytes // sum(spec.row_bytes for spec in self.buffer_specs(shape))
         elif device_pool is not None and ratio is not None:
-            num_tokens = int(device_pool.num_tokens * _positive_number("ratio", ratio))
+            num_tokens = _scaled("ratio", ratio, device_pool.num_tokens)
         num_tokens = checked_tokens("num_tokens", num_tokens)
         tokens = num_tokens - num_tokens % shape.page_size
         if tokens <= 0:
@@ -541,6 +541,18 @@ def _positive_number(what: str, value: object) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value <= 0:
         raise PoolSizingError(f"{what} must be a finite number above 0, not {value!r:.40}")
     return float(value)
+
+
+def _scaled(what: str, value: object, unit: int) -> int:
+    """``value`` (a size in GB, a ratio) times ``unit``, as a whole number (``PoolSizingError``).
+
+    A finite number can still overflow a float once scaled (1e300 GB): that is a size no host has,
+    refused like any other, never an ``OverflowError`` from ``round``.
+    """
+    scaled = _positive_number(what, value) * unit
+    if not math.isfinite(scaled):
+        raise PoolSizingError(f"{what} {value!r:.40} is beyond any size a host has")
+    return round(scaled) if unit == GB else int(scaled)
 
 
 def _discrepancy(change: ArenaChange) -> int | None:
