@@ -1,8 +1,9 @@
 """Validating JSON-lines log files against the catalog: the library behind ``kvlog validate``.
 
 Almost every line of a real log is a valid event, so the loop is built for that case: one
-``orjson.loads``, a lookup by event name then version and one call into the compiled validator
-per line; everything else (the reference engine's explanations, counting by event) happens only
+``orjson.loads``, a lookup by event name then version, one call into the compiled validator and one
+``orjson.dumps`` to see that the line is what orjson writes (so it holds no duplicate key) per line;
+everything else (the reference engine's explanations, counting by event) happens only
 for a line that fails. Plain files are read in byte ranges that start at line starts, validated in
 this process or, for large files, by worker processes; findings are put back in file order with
 file line numbers, so the output is the same for any number of jobs and the same as reading the
