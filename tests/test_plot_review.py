@@ -13,7 +13,7 @@ TARGET = f"{AT}KV Cache VA upper bound. dtype: torch.bfloat16, #tokens: 1523712,
 SIZED = f"{AT}Post-capture KV sizing: KV cache allocated. dtype: torch.bfloat16, #tokens: 1000000, KV size: 30.00 GB, avail mem=5.00 GB"  # noqa: E501
 DRAFT_ALLOCATED = f"{AT}KV Cache is allocated. dtype: torch.bfloat16, #tokens: 15237, K size: 0.50 GB, V size: 0.50 GB"
 DRAFT_SIZED = (
-    f"{AT}Post-capture KV sizing: draft KV cache allocated. dtype: torch.bfloat16, #tokens: 1000000, KV size: 0.60 GB"  # noqa: E501
+    f"{AT}Post-capture KV sizing: draft KV cache allocated. dtype: torch.bfloat16, #tokens: 1000000, KV size: 0.60 GB"
 )
 
 
