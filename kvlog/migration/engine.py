@@ -18,6 +18,7 @@ the look-ahead in time as well (``release_through``).
 
 from __future__ import annotations
 
+import io
 import re
 from collections import deque
 from collections.abc import Callable, Iterable
@@ -31,15 +32,7 @@ import orjson
 from kvlog.envelope import EVIDENCE, InferenceRule, ordered
 from kvlog.io import jsonline
 from kvlog.io.inputs import InputError
-from kvlog.migration.candidates import (
-    BLOCK_BYTES,
-    JSON_EVENT,
-    MAX_LINE_BYTES,
-    Readable,
-    carries_memory_figure,
-    segments,
-    split,
-)
+from kvlog.migration.candidates import JSON_EVENT, MAX_LINE_BYTES, Readable, carries_memory_figure, segments
 from kvlog.migration.context import Context, Held
 from kvlog.migration.dating import DateContext, complete
 from kvlog.migration.grammar import Generation, Recognised
@@ -180,21 +173,13 @@ class FileRun:
                 self.passthrough(data, start, end)
 
     def feed(self, lines: bytes) -> None:
-        """Whole lines as they arrive (each ending in a newline): the follower's way in.
+        """Whole lines as they arrive (each ending in a newline but perhaps the last): the follower's way in.
 
-        Split as ``segments`` splits a stream, in blocks of about ``BLOCK_BYTES`` that end at a line's
-        end: the probes' cost per byte grows with the block where request lines are dense with their
-        bytes, so a follower catching up on a large file must not hand them a megabyte at once.
+        Read as a stream is, block by block (``segments``): the probes' cost per byte grows with the
+        block where request lines are dense, so a follower catching up on a large file must not hand
+        them a megabyte at once.
         """
-        start, size = 0, len(lines)
-        while start < size:
-            end = lines.rfind(b"\n", start, start + BLOCK_BYTES) + 1 if size - start > BLOCK_BYTES else size
-            if end <= start:  # one line longer than a block: up to its end
-                found = lines.find(b"\n", start + BLOCK_BYTES)
-                end = size if found == -1 else found + 1
-            block = lines[start:end] if start or end < size else lines
-            self.take(split(block, len(block)))
-            start = end
+        self.take(segments(io.BytesIO(lines)))
 
     @property
     def written_lines(self) -> int:
