@@ -199,13 +199,15 @@ def test_waits_use_inotify_unless_polling_is_asked_for(tmp_path: Path) -> None:
 class _Recorder:
     def __init__(self) -> None:
         self.pieces: list[bytes] = []
+        self.ends: list[int] = []
         self.most_pending = 0
 
     def opened(self, source: Source) -> None:
         pass
 
-    def lines(self, source: Source, data: bytes) -> None:
+    def lines(self, source: Source, data: bytes, end: int) -> None:
         self.pieces.append(data)
+        self.ends.append(end)
 
     def truncated(self, source: Source) -> None:
         pass
@@ -228,6 +230,7 @@ def test_memory_stays_bounded_whatever_the_line_length(tmp_path: Path) -> None:
     tailer.close()
     assert recorder.most_pending <= MAX_LINE_BYTES
     assert b"".join(recorder.pieces) == b"\n" + RUN_END.encode()  # the long line, as an empty one, then the next
+    assert recorder.ends == [(40 << 20) + 1, log.stat().st_size]  # where each ends in the file
 
 
 def run_cli(*args: str, **popen: Any) -> subprocess.Popen[bytes]:

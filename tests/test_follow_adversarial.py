@@ -219,7 +219,7 @@ class _Stopper:
     def opened(self, source: Source) -> None:
         pass
 
-    def lines(self, source: Source, data: bytes) -> None:
+    def lines(self, source: Source, data: bytes, end: int) -> None:
         self.read += len(data)
         self.stop = True
 

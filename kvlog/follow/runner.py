@@ -190,18 +190,18 @@ class Follower(Reader):
             followed.quiet_offset = size
         self._files[key] = followed
 
-    def lines(self, source: Source, data: bytes) -> None:
+    def lines(self, source: Source, data: bytes, end: int) -> None:
         followed = self._files[(source.key.device, source.key.inode)]
         quiet = followed.quiet_offset
         if quiet is not None:
-            start = source.delivered - len(data)
+            start = end - len(data)  # an overlong line's empty piece starts later than it: never quiet, as it ends past
             boundary = _line_end_at_or_after(data, quiet - start)
             if boundary is not None:  # the lines up to here were there at the start
                 followed.quiet_lines = followed.run.number + data.count(b"\n", 0, boundary)
                 followed.quiet_offset = None
         followed.run.feed(data)
         followed.read_at.append((followed.run.number, self.clock()))
-        followed.ends.append((followed.run.number, source.delivered))
+        followed.ends.append((followed.run.number, end))
         _settle(followed)  # also without a state, which would otherwise never take them: memory stays bounded
         self._count(followed)
 

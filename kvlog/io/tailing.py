@@ -53,10 +53,8 @@ class Source:
     path: str
     key: FileKey
     descriptor: int
-    #: bytes read so far: the whole lines handed on, then ``undelivered``
+    #: bytes read so far: the whole lines handed on, then ``partial`` (or the skipped part of an overlong line)
     offset: int = 0
-    #: bytes read that belong to a line not yet whole (``partial``, or the skipped part of an overlong one)
-    undelivered: int = 0
     #: the first bytes of the file, as read: they change only when the file is rewritten from its start
     head: bytes = b""
     partial: bytearray = field(default_factory=bytearray)
@@ -66,11 +64,6 @@ class Source:
     draining_since: float | None = None
     last_data: float = 0.0
 
-    @property
-    def delivered(self) -> int:
-        """The offset just after the last whole line handed on."""
-        return self.offset - self.undelivered
-
 
 class Reader(Protocol):
     """What a follower does with what the tailer finds."""
@@ -78,8 +71,12 @@ class Reader(Protocol):
     def opened(self, source: Source) -> None:
         """A new file to follow, read from its first byte."""
 
-    def lines(self, source: Source, data: bytes) -> None:
-        """Whole lines of ``source`` (each ending in a newline but perhaps the last, when it is closed)."""
+    def lines(self, source: Source, data: bytes, end: int) -> None:
+        """Whole lines of ``source`` (each ending in a newline but perhaps the last, when it is closed).
+
+        ``end`` is the offset just after them. An overlong line comes alone, as an empty line: then
+        ``data`` is shorter than the bytes it stands for.
+        """
 
     def truncated(self, source: Source) -> None:
         """``source`` was truncated or rewritten from its start: what follows is read from its first byte."""
@@ -129,9 +126,10 @@ class Tailer:
                 source.path = path  # renamed to a name that still matches: the same file, followed on
         behind = False
         for source in list(self._sources.values()):
-            if source.key not in found.values() or _unlinked(source):
+            status = os.fstat(source.descriptor)
+            if source.key not in found.values() or status.st_nlink == 0:  # renamed away, or deleted (unlinked)
                 source.draining_since = source.draining_since or now
-            behind |= self._read(source, reader, now, stopping)
+            behind |= self._read(source, status.st_size, reader, now, stopping)
             if source.draining_since is not None and now - max(source.draining_since, source.last_data) >= self.drain_s:
                 self._close(source, reader)
         return behind
@@ -204,32 +202,26 @@ class Tailer:
                 found.setdefault(name, FileKey(status.st_dev, status.st_ino))
         return found
 
-    def _read(self, source: Source, reader: Reader, now: float, stopping: Callable[[], bool]) -> bool:
-        """Hand on what ``source`` has gained, up to ``READ_BYTES``; whether more is left to read."""
-        status = os.fstat(source.descriptor)
-        if status.st_size < source.offset or self._rewritten(source):
-            source.offset, source.undelivered, source.head, source.skipping = 0, 0, b"", False
+    def _read(self, source: Source, size: int, reader: Reader, now: float, stopping: Callable[[], bool]) -> bool:
+        """Hand on what ``source`` (``size`` bytes now) has gained, up to ``READ_BYTES``; whether more is left."""
+        if size < source.offset or self._rewritten(source):
+            source.offset, source.head, source.skipping = 0, b"", False
             source.partial.clear()
             reader.truncated(source)
         budget = READ_BYTES
-        while budget > 0 and source.offset < status.st_size and not stopping():
-            data = os.pread(source.descriptor, min(budget, status.st_size - source.offset, 1 << 20), source.offset)
+        while budget > 0 and source.offset < size and not stopping():
+            data = os.pread(source.descriptor, min(budget, size - source.offset, 1 << 20), source.offset)
             if not data:
                 break
             if len(source.head) < HEAD_BYTES and source.offset < HEAD_BYTES:
                 source.head += data[: HEAD_BYTES - source.offset]
+            start = source.offset
             source.offset += len(data)
             budget -= len(data)
             source.last_data = now
-            pieces = self._whole_lines(source, data)
-            for index, piece in enumerate(pieces):
-                if index + 1 < len(pieces):  # the overlong line's piece: its end is where the next one starts
-                    undelivered, source.undelivered = source.undelivered, source.undelivered + len(pieces[-1])
-                    reader.lines(source, piece)
-                    source.undelivered = undelivered
-                else:
-                    reader.lines(source, piece)
-        return source.offset < status.st_size
+            for piece, end in self._whole_lines(source, data, start):
+                reader.lines(source, piece, end)
+        return source.offset < size
 
     def _rewritten(self, source: Source) -> bool:
         """Whether the first bytes of the file differ from those read: truncated, then written past the offset."""
@@ -237,28 +229,26 @@ class Tailer:
             return False
         return os.pread(source.descriptor, len(source.head), 0) != source.head
 
-    def _whole_lines(self, source: Source, data: bytes) -> list[bytes]:
-        """The pieces of whole lines ``data`` completes; the rest waits in ``partial`` (bounded by the line cap).
+    def _whole_lines(self, source: Source, data: bytes, at: int) -> list[tuple[bytes, int]]:
+        """The pieces of whole lines ``data`` (read at offset ``at``) completes, each with the offset it ends at.
 
-        An overlong line is its own piece, an empty line, so that every other piece is as long as the
-        bytes it covers.
+        The rest waits in ``partial``, bounded by the line cap. An overlong line is its own piece, an
+        empty line: counted, never held.
         """
-        pieces: list[bytes] = []
+        pieces: list[tuple[bytes, int]] = []
         if source.skipping:
             end = data.find(b"\n") + 1
             if end == 0:
-                source.undelivered += len(data)
                 return pieces
-            pieces.append(b"\n")  # the overlong line, as an empty one: counted, never held
+            pieces.append((b"\n", at + end))
             source.skipping = False
-            data = data[end:]
+            data, at = data[end:], at + end
         cut = data.rfind(b"\n") + 1
         if cut:
-            pieces.append(bytes(source.partial) + data[:cut])
+            pieces.append((bytes(source.partial) + data[:cut], at + cut))
             source.partial.clear()
             data = data[cut:]
         source.partial += data
-        source.undelivered = len(source.partial)
         if len(source.partial) > self.max_line_bytes:
             source.partial.clear()
             source.skipping = True
@@ -268,13 +258,7 @@ class Tailer:
         if source.partial and not source.skipping:
             last = bytes(source.partial)  # the last line of a finished file needs no newline
             source.partial.clear()
-            source.undelivered = 0
-            reader.lines(source, last)
+            reader.lines(source, last, source.offset)
         os.close(source.descriptor)
         del self._sources[source.key]
         reader.closed(source)
-
-
-def _unlinked(source: Source) -> bool:
-    """Whether ``source`` was deleted (its last name is gone; a recreated file is another one)."""
-    return os.fstat(source.descriptor).st_nlink == 0
