@@ -124,7 +124,6 @@ class _Followed:
 
     source: Source
     run: FileRun
-    report: MigrationReport
     #: the server this file is the log of, for observers: the name it was first found under
     instance: str
     #: events of lines up to this one are not written (a restart's, or new-only's); None: none are quiet
@@ -171,8 +170,8 @@ class Follower(Reader):
     # -- what the tailer finds ------------------------------------------------------------------
 
     def opened(self, source: Source) -> None:
-        report = MigrationReport(files=1)
-        followed = _Followed(source, FileRun(self.migrator, source.path, _NO_STREAM, report, None), report, source.path)
+        run = FileRun(self.migrator, source.path, _NO_STREAM, MigrationReport(files=1), None)
+        followed = _Followed(source, run, source.path)
         followed.run.on_event = lambda line, data: self._event(followed, line, data)
         followed.run.dead = lambda letter: self._unparsed(followed, letter)
         key = (source.key.device, source.key.inode)
@@ -280,7 +279,7 @@ class Follower(Reader):
             self.say(f"{letter['file']}:{letter['line']}: {letter['reason']}: {text}")  # no log byte drives a terminal
 
     def _count(self, followed: _Followed) -> None:
-        report = followed.report
+        report = followed.run.report
         unparsed, rejected = report.unparsed_memory_lines - report.rejected, report.rejected
         for observer in self.observers:
             if unparsed > followed.unparsed:
