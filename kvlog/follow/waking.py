@@ -4,7 +4,7 @@ inotify (through ``inotify_simple``, the ``follow`` extra: a thin binding of the
 the directories that hold the followed files and the patterns' base directories; a wait blocks in
 ``poll()`` in the kernel until one of them changes, a stop is asked for (``wake``, which the signal
 handlers call), or the tick comes (held events' time, files in directories nothing watches yet). An
-idle follower wakes once a tick, as ``tail -F`` wakes for nothing. Passes are at most ``_MIN_PASS_S``
+idle follower wakes once a tick, where ``tail -F`` wakes for nothing. Passes are at most ``_MIN_PASS_S``
 apart, so a server writing line by line costs one pass per interval, not one per write. Without the
 extra, or with polling asked for (network file systems, where inotify sees no remote writes), the
 files are polled every ``poll_s``.
@@ -90,7 +90,7 @@ class Waker:
 
     def _watch_directories(self) -> None:
         """Watch the patterns' base directories and those of the followed files; stop watching the rest."""
-        roots, _ = self.tailer.watched_directories()
+        roots = self.tailer.watched_directories()
         wanted = {str(Path(root)) for root in roots} | {str(Path(source.path).parent) for source in self.tailer.sources}
         for directory in set(self._watches) - wanted:
             with suppress(OSError):  # already gone with its directory

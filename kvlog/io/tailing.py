@@ -170,23 +170,20 @@ class Tailer:
             os.close(source.descriptor)
         self._sources.clear()
 
-    def watched_directories(self) -> tuple[tuple[str, ...], bool]:
-        """The directories whose changes can bring news, and whether one must be watched recursively."""
+    def watched_directories(self) -> tuple[str, ...]:
+        """The patterns' base directories: where new files appear (a subdirectory's is seen at the tick)."""
         roots: list[str] = []
-        recursive = False
         for pattern in self.patterns:
             path = Path(pattern)
             if path.is_dir():
                 roots.append(pattern)
-                recursive = True  # a directory is walked with its subdirectories (expand_inputs)
             elif glob.has_magic(pattern):
                 parts = path.parts
                 first = next(index for index, part in enumerate(parts) if glob.has_magic(part))
                 roots.append(str(Path(*parts[:first])) if first else ".")
-                recursive |= first < len(parts) - 1
             else:
                 roots.append(str(path.parent))
-        return tuple(dict.fromkeys(roots)), recursive
+        return tuple(dict.fromkeys(roots))
 
     def matching(self) -> dict[str, FileKey]:
         """Every regular file the patterns name now (compressed files are finished rotations: not followed)."""
