@@ -302,3 +302,45 @@ def test_a_file_the_patterns_no_longer_name_is_not_followed_after_a_restart(tmp_
         time.sleep(0.3)
     assert len(lines_of(out)) == written
     assert f"{second}: no pattern names it any more: not followed" in run.notices
+
+
+def test_a_restart_stopped_before_it_read_its_files_again_keeps_their_marks(tmp_path: Path) -> None:
+    """Stopped at once (SIGTERM right after start), a restart must still count what the first run wrote.
+
+    Else its state says "no line written", and the next restart writes every event a second time.
+    """
+    log, out, state = tmp_path / "server.log", tmp_path / "events.jsonl", tmp_path / "state.json"
+    log.write_text(corpus_text("gen2_2025.log"))
+    expected = migrated(log)
+    with following(str(log), out, state=state) as run:
+        run.wait_events(len(expected))
+        wait_for(lambda: saved(state)["output_size"] == out.stat().st_size, what="the state")
+    marks = saved(state)["files"]
+    for _ in range(2):
+        with following(str(log), out, state=state) as run:
+            run.stop.set()  # before its first pass has read a line
+        assert saved(state)["files"] == marks
+    with following(str(log), out, state=state) as run:
+        wait_for(lambda: saved(state)["files"] == marks and len(run.notices) == 0, what="the state")
+        time.sleep(0.5)
+    assert lines_of(out) == expected
+
+
+def test_a_file_of_the_state_the_patterns_leave_out_for_a_while_keeps_its_mark(tmp_path: Path) -> None:
+    """Restarted on other patterns for a while, then on the old ones again: the old log is not written twice."""
+    log, other = tmp_path / "server.log", tmp_path / "other.log"
+    out, state = tmp_path / "events.jsonl", tmp_path / "state.json"
+    log.write_text(corpus_text("gen2_2025.log"))
+    other.write_text(corpus_text("gen3_dtype_2026.log"))
+    expected, expected_other = migrated(log), migrated(other)
+    with following(str(log), out, state=state) as run:
+        run.wait_events(len(expected))
+        wait_for(lambda: saved(state)["output_size"] == out.stat().st_size, what="the state")
+    with following(str(other), out, state=state) as run:
+        run.wait_events(len(expected) + len(expected_other))
+        wait_for(lambda: saved(state)["output_size"] == out.stat().st_size, what="the state")
+    assert any(f"{log}: no pattern names it any more" in notice for notice in run.notices)
+    assert sorted(mark["path"] for mark in saved(state)["files"]) == [str(other), str(log)]  # type: ignore[attr-defined]
+    with following(str(tmp_path / "*.log"), out, state=state):
+        time.sleep(1.0)
+    assert lines_of(out) == expected + expected_other

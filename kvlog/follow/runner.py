@@ -18,7 +18,8 @@ import os
 import stat
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import IO, Any, Protocol
 
 import orjson
@@ -128,6 +129,8 @@ class _Followed:
     instance: str
     #: events of lines up to this one are not written (a restart's, or new-only's); None: none are quiet
     quiet_lines: int | None = None
+    #: the restart's mark: until its lines are read again it still says how far the events are written
+    resumed: FileMark | None = None
     #: new-only: lines ending at or before this offset are quiet (made a line count once reached)
     quiet_offset: int | None = None
     #: (lines read, monotonic time) after each piece: how long the oldest held event has waited
@@ -180,7 +183,7 @@ class Follower(Reader):
         if mark is not None:
             head = os.pread(source.descriptor, mark.head_bytes, 0)
             if mark.same_file(head) and size >= mark.offset:
-                followed.quiet_lines = mark.line
+                followed.quiet_lines, followed.resumed = mark.line, mark
             else:
                 self.say(
                     f"{source.path}: changed while it was not followed (truncated or replaced): read from its start"
@@ -242,11 +245,22 @@ class Follower(Reader):
                 followed.run.release_through(waited, bound)
 
     def state(self, output_size: int | None) -> FollowState:
-        """What a restart needs, as of now: call after the events written so far were committed."""
+        """What a restart needs, as of now: call after the events written so far were committed.
+
+        A file a restart has not read again as far as its old mark keeps that mark (its events are in the
+        output), and so does a file of the old state not opened again but still there (unreadable for now,
+        or no longer named by a pattern): a stop before they are read must not make the next restart write
+        their events a second time.
+        """
         marks = []
         for followed in self._files.values():
             _settle(followed)
             source, head = followed.source, followed.source.head
+            draining = source.draining_since is not None
+            resumed = followed.resumed
+            if resumed is not None and followed.run.written_lines < resumed.line:
+                marks.append(replace(resumed, path=source.path, draining=draining))
+                continue
             marks.append(
                 FileMark(
                     source.path,
@@ -256,9 +270,10 @@ class Follower(Reader):
                     followed.checked,
                     digest(head),
                     len(head),
-                    draining=source.draining_since is not None,
+                    draining=draining,
                 )
             )
+        marks.extend(mark for mark in self.marks.values() if _still_there(mark))
         return FollowState(tuple(marks), self.output.path, output_size, *self.output.identity)
 
     # -- events ---------------------------------------------------------------------------------
@@ -294,6 +309,15 @@ def _settle(followed: _Followed) -> None:
     written = followed.run.written_lines
     while followed.ends and followed.ends[0][0] <= written:
         followed.checked = followed.ends.popleft()[1]
+
+
+def _still_there(mark: FileMark) -> bool:
+    """Whether the file a mark names is still at its name (a deleted one's mark has nothing left to count)."""
+    try:
+        status = Path(mark.path).stat()
+    except OSError:
+        return False
+    return (status.st_dev, status.st_ino) == (mark.device, mark.inode)
 
 
 def _line_end_at_or_after(data: bytes, position: int) -> int | None:
