@@ -22,7 +22,7 @@ import io
 import re
 from collections import deque
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any, Literal
@@ -50,6 +50,8 @@ EventSink = Callable[[int, bytes], None]
 
 LOOKAHEAD_LINES = 100_000
 LOOKAHEAD_BYTES = 64 << 20
+#: messages a ``Family`` remembers the reading of: a fleet log's distinct memory messages fit many times over
+RECOGNISED_MESSAGES = 4096
 #: words that make a line a memory line even without a figure (a broken or truncated one)
 _MEMORY_WORDING = re.compile(r"is allocated|VA upper bound|reserved(?:_va)?=|mem usage|avail mem")
 
@@ -63,6 +65,8 @@ class Family:
     generations: tuple[Generation, ...]
     #: every way a message some wording reads can begin: most candidate lines are rejected by this alone
     starts: tuple[str, ...]
+    #: what each message read lately was read as: see ``recognise``
+    read: dict[str, Recognised | None] = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
     def of(cls, chain: Chain, server: str) -> Family:
@@ -70,6 +74,29 @@ class Family:
         generations = (*chain.generations(server), *((known,) if known is not None else ()))
         starts = tuple(sorted({start for generation in generations for start in generation.starts}))
         return cls(server, SERVERS[server], generations, starts)
+
+    def recognise(self, message: str) -> Recognised | None:
+        """What the first wording that reads ``message`` reads (whole first, then glued to another line).
+
+        A fleet's log prints the same messages on every rank of every run, under other prefixes: the
+        answer depends on the message alone (the wordings do not change), so it is remembered, for at
+        most ``RECOGNISED_MESSAGES`` messages at a time (all forgotten at once when full, which keeps
+        memory bounded on a log whose messages never repeat).
+        """
+        if message in self.read:
+            return self.read[message]
+        found = None
+        for glued_after in (False, True):
+            for generation in self.generations:
+                found = generation.recognise(message, glued=glued_after)
+                if found is not None:
+                    break
+            if found is not None:
+                break
+        if len(self.read) >= RECOGNISED_MESSAGES:
+            self.read.clear()
+        self.read[message] = found
+        return found
 
 
 def _file_modified(file: str | None) -> str | None:
@@ -310,12 +337,10 @@ class FileRun:
                 prefix = family.prefix.split(candidate)
                 if not prefix.message.startswith(family.starts):
                     continue  # most candidate lines (request logs that mention the KV cache) end here
-                for glued_after in (False, True):
-                    for generation in family.generations:
-                        recognised = generation.recognise(prefix.message, glued=glued_after)
-                        if recognised is not None:
-                            self.family = family
-                            return recognised, prefix, before
+                recognised = family.recognise(prefix.message)
+                if recognised is not None:
+                    self.family = family
+                    return recognised, prefix, before
         return None
 
     def _json(self, raw: bytes, body: bytes) -> Held | None:
