@@ -26,6 +26,7 @@ COMMANDS = {
     "migrate": "kvlog.cli.migrate:migrate",
     "follow": "kvlog.cli.follow:follow",
     "plot": "kvlog.cli.plot:plot",
+    "integrate": "kvlog.cli.integrate:integrate",
 }
 
 

@@ -1,7 +1,7 @@
 """kvlog's commands as Python functions, one per ``kvlog`` command (as alembic's ``command``).
 
-``kvlog migrate``, ``follow``, ``plot``, ``validate`` and ``check`` are each one function here. It takes plain
-arguments (paths as ``str`` or ``Path``, options as keyword arguments named like the command's
+``kvlog migrate``, ``follow``, ``plot``, ``validate``, ``check`` and ``integrate`` are each one function here.
+It takes plain arguments (paths as ``str`` or ``Path``, options as keyword arguments named like the command's
 flags), decides everything the command decides (which paths a run may write, which options conflict,
 what it does with an input it cannot read, the exit status) and returns a frozen outcome: the exit
 status, the counts and the findings. The click commands in ``kvlog.cli`` only parse options, call
@@ -36,6 +36,7 @@ from kvlog.lazy import lazy_exports
 if TYPE_CHECKING:
     from kvlog.commands._check import CheckOutcome, check
     from kvlog.commands._follow import FollowOutcome, follow
+    from kvlog.commands._integrate import integrate
     from kvlog.commands._migrate import BrokenMigrations, MigrateOutcome, migrate
     from kvlog.commands._plot import PlotOutcome, plot
     from kvlog.commands._validate import InputFailure, ValidateOutcome, validate
@@ -66,6 +67,7 @@ __getattr__ = lazy_exports(
         "CheckOutcome": "kvlog.commands._check",
         "follow": "kvlog.commands._follow",
         "FollowOutcome": "kvlog.commands._follow",
+        "integrate": "kvlog.commands._integrate",
         "migrate": "kvlog.commands._migrate",
         "MigrateOutcome": "kvlog.commands._migrate",
         "BrokenMigrations": "kvlog.commands._migrate",
@@ -94,6 +96,7 @@ __all__ = [
     "check",
     "exit_status_of",
     "follow",
+    "integrate",
     "migrate",
     "plot",
     "validate",

@@ -24,6 +24,7 @@ from typing import IO, Any, Protocol
 
 import orjson
 
+from kvlog.follow.holding import Holding
 from kvlog.follow.state import FileMark, FollowState, digest
 from kvlog.io.outputs import NamedSink, OutputError
 from kvlog.io.tailing import Reader, Source
@@ -127,14 +128,14 @@ class _Followed:
     run: FileRun
     #: the server this file is the log of, for observers: the name it was first found under
     instance: str
+    #: when each piece was read: how long the oldest held event has waited
+    holding: Holding
     #: events of lines up to this one are not written (a restart's, or new-only's); None: none are quiet
     quiet_lines: int | None = None
     #: the restart's mark: until its lines are read again it still says how far the events are written
     resumed: FileMark | None = None
     #: new-only: lines ending at or before this offset are quiet (made a line count once reached)
     quiet_offset: int | None = None
-    #: (lines read, monotonic time) after each piece: how long the oldest held event has waited
-    read_at: deque[tuple[int, float]] = field(default_factory=deque)
     #: (lines read, offset) after each piece: the offset a state mark can name
     ends: deque[tuple[int, int]] = field(default_factory=deque)
     #: the offset the state names: the last piece's end whose lines are all written
@@ -174,7 +175,7 @@ class Follower(Reader):
 
     def opened(self, source: Source) -> None:
         run = FileRun(self.migrator, source.path, _NO_STREAM, MigrationReport(files=1), None)
-        followed = _Followed(source, run, source.path)
+        followed = _Followed(source, run, source.path, Holding(self.hold_s))
         followed.run.on_event = lambda line, data: self._event(followed, line, data)
         followed.run.dead = lambda letter: self._unparsed(followed, letter)
         key = (source.key.device, source.key.inode)
@@ -202,7 +203,7 @@ class Follower(Reader):
                 followed.quiet_lines = followed.run.number + data.count(b"\n", 0, boundary)
                 followed.quiet_offset = None
         followed.run.feed(data)
-        followed.read_at.append((followed.run.number, self.clock()))
+        followed.holding.read(followed.run, self.clock())
         followed.ends.append((followed.run.number, end))
         _settle(followed)  # also without a state, which would otherwise never take them: memory stays bounded
         self._count(followed)
@@ -235,14 +236,9 @@ class Follower(Reader):
 
     def expire(self) -> None:
         """Write the events that waited ``hold_s`` for a later line, as they stand."""
-        limit = self.clock() - self.hold_s
-        bound = f"{self.hold_s:g} s"
+        now = self.clock()
         for followed in self._files.values():
-            waited = 0
-            while followed.read_at and followed.read_at[0][1] <= limit:
-                waited = followed.read_at.popleft()[0]
-            if waited and followed.run.held:
-                followed.run.release_through(waited, bound)
+            followed.holding.expire(followed.run, now)
 
     def state(self, output_size: int | None) -> FollowState:
         """What a restart needs, as of now: call after the events written so far were committed.

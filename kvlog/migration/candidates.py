@@ -195,6 +195,39 @@ def _word_positions(data: bytes, size: int, position: int, words: tuple[bytes, .
         position = end
 
 
+#: one character of every keyword and of every figure's probe word (``tests/test_integrate_probe.py`` checks it)
+MESSAGE_PROBE_CHARACTERS = "VMBmyGLCU_"
+
+
+def might_be_read(message: str) -> bool:
+    """Whether a logged message may be a line a rule reads: False costs a few character searches.
+
+    The live handler asks this of every record a server logs, on the server's thread, so it must cost
+    next to nothing; it is true of every message that ``segments`` would make a candidate (each probe
+    word holds one of ``MESSAGE_PROBE_CHARACTERS``), and of a few more, which the engine then turns down.
+    """
+    return (
+        "V" in message
+        or "M" in message
+        or "B" in message
+        or "m" in message
+        or "y" in message
+        or "G" in message
+        or "L" in message
+        or "C" in message
+        or "U" in message
+        or "_" in message
+    )
+
+
+def probe_words() -> tuple[str, ...]:
+    """Every word a probe of text lines looks for (keywords, figure words): what ``might_be_read`` must not miss.
+
+    (Not the ``{`` of a JSON event: a record is a server's text, and an event already typed is not read again.)
+    """
+    return tuple(word.decode() for _, _, words in (*_PROBES, *_FIGURE_PROBES) for word in words if word != b"{")
+
+
 def carries_memory_figure(message: str) -> bool:
     """Whether a message states an amount of memory: a number with a unit of bytes, or a memory word and a number."""
     if _UNIT_TEXT.search(message) is not None:

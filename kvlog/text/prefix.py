@@ -99,6 +99,11 @@ def _tags(tags: str) -> dict[str, int]:
     return {m.group(1).lower(): int(m.group(2)) for m in _SGLANG_TAG.finditer(tags)}
 
 
+def sglang_ranks(tags: str) -> dict[str, int]:
+    """The ranks in sglang's rank tags (`` DP1 TP1 EP1``, the ``prefix`` its processes configure logging with)."""
+    return _tags(tags)
+
+
 def rank_tags(ranks: Mapping[str, int] | None) -> str:
     """``{"dp": 0, "tp": 1}`` -> ``" DP0 TP1"``, the way sglang tags a rank's lines."""
     if not ranks:
@@ -151,7 +156,7 @@ class VllmPrefix:
             return LinePrefix(None, {}, None, line.rstrip(_TRAILING))
         ranks: dict[str, int] = {}
         if match.group("process"):
-            ranks = {m.group(1).lower(): int(m.group(2)) for m in _VLLM_TAG.finditer(match.group("process"))}
+            ranks = vllm_process_ranks(match.group("process"))
         if match.group("rank"):
             ranks["rank"] = int(match.group("rank"))
         fraction = f".{match.group('fraction')}" if match.group("fraction") else ""
@@ -159,6 +164,11 @@ class VllmPrefix:
         pid = int(match.group("pid")) if match.group("pid") else None
         message = line[match.end() :].rstrip(_TRAILING)
         return LinePrefix(None, ranks, match.group("level").lower(), message, partial=partial, pid=pid)
+
+
+def vllm_process_ranks(process: str) -> dict[str, int]:
+    """The parallelism tags in a vLLM process name (``EngineCore_DP0``, ``Worker_PP1_TP3``) as ranks."""
+    return {m.group(1).lower(): int(m.group(2)) for m in _VLLM_TAG.finditer(process)}
 
 
 VLLM: ServerPrefix = VllmPrefix()

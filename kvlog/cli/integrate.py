@@ -1,0 +1,66 @@
+"""``kvlog integrate``: the logging configuration that adopts kvlog in sglang or vLLM (``commands.integrate``)."""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from kvlog import commands
+from kvlog.cli.failing import fail, message
+from kvlog.errors import KvlogError
+
+
+@click.command()
+@click.argument("server", type=click.Choice(["sglang", "vllm"]))
+@click.option(
+    "--events",
+    default="kvlog-events-{pid}.jsonl",
+    show_default=True,
+    metavar="PATH|-",
+    help="Each server process's events, as JSON lines: {pid} and {rank} (tp0, dp1-tp1-ep1, main) are filled in "
+    "by the process; a relative PATH is made absolute now. -: standard error.",
+)
+@click.option(
+    "--metrics-port",
+    type=click.IntRange(0, 65535),
+    metavar="N",
+    help="Serve each process's gauges for Prometheus at port N plus its local rank (LOCAL_RANK, else its TP rank).",
+)
+@click.option("--metrics-host", default="127.0.0.1", show_default=True, help="The address the metrics are served on.")
+@click.option(
+    "--hold",
+    "hold_s",
+    type=float,
+    default=300.0,
+    show_default=True,
+    help="Seconds an event may wait for a later line (the post-capture look-ahead) before it is written as it stands.",
+)
+@click.option(
+    "--keep",
+    metavar="CONFIG.json",
+    help="Merge kvlog's handler into this logging configuration instead of the server's default.",
+)
+def integrate(  # noqa: PLR0917 - click passes every option as an argument
+    server: str, events: str, metrics_port: int | None, metrics_host: str, hold_s: float, keep: str | None
+) -> None:
+    """Print a logging configuration that makes a running SERVER (sglang or vllm) emit typed events.
+
+    Save it and name it in the server's variable; nothing else changes:
+
+        kvlog integrate sglang --events 'kv-{pid}.jsonl' > kvlog-logging.json
+        SGLANG_LOGGING_CONFIG_PATH=kvlog-logging.json python -m sglang.launch_server ...
+
+    (vLLM: VLLM_LOGGING_CONFIG_PATH.) The server's text output stays as it was: the configuration runs
+    the server's own default logging, and adds kvlog's handler beside it.
+
+    Exit status: 0 the configuration was printed; 2 an option cannot work, or the --keep file cannot
+    be read or merged into.
+    """
+    try:
+        document = commands.integrate(
+            server, events=events, metrics_port=metrics_port, metrics_host=metrics_host, hold_s=hold_s, keep=keep
+        )
+    except KvlogError as exc:
+        fail("integrate", message(exc, integrate), commands.exit_status_of(exc))
+    click.echo(json.dumps(document, indent=2))

@@ -1,0 +1,79 @@
+"""The ``dictConfig`` document ``kvlog integrate`` prints: the server's own logging, plus kvlog's handler.
+
+Alone, the document holds one handler whose factory (``kvlog.integrate.handler_for``) runs the server's
+default configuration from inside the server's call (see ``kvlog.integrate.servers``) and adds itself
+beside the server's handler. Merged into a configuration the user already has (``--keep``), the
+handler leaves the user's handlers alone and is attached where the server's records end: the root
+logger, and every configured logger that does not propagate (a record stops at the first of those, so
+each is read once).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from kvlog.errors import KvlogError
+
+#: the handler's name in the document (``--keep`` replaces one kvlog wrote before, and refuses any other)
+HANDLER = "kvlog"
+FACTORY = "kvlog.integrate.handler_for"
+
+
+class ConfigurationError(KvlogError):
+    """A configuration to keep that kvlog's handler cannot be merged into; the message says why."""
+
+
+def configuration(
+    server: str,
+    *,
+    events: str,
+    metrics_port: int | None = None,
+    metrics_host: str = "127.0.0.1",
+    hold_s: float = 300.0,
+    keep: Mapping[str, Any] | None = None,
+    keep_name: str = "the configuration",
+) -> dict[str, Any]:
+    """The logging configuration for ``server`` (``sglang``, ``vllm``), alone or merged into ``keep``."""
+    options: dict[str, Any] = {"()": FACTORY, "server": server, "events": events}
+    if metrics_port is not None:
+        options |= {"metrics_port": metrics_port, "metrics_host": metrics_host}
+    if hold_s != 300.0:
+        options["hold_s"] = hold_s
+    if keep is None:
+        return {"version": 1, "disable_existing_loggers": False, "handlers": {HANDLER: options}}
+    return _merged(dict(keep), options | {"server_default": False}, keep_name)
+
+
+def _merged(document: dict[str, Any], options: dict[str, Any], name: str) -> dict[str, Any]:
+    if document.get("version") != 1:
+        raise ConfigurationError(f'{name}: not a logging configuration (dictConfig needs "version": 1)')
+    if document.get("incremental"):
+        raise ConfigurationError(f"{name}: an incremental configuration cannot add a handler")
+    handlers = dict(_section(document, "handlers", name))
+    if HANDLER in handlers and handlers[HANDLER].get("()") != FACTORY:
+        raise ConfigurationError(f"{name}: already has a handler named {HANDLER!r} that kvlog did not write")
+    handlers[HANDLER] = options
+    document["handlers"] = handlers
+    loggers = {
+        logger: _attached(config, name) if config.get("propagate", True) is False else config
+        for logger, config in _section(document, "loggers", name).items()
+    }
+    if loggers:
+        document["loggers"] = loggers
+    document["root"] = _attached(document.get("root", {}), name)
+    return document
+
+
+def _section(document: Mapping[str, Any], key: str, name: str) -> Mapping[str, Any]:
+    section = document.get(key, {})
+    if not isinstance(section, Mapping) or not all(isinstance(value, Mapping) for value in section.values()):
+        raise ConfigurationError(f"{name}: {key!r} is not a mapping of names to configurations")
+    return section
+
+
+def _attached(logger: Mapping[str, Any], name: str) -> dict[str, Any]:
+    if not isinstance(logger, Mapping):
+        raise ConfigurationError(f"{name}: a logger's configuration is not a mapping")
+    handlers = list(logger.get("handlers", []))
+    return {**logger, "handlers": handlers if HANDLER in handlers else [*handlers, HANDLER]}

@@ -1,0 +1,393 @@
+"""The logging handler a server loads through ``kvlog integrate``: its memory records as typed events, live.
+
+On the server's thread a record costs a few character searches (``might_be_read``) and, for the few
+that pass, a put on a bounded queue; a full queue drops the record and counts it. Everything else
+happens on one worker thread per process: each record becomes the line the server's default format
+prints (its prefix built by the server's ``ServerPrefix``), read by the migration engine with the
+same grammar and context rules as ``kvlog migrate`` and ``kvlog follow`` (the arena line before a
+pool, the post-capture lines after it, held for at most ``hold_s`` as ``follow`` holds them). What a
+record says better than a printed line replaces what the line could only infer: the exact time
+(``created``, UTC), the process id, and as provenance the record's source file, line and logger.
+
+The handler never raises into the server and never blocks it: failures to write are said once on
+standard error and the events of that process are dropped and counted. A forked child starts afresh
+(its own queue, worker, context and output), as a process with its own ``{pid}`` must.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import queue
+import socket
+import sys
+import threading
+import time
+import weakref
+from collections.abc import Callable
+from typing import IO, Any, NamedTuple
+
+import orjson
+
+from kvlog.envelope import ordered
+from kvlog.follow.holding import Holding
+from kvlog.integrate.servers import LIVE_SERVERS, LiveServer, configuring
+from kvlog.migration import load_chain
+from kvlog.migration.candidates import might_be_read
+from kvlog.migration.engine import FileRun, MigrateOptions, Migrator
+from kvlog.migration.report import MigrationReport
+from kvlog.text.prefix import rank_tags
+
+#: records waiting for the worker; beyond this the server logs faster than they can be read, and they are dropped
+QUEUE_RECORDS = 10_000
+#: how often an idle worker wakes, to let held events' time run out
+TICK_S = 1.0
+#: how long closing waits for the worker to write what it holds (logging.shutdown at the server's exit)
+CLOSE_S = 5.0
+_STOP = None
+
+
+class _Record(NamedTuple):
+    """What the worker needs of a record (the record itself may be changed by later handlers)."""
+
+    created: float
+    message: str
+    logger: str
+    pathname: str
+    lineno: int
+    process: int | None
+    process_name: str
+
+
+def utc_timestamp(seconds: float) -> str:
+    """RFC 3339 UTC with microseconds, as kvlog's live events carry it."""
+    whole = int(seconds)
+    return f"{time.strftime('%Y-%m-%dT%H:%M:%S', time.gmtime(whole))}.{int((seconds - whole) * 1_000_000):06d}Z"
+
+
+class EventHandler(logging.Handler):
+    """Reads a server's records into typed events, written per process to ``events`` (``-``: standard error).
+
+    ``events`` may hold ``{pid}`` and ``{rank}`` (``tp0``, ``dp1-tp1-ep1``; ``main`` for a process without
+    ranks), filled in when the process writes its first event. ``metrics_port`` serves the process's
+    gauges (``kvlog.metrics``) at ``metrics_port`` plus its local rank (``LOCAL_RANK``, else its TP rank).
+    """
+
+    def __init__(
+        self,
+        server: LiveServer,
+        events: str,
+        *,
+        ranks: dict[str, int] | None = None,
+        metrics_port: int | None = None,
+        metrics_host: str = "127.0.0.1",
+        hold_s: float = 300.0,
+        queue_records: int = QUEUE_RECORDS,
+    ) -> None:
+        super().__init__()
+        self.server = server
+        self.events = events
+        self.ranks = ranks
+        self.metrics_port = metrics_port
+        self.metrics_host = metrics_host
+        self.hold_s = hold_s
+        self.queue_records = queue_records
+        #: records dropped because the queue was full or the events could not be written
+        self.dropped = 0
+        self.written = 0
+        self._say_once: set[str] = set()
+        self._fresh()
+        _handlers.add(self)
+
+    def _fresh(self) -> None:
+        """Start afresh in this process: nothing read, no worker (a forked child has none of its parent's)."""
+        self._pid = os.getpid()
+        self._queue: queue.Queue[_Record | None] = queue.Queue(self.queue_records)
+        self._worker: threading.Thread | None = None
+        self._reading: _Reading | None = None
+        self._start_lock = threading.Lock()
+
+    # -- the server's thread ------------------------------------------------------------------------
+
+    def handle(self, record: logging.LogRecord) -> bool:
+        """Cheap unless the record may be a memory line; never raises, never waits."""
+        try:
+            message = record.msg
+            if record.args or not isinstance(message, str):
+                message = record.__dict__.get("message") or record.getMessage()
+            if might_be_read(message) and (not self.filters or self.filter(record)):
+                self._put(record, message)
+        except Exception:  # noqa: BLE001 - a record that cannot be formatted is the server's own handler's concern
+            return True
+        return True
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.handle(record)
+
+    def _put(self, record: logging.LogRecord, message: str) -> None:
+        if self._pid != os.getpid():
+            self._fresh()  # a child forked without the at-fork hook (or before it ran)
+        if self._worker is None:
+            self._start()
+        process_name = record.__dict__.get("vllm_process_name") or record.processName or ""
+        item = _Record(
+            record.created, message, record.name, record.pathname, record.lineno, record.process, process_name
+        )
+        try:
+            self._queue.put_nowait(item)
+        except queue.Full:
+            self.dropped += 1
+
+    def _start(self) -> None:
+        with self._start_lock:
+            if self._worker is None:
+                self._reading = _Reading(self)
+                worker = threading.Thread(target=self._work, name="kvlog-events", daemon=True)
+                worker.start()
+                self._worker = worker
+
+    # -- the worker ---------------------------------------------------------------------------------
+
+    def _work(self) -> None:
+        reading = self._reading
+        assert reading is not None
+        while True:
+            try:
+                item = self._queue.get(timeout=TICK_S)
+            except queue.Empty:
+                item = None
+            else:
+                if item is _STOP:
+                    return
+            try:
+                if item is not None:
+                    reading.read(item)
+                reading.expire()
+            except Exception as exc:  # noqa: BLE001 - the worker outlives any one record
+                self.say(f"a record could not be read ({type(exc).__name__}: {exc}); the others go on")
+
+    def close(self) -> None:
+        """Write what is read and held (as at a file's end), then close the output: the server is exiting."""
+        worker, reading = self._worker, self._reading
+        if worker is not None and reading is not None and self._pid == os.getpid():
+            with contextlib.suppress(queue.Full):
+                self._queue.put(_STOP, timeout=CLOSE_S)
+            worker.join(CLOSE_S)
+            if not worker.is_alive():
+                reading.finish()
+            self._worker = None
+        if self.dropped:
+            self.say(f"{self.dropped} records dropped (the queue was full or the events could not be written)")
+        super().close()
+
+    def say(self, text: str) -> None:
+        """Tell the operator, once per text, on standard error (a handler has nowhere else to say it)."""
+        if text in self._say_once:
+            return
+        self._say_once.add(text)
+        with contextlib.suppress(OSError, ValueError):
+            sys.stderr.write(f"kvlog: {text}\n")
+
+
+class _Reading:
+    """One process's records through the engine: the run, its look-ahead clock, its output and gauges."""
+
+    def __init__(self, handler: EventHandler) -> None:
+        self.handler = handler
+        self.migrator = Migrator(load_chain(), MigrateOptions(only_events=True, source=handler.server.name))
+        self.run = FileRun(self.migrator, None, _NO_STREAM, MigrationReport(files=1), None)
+        self.run.on_event = self._event
+        self.holding = Holding(handler.hold_s)
+        #: the record each line still waiting to be written came from, by line number
+        self.records: dict[int, _Record] = {}
+        self.output: _Output | None = None
+        self.observe: Callable[[dict[str, Any]], None] | None = None
+
+    def read(self, record: _Record) -> None:
+        server = self.handler.server
+        ranks = self.handler.ranks if self.handler.ranks is not None else server.record_ranks(record.process_name)
+        prefix = server.prefix.build(utc_timestamp(record.created), ranks or None)
+        lines = "".join(f"{prefix}{line}\n" for line in record.message.split("\n"))
+        first = self.run.number + 1
+        for number in range(first, first + lines.count("\n")):
+            self.records[number] = record
+        self.run.feed(lines.encode("utf-8", "surrogateescape"))
+        self.holding.read(self.run, time.monotonic())
+        self._forget_written()
+
+    def expire(self) -> None:
+        self.holding.expire(self.run, time.monotonic())
+        self._forget_written()
+
+    def finish(self) -> None:
+        self.run.finish()
+        if self.output is not None:
+            self.output.close()
+
+    def _forget_written(self) -> None:
+        written = self.run.written_lines
+        for number in [n for n in self.records if n <= written]:
+            del self.records[number]
+
+    def _event(self, line: int, data: bytes) -> None:
+        record = self.records.get(line)
+        event = orjson.loads(data)
+        if record is not None:
+            _from_record(event, record)
+            if not self.migrator.validator.is_valid(event):
+                self.handler.dropped += 1
+                self.handler.say(f"{record.pathname}:{record.lineno}: an event failed its schema; dropped")
+                return
+        ranks = event.get("ranks") or {}
+        if self.output is None:
+            self.output = _Output(self.handler, ranks)
+            self.observe = _gauges(self.handler, ranks)
+        if self.output.write(orjson.dumps(ordered(event)) + b"\n"):
+            self.handler.written += 1
+        else:
+            self.handler.dropped += 1
+        if self.observe is not None:
+            self.observe(event)
+
+
+def _from_record(event: dict[str, Any], record: _Record) -> None:
+    """What the record says exactly, in place of what its printed line could only infer."""
+    event["timestamp"] = utc_timestamp(record.created)
+    if record.process is not None:
+        event["pid"] = record.process
+    migrated = event["migrated"]
+    migrated["file"] = record.pathname
+    if record.lineno >= 1:
+        migrated["line"] = record.lineno
+    else:
+        migrated.pop("line", None)
+    inferred = migrated.get("inferred", {})
+    inferred.pop("timestamp", None)
+    if not inferred:
+        migrated.pop("inferred", None)
+    event["ext"] = {**event.get("ext", {}), "logger": record.logger}
+
+
+def _rank_name(ranks: dict[str, int]) -> str:
+    return rank_tags(ranks).strip().lower().replace(" ", "-") or "main"
+
+
+class _Output:
+    """The events file of this process (``{pid}``, ``{rank}`` filled in), or standard error for ``-``."""
+
+    def __init__(self, handler: EventHandler, ranks: dict[str, int]) -> None:
+        self.handler = handler
+        self.stream: IO[bytes] | None = None
+        if handler.events == "-":
+            self.name = "standard error"
+            return
+        self.name = handler.events.replace("{pid}", str(os.getpid())).replace("{rank}", _rank_name(ranks))
+        try:
+            self.stream = open(self.name, "ab")  # noqa: SIM115, PTH123 - held for the process's life
+        except OSError as exc:
+            handler.say(f"{self.name}: cannot write events: {exc.strerror}; this process's events are dropped")
+            self.name = ""
+
+    def write(self, line: bytes) -> bool:
+        try:
+            if self.name == "standard error":
+                sys.stderr.write(line.decode())
+                sys.stderr.flush()
+            elif self.stream is not None:
+                self.stream.write(line)
+                self.stream.flush()
+            else:
+                return False
+        except (OSError, ValueError) as exc:
+            self.handler.say(f"{self.name}: cannot write events: {exc}; this process's events are dropped")
+            self.stream = None
+            self.name = ""
+            return False
+        return True
+
+    def close(self) -> None:
+        if self.stream is not None:
+            self.stream.close()
+
+
+def _gauges(handler: EventHandler, ranks: dict[str, int]) -> Callable[[dict[str, Any]], None] | None:
+    """The gauges of this process, served at the handler's port plus the local rank; None without a port."""
+    if handler.metrics_port is None:
+        return None
+    local = int(os.environ.get("LOCAL_RANK", ranks.get("tp", 0)))
+    port = handler.metrics_port + local if handler.metrics_port else 0
+    try:
+        from kvlog import metrics  # noqa: PLC0415 - the follow extra, only with a metrics port
+
+        series = metrics.MemorySeries()
+        endpoint = metrics.start_endpoint(series, handler.metrics_host, port)
+    except Exception as exc:  # noqa: BLE001 - the extra missing, the port taken: the server runs on without gauges
+        handler.say(f"no metrics for this process: {exc}")
+        return None
+    handler.say(f"serving metrics of pid {os.getpid()} at {endpoint.url}")
+    instance = f"{socket.gethostname()}:{os.getpid()}"
+    return lambda event: series.observe(event, instance=instance)
+
+
+class _NoStream:
+    """The stream of a run whose events go to ``on_event``: only the empty lines of ``only_events`` reach it."""
+
+    def write(self, data: bytes) -> int:
+        return 0
+
+
+_NO_STREAM: Any = _NoStream()
+_handlers: weakref.WeakSet[EventHandler] = weakref.WeakSet()
+
+
+def _after_fork() -> None:
+    for handler in list(_handlers):
+        handler._fresh()
+
+
+os.register_at_fork(after_in_child=_after_fork)
+
+
+def handler_for(
+    server: str,
+    events: str = "-",
+    *,
+    metrics_port: int | None = None,
+    metrics_host: str = "127.0.0.1",
+    hold_s: float = 300.0,
+    server_default: bool = True,
+) -> logging.Handler:
+    """The ``dictConfig`` factory (``"()": "kvlog.integrate.handler_for"``) that ``kvlog integrate`` writes.
+
+    Called inside the server's configure function: with ``server_default`` it first runs the server's
+    own default configuration (text output unchanged) and puts the handler on the server's logger itself;
+    without (``--keep``), the configuration it is in says where the handler goes. The same file loaded
+    again by that default run adds nothing.
+    """
+    if configuring.active:
+        configuring.reloaded = True
+        return logging.NullHandler()
+    live = LIVE_SERVERS[server]
+    frame = live.configuring_frame()
+    if server_default and frame is not None:
+        configuring.active = True
+        try:
+            live.run_default(live, frame)  # first: a dictConfig in it closes every handler made before it
+        finally:
+            configuring.active = False
+    made = EventHandler(
+        live,
+        events,
+        ranks=live.process_ranks(frame),
+        metrics_port=metrics_port,
+        metrics_host=metrics_host,
+        hold_s=hold_s,
+    )
+    if server_default:
+        if frame is None:
+            made.say(
+                f"not loaded by {server}'s {live.function}: the server's default handlers are not set up; events only"
+            )
+        logging.getLogger(live.logger).addHandler(made)
+    return made
