@@ -56,6 +56,14 @@ RECOGNISED_MESSAGES = 4096
 _MEMORY_WORDING = re.compile(r"is allocated|VA upper bound|reserved(?:_va)?=|mem usage|avail mem")
 
 
+#: what a recognised line's event at its newest version depends on besides its message, when it can be
+#: reused (``FileRun._event``): whether its prefix printed a time, its level, pid, and whether it has ranks
+Shape = tuple[str, bool, str, int | None, bool]
+#: the envelope values that differ between lines of one ``Shape``: a reused event is only valid when no
+#: operation of its rule or steps reads, writes or drops them
+_PER_LINE = frozenset({"timestamp", "ranks", "migrated"})
+
+
 @dataclass(frozen=True)
 class Family:
     """One server's lines: its prefix, and every era's wordings (oldest first, then its known lines)."""
@@ -67,6 +75,8 @@ class Family:
     starts: tuple[str, ...]
     #: what each message read lately was read as: see ``recognise``
     read: dict[str, Recognised | None] = field(default_factory=dict, repr=False, compare=False)
+    #: the newest-version events of the messages in ``read``, by what else of a line they depend on: see ``Shape``
+    shapes: dict[Shape, dict[str, Any]] = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
     def of(cls, chain: Chain, server: str) -> Family:
@@ -95,6 +105,7 @@ class Family:
                 break
         if len(self.read) >= RECOGNISED_MESSAGES:
             self.read.clear()
+            self.shapes.clear()
         self.read[message] = found
         return found
 
@@ -295,7 +306,12 @@ class FileRun:
             elif role == "start_up_end":
                 self.context.start_up_end(self.number)
             return None
-        event = recognised.event(prefix)
+        source = recognised.generation.id
+        try:
+            event, version = self._event(recognised, prefix)
+        except MigrationError as exc:
+            self._reject(raw, str(exc))
+            return None
         if prefix.partial is not None:
             complete(event, prefix.partial, self.dates)
         elif timestamp is None and self.dates.last_dated is not None:
@@ -306,10 +322,38 @@ class FileRun:
         migrated["file"], migrated["line"] = self.file, self.number
         if self.migrator.options.keep_original or before or after:
             migrated["original"] = text
-        held = self._upgrade(event, raw, recognised.generation.id)
-        if held is not None:
-            held.glue = (before, after)
-        return held
+        event["_source_version"], event["_source"] = version, source
+        return Held(event, self.number, revisable=True, raw=raw, glue=(before, after))
+
+    def _event(self, recognised: Recognised, prefix: LinePrefix) -> tuple[dict[str, Any], int]:
+        """A recognised line's event at its newest version, and the version its generation wrote.
+
+        The event of a message another line of the same ``Shape`` already printed is a copy of that
+        line's, given this line's time and ranks. It is the event the steps would build: nothing else
+        of the line reaches it, and nothing the steps do depends on the time or ranks, when no operation
+        of the rule or its steps names them (or the provenance, where the caller adds the line's file,
+        line and text) and none is a hook, whose code may read anything. The time's provenance note
+        keeps its place (first in ``inferred``) when the caller overwrites it.
+        """
+        family, rule, version = self.family, recognised.rule, recognised.rule.version
+        assert family is not None and version is not None, "_recognise sets the family; companions make no event"
+        shape = (prefix.message, prefix.timestamp is None, prefix.level or rule.level, prefix.pid, bool(prefix.ranks))
+        built = family.shapes.get(shape)
+        if built is not None:
+            event = jsonline.copy(built)
+            event["timestamp"] = prefix.timestamp or event["timestamp"]
+            if prefix.ranks:
+                event["ranks"] = dict(prefix.ranks)
+            return event, version
+        event = recognised.event(prefix)
+        name = str(event["event"])
+        steps = self.migrator.chain.path(name, version, self.migrator.catalog.latest(name))
+        for step in steps:
+            event = step.apply(event)
+        ops = (*rule.ops, *(op for step in steps for op in step.ops))
+        if not any(op.kind == "hook" or not _PER_LINE.isdisjoint((*op.reads, *op.writes, *op.drops)) for op in ops):
+            family.shapes[shape] = jsonline.copy(event)
+        return event, version
 
     def _message(self, text: str) -> str:
         """A line without its prefix: the first server's prefix that reads one (the line itself if none does)."""

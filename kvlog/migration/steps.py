@@ -55,6 +55,8 @@ class Step:
     examples: list[tuple[dict[str, Any], dict[str, Any]]]
     _run: Callable[[dict[str, Any]], dict[str, Any]] = field(repr=False, compare=False)
     generation: Generation | None = field(default=None, repr=False, compare=False)
+    #: an event step's operations, for what they read and write (``kvlog.migration.engine`` reuses results by them)
+    ops: tuple[Op, ...] = field(default=(), repr=False, compare=False)
 
     def apply(self, event: dict[str, Any]) -> dict[str, Any]:
         """The step's output for ``event`` (a text step takes ``{"line": "..."}``); the input is not changed."""
@@ -72,9 +74,20 @@ class Chain:
     catalog: Catalog = field(repr=False, compare=False)
     #: by server: memory lines that are known and deliberately no event (``<server>-text/known.toml``), tried last
     known: Mapping[str, Generation] = field(default_factory=dict, repr=False, compare=False)
+    #: the routes found so far: every migrated event asks for one, and the steps never change
+    _routes: dict[tuple[str, int, int], tuple[Step, ...]] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
 
     def path(self, event: str, from_version: int, to_version: int) -> list[Step]:
         """The steps, in order, that take ``event@from_version`` to ``event@to_version`` (up or down)."""
+        key = (event, from_version, to_version)
+        route = self._routes.get(key)
+        if route is None:
+            route = self._routes[key] = tuple(self._search(event, from_version, to_version))
+        return list(route)
+
+    def _search(self, event: str, from_version: int, to_version: int) -> list[Step]:
         if from_version == to_version:
             return []
         edges: dict[int, list[Step]] = {}
@@ -252,6 +265,7 @@ def _event_step(path: Path, relative: Path, document: dict[str, Any], catalog: C
         invertible=invertible,
         examples=_examples(document, "input"),
         _run=run,
+        ops=tuple(ops),
     )
 
 
