@@ -17,11 +17,14 @@ import os
 import re
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
+from prometheus_helpers import free_port, require, running_prometheus
 from server_packages import SGLANG_NAMESPACE, _tool, sglang_configure_logger, vllm_logging
 
 from kvlog import commands
@@ -41,8 +44,9 @@ time.time = lambda: {clock!r}
 time.time_ns = lambda: {clock_ns!r}
 records = json.load(open({records!r}))
 {setup}
-for logger, level, message in records:
-    logging.getLogger(logger).log(getattr(logging, level), message)
+for logger, level, message, args in records:
+    logging.getLogger(logger).log(getattr(logging, level), message, *args)
+{after}
 """
 SGLANG_SETUP = """
 from types import SimpleNamespace
@@ -60,8 +64,12 @@ if hasattr(vllm.logger, "set_vllm_process_name"):
 """
 
 
-def memory_records(server: str, release: str) -> list[tuple[str, str, str]]:
-    """(logger, level, message) for every format of ``release`` that a migration reads into an event."""
+def memory_records(server: str, release: str) -> list[tuple[str, str, str, list[Any]]]:
+    """(logger, level, message, args) for every format of ``release`` that a migration reads into an event.
+
+    A %-style format is logged as the release logs it: the format string and its arguments, which the
+    record formats; an f-string's message is what the release's code would have built.
+    """
     releases = json.loads((TOOL.FORMATS / f"{server}.json").read_text())["releases"]
     index = releases.index(release)
     records = []
@@ -69,17 +77,33 @@ def memory_records(server: str, release: str) -> list[tuple[str, str, str]]:
         rule = TOOL.decide(fmt, RULES)
         if rule is None or rule.kind != "event" or not fmt.first_index <= index <= fmt.last_index:
             continue
-        messages = list(rule.samples) or [TOOL._render("", fmt, rule, 0).line]
         logger = fmt.files[0].removesuffix(".py").replace("/", ".")
-        level = {"warn": "WARNING", "warning": "WARNING", "debug": "INFO", "error": "ERROR"}.get(
-            fmt.level.removesuffix("_once"), "INFO"
-        )
-        records += [(logger, level, message) for message in messages]
+        level = {"warn": "WARNING", "warning": "WARNING", "error": "ERROR"}.get(fmt.level.removesuffix("_once"), "INFO")
+        if rule.samples:
+            records += [(logger, level, message, []) for message in rule.samples]
+        elif fmt.style == "percent":
+            records.append((logger, level, fmt.text, percent_arguments(fmt)))
+        else:
+            records.append((logger, level, TOOL._render("", fmt, rule, 0).line, []))
     return records
 
 
+def percent_arguments(fmt: Any) -> list[Any]:
+    """Plausible arguments for a %-style format, of the type each conversion takes."""
+    parts = TOOL.pieces(fmt)
+    arguments: list[Any] = []
+    for position, piece in enumerate(parts):
+        if isinstance(piece, str):
+            continue
+        after = next((p for p in parts[position + 1 :] if isinstance(p, str)), "")
+        value = TOOL._value(piece, after, 0)
+        conversion = piece.spec[-1:]
+        arguments.append(int(value) if conversion in "di" else float(value) if conversion in "efg" else value)
+    return arguments
+
+
 def run_server(
-    tmp_path: Path, server: str, release: str, records: list[Any], config: Path | None
+    tmp_path: Path, server: str, release: str, records: list[Any], config: Path | None, after: str = ""
 ) -> tuple[bytes, bytes]:
     """The process's standard output and error, configured as ``release`` does (with ``config`` in its variable)."""
     (tmp_path / "records.json").write_text(json.dumps(records))
@@ -90,7 +114,7 @@ def run_server(
     script = tmp_path / "server.py"
     script.write_text(
         SERVER_SCRIPT.format(
-            clock=CLOCK, clock_ns=int(CLOCK * 1e9), records=str(tmp_path / "records.json"), setup=setup
+            clock=CLOCK, clock_ns=int(CLOCK * 1e9), records=str(tmp_path / "records.json"), setup=setup, after=after
         )
     )
     env = {k: v for k, v in os.environ.items() if not k.endswith("_LOGGING_CONFIG_PATH")}
@@ -125,9 +149,8 @@ def test_the_adopted_server_prints_the_same_text_and_writes_the_events_migrate_r
     tmp_path: Path, server: str, release: str
 ) -> None:
     records = memory_records(server, release)
-    records.append(
-        (f"{server}.srt.managers.scheduler" if server == "sglang" else "vllm.engine", "INFO", "Decode batch")
-    )
+    request_logger = f"{server}.srt.managers.scheduler" if server == "sglang" else "vllm.engine"
+    records.append((request_logger, "INFO", "Decode batch", []))
     assert len(records) >= 4, records
     config = tmp_path / "kvlog-logging.json"
     events = tmp_path / "kv-{pid}-{rank}.jsonl"
@@ -159,7 +182,7 @@ def test_the_adopted_server_prints_the_same_text_and_writes_the_events_migrate_r
         assert event["timestamp"] == "2026-12-03T19:04:05.250000Z"
         assert event["migrated"]["file"] == str(tmp_path / "server.py")
         assert event["migrated"]["line"] == call
-        assert event["ext"]["logger"] in {logger for logger, _, _ in records}
+        assert event["ext"]["logger"] in {logger for logger, _, _, _ in records}
         assert "timestamp" not in event["migrated"].get("inferred", {})
 
 
@@ -176,8 +199,8 @@ for tp in range(2):  # each scheduler process configures with its ranks, as sgla
     pid = os.fork()
     if pid == 0:
         configure_logger(SimpleNamespace(log_level="info"), prefix=f" TP{{tp}}")
-        for logger, level, message in records:
-            logging.getLogger(logger).log(getattr(logging, level), message)
+        for logger, level, message, args in records:
+            logging.getLogger(logger).log(getattr(logging, level), message, *args)
         logging.shutdown()
         os._exit(0)
     children.append(pid)
@@ -198,7 +221,7 @@ def test_each_forked_process_writes_its_own_events_with_its_ranks(tmp_path: Path
     setup = FORKING_SETUP.format(namespace=SGLANG_NAMESPACE, function=sglang_configure_logger("0.5.23"))
     script.write_text(
         SERVER_SCRIPT.format(
-            clock=CLOCK, clock_ns=int(CLOCK * 1e9), records=str(tmp_path / "records.json"), setup=setup
+            clock=CLOCK, clock_ns=int(CLOCK * 1e9), records=str(tmp_path / "records.json"), setup=setup, after=""
         )
     )
     env = {**os.environ, "SGLANG_LOGGING_CONFIG_PATH": str(config)}
@@ -250,7 +273,8 @@ def test_kept_configuration_keeps_its_handlers_and_adds_kvlog_where_records_end(
     config.write_text(json.dumps(merged))
     records = memory_records("vllm", "0.34.0")
     run_server(tmp_path, "vllm", "0.34.0", records, config)
-    assert own.read_text().splitlines() == [f"{level} {logger} {message}" for logger, level, message in records]
+    printed = [f"{level} {logger} {message % tuple(args)}" for logger, level, message, args in records]
+    assert own.read_text().splitlines() == printed
     live = [orjson.loads(line) for line in (tmp_path / "kv-tp1.jsonl").read_bytes().splitlines()]
     assert len(live) >= len(records) // 2
     assert commands.integrate("vllm", events=str(events), keep=config) == merged  # merging twice changes nothing
@@ -278,3 +302,51 @@ def test_integrate_prints_the_configuration_and_refuses_what_cannot_be_merged(tm
         assert done.returncode == 2
         assert done.stderr.decode() == f"kvlog integrate: {argument}: {reason}\n"
         assert done.stdout == b""
+
+
+HOLD_UNTIL_SCRAPED = """
+import os
+open({ready!r}, "w").close()
+deadline = time.monotonic() + 60
+while not os.path.exists({done!r}) and time.monotonic() < deadline:
+    time.sleep(0.05)
+"""
+
+
+def test_metrics_port_serves_the_process_gauges_to_a_real_prometheus(tmp_path: Path) -> None:
+    """``--metrics-port N``: the worker of TP rank 1 serves at N + 1, scraped by Prometheus while the server runs."""
+    prometheus = require("prometheus")
+    base = free_port()
+    while base + 1 == free_port():  # N + 1 must be free too (a free port's neighbour usually is)
+        base = free_port()
+    events = tmp_path / "kv-{rank}.jsonl"
+    config = tmp_path / "kvlog-logging.json"
+    config.write_text(json.dumps(commands.integrate("vllm", events=str(events), metrics_port=base)))
+    ready, done = tmp_path / "ready", tmp_path / "done"
+    after = HOLD_UNTIL_SCRAPED.format(ready=str(ready), done=str(done))
+    records = memory_records("vllm", "0.34.0")
+    result: dict[str, tuple[bytes, bytes]] = {}
+    server = threading.Thread(
+        target=lambda: result.setdefault("run", run_server(tmp_path, "vllm", "0.34.0", records, config, after))
+    )
+    server.start()
+    try:
+        deadline = time.monotonic() + 60
+        while not ready.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        written = tmp_path / "kv-tp1.jsonl"
+        while not written.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        with running_prometheus(prometheus, [f"http://127.0.0.1:{base + 1}/metrics"], tmp_path) as scraper:
+            count = len(written.read_bytes().splitlines())
+            series = scraper.wait_for(
+                'sum(kvlog_events_total{server="vllm"})',
+                lambda got: bool(got) and float(got[0]["value"][1]) == count,
+                f"the {count} events the worker wrote",
+            )
+            assert series
+    finally:
+        done.touch()
+        server.join(60)
+    assert "run" in result
+    assert b"serving metrics of pid" in result["run"][1]
