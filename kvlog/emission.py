@@ -247,14 +247,19 @@ class _Finisher:
     The compiled validator accepts a few values the JSON writer rejects (integers beyond 64 bits,
     non-string keys under ``ext``); trying the real rendering and falling back only on failure costs
     nothing on the normal path. Taps are called here, with what is actually written.
+
+    For stdlib handlers (``for_handlers``) the rendering is the JSON text ``formatter("json")``
+    writes, handed on with the event: the handlers' formatter writes it as it is instead of
+    serialising the event a second time, and renders the console wording from the event.
     """
 
-    def __init__(self, validation: ValidationProcessor, render: Processor | None) -> None:
+    def __init__(self, validation: ValidationProcessor, render: Processor, *, for_handlers: bool = False) -> None:
         self.validation = validation
         self.render = render
+        self.for_handlers = for_handlers
 
     def __call__(self, logger: WrappedLogger, method: str, event_dict: EventDict) -> Any:
-        render = self.render or _json_line  # for stdlib handlers: a trial rendering, before the handler's
+        render = self.render
         try:
             line = render(logger, method, event_dict)
         except Exception as exc:  # noqa: BLE001 - an unwritable value must not raise into the caller
@@ -263,7 +268,9 @@ class _Finisher:
             line = render(logger, method, event_dict)  # not even the report renders: a lost event (_Guarded)
         for tap in _taps:
             tap(dict(event_dict))
-        return line if self.render is not None else event_dict
+        if self.for_handlers:
+            return (event_dict, line), {}  # structlog's bound logger calls the writer with these arguments
+        return line
 
 
 def _json_line(_logger: WrappedLogger, _method: str, event_dict: EventDict) -> bytes:
@@ -393,11 +400,19 @@ def _reopened(stream: IO[Any]) -> IO[Any] | None:
     return io.BufferedWriter(raw)
 
 
+#: the ``LogRecord`` attribute with the event a record carries and the JSON text kvlog wrote for it
+_RENDERED = "_kvlog_rendered"
+
+
 class _StdlibWriter:
     """The wrapped logger with ``stdlib=True``: hands each event to the ``logging`` logger "kvlog".
 
-    A handler that raises (its ``emit`` or its formatter) loses the event, unless strict; handlers
-    that catch their own errors report them through ``logging``'s ``handleError`` as usual.
+    The record is made and handled as ``Logger.info`` would, less the search of the call stack for
+    the caller's file and line: that would name this module, never the caller, and costs more than
+    rendering the event. Its message is the event (as ``structlog.stdlib.ProcessorFormatter`` wants
+    it), and it carries the JSON text already rendered for ``formatter()``. A handler that raises
+    (its ``emit`` or its formatter) loses the event, unless strict; handlers that catch their own
+    errors report them through ``logging``'s ``handleError`` as usual.
     """
 
     def __init__(self, logger: logging.Logger, losses: _Losses) -> None:
@@ -409,26 +424,39 @@ class _StdlibWriter:
         """Events lost since ``configure``, in a handler or before it."""
         return self.losses.count
 
-    def _log(self, method: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
-        self.losses.attempt(lambda: getattr(self.logger, method)(*args, **kwargs))
+    def _log(self, method: str, event_dict: EventDict, line: str) -> None:
+        logger = self.logger
+        level = _LEVEL_NUMBERS[method]
+        if not logger.isEnabledFor(level):
+            return
+        extra = {"_logger": self, "_name": method, _RENDERED: (event_dict, line)}
 
-    def debug(self, *args: Any, **kwargs: Any) -> None:
-        self._log("debug", args, kwargs)
+        def handle() -> None:
+            fn, lno, func = "(unknown file)", 0, "(unknown function)"  # what Logger._log says without a caller
+            logger.handle(logger.makeRecord(logger.name, level, fn, lno, event_dict, (), None, func, extra))
 
-    def info(self, *args: Any, **kwargs: Any) -> None:
-        self._log("info", args, kwargs)
+        self.losses.attempt(handle)
 
-    def warning(self, *args: Any, **kwargs: Any) -> None:
-        self._log("warning", args, kwargs)
+    def debug(self, event_dict: EventDict, line: str) -> None:
+        self._log("debug", event_dict, line)
 
-    def error(self, *args: Any, **kwargs: Any) -> None:
-        self._log("error", args, kwargs)
+    def info(self, event_dict: EventDict, line: str) -> None:
+        self._log("info", event_dict, line)
 
-    def critical(self, *args: Any, **kwargs: Any) -> None:
-        self._log("critical", args, kwargs)
+    def warning(self, event_dict: EventDict, line: str) -> None:
+        self._log("warning", event_dict, line)
+
+    def error(self, event_dict: EventDict, line: str) -> None:
+        self._log("error", event_dict, line)
+
+    def critical(self, event_dict: EventDict, line: str) -> None:
+        self._log("critical", event_dict, line)
 
     exception = error
     msg = info
+
+
+_LEVEL_NUMBERS: dict[str, int] = {name: logging.getLevelNamesMapping()[name.upper()] for name in LEVELS}
 
 
 def _console_line(logger: WrappedLogger, method: str, event_dict: EventDict) -> str:
@@ -461,7 +489,7 @@ class _Emitter:
         self.pipeline = pipeline
         self.target = target
         self.stdlib = stdlib
-        self.enabled = {name: logging.getLevelNamesMapping()[name.upper()] >= threshold for name in LEVELS}
+        self.enabled = {name: _LEVEL_NUMBERS[name] >= threshold for name in LEVELS}
 
     def __call__(self, event: Event, level: LogLevel) -> None:
         if not self.enabled[level]:
@@ -472,8 +500,8 @@ class _Emitter:
         except structlog.DropEvent:
             return
         if self.stdlib:
-            args, kwargs = event_dict
-            getattr(target, level)(*args, **kwargs)
+            args, _ = event_dict
+            getattr(target, level)(*args)
         else:
             target.msg(event_dict)
 
@@ -539,7 +567,7 @@ def configure(
     threshold = logging.getLevelNamesMapping()[level.upper()]
     target: _LineWriter | _StdlibWriter
     if stdlib:
-        chain += [_Finisher(validating, None), structlog.stdlib.ProcessorFormatter.wrap_for_formatter]
+        chain.append(_Finisher(validating, _json_text, for_handlers=True))
         stdlib_logger = logging.getLogger("kvlog")
         stdlib_logger.setLevel(threshold)
         target = _StdlibWriter(stdlib_logger, losses)
@@ -572,15 +600,37 @@ def restore(config: EmissionConfig) -> None:
     _state.config = config
 
 
+class _Formatter(structlog.stdlib.ProcessorFormatter):
+    """``formatter()``: structlog's ``ProcessorFormatter``, writing a kvlog event without copying its record.
+
+    ``ProcessorFormatter`` copies every record and the event in it, then runs its processors, to
+    render what kvlog has in hand: a validated event and its JSON text. A record kvlog made is
+    written from those (the JSON text as it is, the console wording rendered from the event), which
+    is exactly what the processors would write; any other record, or one whose message a filter
+    replaced, goes through ``ProcessorFormatter`` as before.
+    """
+
+    def __init__(self, output: Output) -> None:
+        self.renderer: Processor = _json_text if output == "json" else console_renderer
+        self.output = output
+        super().__init__(
+            processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta, self.renderer],
+            foreign_pre_chain=[_foreign_envelope],
+        )
+
+    def format(self, record: logging.LogRecord) -> str:
+        rendered = record.__dict__.get(_RENDERED)
+        if rendered is None or rendered[0] is not record.msg:
+            return super().format(record)
+        event_dict, line = rendered
+        if self.output == "json":
+            return line  # type: ignore[no-any-return]
+        return self.renderer(self.logger, record.__dict__.get("_name", ""), event_dict)  # type: ignore[return-value]
+
+
 def formatter(output: Output = "json") -> logging.Formatter:
     """A ``logging.Formatter`` for stdlib handlers: renders kvlog events and foreign records alike."""
-    return structlog.stdlib.ProcessorFormatter(
-        processors=[
-            structlog.stdlib.ProcessorFormatter.remove_processors_meta,
-            _json_text if output == "json" else console_renderer,
-        ],
-        foreign_pre_chain=[_foreign_envelope],
-    )
+    return _Formatter(output)
 
 
 def get_logger(**initial: Any) -> Any:

@@ -108,7 +108,7 @@ def rank_tags(ranks: Mapping[str, int] | None) -> str:
     """``{"dp": 0, "tp": 1}`` -> ``" DP0 TP1"``, the way sglang tags a rank's lines."""
     if not ranks:
         return ""
-    return "".join(f" {tag.upper()}{rank}" for tag, rank in ranks.items())
+    return "".join([f" {tag.upper()}{rank}" for tag, rank in ranks.items()])  # a list: half a generator's cost
 
 
 def sglang_timestamp(timestamp: str | None) -> str:

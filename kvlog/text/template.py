@@ -24,11 +24,11 @@ are anchored, have no nested quantifiers, and bound every run of digits or text.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from decimal import ROUND_CEILING, ROUND_HALF_EVEN, Decimal
 from functools import cache, cached_property
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from kvlog.text.units import BYTES, MICROSECONDS, Scale
 
@@ -90,7 +90,11 @@ class Template:
 
     def render(self, event: Mapping[str, Any]) -> str:
         """The line for ``event``; optional sections whose fields are unset are left out."""
-        return _render_parts(_sections(self.text), event)
+        return _compiled(self.text)(event)
+
+    def renderer(self) -> Callable[[Mapping[str, Any]], str]:
+        """``render`` as one compiled function, for a caller that renders many events with it."""
+        return _compiled(self.text)
 
     def required_fields(self) -> list[str]:
         """Fields outside every optional section: the line cannot be written without them."""
@@ -109,20 +113,22 @@ class Template:
         return TemplateParser(self, syntax)
 
 
-def format_value(value: Any, unit: str | None) -> str:
-    """Print one field as the template's unit says."""
+@cache
+def formatter(unit: str | None) -> Callable[[Any], str]:
+    """The function that prints one field as the template's unit says, chosen once per unit, not per value."""
     if unit is None or unit == WORDS:
-        return str(value)
+        return str
     if unit in SCALED:
-        return SCALED[unit].format(value)
+        return SCALED[unit].format
     if unit == GROUPED:
-        return f"{value:,}"
+        return lambda value: f"{value:,}"
     if unit == GIB_ROUND2:
-        return str(round(value / GIB, 2))
+        return lambda value: str(round(value / GIB, 2))
     per_unit, decimals = UNITS[unit]
     if decimals == 0:
-        return str(value // per_unit)
-    return f"{value / per_unit:.{decimals}f}"
+        return lambda value: str(value // per_unit)
+    spec = f".{decimals}f"
+    return lambda value: format(value / per_unit, spec)
 
 
 def split_sections(text: str) -> list[str | list[Any]]:
@@ -158,14 +164,64 @@ def _required(text: str) -> tuple[str, ...]:
     return tuple(name for part in _sections(text) if isinstance(part, str) for name in _names(part))
 
 
-def _render_parts(parts: list[Any], event: Mapping[str, Any]) -> str:
-    out: list[str] = []
+@cache
+def _compiled(text: str) -> Callable[[Mapping[str, Any]], str]:
+    """The renderer of a template text: one generated function, its sections and units resolved once.
+
+    The console renders every event it writes, and a server writes them on its hot path: walking the
+    text's parts and choosing each unit's formatter per event cost twice what the rest of emitting a
+    validated event costs. The generated expression does exactly what the walk did (a section is
+    written when every field in it, nested ones included, is set; a placeholder's field is looked up
+    with ``event[name]``), with the template's text and formatters bound as constants, never as source.
+    """
+    constants = _Constants()
+    return constants.function(_expression(_sections(text), constants))
+
+
+def compiled_fits(template: Template) -> Callable[[Mapping[str, Any]], bool]:
+    """``template.fits`` for an event whose name is already known to be the template's, as one function."""
+    constants = _Constants()
+    tests = [f"e.get({name!r}) == {constants.bind(value)}" for name, value in template.when.items()]
+    tests += [f"e.get({name!r}) is not None" for name in _required(template.text)]
+    return constants.function(" and ".join(tests) or "True")
+
+
+class _Constants:
+    """The values a generated function uses, each bound to a name of its own."""
+
+    def __init__(self) -> None:
+        self.values: dict[str, Any] = {}
+
+    def bind(self, value: Any) -> str:
+        name = f"_{len(self.values)}"
+        self.values[name] = value
+        return name
+
+    def function(self, expression: str) -> Callable[[Mapping[str, Any]], Any]:
+        """A function of one event ``e`` that returns ``expression``."""
+        namespace = dict(self.values)
+        exec(f"def generated(e):\n    return {expression}\n", namespace)
+        return cast(Callable[[Mapping[str, Any]], Any], namespace["generated"])
+
+
+def _expression(parts: list[Any], constants: _Constants) -> str:
+    items: list[str] = []
     for part in parts:
         if isinstance(part, str):
-            out.append(_fill(part, event))
-        elif all(event.get(name) is not None for name in _fields_in(part)):
-            out.append(_render_parts(part, event))
-    return "".join(out)
+            position = 0
+            for m in PLACEHOLDER.finditer(part):
+                items += _literal(part[position : m.start()], constants)
+                items.append(f"{constants.bind(formatter(m.group(2)))}(e[{m.group(1)!r}])")
+                position = m.end()
+            items += _literal(part[position:], constants)
+        else:
+            condition = " and ".join(f"e.get({name!r}) is not None" for name in _fields_in(part)) or "True"
+            items.append(f"({_expression(part, constants)} if {condition} else '')")
+    return f"''.join(({', '.join(items)},))" if items else "''"
+
+
+def _literal(text: str, constants: _Constants) -> list[str]:
+    return [constants.bind(text)] if text else []
 
 
 def _fields_in(parts: list[Any]) -> list[str]:
@@ -177,10 +233,6 @@ def _fields_in(parts: list[Any]) -> list[str]:
 
 def _names(text: str) -> list[str]:
     return [m.group(1) for m in PLACEHOLDER.finditer(text)]
-
-
-def _fill(text: str, event: Mapping[str, Any]) -> str:
-    return PLACEHOLDER.sub(lambda m: format_value(event[m.group(1)], m.group(2)), text)
 
 
 @dataclass(frozen=True)

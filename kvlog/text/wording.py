@@ -9,10 +9,11 @@ kvlog prints is always what it can read.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
-from kvlog.text.template import Template
+from kvlog.text.template import Template, compiled_fits
 
 _KV_SIZES_MHA = "K size: {k_bytes:gib2} GB, V size: {v_bytes:gib2} GB"
 _KV_SIZES_MLA = "KV size: {kv_bytes:gib2} GB"
@@ -203,17 +204,46 @@ CURRENT: tuple[Template, ...] = (
 )
 
 
+@dataclass(frozen=True, slots=True)
+class _Wording:
+    """What choosing and writing one template needs, worked out once rather than for every event."""
+
+    template: Template
+    fits: Callable[[Mapping[str, Any]], bool]  # ``Template.fits``, the event's name already matched
+    render: Callable[[Mapping[str, Any]], str]
+    fields: tuple[str, ...]
+    printed: frozenset[str]  # a value a wording stands for (its ``when``) is said by it
+
+
+def _by_event(templates: Sequence[Template]) -> dict[str, tuple[_Wording, ...]]:
+    """The wordings of each event name, in the order given."""
+    index: dict[str, list[_Wording]] = {}
+    for template in templates:
+        fields = tuple(template.fields())
+        printed = frozenset({*fields, *template.when})
+        wording = _Wording(template, compiled_fits(template), template.renderer(), fields, printed)
+        index.setdefault(template.event, []).append(wording)
+    return {name: tuple(wordings) for name, wordings in index.items()}
+
+
+_CURRENT = _by_event(CURRENT)
+
+
 def render_message(event: Mapping[str, Any], templates: Sequence[Template] = CURRENT) -> str | None:
     """The line for ``event`` in the first template that fits it and says all any fitting one could.
 
     Wordings are listed most specific first (sglang's wording for a case before kvlog's general one);
     a wording that would leave out a set field another fitting wording prints is passed over.
     """
-    fitting = [template for template in templates if template.fits(event)]
+    index = _CURRENT if templates is CURRENT else _by_event(templates)
+    try:
+        candidates = index.get(event.get("event"), ())  # type: ignore[arg-type]
+    except TypeError:  # a name that is not a string (a caller's list) has no wording
+        return None
+    fitting = [wording for wording in candidates if wording.fits(event)]
     if not fitting:
         return None
-    for template in fitting[:-1]:
-        printed = {*template.fields(), *template.when}  # a value a wording stands for is said by it
-        if all(name in printed for other in fitting for name in other.fields() if event.get(name) is not None):
-            return template.render(event)
+    for wording in fitting[:-1]:
+        if all(name in wording.printed for other in fitting for name in other.fields if event.get(name) is not None):
+            return wording.render(event)
     return fitting[-1].render(event)
