@@ -74,7 +74,7 @@ class _Clock:
         if whole != second:
             prefix = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(whole))
             self._second = (whole, prefix)
-        return f"{prefix}.{int((now - whole) * 1_000_000):06d}Z"
+        return "%s.%06dZ" % (prefix, (now - whole) * 1_000_000)  # noqa: UP031 - %d truncates, and is cheaper here
 
 
 _clock = _Clock()
@@ -429,11 +429,13 @@ class _StdlibWriter:
         level = _LEVEL_NUMBERS[method]
         if not logger.isEnabledFor(level):
             return
-        extra = {"_logger": self, "_name": method, _RENDERED: (event_dict, line)}
 
         def handle() -> None:
             fn, lno, func = "(unknown file)", 0, "(unknown function)"  # what Logger._log says without a caller
-            logger.handle(logger.makeRecord(logger.name, level, fn, lno, event_dict, (), None, func, extra))
+            record = logger.makeRecord(logger.name, level, fn, lno, event_dict, (), None, func)
+            attributes = record.__dict__  # what makeRecord's ``extra`` would set, without its checks for clashes
+            attributes["_logger"], attributes["_name"], attributes[_RENDERED] = self, method, (event_dict, line)
+            logger.handle(record)
 
         self.losses.attempt(handle)
 

@@ -335,6 +335,25 @@ def test_stdlib_bridge_console_one_timestamp_no_double_rendering(tmp_path: Path)
         assert len(TIMESTAMP.findall(line)) == 1, line
 
 
+def test_stdlib_bridge_writes_what_a_handler_filter_put_in_the_record(tmp_path: Path) -> None:
+    """A filter that replaces a kvlog record's message (redaction) is written, not the JSON kvlog rendered first."""
+
+    def redact(record: logging.LogRecord) -> bool:
+        if isinstance(record.msg, dict):
+            record.msg = {**record.msg, "pool": "redacted"}
+        return True
+
+    handler, path = _stdlib_handler(tmp_path, "json")
+    handler.addFilter(redact)
+    kvlog.configure(stdlib=True, validation="raise")
+    kvlog.emit(ALLOCATION)
+    logging.getLogger("sglang.srt").info("foreign")
+    handler.flush()
+    event, foreign = (json.loads(line) for line in path.read_text().splitlines())
+    assert event == {**ALLOCATION.to_dict(), "pool": "redacted"} | {k: event[k] for k in ("timestamp", "level", "pid")}
+    assert foreign == {"event": "foreign", "timestamp": foreign["timestamp"], "level": "info"}
+
+
 def test_stdlib_bridge_respects_the_configured_level(tmp_path: Path) -> None:
     handler, path = _stdlib_handler(tmp_path, "json")
     kvlog.configure(stdlib=True, validation="raise", level="error")

@@ -240,7 +240,10 @@ def render_message(event: Mapping[str, Any], templates: Sequence[Template] = CUR
         candidates = index.get(event.get("event"), ())  # type: ignore[arg-type]
     except TypeError:  # a name that is not a string (a caller's list) has no wording
         return None
-    fitting = [wording for wording in candidates if wording.fits(event)]
+    fitting: list[_Wording] = []
+    for wording in candidates:  # a loop, not a comprehension: this runs for every event the console writes
+        if wording.fits(event):
+            fitting.append(wording)
     if not fitting:
         return None
     for wording in fitting[:-1]:
