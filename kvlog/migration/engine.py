@@ -76,7 +76,7 @@ class Family:
     #: what each message read lately was read as: see ``recognise``
     read: dict[str, Recognised | None] = field(default_factory=dict, repr=False, compare=False)
     #: the newest-version events of the messages in ``read``, by what else of a line they depend on: see ``Shape``
-    shapes: dict[Shape, dict[str, Any]] = field(default_factory=dict, repr=False, compare=False)
+    shapes: dict[Shape, tuple[dict[str, Any], tuple[str, ...]]] = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
     def of(cls, chain: Chain, server: str) -> Family:
@@ -156,6 +156,13 @@ class Migrator:
         self.legacy = LegacyRenderer(chain, options.legacy_generation) if options.output_format == "legacy" else None
         patterns = options.allowed_unparsed
         self.allowed_unparsed = re.compile("|".join(f"(?:{p})" for p in patterns)) if patterns else None
+        self._targets: dict[str, int | None] = {}
+
+    def target(self, event: str) -> int | None:
+        """The version of ``event`` that is written (None: it is not in the catalog version asked for)."""
+        if event not in self._targets:
+            self._targets[event] = self.catalog.at_catalog_version(event, self.to_catalog)
+        return self._targets[event]
 
     def migrate(self, name: str, stream: Readable, out: IO[bytes], dead: DeadLetter | None = None) -> MigrationReport:
         """Migrate one input (``name`` as given, ``-`` for standard input) from ``stream`` to ``out``."""
@@ -340,7 +347,10 @@ class FileRun:
         shape = (prefix.message, prefix.timestamp is None, prefix.level or rule.level, prefix.pid, bool(prefix.ranks))
         built = family.shapes.get(shape)
         if built is not None:
-            event = jsonline.copy(built)
+            event, nested = built
+            event = dict(event)  # a deep copy: the top level's other values are immutable
+            for key in nested:
+                event[key] = jsonline.copy(event[key])
             event["timestamp"] = prefix.timestamp or event["timestamp"]
             if prefix.ranks:
                 event["ranks"] = dict(prefix.ranks)
@@ -352,7 +362,9 @@ class FileRun:
             event = step.apply(event)
         ops = (*rule.ops, *(op for step in steps for op in step.ops))
         if not any(op.kind == "hook" or not _PER_LINE.isdisjoint((*op.reads, *op.writes, *op.drops)) for op in ops):
-            family.shapes[shape] = jsonline.copy(event)
+            # ranks are the line's own (the shape says it has some whenever the event does)
+            nested = tuple(key for key, value in event.items() if isinstance(value, dict | list) and key != "ranks")
+            family.shapes[shape] = (jsonline.copy(event), nested)
         return event, version
 
     def _message(self, text: str) -> str:
@@ -410,7 +422,7 @@ class FileRun:
         # An event at the newest version, or one a migration already wrote at the version asked for, is
         # copied as it is (so migrating twice changes nothing); the context still learns from it. An older
         # event never migrated goes up the chain and back, to gain what the context knows (or say it is lost).
-        at_target = version == self.migrator.catalog.at_catalog_version(name, self.migrator.to_catalog)
+        at_target = version == self.migrator.target(name)
         latest = version == self.migrator.catalog.latest(name)
         keep = self.migrator.options.output_format == "jsonl" and at_target and (latest or "migrated" in event)
         if latest:
@@ -525,11 +537,11 @@ class FileRun:
         self.report.counted_event(source, event)
         return out + ending
 
-    def _target(self, event: dict[str, Any]) -> int | None:
-        return self.migrator.catalog.at_catalog_version(str(event["event"]), self.migrator.to_catalog)
-
     def _at_target(self, event: dict[str, Any]) -> dict[str, Any]:
-        name, version, target = str(event["event"]), int(event["schema_version"]), self._target(event)
+        name, version = str(event["event"]), int(event["schema_version"])
+        target = self.migrator.target(name)
+        if target == version:
+            return event
         if target is None:
             raise MigrationError(f"{name} does not exist in catalog version {self.migrator.to_catalog}")
         for step in self.migrator.chain.path(name, version, target):
