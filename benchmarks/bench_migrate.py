@@ -23,7 +23,19 @@ child processes (the latter barely moves when other work shares the machine; the
 printed).
 Goals (issue 4): kvlog/sed >= 1, kvlog/mtail >= 5, jobs scaling near 2.
 
+That log holds 64 memory lines per million: what they cost does not show. The **dense fleet log**
+(issue 15) is what a fleet's or a CI job's aggregate holds: many short server runs, each the start-up
+of one of the golden corpus's dated sglang runs (every wording generation, arenas before and after the
+wording fix, post-capture sizing, HiCache, SWA) moved to other ranks and to the log's time, between
+stretches of the same request traffic; 1.5% of its lines become events. Its **plain** twin is the same
+log without the runs. kvlog and ``sed`` (the two renames) take turns on both, pinned, each run started
+once the machine is idle (``quiet.py``); the figures are CPU-time ratios to sed on the same file and
+the CPU each event costs beyond the plain log. ``--baseline TREE`` adds kvlog from another source tree
+(the commit before a change) to the same rounds. Goals (issue 15): kvlog/sed >= 1 on both logs, at most
+5 us per memory line.
+
     .venv/bin/python benchmarks/bench_migrate.py [--lines 1000000] [--rounds 3] [--json out.json]
+    .venv/bin/python benchmarks/bench_migrate.py --dense-only [--baseline /tmp/kvlog-base] [--rounds 5]
     .venv/bin/python benchmarks/bench_migrate.py --profile   # cProfile of one pinned kvlog run
 """
 
@@ -34,6 +46,7 @@ import json
 import os
 import platform
 import random
+import re
 import resource
 import shutil
 import statistics
@@ -44,6 +57,9 @@ import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
+
+from quiet import wait_for_idle
 
 ROOT = Path(__file__).resolve().parent.parent
 LEGACY_PROGRAM = ROOT / "examples" / "monitoring" / "sglang_legacy.mtail"
@@ -58,6 +74,19 @@ PIN = ["taskset", "-c", "0"]
 SED_PAIR = " ".join(["sed -E", *(f"'{a}'" for a in SED_RENAMES), '"$1" > "$3/a.out" &'])
 SED_PAIR += " " + " ".join(["sed -E", *(f"'{a}'" for a in SED_RENAMES), '"$2" > "$3/b.out"; wait'])
 RUN_EVERY = 250_000  # lines between server restarts, each printing its memory lines
+CORPUS = ROOT / "tests" / "corpus"
+#: the golden corpus's dated sglang logs: every wording generation, with arenas, post-capture, HiCache and SWA
+DENSE_CORPUS = (
+    "gen1_early_2025",
+    "gen2_2025",
+    "gen3_dtype_2026",
+    "hybrid_swa_2026",
+    "postcapture_before_fix_2026_07",
+    "postcapture_after_fix_2026_09",
+)
+DENSE_EVERY = 560  # lines between server runs of the dense log, on average: 1.5% of its lines become events
+#: a line's time and ranks (``[2025-06-03 11:20:41 PP1 TP0]``), the parts of its prefix the dense log moves
+DENSE_PREFIX = re.compile(r"^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d((?: [A-Z_]+\d+)*)\]")
 
 
 def memory_lines(stamp: str, tp: int) -> list[str]:
@@ -97,6 +126,11 @@ def request_line(rng: random.Random, stamp: str) -> str:
     return f"[{stamp}] KV cache hit rate: {rng.uniform(0, 100):.2f}%"
 
 
+def clock(second: int) -> str:
+    """The time of day ``second`` seconds into a day, as sglang prints it."""
+    return f"{second // 3600 % 24:02d}:{second // 60 % 60:02d}:{second % 60:02d}"
+
+
 def generate(path: Path, lines: int, seed: int) -> int:
     """Write the mixed log; return how many memory lines it holds."""
     rng = random.Random(seed)
@@ -105,11 +139,7 @@ def generate(path: Path, lines: int, seed: int) -> int:
         written = 0
         while written < lines:
             second = written // 200
-            day, clock = (
-                21 + second // 86400 % 9,
-                f"{second // 3600 % 24:02d}:{second // 60 % 60:02d}:{second % 60:02d}",
-            )
-            stamp = f"2026-07-{day:02d} {clock}"
+            stamp = f"2026-07-{21 + second // 86400 % 9:02d} {clock(second)}"
             if written % RUN_EVERY == 0:
                 block = [f"[{stamp}] server_args=ServerArgs(model_path='openai/gpt-oss-120b', tp_size=2)"]
                 block += memory_lines(stamp, 0) + memory_lines(stamp, 1)
@@ -122,12 +152,63 @@ def generate(path: Path, lines: int, seed: int) -> int:
     return memory
 
 
-def timed(command: list[str], output: Path) -> tuple[float, float]:
+def corpus_runs() -> list[list[str]]:
+    """The dated sglang logs of the golden corpus, cut into server runs (each starts at ``server_args=``)."""
+    runs: list[list[str]] = []
+    for name in DENSE_CORPUS:
+        for line in (CORPUS / f"{name}.log").read_text().splitlines():
+            if "server_args=" in line or not runs:
+                runs.append([])
+            runs[-1].append(line)
+    return runs
+
+
+def fleet_line(line: str, stamp: str, offset: int) -> str:
+    """A corpus line as another rank prints it in another run: its prefix's time and TP ranks moved."""
+    match = DENSE_PREFIX.match(line)
+    if match is None:
+        return line  # no prefix (a bare message, a glued tqdm bar): printed as it was
+    ranks = re.sub(r"\bTP(\d+)", lambda tp: f"TP{int(tp.group(1)) + offset}", match.group(1))
+    return f"[{stamp}{ranks}]{line[match.end() :]}"
+
+
+def generate_dense(dense: Path, plain: Path, lines: int, seed: int) -> int:
+    """Write the dense fleet log and the same log without its server runs; return how many runs it holds.
+
+    A fleet's or a CI job's aggregate is many short server runs, each printing a start-up's memory
+    lines on every rank: the runs of the corpus, taken at random, with their ranks moved (TP0..TP15
+    become TP0..TP29) and their time that of the log, between stretches of request traffic. The
+    same message text so recurs under many prefixes, as it does in such a log. The plain log is the
+    dense one with the runs left out: what the memory lines cost is the difference.
+    """
+    rng = random.Random(seed)
+    runs = corpus_runs()
+    started = 0
+    with dense.open("w") as with_runs, plain.open("w") as without:
+        written = 0
+        while written < lines:
+            second = written // 200
+            stamp = f"2026-11-{1 + second // 86400 % 28:02d} {clock(second)}"
+            if rng.random() < 1 / DENSE_EVERY:
+                offset = 2 * rng.randint(0, 7)
+                block = [fleet_line(line, stamp, offset) for line in rng.choice(runs)][: lines - written]
+                with_runs.write("\n".join(block) + "\n")
+                written += len(block)
+                started += 1
+            else:
+                line = request_line(rng, stamp)
+                with_runs.write(line + "\n")
+                without.write(line + "\n")
+                written += 1
+    return started
+
+
+def timed(command: list[str], output: Path, env: dict[str, str] | None = None) -> tuple[float, float]:
     """Wall and CPU (user + system) seconds of one run of ``command``, its standard output going to ``output``."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     with output.open("wb") as sink:
         start = time.perf_counter()
-        result = subprocess.run(command, stdout=sink, stderr=subprocess.PIPE, check=False)
+        result = subprocess.run(command, stdout=sink, stderr=subprocess.PIPE, check=False, env=env)
         elapsed = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if result.returncode != 0:
@@ -140,6 +221,113 @@ def count_lines(path: Path) -> int:
         return sum(chunk.count(b"\n") for chunk in iter(lambda: stream.read(1 << 20), b""))
 
 
+def count_events(path: Path) -> int:
+    """The events in a ``kvlog migrate --format jsonl`` output: its JSON lines (the log itself has none)."""
+    with path.open("rb") as stream:
+        return sum(line.startswith(b"{") for line in stream)
+
+
+def tree_env(tree: Path) -> dict[str, str]:
+    """The environment that runs ``python -m kvlog`` from the source ``tree`` (as ``bench_against`` does).
+
+    PYTHONSAFEPATH: ``python -m`` would put the working directory first on the path, and a run started
+    from a checkout would import that checkout's kvlog instead.
+    """
+    pythonpath = os.pathsep.join(filter(None, [str(tree), os.environ.get("PYTHONPATH")]))
+    return {**os.environ, "PYTHONPATH": pythonpath, "PYTHONSAFEPATH": "1"}
+
+
+def dense(args: argparse.Namespace, work: Path, kvlog: list[str]) -> dict[str, Any]:
+    """kvlog against ``sed -E`` on the dense fleet log and on the same log without its runs (issue 15).
+
+    Contenders alternate within each round, each started once the machine is idle (``quiet``), pinned to
+    one core; the median round is reported, by CPU seconds (the figure that barely moves when others
+    share the machine) and by wall time. ``--baseline TREE`` adds kvlog run from another source tree
+    (the commit before a change) on both logs, in the same rounds.
+    """
+    with_runs, without = work / "dense.log", work / "dense-plain.log"
+    runs = generate_dense(with_runs, without, args.lines, seed=15)
+    lines = {"dense": args.lines, "plain": count_lines(without)}
+    trees = {"kvlog": None, **({"kvlog_baseline": tree_env(args.baseline)} if args.baseline else {})}
+    commands: dict[str, tuple[list[str], Path, dict[str, str] | None]] = {}
+    for log, path in (("dense", with_runs), ("plain", without)):
+        for name, env in trees.items():
+            commands[f"{name}_{log}"] = (
+                [*PIN, *kvlog, str(path), "-o", str(work / f"{name}_{log}.out")],
+                work / "stdout",
+                env,
+            )
+        commands[f"sed_{log}"] = ([*PIN, "sed", "-E", *SED_RENAMES, str(path)], work / f"sed_{log}.out", None)
+    wall: dict[str, list[float]] = {name: [] for name in commands}
+    cpu: dict[str, list[float]] = {name: [] for name in commands}
+    load_before = os.getloadavg()[0]
+    for _ in range(args.rounds):
+        for name, (command, output, env) in commands.items():
+            wait_for_idle()
+            seconds, cpu_seconds = timed(command, output, env)
+            wall[name].append(seconds)
+            cpu[name].append(cpu_seconds)
+    events = count_events(work / "kvlog_dense.out")
+    for name in trees:
+        if (
+            count_events(work / f"{name}_dense.out") != events
+            or count_lines(work / f"{name}_plain.out") != lines["plain"]
+        ):
+            raise SystemExit(f"{name} wrote other events or lines than kvlog: the figures would compare other work")
+    median_wall = {name: statistics.median(runs) for name, runs in wall.items()}
+    median_cpu = {name: statistics.median(runs) for name, runs in cpu.items()}
+    ratios = {
+        f"{name}_{log}_over_sed": {
+            "cpu": median_cpu[f"sed_{log}"] / median_cpu[f"{name}_{log}"],
+            "wall": median_wall[f"sed_{log}"] / median_wall[f"{name}_{log}"],
+        }
+        for name in trees
+        for log in lines
+    }
+    # what the memory lines cost: the dense log's CPU beyond that of the same log without its runs
+    per_event_us = {name: (median_cpu[f"{name}_dense"] - median_cpu[f"{name}_plain"]) / events * 1e6 for name in trees}
+    return {
+        "lines": lines,
+        "runs": runs,
+        "events": events,
+        "load_average": (load_before, os.getloadavg()[0]),
+        "seconds": wall,
+        "cpu_seconds": cpu,
+        "median_wall": median_wall,
+        "median_cpu": median_cpu,
+        "ratios": ratios,
+        "per_event_us": per_event_us,
+    }
+
+
+def report_dense(figures: dict[str, Any], rounds: int) -> None:
+    lines, events = figures["lines"], figures["events"]
+    load = figures["load_average"]
+    print(
+        f"dense fleet log: {lines['dense']} lines, {figures['runs']} server runs, {events} events "
+        f"({events / lines['dense']:.1%} of its lines); plain: the same without the runs, {lines['plain']} lines. "
+        f"Median of {rounds} rounds, load average {load[0]:.2f} -> {load[1]:.2f}"
+    )
+    print(f"{'variant':<22} {'CPU s':>8} {'wall s':>8}")
+    for name in figures["median_cpu"]:
+        print(f"{name:<22} {figures['median_cpu'][name]:>8.3f} {figures['median_wall'][name]:>8.3f}")
+    for name, ratio in figures["ratios"].items():
+        verdict = "met" if ratio["cpu"] >= 1.0 else "MISSED"
+        print(f"{name:<30} {ratio['cpu']:5.2f}x by CPU, {ratio['wall']:5.2f}x by wall  (goal >= 1.0x: {verdict})")
+    for name, micros in figures["per_event_us"].items():
+        print(f"{name}: {micros:.1f} us of CPU per memory line (event) beyond the plain log  (goal <= 5 us)")
+
+
+def about(args: argparse.Namespace) -> dict[str, Any]:
+    """When, where and how the figures were taken."""
+    return {
+        "date": datetime.now(UTC).isoformat(timespec="seconds"),
+        "machine": f"{platform.node()} {platform.machine()} {os.cpu_count()} CPUs",
+        "command": " ".join(sys.argv),
+        "dir": str(args.dir),
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--lines", type=int, default=1_000_000, help="lines per generated log (default 1M)")
@@ -147,14 +335,22 @@ def main() -> None:
     parser.add_argument("--json", type=Path, help="also write the figures to this JSON file")
     parser.add_argument("--dir", type=Path, default=Path("/dev/shm") if Path("/dev/shm").is_dir() else None)
     parser.add_argument("--profile", action="store_true", help="profile one pinned kvlog run with cProfile and stop")
+    parser.add_argument("--dense-only", action="store_true", help="time only the dense fleet log against sed")
+    parser.add_argument("--baseline", type=Path, help="also time kvlog from this source tree on the dense logs")
     args = parser.parse_args()
-    for tool in ("sed", "mtail", "taskset"):
+    for tool in ("sed", "taskset") if args.dense_only else ("sed", "mtail", "taskset"):
         if shutil.which(tool) is None:
             raise SystemExit(f"bench_migrate needs {tool} on PATH (mtail: apt-get install mtail)")
     kvlog = [sys.executable, "-m", "kvlog", "migrate", "--format", "jsonl"]
 
     with tempfile.TemporaryDirectory(prefix="bench_migrate-", dir=args.dir) as tmp:
         work = Path(tmp)
+        if args.dense_only:
+            dense_figures = dense(args, work, kvlog)
+            report_dense(dense_figures, args.rounds)
+            if args.json:
+                args.json.write_text(json.dumps({**about(args), "dense": dense_figures}, indent=2))
+            return
         one, two = work / "server-a.log", work / "server-b.log"
         memory = generate(one, args.lines, seed=1)
         generate(two, args.lines, seed=2)
@@ -224,6 +420,7 @@ def main() -> None:
         migrated_lines = count_lines(work / "kvlog.out")
         if migrated_lines != args.lines:
             raise SystemExit(f"kvlog migrate wrote {migrated_lines} lines for {args.lines}: the figures would lie")
+        dense_figures = dense(args, work, kvlog)
 
     median = {name: statistics.median(runs) for name, runs in seconds.items()}
     cpu = {name: statistics.median(runs) for name, runs in cpu_seconds.items()}
@@ -250,15 +447,13 @@ def main() -> None:
         by_cpu = f", {cpu_ratios[name]:.2f}x by CPU seconds" if name in cpu_ratios else ""
         print(f"{name:<30} {value:6.2f}x by wall time{by_cpu}  (goal >= {goals[name]}x: {verdict})")
     print(f"{'control: 2 seds / 1 sed':<30} {parallelism:6.2f}x  (the parallelism the machine gave during this run)")
+    report_dense(dense_figures, args.rounds)
     if args.json:
         args.json.write_text(
             json.dumps(
                 {
-                    "date": datetime.now(UTC).isoformat(timespec="seconds"),
-                    "machine": f"{platform.node()} {platform.machine()} {os.cpu_count()} CPUs",
-                    "command": " ".join(sys.argv),
+                    **about(args),
                     "lines": args.lines,
-                    "dir": str(args.dir),
                     "memory_lines": memory,
                     "load_average": load,
                     "seconds": seconds,
@@ -268,6 +463,7 @@ def main() -> None:
                     "lines_per_second": rate,
                     "ratios": ratios,
                     "goals": goals,
+                    "dense": dense_figures,
                 },
                 indent=2,
             )
