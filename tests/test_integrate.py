@@ -169,6 +169,7 @@ def test_the_adopted_server_prints_the_same_text_and_writes_the_events_migrate_r
     ranks = "-dp1-tp1" if server == "sglang" else "-main" if release == "0.11.0" else "-tp1"  # 0.11: no process name
     assert written[0].name.endswith(f"{ranks}.jsonl")
     live = [orjson.loads(line) for line in written[0].read_bytes().splitlines()]
+    assert commands.validate(written[0]).exit_status == 0  # what the record adds keeps every event valid
     log = tmp_path / "server.log"
     log.write_bytes(text)
     out = io.BytesIO()
