@@ -142,13 +142,13 @@ def segments(stream: Readable) -> Iterator[tuple[bool, bytes, int, int]]:
 def split(data: bytes, size: int) -> Iterator[tuple[bool, bytes, int, int]]:
     """``data[:size]`` (whole lines) as ``segments`` gives it: runs of other lines, and each candidate line alone."""
     starts: set[int] = set()
-    for byte, offset, words in _FIGURE_PROBES:
-        starts.update(_figure_lines(data, size, byte, offset, words))
     for byte, offset, words in _PROBES:
         for at in _keyword_positions(data, size, byte, offset, words):
             start, end = _line_around(data, at, size)
             if byte != b"{" or data.find(JSON_EVENT, start, end) != -1:
                 starts.add(start)
+    for byte, offset, words in _FIGURE_PROBES:
+        _figure_lines(data, size, byte, offset, words, starts=starts)
     position = 0
     for start in sorted(starts):
         if start > position:
@@ -235,14 +235,23 @@ def carries_memory_figure(message: str) -> bool:
     return _WORD_TEXT.search(message) is not None and _DIGIT_TEXT.search(message) is not None
 
 
-def _figure_lines(data: bytes, size: int, byte: bytes, offset: int, words: tuple[bytes, ...]) -> Iterator[int]:
-    """The starts of the lines in ``data[:size]`` where one of ``words`` begins a memory figure, each line once."""
+def _figure_lines(
+    data: bytes, size: int, byte: bytes, offset: int, words: tuple[bytes, ...], *, starts: set[int]
+) -> None:
+    """Add to ``starts`` the lines of ``data[:size]`` where one of ``words`` begins a memory figure.
+
+    A line already there is not searched again: in a dense log most figures are on lines a keyword found.
+    """
     for at in _keyword_positions(data, size, byte, offset, words):
-        start, end = _line_around(data, at, size)
+        start = data.rfind(b"\n", 0, at) + 1
+        if start in starts:
+            continue
+        end = data.find(b"\n", at, size)
+        end = size if end == -1 else end
         if _UNIT_BYTES.search(data, start, end) is not None or (
             _WORD_BYTES.search(data, start, end) is not None and _DIGIT_BYTES.search(data, start, end) is not None
         ):
-            yield start
+            starts.add(start)
 
 
 def _line_around(data: bytes, at: int, size: int) -> tuple[int, int]:
