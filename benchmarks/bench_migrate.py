@@ -227,14 +227,20 @@ def count_events(path: Path) -> int:
         return sum(line.startswith(b"{") for line in stream)
 
 
-def tree_env(tree: Path) -> dict[str, str]:
-    """The environment that runs ``python -m kvlog`` from the source ``tree`` (as ``bench_against`` does).
+def kvlog_env(tree: Path | None, bytecode: Path) -> dict[str, str]:
+    """The environment that runs ``python -m kvlog`` from the source ``tree`` (None: the installed one).
 
-    PYTHONSAFEPATH: ``python -m`` would put the working directory first on the path, and a run started
-    from a checkout would import that checkout's kvlog instead.
+    Bytecode is cached in ``bytecode``, apart from the trees: with PYTHONDONTWRITEBYTECODE a tree
+    without up-to-date ``.pyc`` files (a fresh checkout, a module just changed) would compile its
+    modules at every start, and the start-up measured would depend on the checkout, not on kvlog.
+    PYTHONSAFEPATH (as ``bench_against``): ``python -m`` would put the working directory first on the
+    path, and a run started from a checkout would import that checkout's kvlog for both trees.
     """
-    pythonpath = os.pathsep.join(filter(None, [str(tree), os.environ.get("PYTHONPATH")]))
-    return {**os.environ, "PYTHONPATH": pythonpath, "PYTHONSAFEPATH": "1"}
+    env = {key: value for key, value in os.environ.items() if key != "PYTHONDONTWRITEBYTECODE"}
+    env |= {"PYTHONPYCACHEPREFIX": str(bytecode / (tree.name if tree else "installed")), "PYTHONSAFEPATH": "1"}
+    if tree is not None:
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(tree), os.environ.get("PYTHONPATH")]))
+    return env
 
 
 def dense(args: argparse.Namespace, work: Path, kvlog: list[str]) -> dict[str, Any]:
@@ -248,7 +254,12 @@ def dense(args: argparse.Namespace, work: Path, kvlog: list[str]) -> dict[str, A
     with_runs, without = work / "dense.log", work / "dense-plain.log"
     runs = generate_dense(with_runs, without, args.lines, seed=15)
     lines = {"dense": args.lines, "plain": count_lines(without)}
-    trees = {"kvlog": None, **({"kvlog_baseline": tree_env(args.baseline)} if args.baseline else {})}
+    bytecode = work / "bytecode"
+    trees = {"kvlog": kvlog_env(None, bytecode)}
+    if args.baseline:
+        trees["kvlog_baseline"] = kvlog_env(args.baseline.resolve(), bytecode)
+    for env in trees.values():  # untimed: writes the bytecode every timed run then reads
+        timed([*kvlog, str(with_runs), "-o", str(work / "warm-up.out")], work / "stdout", env)
     commands: dict[str, tuple[list[str], Path, dict[str, str] | None]] = {}
     for log, path in (("dense", with_runs), ("plain", without)):
         for name, env in trees.items():
