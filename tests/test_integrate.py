@@ -35,8 +35,15 @@ RULES = TOOL.load_rules()
 CLOCK = 1796324645.25
 
 #: (server, release): the first sglang that reads SGLANG_LOGGING_CONFIG_PATH and the newest; vLLM's newest,
-#: which configures from a LoggingConfig, and 0.11, which configured at import from a path read at import
-RELEASES = [("sglang", "0.4.6.post3"), ("sglang", "0.5.23"), ("vllm", "0.11.0"), ("vllm", "0.34.0")]
+#: whose engine processes configure from a LoggingConfig (``+config``) or from the variable, and 0.11, which
+#: configured at import from a path read at import
+RELEASES = [
+    ("sglang", "0.4.6.post3"),
+    ("sglang", "0.5.23"),
+    ("vllm", "0.11.0"),
+    ("vllm", "0.34.0"),
+    ("vllm", "0.34.0+config"),
+]
 
 SERVER_SCRIPT = """
 import json, logging, sys, time
@@ -56,11 +63,25 @@ exec({function!r}, namespace)
 namespace["configure_logger"](SimpleNamespace(log_level="info"), prefix=" DP1 TP1")
 """
 VLLM_SETUP = """
+import dataclasses, os
 sys.path.insert(0, {path!r})
 import vllm.logger
-if hasattr(vllm.logger, "set_vllm_process_name"):
+{config_class}
+if hasattr(vllm.logger, "set_vllm_process_name"):  # 0.34 configures when its engine starts, not at import
     vllm.logger.set_vllm_process_name("Worker_TP1")
-    vllm.logger._configure_vllm_root_logger()  # 0.34 configures when its engine starts, not at import
+    vllm.logger._configure_vllm_root_logger({config})
+"""
+#: vllm/config/logging.py's LoggingConfig (0.34), its fields and defaults; the release's is a pydantic
+#: dataclass (``vllm.config.utils.config``), which ``dataclasses.replace`` copies as it does this one
+LOGGING_CONFIG = """
+@dataclasses.dataclass
+class LoggingConfig:
+    log_level: str = "INFO"
+    formatter: str = "text"
+    configure_logging: bool = True
+    pylogging_config_file: str | None = dataclasses.field(
+        default_factory=lambda: os.environ.get("VLLM_LOGGING_CONFIG_PATH")
+    )
 """
 
 
@@ -110,7 +131,9 @@ def run_server(
     if server == "sglang":
         setup = SGLANG_SETUP.format(namespace=SGLANG_NAMESPACE, function=sglang_configure_logger(release))
     else:
-        setup = VLLM_SETUP.format(path=str(vllm_logging(release)))
+        version, _, via = release.partition("+")
+        config_class, call = (LOGGING_CONFIG, "LoggingConfig()") if via == "config" else ("", "")
+        setup = VLLM_SETUP.format(path=str(vllm_logging(version)), config_class=config_class, config=call)
     script = tmp_path / "server.py"
     script.write_text(
         SERVER_SCRIPT.format(
@@ -148,7 +171,7 @@ def what_a_line_says(event: dict[str, Any]) -> dict[str, Any]:
 def test_the_adopted_server_prints_the_same_text_and_writes_the_events_migrate_reads_from_it(
     tmp_path: Path, server: str, release: str
 ) -> None:
-    records = memory_records(server, release)
+    records = memory_records(server, release.partition("+")[0])
     request_logger = f"{server}.srt.managers.scheduler" if server == "sglang" else "vllm.engine"
     records.append((request_logger, "INFO", "Decode batch", []))
     assert len(records) >= 4, records
