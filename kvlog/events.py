@@ -114,17 +114,20 @@ class KvArenaCommit(Event):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class KvArenaDecommit(Event):
-    """KV arena decommit (``kv_arena.decommit`` v1).
+    """KV arena decommit (``kv_arena.decommit`` v2).
 
-    Physical memory was decommitted over a range of an arena. `committed_bytes` is kvlog's
-    bookkeeping after the operation; `measured_committed_bytes` is what the driver or kernel reports
-    for the same arena, so the two can be compared.
+    Physical memory was decommitted over one or more ranges of an arena in one operation (a sleep
+    gives back every committed run at once). One event per operation: `committed_bytes` is kvlog's
+    bookkeeping after the whole operation; `measured_committed_bytes` is what the driver or kernel
+    reports for the same arena at that moment, so the two can be compared. v1 had one event per
+    range, each measured after its own range.
     """
 
     EVENT: ClassVar[str] = "kv_arena.decommit"
-    VERSION: ClassVar[int] = 1
+    VERSION: ClassVar[int] = 2
 
     arena_id: str
+    range_count: int
     offset_bytes: int
     nbytes: int
     committed_bytes: int
@@ -137,8 +140,9 @@ class KvArenaDecommit(Event):
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
             "event": "kv_arena.decommit",
-            "schema_version": 1,
+            "schema_version": 2,
             "arena_id": self.arena_id,
+            "range_count": self.range_count,
             "offset_bytes": self.offset_bytes,
             "nbytes": self.nbytes,
             "committed_bytes": self.committed_bytes,

@@ -214,8 +214,51 @@ def test_commit_many_is_all_or_nothing() -> None:
         assert arena.committed_bytes == 0 == arena_rss(arena)
         arena.commit_many([(0, MIB), (GIB - MIB, MIB)])
         assert arena.committed_bytes == 2 * MIB == arena_rss(arena)
-        commits = [e for e in captured if e["event"] == "kv_arena.commit"]
-        assert [(e["range_count"], e["offset_bytes"], e["nbytes"]) for e in commits] == [(2, 0, 2 * MIB)]
+        (commit,) = [e for e in captured if e["event"] == "kv_arena.commit"]
+        assert batch_fields(commit) == {
+            "arena_id": arena.arena_id,
+            "range_count": 2,
+            "offset_bytes": 0,
+            "nbytes": 2 * MIB,
+            "requested_nbytes": 2 * MIB,
+            "committed_bytes": 2 * MIB,
+            "measured_committed_bytes": arena_rss(arena),
+            "measurement_source": "smaps_rss",
+        }
+
+
+def batch_fields(event: dict[str, object]) -> dict[str, object]:
+    """A commit or decommit event's own fields but its duration, which must be a time (checked here)."""
+    duration = event["duration_us"]
+    assert isinstance(duration, float) and duration >= 0
+    skipped = {"event", "schema_version", "timestamp", "level", "pid", "ranks", "duration_us"}
+    return {key: value for key, value in event.items() if key not in skipped}
+
+
+def test_decommit_many_is_one_event_for_the_batch_and_refuses_under_a_view_before_unmapping_anything() -> None:
+    with validated_events() as captured, VmmArena.host(GIB) as arena:
+        arena.commit_many([(0, 8 * MIB), (16 * MIB, 8 * MIB), (64 * MIB, 4 * MIB)])
+        view = arena.tensor(64 * MIB, (MIB,), torch.uint8)
+        with pytest.raises(ArenaError, match="live tensor view"):
+            arena.decommit_many([(0, 2 * MIB), (64 * MIB, MIB)])
+        assert arena.committed_bytes == 20 * MIB == arena_rss(arena), "nothing was given back"
+        del view
+        # unaligned, overlapping and out of order: rounded outwards, each byte counted once
+        arena.decommit_many([(16 * MIB + 1, 2 * MIB), (MIB, 2 * MIB), (16 * MIB, MIB), (64 * MIB, 4 * MIB)])
+        (decommit,) = [e for e in captured if e["event"] == "kv_arena.decommit"]
+        assert batch_fields(decommit) == {
+            "arena_id": arena.arena_id,
+            "range_count": 4,
+            "offset_bytes": MIB,
+            "nbytes": 2 * MIB + 2 * MIB + PAGE_SIZE + 4 * MIB,
+            "requested_nbytes": 2 * MIB + 2 * MIB + MIB + 4 * MIB,
+            "committed_bytes": 20 * MIB - (8 * MIB + PAGE_SIZE),
+            "measured_committed_bytes": 20 * MIB - (8 * MIB + PAGE_SIZE),
+            "measurement_source": "smaps_rss",
+        }
+        assert arena.committed_bytes == arena_rss(arena) == decommit["committed_bytes"]
+        arena.decommit_many([])
+        assert [e["event"] for e in captured].count("kv_arena.decommit") == 1, "an empty batch does nothing"
 
 
 def test_sleep_frees_memory_under_live_views_and_wake_restores_it() -> None:
@@ -228,13 +271,35 @@ def test_sleep_frees_memory_under_live_views_and_wake_restores_it() -> None:
         slept = arena.sleep()
         assert slept.bookkept_bytes == 16 * MIB == slept.measured_bytes
         assert arena.asleep and arena.committed_bytes == 0 == arena_rss(arena)
-        assert last(captured, "kv_arena.decommit")["measured_committed_bytes"] == 0
+        (decommit,) = [e for e in captured if e["event"] == "kv_arena.decommit"]  # one event for both runs
+        assert batch_fields(decommit) == {
+            "arena_id": arena.arena_id,
+            "range_count": 2,
+            "offset_bytes": 0,
+            "nbytes": 16 * MIB,
+            "requested_nbytes": 16 * MIB,
+            "committed_bytes": 0,
+            "measured_committed_bytes": 0,
+            "measurement_source": "smaps_rss",
+        }
+        assert decommit["duration_us"] == slept.duration_us
         with pytest.raises(ArenaError, match="asleep"):
             arena.commit(0, MIB)
         with pytest.raises(ArenaError, match="asleep"):
             arena.sleep()
         woken = arena.wake()
         assert woken.bookkept_bytes == 16 * MIB == woken.measured_bytes
+        assert batch_fields(last(captured, "kv_arena.commit")) == {
+            "arena_id": arena.arena_id,
+            "range_count": 2,
+            "offset_bytes": 0,
+            "nbytes": 16 * MIB,
+            "requested_nbytes": 16 * MIB,
+            "committed_bytes": 16 * MIB,
+            "measured_committed_bytes": 16 * MIB,
+            "measurement_source": "smaps_rss",
+        }
+        assert [e["event"] for e in captured].count("kv_arena.commit") == 3, "two commits, then one for the wake"
         assert arena.committed_runs == [(0, 8 * MIB), (32 * MIB, 40 * MIB)]
         assert arena.committed_bytes == 16 * MIB == arena_rss(arena)
         assert view.data_ptr() == address and int(view.sum()) == 0  # same addresses, zeroed memory

@@ -161,7 +161,9 @@ def test_arena_commit_decommit_and_close() -> None:
     assert value(series, "kvlog_arena_reserved_va_bytes", arena="7_0", tp="1", server="kvlog") == 80 * GB
     assert value(series, "kvlog_arena_committed_bytes", arena="7_0") == 4 * GB
     assert value(series, "kvlog_arena_measured_committed_bytes", arena="7_0") == 4 * GB + 4096
-    decommit = events.KvArenaDecommit(**arena, nbytes=GB, committed_bytes=3 * GB, measured_committed_bytes=None)
+    decommit = events.KvArenaDecommit(
+        **arena, range_count=1, nbytes=GB, committed_bytes=3 * GB, measured_committed_bytes=None
+    )
     for event in live((decommit, {"tp": 1})):
         series.observe(event, instance="me")
     assert value(series, "kvlog_arena_committed_bytes", arena="7_0") == 3 * GB

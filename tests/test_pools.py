@@ -168,14 +168,31 @@ def test_swa_finalize_is_all_or_nothing_across_its_two_arenas() -> None:
         addresses = [b.data_ptr() for b in (*pool.full.buffers, *pool.swa.buffers)]
         before = pool.committed_bytes
         soft, hard = resource.getrlimit(resource.RLIMIT_DATA)
-        resource.setrlimit(resource.RLIMIT_DATA, (vm_data() + 32 * MIB, hard))
+        resource.setrlimit(resource.RLIMIT_DATA, (vm_data() + 64 * MIB, hard))  # room for SWA (32 MiB), not Full
         try:
             with pytest.raises(ArenaError, match="ENOMEM"):
-                pool.finalize(budget_bytes=1 << 30)  # SWA gets ~12 MiB, Full ~190 MiB: past the limit
+                pool.finalize(budget_bytes=1 << 30)  # SWA gets its 32 MiB, Full ~190 MiB: past the limit
         finally:
             resource.setrlimit(resource.RLIMIT_DATA, (soft, hard))
         assert pool.committed_bytes == before == rss(pool.full.arena) + rss(pool.swa.arena)
         assert pool.swa.state == pool.full.state == "va_upper_bound"
+        swa = pool.swa.arena
+        grown = [e for e in named(captured, "kv_arena.commit") if e["arena_id"] == swa.arena_id][-1]
+        (undone,) = named(captured, "kv_arena.decommit")  # the SWA growth, undone in one batch
+        kept = swa.committed_bytes
+        assert {k: v for k, v in undone.items() if k not in ("timestamp", "pid", "duration_us")} == {
+            "event": "kv_arena.decommit",
+            "schema_version": 2,
+            "level": "info",
+            "arena_id": swa.arena_id,
+            "range_count": len(pool.swa.specs),
+            "offset_bytes": swa.committed_runs[0][1],  # the first buffer's growth, after its first page
+            "nbytes": grown["committed_bytes"] - kept,
+            "requested_nbytes": grown["committed_bytes"] - kept,
+            "committed_bytes": kept,
+            "measured_committed_bytes": rss(swa),
+            "measurement_source": "smaps_rss",
+        }
         assert [b.data_ptr() for b in (*pool.full.buffers, *pool.swa.buffers)] == addresses
         assert named(captured, "kv_pool.post_capture_sized") == []
         tokens = pool.finalize(budget_bytes=64 * MIB)
@@ -220,14 +237,34 @@ def test_sleep_frees_the_pool_and_wake_restores_it_at_the_same_addresses() -> No
         held = pool.committed_bytes
         addresses = [buffer.data_ptr() for buffer in pool.buffers]
         pool.k_buffer[0].fill_(3)
+        runs = pool.arena.committed_runs
         pool.sleep()
         slept = last(captured, "kv_pool.sleep")
         assert slept["freed_bytes"] == held == slept["measured_freed_bytes"]
+        (decommit,) = named(captured, "kv_arena.decommit")  # every buffer's run in one event
+        assert {k: v for k, v in decommit.items() if k not in ("timestamp", "pid", "duration_us")} == {
+            "event": "kv_arena.decommit",
+            "schema_version": 2,
+            "level": "info",
+            "arena_id": pool.arena.arena_id,
+            "range_count": len(runs),
+            "offset_bytes": runs[0][0],
+            "nbytes": held,
+            "requested_nbytes": held,
+            "committed_bytes": 0,
+            "measured_committed_bytes": 0,
+            "measurement_source": "smaps_rss",
+        }
+        assert decommit["duration_us"] == slept["duration_us"]
         assert (slept["discrepancy_bytes"], slept["level"], slept["label"]) == (0, "info", None)
         assert rss(pool.arena) == 0 == pool.committed_bytes
         pool.wake()
         woken = last(captured, "kv_pool.wake")
         assert woken["restored_bytes"] == held == woken["measured_restored_bytes"] == rss(pool.arena)
+        commit = last(captured, "kv_arena.commit")
+        assert (commit["range_count"], commit["offset_bytes"], commit["nbytes"]) == (len(runs), runs[0][0], held)
+        assert commit["committed_bytes"] == held == commit["measured_committed_bytes"]
+        assert pool.arena.committed_runs == runs
         assert woken["discrepancy_bytes"] == 0 and woken["arena_ids"] == [pool.arena.arena_id]
         assert [buffer.data_ptr() for buffer in pool.buffers] == addresses
         assert int(pool.k_buffer[0].abs().sum()) == 0

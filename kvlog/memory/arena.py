@@ -23,7 +23,11 @@ Semantics, shared by both backends:
   (with zeroed memory: a KV cache is recomputed, not preserved).
 - One lock serialises the operations of an arena, so events appear in the order the books changed.
 - Every size and offset is checked against what the platform can address (``kvlog.memory.limits``)
-  before any system or driver call; a ``commit_many`` emits one ``kv_arena.commit`` for the batch.
+  before any system or driver call.
+- One event per operation, however many ranges it covers: ``commit_many`` and ``wake`` emit one
+  ``kv_arena.commit``, ``decommit_many`` and ``sleep`` one ``kv_arena.decommit``, each with the
+  batch's range count, lowest offset, the bytes its ranges cover, and the books and measurement
+  after the whole batch.
 """
 
 from __future__ import annotations
@@ -191,37 +195,55 @@ class VmmArena(ClosesOnExit):
 
         ``force`` decommits under live views too: for undoing a growth that no view has used yet.
         """
+        self.decommit_many([(offset, nbytes)], force=force)
+
+    def decommit_many(self, ranges: list[tuple[int, int]], *, force: bool = False) -> None:
+        """Give back several ``(offset, nbytes)`` ranges; one ``kv_arena.decommit`` says what the batch did.
+
+        Every range is checked (and, unless ``force``, refused under a live view) before any is
+        unmapped. A backend failure part-way raises with a ``kv_arena.error`` whose
+        ``committed_bytes`` is what the books hold then; an empty batch does nothing.
+        """
         with self._lock:
             self._require_awake("decommit")
-            checked = self._checked("decommit", [(offset, nbytes)])
-            start, end = self._align("decommit", *checked[0])
-            users = [] if force else self._views_over(start, end)
-            if users:
-                raise self._refuse(
-                    "decommit",
-                    start,
-                    end - start,
-                    f"{_describe(users)} use bytes in [{start}, {end}); drop every tensor, storage or array "
-                    "sharing them first (or sleep())",
-                )
+            checked = self._checked("decommit", ranges)
+            aligned = [self._align("decommit", offset, nbytes) for offset, nbytes in checked]
+            for start, end in [] if force else aligned:
+                users = self._views_over(start, end)
+                if users:
+                    raise self._refuse(
+                        "decommit",
+                        start,
+                        end - start,
+                        f"{_describe(users)} use bytes in [{start}, {end}); drop every tensor, storage or array "
+                        "sharing them first (or sleep())",
+                    )
             started = time.perf_counter()
-            self._unmap(start, end, "decommit")
-            self._emit_decommit(start, end, nbytes, _elapsed_us(started))
+            for start, end in aligned:
+                self._unmap(start, end, "decommit")
+            duration = _elapsed_us(started)
+            if aligned:
+                measured = self._backend.measure(self._base, self._reserved)
+                requested = sum(nbytes for _, nbytes in checked)
+                self._emit_batch(events.KvArenaDecommit, aligned, requested, measured, duration)
 
     def sleep(self) -> ArenaChange:
-        """Give back all physical memory, live views included, keeping the addresses for ``wake``."""
+        """Give back all physical memory, live views included, keeping the addresses for ``wake``.
+
+        One ``kv_arena.decommit`` covers every run given back, measured once after the last.
+        """
         with self._lock:
             self._require_awake("sleep")
             before = self._backend.measure(self._base, self._reserved)
             runs = self._asleep = self._committed.runs()
-            duration = 0.0
+            started = time.perf_counter()
             for start, end in runs:
-                started = time.perf_counter()
                 self._unmap(start, end, "sleep")
-                duration += _elapsed_us(started)
-                self._emit_decommit(start, end, end - start, _elapsed_us(started))
+            duration = _elapsed_us(started)
             after = self._backend.measure(self._base, self._reserved)
             freed = sum(end - start for start, end in runs)
+            if runs:
+                self._emit_batch(events.KvArenaDecommit, runs, freed, after, duration)
             return ArenaChange(freed, _delta(before, after), _source(after), duration)
 
     def wake(self) -> ArenaChange:
@@ -390,25 +412,9 @@ class VmmArena(ClosesOnExit):
                 message += f"; [{held_start}, {held_end}) could not be rolled back and stays committed"
             raise self._refuse(operation, start, end - start, message) from exc
         duration = round(sum(timings), 3)
-        if not aligned:
-            return duration
-        covered = RunSet()
-        for start, end in aligned:
-            covered.add(start, end)
-        measured = self._backend.measure(self._base, self._reserved)
-        emit(
-            events.KvArenaCommit(
-                arena_id=self._arena_id,
-                range_count=len(aligned),
-                offset_bytes=min(start for start, _ in aligned),
-                nbytes=covered.total,
-                requested_nbytes=sum(requested),
-                committed_bytes=self._committed.total,
-                measured_committed_bytes=measured.nbytes if measured else None,
-                measurement_source=_source(measured),
-                duration_us=duration,
-            )
-        )
+        if aligned:
+            measured = self._backend.measure(self._base, self._reserved)
+            self._emit_batch(events.KvArenaCommit, aligned, sum(requested), measured, duration)
         return duration
 
     def _undo(self, mapped: list[Run], error: BackendError) -> str:
@@ -440,13 +446,32 @@ class VmmArena(ClosesOnExit):
         """The offset ranges a failed backend call says still hold memory."""
         return [(address - self._base, address - self._base + n) for address, n in error.still_held or ()]
 
-    def _emit_decommit(self, start: int, end: int, requested: int, duration: float) -> None:
-        measured = self._backend.measure(self._base, self._reserved)
+    def _emit_batch(
+        self,
+        kind: type[events.KvArenaCommit | events.KvArenaDecommit],
+        aligned: list[Run],
+        requested: int,
+        measured: Measurement | None,
+        duration: float,
+    ) -> None:
+        """One event for a batch of aligned ranges: their count, lowest offset and the bytes they cover.
+
+        ``committed_bytes`` and the measurement are those after the whole batch, which is when they
+        are true.
+        """
+        if len(aligned) == 1:
+            covered = aligned[0][1] - aligned[0][0]
+        else:  # ranges may overlap: each byte counted once
+            runs = RunSet()
+            for start, end in aligned:
+                runs.add(start, end)
+            covered = runs.total
         emit(
-            events.KvArenaDecommit(
+            kind(
                 arena_id=self._arena_id,
-                offset_bytes=start,
-                nbytes=end - start,
+                range_count=len(aligned),
+                offset_bytes=min(start for start, _ in aligned),
+                nbytes=covered,
                 requested_nbytes=requested,
                 committed_bytes=self._committed.total,
                 measured_committed_bytes=measured.nbytes if measured else None,

@@ -344,11 +344,14 @@ class KVPool(ArenaBuffers):
     def revert_to_plan(self) -> None:
         """Undo a growth that no view has used yet: back to the first page and the upper-bound views."""
         first = self._rows(0)
+        grown: list[tuple[int, int]] = []
         for offset, spec, full in zip(self._offsets, self.specs, self._full, strict=True):
             kept = align_up(first * spec.row_bytes, self._granularity)
             region = align_up(full.shape[0] * spec.row_bytes, self._granularity)
             if region > kept:
-                self.arena.decommit(offset + kept, region - kept, force=True)
+                grown.append((offset + kept, region - kept))
+        if grown:
+            self.arena.decommit_many(grown, force=True)  # one kv_arena.decommit for the whole pool
         self.num_tokens = self.max_tokens
         self.state = "va_upper_bound"
         self.buffers = list(self._full)

@@ -92,23 +92,26 @@ CURRENT: tuple[Template, ...] = (
         "{[, packed MTP KV layers: target_layers={mtp_target_layers}, draft_layers={mtp_draft_layers}, "
         "total_layers={mtp_total_layers}]}.",
     ),
-    # One range: the wording from before batches had a count (kv_arena.commit v1), read back as one range
+    # One range: the wording from before batches had a count (v1 of both events), read back as one range
     *(
         Template(
             f"kv_arena.{verb}",
             f"KvVmmArena[{{arena_id}}] {verb}: offset={{offset_bytes:iec}} size={{nbytes:iec}} "
             "committed={committed_bytes:iec} "
             "{[measured={measured_committed_bytes:iec} ({measurement_source}) ]}in {duration_us:us}",
-            when,
+            {"range_count": 1},
         )
-        for verb, when in (("commit", {"range_count": 1}), ("decommit", {}))
+        for verb in ("commit", "decommit")
     ),
-    # A pool's batch: the count of ranges, the lowest offset, and the totals after the whole batch
-    Template(
-        "kv_arena.commit",
-        "KvVmmArena[{arena_id}] commit: ranges={range_count} from offset={offset_bytes:iec} size={nbytes:iec} "
-        "committed={committed_bytes:iec} "
-        "{[measured={measured_committed_bytes:iec} ({measurement_source}) ]}in {duration_us:us}",
+    # A batch (a pool's commit, a sleep): the count of ranges, the lowest offset, the totals after the whole batch
+    *(
+        Template(
+            f"kv_arena.{verb}",
+            f"KvVmmArena[{{arena_id}}] {verb}: ranges={{range_count}} from offset={{offset_bytes:iec}} "
+            "size={nbytes:iec} committed={committed_bytes:iec} "
+            "{[measured={measured_committed_bytes:iec} ({measurement_source}) ]}in {duration_us:us}",
+        )
+        for verb in ("commit", "decommit")
     ),
     Template("kv_arena.closed", "KvVmmArena[{arena_id}] closed: released={released_bytes:iec}"),
     Template(
