@@ -101,6 +101,12 @@ def test_the_reported_lines() -> None:
     assert render_message(batch) == (
         "KvVmmArena[4242_0] commit: ranges=64 from offset=0 B size=128 MiB committed=128 MiB in 14.2 ms"
     )
+    decommit = commit | {"event": "kv_arena.decommit", "committed_bytes": 0}
+    assert render_message(decommit) == "KvVmmArena[4242_0] decommit: offset=0 B size=2.00 MiB committed=0 B in 14.2 ms"
+    slept = decommit | {"range_count": 3, "nbytes": 6 << 20}
+    assert render_message(slept) == (
+        "KvVmmArena[4242_0] decommit: ranges=3 from offset=0 B size=6.00 MiB committed=0 B in 14.2 ms"
+    )
     host = {
         "event": "kv_arena.ready",
         "arena_id": "7_0",
@@ -162,7 +168,8 @@ def test_kvlogs_own_console_lines_read_back_within_their_precision(
         "duration_us": micros,
     }
     batch = commit | {"range_count": 64}
-    written: list[dict[str, Any]] = [commit, batch, closed, sleep]
+    decommits = [event | {"event": "kv_arena.decommit"} for event in (commit, batch)]
+    written: list[dict[str, Any]] = [commit, batch, *decommits, closed, sleep]
     for event in written:
         message = console_line({**event, "level": "info"})
         for number, _unit in FIGURE.findall(message):
