@@ -11,7 +11,10 @@ interleaved rounds (rotating which variant goes first), median reported:
 - ``backend``: ``HostBackend.map``/``unmap``: the same calls behind kvlog's error handling;
 - ``arena``: ``VmmArena.commit``/``decommit``: everything, events and measurement included;
 - ``arena_smaps``: the same, measuring by reading smaps as before Linux 6.7 (and before kvlog used the scan);
-- ``unmeasured``: the same arena with a backend that measures nothing: what the books and the event cost.
+- ``unmeasured``: the same arena with a backend that measures nothing: what the books and the event cost;
+- ``arena_batch``: the same arena, all of a round's ranges in one ``commit_many`` and one
+  ``decommit_many`` (a pool's commit, a sleep): the same system calls per range, one measurement
+  and one event for the batch; its times are per range.
 
 Time per granule is the operation's time divided by its number of 4 KiB pages; GiB/s is bytes
 committed (populated: really held) per second. Usage:
@@ -98,6 +101,21 @@ def timed(commit: Op, decommit: Op, base: int, nbytes: int, count: int) -> tuple
     return spent_commit / count, spent_decommit / count
 
 
+def pair_timer(commit: Op, decommit: Op, base: int) -> Callable[[int, int], tuple[float, float]]:
+    """``timed`` for one variant: seconds per commit and decommit, given the size and count of a round."""
+    return lambda nbytes, count: timed(commit, decommit, base, nbytes, count)
+
+
+def timed_batch(arena: VmmArena, nbytes: int, count: int) -> tuple[float, float]:
+    """Seconds per range of one ``commit_many`` and one ``decommit_many`` of ``count`` adjacent ranges."""
+    ranges = [(index * nbytes, nbytes) for index in range(count)]
+    started = time.perf_counter()
+    arena.commit_many(ranges)
+    middle = time.perf_counter()
+    arena.decommit_many(ranges)
+    return (middle - started) / count, (time.perf_counter() - middle) / count
+
+
 def run(rounds: int) -> dict[str, dict[str, dict[str, float]]]:
     """Median seconds per commit and decommit, by operation size and variant."""
     reserve = max(size * count for size, count in SIZES)
@@ -108,18 +126,20 @@ def run(rounds: int) -> dict[str, dict[str, dict[str, float]]]:
     }
     backend = arenas["arena"].backend  # the backend refuses addresses outside its own reservations
     base = arenas["arena"].base
-    variants: dict[str, tuple[Op, Op]] = {
+    pairs: dict[str, tuple[Op, Op]] = {
         "bare": (bare_commit, bare_decommit),
         "backend": (backend.map, backend.unmap),
         **{name: arena_ops(arena, base) for name, arena in arenas.items()},
     }
+    variants = {name: pair_timer(commit, decommit, base) for name, (commit, decommit) in pairs.items()}
+    variants["arena_batch"] = lambda size, count: timed_batch(arenas["arena"], size, count)
     results: dict[str, dict[str, dict[str, float]]] = {}
     for size, count in SIZES:
         samples: dict[str, list[tuple[float, float]]] = {name: [] for name in variants}
         names = list(variants)
         for round_ in range(rounds):
             for name in names[round_ % len(names) :] + names[: round_ % len(names)]:  # rotate who goes first
-                samples[name].append(timed(*variants[name], base, size, count))
+                samples[name].append(variants[name](size, count))
         results[str(size)] = {
             name: {
                 "commit_s": statistics.median(c for c, _ in rounds),
