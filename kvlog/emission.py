@@ -35,7 +35,7 @@ from collections.abc import Callable, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import IO, Any, Literal
+from typing import IO, Any, Literal, ParamSpec
 
 import orjson
 import structlog
@@ -58,6 +58,7 @@ _MAX_REPORTS_PER_SECOND = 10
 #: structlog method names that are not level names
 _LEVEL_ALIASES = {"warn": "warning", "exception": "error", "fatal": "critical", "failure": "error", "err": "error"}
 
+_P = ParamSpec("_P")
 _taps: list[Callable[[dict[str, Any]], None]] = []
 _ranks: ContextVar[dict[str, int] | None] = ContextVar("kvlog_ranks", default=None)
 
@@ -297,10 +298,13 @@ class _Losses(_Locked):
         self.count = 0
         self.failing = False
 
-    def attempt(self, write: Callable[[], object]) -> None:
-        """Run one write of an event: a failure loses the event (raised instead when strict)."""
+    def attempt(self, write: Callable[_P, object], *args: _P.args, **kwargs: _P.kwargs) -> None:
+        """Run one write of an event: a failure loses the event (raised instead when strict).
+
+        The write's arguments are passed along rather than closed over: no function is made per event.
+        """
         try:
-            write()
+            write(*args, **kwargs)
         except Exception as exc:
             if self.strict:
                 raise
@@ -376,13 +380,12 @@ class _LineWriter(_Locked):
 
     def msg(self, line: bytes | str) -> None:
         """Write and flush one line."""
-
-        def write() -> None:
-            self._write(line)
-            self._flush()
-
         with self.lock:
-            self.losses.attempt(write)
+            self.losses.attempt(self._write_line, line)
+
+    def _write_line(self, line: bytes | str) -> None:
+        self._write(line)
+        self._flush()
 
     debug = info = warning = error = critical = exception = msg
 
@@ -425,19 +428,17 @@ class _StdlibWriter:
         return self.losses.count
 
     def _log(self, method: str, event_dict: EventDict, line: str) -> None:
-        logger = self.logger
         level = _LEVEL_NUMBERS[method]
-        if not logger.isEnabledFor(level):
-            return
+        if self.logger.isEnabledFor(level):
+            self.losses.attempt(self._handle, method, level, event_dict, line)
 
-        def handle() -> None:
-            fn, lno, func = "(unknown file)", 0, "(unknown function)"  # what Logger._log says without a caller
-            record = logger.makeRecord(logger.name, level, fn, lno, event_dict, (), None, func)
-            attributes = record.__dict__  # what makeRecord's ``extra`` would set, without its checks for clashes
-            attributes["_logger"], attributes["_name"], attributes[_RENDERED] = self, method, (event_dict, line)
-            logger.handle(record)
-
-        self.losses.attempt(handle)
+    def _handle(self, method: str, level: int, event_dict: EventDict, line: str) -> None:
+        logger = self.logger
+        fn, lno, func = "(unknown file)", 0, "(unknown function)"  # what Logger._log says without a caller
+        record = logger.makeRecord(logger.name, level, fn, lno, event_dict, (), None, func)
+        attributes = record.__dict__  # what makeRecord's ``extra`` would set, without its checks for clashes
+        attributes["_logger"], attributes["_name"], attributes[_RENDERED] = self, method, (event_dict, line)
+        logger.handle(record)
 
     def debug(self, event_dict: EventDict, line: str) -> None:
         self._log("debug", event_dict, line)

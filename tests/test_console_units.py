@@ -222,3 +222,30 @@ def test_a_real_host_arena_on_the_console(tmp_path: Path) -> None:
     for number, _unit in FIGURE.findall(done.stdout):
         assert significant_digits(number) <= 4, done.stdout
     assert re.search(r"decommit: .* in [0-9.]+ (ns|us|ms|s)$", lines[-2]), lines
+
+
+def test_consecutive_lines_get_their_own_prefix_whatever_the_last_line_was() -> None:
+    """The console keeps the last prefix built: a line differing in second, rank order or rank type gets its own."""
+    event = {"event": "kv_memory.pool_end", "avail_bytes": 1 << 30, "level": "info"}
+    stamps_and_ranks = [
+        ("2026-12-03T10:00:00.000001Z", {"dp": 0, "tp": 1}),
+        ("2026-12-03T10:00:00.999999Z", {"dp": 0, "tp": 1}),
+        ("2026-12-03T10:00:00.999999Z", {"tp": 1, "dp": 0}),
+        ("2026-12-03T10:00:01.000000Z", {"tp": 1, "dp": 0}),
+        ("2026-12-03T10:00:01.000000Z", {"tp": True, "dp": 0}),
+        ("2026-12-03T10:00:01.000000Z", None),
+        (None, None),
+    ]
+    prefixes = [
+        console_line(event | {"timestamp": stamp, "ranks": ranks}).split("Memory pool end.")[0]
+        for stamp, ranks in stamps_and_ranks
+    ]
+    assert prefixes == [
+        "[2026-12-03 10:00:00 DP0 TP1] ",
+        "[2026-12-03 10:00:00 DP0 TP1] ",
+        "[2026-12-03 10:00:00 TP1 DP0] ",
+        "[2026-12-03 10:00:01 TP1 DP0] ",
+        "[2026-12-03 10:00:01 TPTrue DP0] ",
+        "[2026-12-03 10:00:01] ",
+        "",
+    ]
