@@ -157,6 +157,28 @@ class Migrator:
         patterns = options.allowed_unparsed
         self.allowed_unparsed = re.compile("|".join(f"(?:{p})" for p in patterns)) if patterns else None
         self._targets: dict[str, int | None] = {}
+        self._in_order: dict[tuple[tuple[str, ...], tuple[str, ...] | None], bool] = {}
+
+    def written(self, event: dict[str, Any]) -> dict[str, Any]:
+        """``ordered(event)``, or ``event`` itself where its keys are already in that order.
+
+        Whether they are depends on the keys alone, in their order (the event's and its provenance's;
+        ``ordered`` keeps the values), so the answer is remembered by them: most events are built in
+        the written order, and re-ordering each was a copy of every event.
+        """
+        migrated = event.get("migrated")
+        keys = (tuple(event), tuple(migrated) if isinstance(migrated, dict) else None)
+        in_order = self._in_order.get(keys)
+        if in_order:
+            return event
+        result = ordered(event)
+        if in_order is None:
+            if len(self._in_order) >= RECOGNISED_MESSAGES:
+                self._in_order.clear()
+            self._in_order[keys] = tuple(result) == keys[0] and (
+                keys[1] is None or tuple(result["migrated"]) == keys[1]
+            )
+        return result
 
     def target(self, event: str) -> int | None:
         """The version of ``event`` that is written (None: it is not in the catalog version asked for)."""
@@ -362,9 +384,11 @@ class FileRun:
             event = step.apply(event)
         ops = (*rule.ops, *(op for step in steps for op in step.ops))
         if not any(op.kind == "hook" or not _PER_LINE.isdisjoint((*op.reads, *op.writes, *op.drops)) for op in ops):
+            # kept in the written order, the line's file and number in their places (the caller sets them)
+            kept = ordered({**event, "migrated": {**event["migrated"], "file": None, "line": 0}})
             # ranks are the line's own (the shape says it has some whenever the event does)
-            nested = tuple(key for key, value in event.items() if isinstance(value, dict | list) and key != "ranks")
-            family.shapes[shape] = (jsonline.copy(event), nested)
+            nested = tuple(key for key, value in kept.items() if isinstance(value, dict | list) and key != "ranks")
+            family.shapes[shape] = (jsonline.copy(kept), nested)
         return event, version
 
     def _message(self, text: str) -> str:
@@ -528,7 +552,7 @@ class FileRun:
                 event = self._at_target(event)
                 self._check(event)
                 try:
-                    out = jsonline.dumps(ordered(event))
+                    out = jsonline.dumps(self.migrator.written(event))
                 except orjson.JSONEncodeError as exc:  # steps nested it deeper than JSON is written
                     raise MigrationError(f"the migrated event cannot be written: {exc}") from None
         except MigrationError as exc:
