@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Protocol
 
 #: the start of another logger's line, glued after a message that lacked its newline
@@ -96,7 +97,13 @@ class SglangPrefix:
 
 
 def _tags(tags: str) -> dict[str, int]:
-    return {m.group(1).lower(): int(m.group(2)) for m in _SGLANG_TAG.finditer(tags)}
+    return dict(_tag_pairs(tags))
+
+
+@lru_cache(maxsize=1024)
+def _tag_pairs(tags: str) -> tuple[tuple[str, int], ...]:
+    """A prefix's rank tags, read once per spelling: a log repeats a handful of them on every line."""
+    return tuple((m.group(1).lower(), int(m.group(2))) for m in _SGLANG_TAG.finditer(tags))
 
 
 def sglang_ranks(tags: str) -> dict[str, int]:
