@@ -27,6 +27,7 @@ COMMANDS = {
     "follow": "kvlog.cli.follow:follow",
     "plot": "kvlog.cli.plot:plot",
     "integrate": "kvlog.cli.integrate:integrate",
+    "summarize": "kvlog.cli.summarize:summarize",
 }
 
 

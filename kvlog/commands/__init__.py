@@ -1,6 +1,7 @@
 """kvlog's commands as Python functions, one per ``kvlog`` command (as alembic's ``command``).
 
-``kvlog migrate``, ``follow``, ``plot``, ``validate``, ``check`` and ``integrate`` are each one function here.
+``kvlog migrate``, ``follow``, ``plot``, ``summarize``, ``validate``, ``check`` and ``integrate`` are each one
+function here.
 It takes plain arguments (paths as ``str`` or ``Path``, options as keyword arguments named like the command's
 flags), decides everything the command decides (which paths a run may write, which options conflict,
 what it does with an input it cannot read, the exit status) and returns a frozen outcome: the exit
@@ -39,6 +40,7 @@ if TYPE_CHECKING:
     from kvlog.commands._integrate import integrate
     from kvlog.commands._migrate import BrokenMigrations, MigrateOutcome, migrate
     from kvlog.commands._plot import PlotOutcome, plot
+    from kvlog.commands._summarize import SummarizeOutcome, summarize
     from kvlog.commands._validate import InputFailure, ValidateOutcome, validate
 
 #: every command: the run did what it was asked and found nothing wrong
@@ -73,6 +75,8 @@ __getattr__ = lazy_exports(
         "BrokenMigrations": "kvlog.commands._migrate",
         "plot": "kvlog.commands._plot",
         "PlotOutcome": "kvlog.commands._plot",
+        "summarize": "kvlog.commands._summarize",
+        "SummarizeOutcome": "kvlog.commands._summarize",
         "validate": "kvlog.commands._validate",
         "ValidateOutcome": "kvlog.commands._validate",
         "InputFailure": "kvlog.commands._validate",
@@ -92,6 +96,7 @@ __all__ = [
     "MigrateOutcome",
     "OptionError",
     "PlotOutcome",
+    "SummarizeOutcome",
     "ValidateOutcome",
     "check",
     "exit_status_of",
@@ -99,5 +104,6 @@ __all__ = [
     "integrate",
     "migrate",
     "plot",
+    "summarize",
     "validate",
 ]

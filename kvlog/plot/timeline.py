@@ -66,6 +66,8 @@ class Sample:
     kv_committed: int
     #: address space reserved for KV pools beyond what is committed: an upper bound, not memory
     kv_va_bound: int
+    #: address space reserved for KV pools in all (committed or not): the VA upper bounds' sizes
+    kv_reserved: int
     #: pinned host memory of hierarchical KV pools (host, not device)
     host: int
     #: the allocation state a pool event states (None: the event is not a pool's)
@@ -83,6 +85,19 @@ class Timeline:
     #: 1 for the first run of these ranks in ``source``, 2 for the next, ...
     run: int
     samples: tuple[Sample, ...]
+    #: KV pools the log printed as allocated that were address-space upper bounds: their size (bytes) ...
+    claimed_bytes: int = 0
+    #: ... the most of it that was ever committed (their true memory), where the log says; the rest was overstated
+    claimed_committed_bytes: int = 0
+    #: ... and the size of those whose committed memory no line states (at most this much more was overstated)
+    claimed_unknown_bytes: int = 0
+    #: the first input line of the run's events, where the run's lines begin (None: events without lines)
+    first_line: int | None = None
+
+    @property
+    def overstated_bytes(self) -> int:
+        """Bytes the log printed as KV memory that were never memory, where it says what was committed."""
+        return max(0, self.claimed_bytes - self.claimed_unknown_bytes - self.claimed_committed_bytes)
 
     @property
     def title(self) -> str:
@@ -170,6 +185,10 @@ class _Run:
     pending: dict[int, list[tuple[object, int, int | None]]] = field(default_factory=dict)
     weights: int = 0
     host: int = 0
+    #: pools printed as allocated that were upper bounds (their allocation state was inferred): size, peak
+    #: backing, and whether a line states what was committed
+    claimed: dict[object, tuple[int, int, bool]] = field(default_factory=dict)
+    first_line: int | None = None
 
     def add(self, name: str, event: Mapping[str, Any]) -> None:
         """Take ``event`` into the run's state and sample the state it leaves, if it is about memory."""
@@ -177,6 +196,8 @@ class _Run:
         if time is None:  # not a current event (kvlog migrate validates those it writes): nowhere to draw it
             return
         line = _line(event)
+        if self.first_line is None:
+            self.first_line = line
         said = []
         for key, committed, pool_line in self.pending.pop(line, []) if line is not None else []:
             pool = self.pools.get(key)
@@ -236,6 +257,8 @@ class _Run:
             size = 0
         if state == VA:
             self.pools[pool] = _Pool(True, size, 0, arena_ids)
+            if "allocation_state" in _inferred(event) and size:  # the line said allocated; evidence says VA
+                self.claimed[pool] = (size, 0, committed is not None)
             later = self._stated_later(event) if committed is not None else None
             if later is not None:
                 self.pending.setdefault(later, []).append((pool, committed or 0, line))
@@ -296,6 +319,11 @@ class _Run:
         # a hybrid summary (no size of its own) may state what its VA sub-pools committed: it narrows their band
         bounded = [pool for pool in pools if pool.bound]
         va = max(0, sum(pool.upper for pool in bounded) - sum(self._backing(pool) for pool in bounded))
+        for key, (size, backed, known) in self.claimed.items():
+            if key in self.pools:
+                pool = self.pools[key]
+                backing = max(backed, min(size, self._backing(pool)))
+                self.claimed[key] = (size, backing, known or self._arena_backed(pool))
         return Sample(
             time=time,
             event=name,
@@ -305,6 +333,7 @@ class _Run:
             weights=self.weights,
             kv_committed=committed,
             kv_va_bound=va,
+            kv_reserved=sum(pool.upper for pool in bounded),
             host=self.host,
             state=str(event.get("allocation_state")) if name in _POOLS else None,
             inferred=self._inferences(event),
@@ -323,7 +352,17 @@ class _Run:
         return tuple(found)
 
     def timeline(self) -> Timeline:
-        return Timeline(self.source, self.ranks, self.number, tuple(self.samples))
+        claimed = self.claimed.values()
+        return Timeline(
+            self.source,
+            self.ranks,
+            self.number,
+            tuple(self.samples),
+            claimed_bytes=sum(size for size, _, _ in claimed),
+            claimed_committed_bytes=sum(backed for _, backed, known in claimed if known),
+            claimed_unknown_bytes=sum(size for size, _, known in claimed if not known),
+            first_line=self.first_line,
+        )
 
 
 def _time(event: Mapping[str, Any]) -> datetime | None:

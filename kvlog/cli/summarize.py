@@ -1,0 +1,52 @@
+"""``kvlog summarize``: one table per fleet of each run's KV memory (``kvlog.commands.summarize`` does the work)."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from kvlog import commands
+from kvlog.cli.failing import fail, message
+from kvlog.errors import KvlogError
+
+
+@click.command()
+@click.argument("inputs", nargs=-1, required=True)
+@click.option(
+    "--format",
+    "output_format",
+    type=click.Choice(["text", "json", "csv"]),
+    default="text",
+    show_default=True,
+    help="A table to read, or JSON and CSV (every figure in bytes) for tools.",
+)
+@click.option(
+    "-o", "--output", metavar="FILE", help="Write the table to FILE (whole, or not at all) instead of stdout."
+)
+@click.option(
+    "--source",
+    type=click.Choice(["sglang", "vllm"]),
+    help="The server that wrote the inputs (default: detected per file from the lines it recognises).",
+)
+def summarize(inputs: tuple[str, ...], output_format: str, output: str | None, source: str | None) -> None:
+    """Summarize every server run and rank in INPUTS (old logs or kvlog events) in one table.
+
+    Per run and rank: the KV address space reserved, the KV memory committed at its peak, the KV pools
+    the log printed as allocated that were address-space upper bounds and how much of that was never
+    committed (overstated), the weights, the last free device memory, host KV pools, and the memory
+    lines no rule read. The totals say how many bytes the logs overstated as memory.
+
+    Exit status: 0 the table was written; 1 the inputs hold no memory event (an empty table is written);
+    2 an input could not be read (the others are summarized) or the output could not be written;
+    128+N when stopped by signal N.
+    """
+    try:
+        outcome = commands.summarize(inputs, output_format=output_format, output=output, source=source, on_notice=_say)
+    except KvlogError as exc:
+        fail("summarize", message(exc, summarize), commands.exit_status_of(exc))
+    sys.exit(outcome.exit_status)
+
+
+def _say(notice: str) -> None:
+    click.echo(f"kvlog summarize: {notice}", err=True)

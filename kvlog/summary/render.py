@@ -1,0 +1,98 @@
+"""A fleet summary as an operator reads it (a text table), or for tools (JSON, CSV): the same numbers, in bytes."""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import io
+import json
+
+from kvlog.summary.fleet import FleetSummary, RunRow
+from kvlog.text.units import BYTES
+
+FORMATS = ("text", "json", "csv")
+#: the byte columns, in table order, with their text heading
+_BYTES = (
+    ("reserved_va_bytes", "KV VA reserved"),
+    ("committed_kv_bytes", "KV committed (peak)"),
+    ("printed_allocated_va_bytes", "printed allocated, was VA"),
+    ("overstated_bytes", "overstated"),
+    ("committed_unknown_bytes", "committed unknown"),
+    ("weights_bytes", "weights"),
+    ("free_bytes", "free (last)"),
+    ("host_kv_bytes", "host KV"),
+)
+_TOTALS = (*(name for name, _ in _BYTES if name != "free_bytes"), "unparsed_memory_lines")
+
+
+def render(summary: FleetSummary, fmt: str) -> str:
+    """``summary`` as ``text``, ``json`` or ``csv``."""
+    if fmt == "json":
+        return _json(summary)
+    if fmt == "csv":
+        return _csv(summary)
+    return _text(summary)
+
+
+def _totals(summary: FleetSummary) -> dict[str, int]:
+    return {name: summary.total(name) for name in _TOTALS} | {"runs": len(summary.rows)}
+
+
+def _json(summary: FleetSummary) -> str:
+    document = {
+        "runs": [dataclasses.asdict(row) for row in summary.rows],
+        "totals": _totals(summary),
+        "unparsed_outside_runs": summary.unparsed_outside_runs,
+    }
+    return json.dumps(document, indent=2) + "\n"
+
+
+def _csv(summary: FleetSummary) -> str:
+    out = io.StringIO()
+    names = [field.name for field in dataclasses.fields(RunRow)]
+    writer = csv.DictWriter(out, fieldnames=names, lineterminator="\n")
+    writer.writeheader()
+    for row in summary.rows:
+        writer.writerow(dataclasses.asdict(row))
+    return out.getvalue()
+
+
+def _text(summary: FleetSummary) -> str:
+    headings = ["source", "ranks", "run", "start", *(heading for _, heading in _BYTES), "unparsed"]
+    table = [headings]
+    for row in summary.rows:
+        sizes = [_size(getattr(row, name)) for name, _ in _BYTES]
+        table.append([row.source, row.ranks or "-", str(row.run), row.start, *sizes, str(row.unparsed_memory_lines)])
+    totals = _totals(summary)
+    table.append(
+        [
+            "total",
+            "",
+            str(len(summary.rows)),
+            "",
+            *(_size(totals.get(name)) for name, _ in _BYTES),
+            str(totals["unparsed_memory_lines"]),
+        ]
+    )
+    widths = [max(len(line[column]) for line in table) for column in range(len(headings))]
+    lines = ["  ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True)).rstrip() for line in table]
+    lines.insert(1, "  ".join("-" * width for width in widths))
+    lines.insert(len(lines) - 1, lines[1])
+    overstated = totals["overstated_bytes"]
+    lines.append("")
+    lines.append(
+        f"The logs printed {_size(totals['printed_allocated_va_bytes'])} of KV pools as allocated that were "
+        f"address-space upper bounds: {_size(overstated)} of it ({overstated} bytes) was never committed memory"
+        + (
+            f", and for {_size(totals['committed_unknown_bytes'])} no line says how much was committed."
+            if totals["committed_unknown_bytes"]
+            else "."
+        )
+    )
+    if summary.unparsed_outside_runs:
+        lines.append(f"{summary.unparsed_outside_runs} unparsed memory line(s) came before any run of their ranks.")
+    return "\n".join(lines) + "\n"
+
+
+def _size(value: int | None) -> str:
+    return "-" if value is None else BYTES.format(value)

@@ -1,0 +1,135 @@
+"""``kvlog summarize``: the fleet table, its figures worked out independently from the migrated events."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from kvlog import commands
+
+CORPUS = Path(__file__).resolve().parent / "corpus"
+BEFORE_FIX = CORPUS / "postcapture_before_fix_2026_07.log"
+KVLOG = str(Path(sys.executable).with_name("kvlog"))
+
+
+def migrated(path: Path) -> list[dict[str, Any]]:
+    out = io.BytesIO()
+    assert commands.migrate(str(path), only_events=True, stdout=out).exit_status == 0
+    return [orjson.loads(line) for line in out.getvalue().splitlines()]
+
+
+def summarized(*inputs: Path, fmt: str = "json") -> tuple[int, Any]:
+    out = io.BytesIO()
+    outcome = commands.summarize([str(path) for path in inputs], output_format=fmt, stdout=out)
+    text = out.getvalue().decode()
+    return outcome.exit_status, json.loads(text) if fmt == "json" else text
+
+
+def pool_size(event: dict[str, Any]) -> int:
+    return int(event.get("kv_bytes") or 0) + int(event.get("k_bytes") or 0) + int(event.get("v_bytes") or 0)
+
+
+def claimed_pools(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Pools the log printed as allocated whose state the migration found to be an upper bound."""
+    return [
+        event
+        for event in events
+        if event["event"] in ("kv_pool.allocation", "kv_pool.unified_allocation")
+        and event.get("allocation_state") == "va_upper_bound"
+        and "allocation_state" in event["migrated"].get("inferred", {})
+    ]
+
+
+def test_the_pools_printed_as_allocated_that_were_upper_bounds_are_counted_per_run_and_rank() -> None:
+    status, table = summarized(BEFORE_FIX)
+    assert status == 0
+    claimed = claimed_pools(migrated(BEFORE_FIX))
+    assert claimed  # the log is the pre-fix wording: it printed reservations as allocated
+    assert table["totals"]["printed_allocated_va_bytes"] == sum(map(pool_size, claimed))
+    per_rank: dict[str, int] = {}
+    for event in claimed:
+        ranks = " ".join(f"{tag.upper()}{rank}" for tag, rank in sorted(event["ranks"].items()))
+        per_rank[ranks] = per_rank.get(ranks, 0) + pool_size(event)
+    by_rank: dict[str, int] = {}
+    for row in table["runs"]:
+        by_rank[row["ranks"]] = by_rank.get(row["ranks"], 0) + row["printed_allocated_va_bytes"]
+    assert {k: v for k, v in by_rank.items() if v} == per_rank
+    # no line of that release says what the pools committed: the overstatement is bounded, not claimed
+    assert table["totals"]["overstated_bytes"] == 0
+    assert table["totals"]["committed_unknown_bytes"] == table["totals"]["printed_allocated_va_bytes"]
+
+
+def test_what_was_committed_of_a_claimed_pool_is_not_counted_as_overstated(tmp_path: Path) -> None:
+    events = migrated(BEFORE_FIX)
+    first = claimed_pools(events)[0]
+    committed = pool_size(first) // 4
+    first["committed_bytes"] = committed  # as a later kvlog or a corrected line would state it
+    stated = tmp_path / "events.jsonl"
+    stated.write_bytes(b"".join(orjson.dumps(event) + b"\n" for event in events))
+    status, table = summarized(stated)
+    assert status == 0
+    row = next(r for r in table["runs"] if r["printed_allocated_va_bytes"] and r["overstated_bytes"])
+    assert row["overstated_bytes"] == pool_size(first) - committed
+    assert row["committed_kv_bytes"] >= committed
+
+
+def test_the_three_formats_carry_the_same_figures(tmp_path: Path) -> None:
+    inputs = sorted(CORPUS.glob("*.log"))
+    _, document = summarized(*inputs)
+    _, text = summarized(*inputs, fmt="csv")
+    rows = list(csv.DictReader(io.StringIO(text)))
+    assert len(rows) == len(document["runs"]) == document["totals"]["runs"]
+    for row, expected in zip(rows, document["runs"], strict=True):
+        assert int(row["reserved_va_bytes"]) == expected["reserved_va_bytes"]
+        assert row["ranks"] == expected["ranks"]
+    for column in ("reserved_va_bytes", "committed_kv_bytes", "printed_allocated_va_bytes", "unparsed_memory_lines"):
+        assert document["totals"][column] == sum(run[column] for run in document["runs"])
+    _, table = summarized(*inputs, fmt="text")
+    assert table.splitlines()[-1].startswith("The logs printed ") or "unparsed memory line" in table.splitlines()[-1]
+    lines = table.splitlines()
+    rules = [index for index, line in enumerate(lines) if set(line) <= {"-", " "} and line]
+    assert rules[1] - rules[0] - 1 == len(document["runs"])  # one line a run, between the rules
+    assert lines[rules[1] + 1].split()[:2] == ["total", str(len(document["runs"]))]
+
+
+def test_an_unparsed_memory_line_is_counted_in_the_run_and_rank_it_was_printed_in(tmp_path: Path) -> None:
+    log = tmp_path / "server.log"
+    text = BEFORE_FIX.read_text().splitlines()
+    weird = "[2026-07-21 09:03:50 TP1] KV memory shuffled: 12.00 GB moved somewhere"
+    log.write_text("\n".join([*text[:20], weird, *text[20:]]) + "\n")
+    status, table = summarized(log)
+    assert status == 0
+    counted = [(row["ranks"], row["run"]) for row in table["runs"] if row["unparsed_memory_lines"]]
+    assert counted == [("TP1", 1)]
+    assert table["totals"]["unparsed_memory_lines"] == 1
+
+
+def test_the_command_line_refuses_to_write_over_an_input_and_says_when_nothing_was_found(tmp_path: Path) -> None:
+    log = tmp_path / "server.log"
+    log.write_text(BEFORE_FIX.read_text())
+    done = subprocess.run([KVLOG, "summarize", str(log), "-o", str(log)], capture_output=True, text=True, check=False)
+    assert done.returncode == 2
+    assert done.stderr == f"kvlog summarize: -o {log} is the input {log}; it would be overwritten\n"
+    assert log.read_text() == BEFORE_FIX.read_text()
+    quiet = tmp_path / "quiet.log"
+    quiet.write_text("nothing about memory\n")
+    done = subprocess.run([KVLOG, "summarize", str(quiet), "--format", "json"], capture_output=True, check=False)
+    assert done.returncode == 1
+    assert json.loads(done.stdout)["runs"] == []
+    done = subprocess.run(
+        [KVLOG, "summarize", str(tmp_path / "missing.log")], capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 2
+    assert "missing.log" in done.stderr
+    assert "Traceback" not in done.stderr
+    table = tmp_path / "fleet.csv"
+    done = subprocess.run([KVLOG, "summarize", str(log), "--format", "csv", "-o", str(table)], check=False)
+    assert done.returncode == 0
+    assert table.read_text().startswith("source,ranks,run,start,reserved_va_bytes,")
