@@ -65,6 +65,13 @@ def wrong_example(root: Path) -> None:
     path.write_text(path.read_text().replace('"reserved_va_bytes": 4096', '"reserved_va_bytes": 4097'))
 
 
+def invalid_example(root: Path) -> None:
+    """A migration example whose input is not a valid event of its version; the step carries it to the output."""
+    add_v2_and_migrations(root)
+    path = root / "telemetry/migrations/acme.alloc/v1-to-v2.toml"
+    path.write_text(path.read_text().replace('"pool_state": "reserved"', '"pool_state": "leased"'))
+
+
 def _set(path: list[str], value: object) -> Callable[[dict], None]:
     def change(schema: dict) -> None:
         node = schema
@@ -177,6 +184,15 @@ CASES: list[tuple[str, Callable[[Path], None], int, str]] = [
         1,
         "telemetry/migrations/acme.alloc/v1-to-v2.toml:11: KV401 error: acme.alloc/v1-to-v2 example 1 does not give "
         "its declared output: reserved_va_bytes: expected 4097, got 4096",
+    ),
+    (
+        "an example whose input and output are not valid events",
+        invalid_example,
+        1,
+        "telemetry/migrations/acme.alloc/v1-to-v2.toml:11: KV403 error: acme.alloc/v1-to-v2 example 1 input is not a "
+        'valid acme.alloc@1 event: $.pool_state: "leased" is not one of "reserved" or "backed"\n'
+        "telemetry/migrations/acme.alloc/v1-to-v2.toml:11: KV403 error: acme.alloc/v1-to-v2 example 1 output is not "
+        'a valid acme.alloc@2 event: $.pool_state: "leased" is not one of "reserved" or "backed"\n',
     ),
     (
         "an invertible step that loses data",
