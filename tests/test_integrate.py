@@ -159,10 +159,14 @@ def without_pid(text: bytes) -> bytes:
 
 
 def what_a_line_says(event: dict[str, Any]) -> dict[str, Any]:
-    """An event without what the record knows better than its printed line."""
+    """An event without what the record knows better than its printed line (and the lines of a file it has none of)."""
     event = {k: v for k, v in event.items() if k not in ("timestamp", "pid", "ext")}
     migrated = {k: v for k, v in event["migrated"].items() if k not in ("file", "line")}
-    inferred = {k: v for k, v in migrated.get("inferred", {}).items() if k != "timestamp"}
+    inferred = {
+        k: {field: value for field, value in v.items() if field != "evidence_line"}
+        for k, v in migrated.get("inferred", {}).items()
+        if k != "timestamp"
+    }
     migrated.pop("inferred", None)
     return {**event, "migrated": migrated | ({"inferred": inferred} if inferred else {})}
 

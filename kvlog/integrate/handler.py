@@ -107,6 +107,7 @@ class EventHandler(logging.Handler):
         self._worker: threading.Thread | None = None
         self._reading: _Reading | None = None
         self._start_lock = threading.Lock()
+        self._closed = False
 
     # -- the server's thread ------------------------------------------------------------------------
 
@@ -128,6 +129,8 @@ class EventHandler(logging.Handler):
     def _put(self, record: logging.LogRecord, message: str) -> None:
         if self._pid != os.getpid():
             self._fresh()  # a child forked without the at-fork hook (or before it ran)
+        if self._closed:  # replaced by a later configuration, or the server is exiting
+            return
         if self._worker is None:
             self._start()
         process_name = record.__dict__.get("vllm_process_name") or record.processName or ""
@@ -142,7 +145,6 @@ class EventHandler(logging.Handler):
     def _start(self) -> None:
         with self._start_lock:
             if self._worker is None:
-                self._reading = _Reading(self)
                 worker = threading.Thread(target=self._work, name="kvlog-events", daemon=True)
                 worker.start()
                 self._worker = worker
@@ -150,8 +152,11 @@ class EventHandler(logging.Handler):
     # -- the worker ---------------------------------------------------------------------------------
 
     def _work(self) -> None:
-        reading = self._reading
-        assert reading is not None
+        try:  # here, not on the server's thread: loading the migrations takes a few tenths of a second
+            reading = self._reading = _Reading(self)
+        except Exception as exc:  # noqa: BLE001 - broken migrations: the server runs on, its records are dropped
+            self.say(f"cannot read records ({type(exc).__name__}: {exc}); this process's records are dropped")
+            reading = None
         while True:
             try:
                 item = self._queue.get(timeout=TICK_S)
@@ -160,6 +165,10 @@ class EventHandler(logging.Handler):
             else:
                 if item is _STOP:
                     return
+            if reading is None:
+                if item is not None:
+                    self.dropped += 1
+                continue
             try:
                 if item is not None:
                     reading.read(item)
@@ -168,15 +177,19 @@ class EventHandler(logging.Handler):
                 self.say(f"a record could not be read ({type(exc).__name__}: {exc}); the others go on")
 
     def close(self) -> None:
-        """Write what is read and held (as at a file's end), then close the output: the server is exiting."""
-        worker, reading = self._worker, self._reading
-        if worker is not None and reading is not None and self._pid == os.getpid():
+        """Write what is read and held (as at a file's end), then close the output: the server is exiting.
+
+        (Or a later configuration replaces this one: its handler starts afresh, and this one reads no more.)
+        """
+        self._closed = True
+        worker = self._worker
+        if worker is not None and self._pid == os.getpid():
             with contextlib.suppress(queue.Full):
                 self._queue.put(_STOP, timeout=CLOSE_S)
             worker.join(CLOSE_S)
-            if not worker.is_alive():
+            reading = self._reading
+            if not worker.is_alive() and reading is not None:
                 reading.finish()
-            self._worker = None
         if self.dropped:
             self.say(f"{self.dropped} records dropped (the queue was full or the events could not be written)")
         super().close()
@@ -260,6 +273,8 @@ def _from_record(event: dict[str, Any], record: _Record) -> None:
         migrated.pop("line", None)
     inferred = migrated.get("inferred", {})
     inferred.pop("timestamp", None)
+    for inference in inferred.values():
+        inference.pop("evidence_line", None)  # a line of no file: the evidence says which record it was
     if not inferred:
         migrated.pop("inferred", None)
     event["ext"] = {**event.get("ext", {}), "logger": record.logger}
