@@ -97,6 +97,8 @@ class EventHandler(logging.Handler):
         self.dropped = 0
         self.written = 0
         self._say_once: set[str] = set()
+        #: closed stays closed, in a forked child too (the parent's configuration replaced it)
+        self._closed = False
         self._fresh()
         _handlers.add(self)
 
@@ -107,7 +109,6 @@ class EventHandler(logging.Handler):
         self._worker: threading.Thread | None = None
         self._reading: _Reading | None = None
         self._start_lock = threading.Lock()
-        self._closed = False
 
     # -- the server's thread ------------------------------------------------------------------------
 
@@ -326,9 +327,9 @@ def _gauges(handler: EventHandler, ranks: dict[str, int]) -> Callable[[dict[str,
     """The gauges of this process, served at the handler's port plus the local rank; None without a port."""
     if handler.metrics_port is None:
         return None
-    local = int(os.environ.get("LOCAL_RANK", ranks.get("tp", 0)))
-    port = handler.metrics_port + local if handler.metrics_port else 0
     try:
+        local = int(os.environ.get("LOCAL_RANK", ranks.get("tp", 0)))
+        port = handler.metrics_port + local if handler.metrics_port else 0
         from kvlog import metrics  # noqa: PLC0415 - the follow extra, only with a metrics port
 
         series = metrics.MemorySeries()
