@@ -51,12 +51,13 @@ _PROBES: tuple[tuple[bytes, int, tuple[bytes, ...]], ...] = (
             b"KV cache extended",
         ),
     ),
-    (b"V", 2, (b"KvVmmArena",)),
+    # not through its V: the other V probe's misses (every ``KV``) would be this one's too
+    (b"A", 5, (b"KvVmmArena",)),
     (b"M", 0, (b"Memory pool", b"Mamba", b"Maximum concurrency", b"Memory profiling", b"Memory after warmup")),
     # vLLM: ``# GPU blocks: N, # CPU blocks: M``, the CUDA-graph capture and sleep mode (whose figures may be absent)
     (b"U", 4, (b"# GPU blocks",)),
     (b"G", 0, (b"Graph capturing",)),
-    (b"S", 0, (b"Sleep mode",)),
+    (b"m", 6, (b"Sleep mode",)),  # not through its S: every uvicorn line's POST has one
     (b"L", 0, (b"Load weight",)),
     (b"_", 3, (b"max_total_num_tokens",)),
     (b"_", 6, (b"server_args=",)),
