@@ -25,9 +25,10 @@ from pathlib import Path
 import orjson
 
 from kvlog.io.compression import is_compressed, read_lines
+from kvlog.io.counts import add_counts
 from kvlog.io.inputs import MAX_LINE_BYTES, STDIN, InputError, OverlongLine, bounded_lines, range_lines
 from kvlog.io.jsonline import problems
-from kvlog.io.workers import WorkerDied, add_counts, in_order
+from kvlog.io.workers import WorkerDied, in_order
 from kvlog.schema.catalog import Catalog
 from kvlog.schema.validation import EventValidator, Violation
 from kvlog.text.printable import printable, printable_name

@@ -9,12 +9,11 @@ loaded catalog comes along) and spawned elsewhere.
 What a task needs that is costly to build (a validator, a migrator with its parsers) is built once
 per worker, by ``start``, and handed to every task that worker runs: sent with each task, it would
 be pickled and rebuilt for every chunk or file. What the tasks count comes back in parts, folded
-by ``add_counts``.
+by ``kvlog.io.counts.add_counts``.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import multiprocessing
 import sys
 import threading
@@ -23,18 +22,14 @@ from concurrent.futures import InvalidStateError, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool, _ExecutorManagerThread
 from contextlib import contextmanager
 from functools import partial
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 from kvlog.errors import KvlogError
 from kvlog.io.stopping import held_back
 
-if TYPE_CHECKING:
-    from _typeshed import DataclassInstance
-
 Item = TypeVar("Item")
 Result = TypeVar("Result")
 State = TypeVar("State")
-Counted = TypeVar("Counted", bound="DataclassInstance")
 
 #: in a worker process: what its ``start`` built, handed to each of its tasks
 _state: Any = None
@@ -104,19 +99,3 @@ def _start(start: Callable[..., object], start_args: tuple[Any, ...]) -> None:
 
 def _task(function: Callable[[Any, Item], Result], item: Item) -> Result:
     return function(_state, item)
-
-
-def add_counts(total: Counted, part: Counted) -> None:
-    """Add ``part``'s counts to ``total``: every int field summed, every dict field (a ``Counter`` too) key by key.
-
-    Work is counted in parts (validate's chunks, migrate's files, each maybe in a worker) and folded
-    in the parent: with one rule for every field, a count added to a report is folded with the rest,
-    never forgotten. Fields of other types (a sample of lines) are the caller's to fold.
-    """
-    for field in dataclasses.fields(total):
-        mine, theirs = getattr(total, field.name), getattr(part, field.name)
-        if isinstance(mine, int):
-            setattr(total, field.name, mine + theirs)
-        elif isinstance(mine, dict):
-            for key, count in theirs.items():
-                mine[key] = mine.get(key, 0) + count

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from kvlog.io.workers import add_counts
+from kvlog.io.counts import add_counts
 
 SAMPLE_SIZE = 20
 _SAMPLE_TEXT = 300

@@ -26,7 +26,6 @@ from kvlog.io.inplace import InPlace
 from kvlog.io.inputs import STDIN, InputError
 from kvlog.io.outputs import NamedSink, OutputError, atomic_output, stdout_binary
 from kvlog.io.stopping import held_back, off_the_books, on_the_books, stop_on_signals
-from kvlog.io.workers import WorkerDied, in_order
 from kvlog.migration.engine import DeadLetter, MigrateOptions, Migrator
 from kvlog.migration.plan import Task
 from kvlog.migration.report import MigrationReport
@@ -71,6 +70,8 @@ def run_tasks(
         for task in tasks:
             yield _run(migrator, task, dead_letter, progress, staging=None, stdout=sink)
         return
+    from kvlog.io.workers import WorkerDied, in_order  # noqa: PLC0415 - multiprocessing, for --jobs only
+
     with _staging_directory() as staging:
         outcomes = in_order(
             _run_in_worker,
