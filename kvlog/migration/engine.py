@@ -388,6 +388,8 @@ class FileRun:
             kept = ordered({**event, "migrated": {**event["migrated"], "file": None, "line": 0}})
             # ranks are the line's own (the shape says it has some whenever the event does)
             nested = tuple(key for key, value in kept.items() if isinstance(value, dict | list) and key != "ranks")
+            if len(family.shapes) >= RECOGNISED_MESSAGES:
+                family.shapes.clear()  # a message's shapes may be many: each pid a vLLM prefix names is one
             family.shapes[shape] = (jsonline.copy(kept), nested)
         return event, version
 
