@@ -37,7 +37,7 @@ from kvlog.migration.context import Context, Held
 from kvlog.migration.dating import DateContext, complete
 from kvlog.migration.grammar import Generation, Recognised
 from kvlog.migration.legacy import LegacyRenderer, current_line
-from kvlog.migration.ops import mark_inferred, provenance
+from kvlog.migration.ops import Op, mark_inferred, provenance
 from kvlog.migration.report import MigrationReport
 from kvlog.migration.steps import Chain, MigrationError
 from kvlog.schema.validation import EventValidator
@@ -335,12 +335,7 @@ class FileRun:
             elif role == "start_up_end":
                 self.context.start_up_end(self.number)
             return None
-        source = recognised.generation.id
-        try:
-            event, version = self._event(recognised, prefix)
-        except MigrationError as exc:
-            self._reject(raw, str(exc))
-            return None
+        event, upgraded = self._event(recognised, prefix)
         if prefix.partial is not None:
             complete(event, prefix.partial, self.dates)
         elif timestamp is None and self.dates.last_dated is not None:
@@ -351,21 +346,28 @@ class FileRun:
         migrated["file"], migrated["line"] = self.file, self.number
         if self.migrator.options.keep_original or before or after:
             migrated["original"] = text
-        event["_source_version"], event["_source"] = version, source
-        return Held(event, self.number, revisable=True, raw=raw, glue=(before, after))
+        if not upgraded:
+            held = self._upgrade(event, raw, recognised.generation.id)
+        else:
+            event["_source_version"], event["_source"] = recognised.rule.version, recognised.generation.id
+            held = Held(event, self.number, revisable=True, raw=raw)
+        if held is not None:
+            held.glue = (before, after)
+        return held
 
-    def _event(self, recognised: Recognised, prefix: LinePrefix) -> tuple[dict[str, Any], int]:
-        """A recognised line's event at its newest version, and the version its generation wrote.
+    def _event(self, recognised: Recognised, prefix: LinePrefix) -> tuple[dict[str, Any], bool]:
+        """A recognised line's event, and whether it is already at its newest version.
 
         The event of a message another line of the same ``Shape`` already printed is a copy of that
-        line's, given this line's time and ranks. It is the event the steps would build: nothing else
-        of the line reaches it, and nothing the steps do depends on the time or ranks, when no operation
-        of the rule or its steps names them (or the provenance, where the caller adds the line's file,
-        line and text) and none is a hook, whose code may read anything. The time's provenance note
-        keeps its place (first in ``inferred``) when the caller overwrites it.
+        line's at its newest version, given this line's time and ranks. It is the event the steps
+        would build: nothing else of the line reaches it, and nothing the steps do depends on the time
+        or ranks, or on what the caller adds (the line's file, number and text, the time's provenance
+        note, which keeps its place first in ``inferred``), when no operation of the rule or its steps
+        names them or the provenance and none is a hook, whose code may read anything. Otherwise (and
+        for the first such line) the caller takes the event up its steps, as every line went before.
         """
-        family, rule, version = self.family, recognised.rule, recognised.rule.version
-        assert family is not None and version is not None, "_recognise sets the family; companions make no event"
+        family, rule = self.family, recognised.rule
+        assert family is not None, "_recognise sets the family"
         shape = (prefix.message, prefix.timestamp is None, prefix.level or rule.level, prefix.pid, bool(prefix.ranks))
         built = family.shapes.get(shape)
         if built is not None:
@@ -376,22 +378,34 @@ class FileRun:
             event["timestamp"] = prefix.timestamp or event["timestamp"]
             if prefix.ranks:
                 event["ranks"] = dict(prefix.ranks)
-            return event, version
+            return event, True
         event = recognised.event(prefix)
-        name = str(event["event"])
-        steps = self.migrator.chain.path(name, version, self.migrator.catalog.latest(name))
-        for step in steps:
-            event = step.apply(event)
-        ops = (*rule.ops, *(op for step in steps for op in step.ops))
-        if not any(op.kind == "hook" or not _PER_LINE.isdisjoint((*op.reads, *op.writes, *op.drops)) for op in ops):
-            # kept in the written order, the line's file and number in their places (the caller sets them)
-            kept = ordered({**event, "migrated": {**event["migrated"], "file": None, "line": 0}})
-            # ranks are the line's own (the shape says it has some whenever the event does)
-            nested = tuple(key for key, value in kept.items() if isinstance(value, dict | list) and key != "ranks")
-            if len(family.shapes) >= RECOGNISED_MESSAGES:
-                family.shapes.clear()  # a message's shapes may be many: each pid a vLLM prefix names is one
-            family.shapes[shape] = (jsonline.copy(kept), nested)
-        return event, version
+        self._keep_shape(family, shape, event, rule.ops)
+        return event, False
+
+    def _keep_shape(self, family: Family, shape: Shape, event: dict[str, Any], rule_ops: tuple[Op, ...]) -> None:
+        """Remember ``event`` at its newest version for the lines of ``shape``, where that is valid (see ``_event``)."""
+        name, version = str(event["event"]), int(event["schema_version"])
+        try:
+            steps = self.migrator.chain.path(name, version, self.migrator.catalog.latest(name))
+        except MigrationError:
+            return  # the caller's own steps say why
+        ops = (*rule_ops, *(op for step in steps for op in step.ops))
+        if any(op.kind == "hook" or not _PER_LINE.isdisjoint((*op.reads, *op.writes, *op.drops)) for op in ops):
+            return
+        kept = event
+        try:
+            for step in steps:
+                kept = step.apply(kept)
+        except MigrationError:
+            return
+        # in the written order, the line's file and number in their places (the caller sets them)
+        kept = ordered({**kept, "migrated": {**kept["migrated"], "file": None, "line": 0}})
+        # ranks are the line's own (the shape says it has some whenever the event does)
+        nested = tuple(key for key, value in kept.items() if isinstance(value, dict | list) and key != "ranks")
+        if len(family.shapes) >= RECOGNISED_MESSAGES:
+            family.shapes.clear()  # a message's shapes may be many: each pid a vLLM prefix names is one
+        family.shapes[shape] = (jsonline.copy(kept), nested)
 
     def _message(self, text: str) -> str:
         """A line without its prefix: the first server's prefix that reads one (the line itself if none does)."""
