@@ -176,8 +176,9 @@ def generate_dense(dense: Path, plain: Path, lines: int, seed: int) -> int:
     """Write the dense fleet log and the same log without its server runs; return how many runs it holds.
 
     A fleet's or a CI job's aggregate is many short server runs, each printing a start-up's memory
-    lines on every rank: the runs of the corpus, taken at random, with their ranks moved (TP0..TP15
-    become TP0..TP29) and their time that of the log, between stretches of request traffic. The
+    lines on every rank: the runs of the corpus, taken at random, their TP ranks moved by an even
+    offset up to 14 (TP0..TP10 become TP0..TP24) and their time that of the log, between stretches of
+    request traffic. The
     same message text so recurs under many prefixes, as it does in such a log. The plain log is the
     dense one with the runs left out: what the memory lines cost is the difference.
     """
