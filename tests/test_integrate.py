@@ -208,39 +208,42 @@ def test_the_adopted_server_prints_the_same_text_and_writes_the_events_migrate_r
     call = 1 + next(n for n, line in enumerate(script_lines(tmp_path)) if ".log(getattr(logging, level)" in line)
     for event in live:
         assert event["timestamp"] == "2026-12-03T19:04:05.250000Z"
-        assert event["migrated"]["file"] == str(tmp_path / "server.py")
-        assert event["migrated"]["line"] == call
+        assert event["migrated"]["file"] is None  # no file was read; the logging call is in ext
+        assert (event["ext"]["code_file"], event["ext"]["code_line"]) == (str(tmp_path / "server.py"), call)
         assert event["ext"]["logger"] in {logger for logger, _, _, _ in records}
         assert "timestamp" not in event["migrated"].get("inferred", {})
 
 
 FORKING_SETUP = """
-import os
+import multiprocessing
 from types import SimpleNamespace
 namespace = {{}}
 exec({namespace!r}, namespace)
 exec({function!r}, namespace)
 configure_logger = namespace["configure_logger"]
 configure_logger(SimpleNamespace(log_level="info"))  # the launcher, without ranks
-children = []
-for tp in range(2):  # each scheduler process configures with its ranks, as sglang's do
-    pid = os.fork()
-    if pid == 0:
-        configure_logger(SimpleNamespace(log_level="info"), prefix=f" TP{{tp}}")
-        for logger, level, message, args in records:
-            logging.getLogger(logger).log(getattr(logging, level), message, *args)
-        logging.shutdown()
-        os._exit(0)
-    children.append(pid)
-for pid in children:
-    os.waitpid(pid, 0)
+
+def scheduler(tp):  # as sglang's: configures with its ranks, logs, and ends (multiprocessing: in os._exit)
+    configure_logger(SimpleNamespace(log_level="info"), prefix=f" TP{{tp}}")
+    for logger, level, message, args in records:
+        logging.getLogger(logger).log(getattr(logging, level), message, *args)
+
+children = [multiprocessing.get_context("fork").Process(target=scheduler, args=(tp,)) for tp in range(2)]
+for child in children:
+    child.start()
+for child in children:
+    child.join()
 records = []
 """
 
 
 def test_each_forked_process_writes_its_own_events_with_its_ranks(tmp_path: Path) -> None:
-    """sglang's schedulers: one process per rank, each configuring logging with its prefix."""
-    records = memory_records("sglang", "0.5.23")
+    """sglang's schedulers: one process per rank, each configuring logging with its prefix.
+
+    A forked ``multiprocessing`` child ends in ``os._exit``, past ``logging.shutdown``: the pool still
+    waiting for its post-capture line at the end must be written all the same.
+    """
+    records = [*memory_records("sglang", "0.5.23"), *WAITING_POOL]
     events = tmp_path / "kv-{pid}-{rank}.jsonl"
     config = tmp_path / "kvlog-logging.json"
     config.write_text(json.dumps(commands.integrate("sglang", events=str(events))))
@@ -258,14 +261,41 @@ def test_each_forked_process_writes_its_own_events_with_its_ranks(tmp_path: Path
     written = sorted(tmp_path.glob("kv-*.jsonl"), key=lambda path: path.name.rsplit("-", 1)[1])
     assert [path.name.rsplit("-", 1)[1] for path in written] == ["tp0.jsonl", "tp1.jsonl"]
     pids = set()
+    text = "".join(f"[2026-12-03 19:04:05 TP0] {message % tuple(args)}\n" for _, _, message, args in records)
+    (tmp_path / "one.log").write_text(text)
+    expected = [event["event"] for event in migrated_events(tmp_path / "one.log")]
+    assert expected[-1] == "kv_pool.allocation"  # the pool that waits to the end
     for tp, path in enumerate(written):
         live = [orjson.loads(line) for line in path.read_bytes().splitlines()]
-        assert live, path
+        assert [event["event"] for event in live] == expected, path
         assert {tuple(event["ranks"].items()) for event in live} == {(("tp", tp),)}
         assert {event["pid"] for event in live} == {int(path.name.split("-")[1])}
         pids.add(int(path.name.split("-")[1]))
     assert len(pids) == 2
     assert done.stderr.count(b"] ") >= 2 * len(records)  # the schedulers' text, as sglang prints it
+
+
+#: an arena and the pool in it, in a build that sizes pools after capture: the pool waits for a later line
+WAITING_POOL = [
+    (
+        "sglang.srt.mem_cache.memory_pool",
+        "INFO",
+        "KvVmmArena[%s] ready: device=0 reserved=78.8 GiB granularity=2048 KiB",
+        [0],
+    ),
+    (
+        "sglang.srt.mem_cache.memory_pool",
+        "INFO",
+        "KV Cache is allocated. dtype: torch.bfloat16, #tokens: 1933312, K size: 36.88 GB, V size: 36.88 GB",
+        [],
+    ),
+]
+
+
+def migrated_events(path: Path) -> list[dict[str, Any]]:
+    out = io.BytesIO()
+    assert commands.migrate(str(path), only_events=True, stdout=out).exit_status == 0
+    return [orjson.loads(line) for line in out.getvalue().splitlines()]
 
 
 def test_an_unwritable_events_path_leaves_the_server_and_its_text_alone(tmp_path: Path) -> None:
@@ -378,3 +408,33 @@ def test_metrics_port_serves_the_process_gauges_to_a_real_prometheus(tmp_path: P
         server.join(60)
     assert "run" in result
     assert b"serving metrics of pid" in result["run"][1]
+
+
+UVICORN_AFTER = """
+import os
+import uvicorn
+path = os.environ.get("VLLM_LOGGING_CONFIG_PATH")  # vLLM's get_uvicorn_log_config: the same file, if any
+uvicorn.Config(app="server:app", **({"log_config": json.load(open(path))} if path else {}))
+logging.getLogger("uvicorn.error").info("Uvicorn running on http://0.0.0.0:8000 (Press CTRL+C to quit)")
+access = ("127.0.0.1:5000", "POST", "/v1/completions", "1.1", 200)
+logging.getLogger("uvicorn.access").info('%s - "%s %s HTTP/%s" %d', *access)
+for logger, level, message, args in records:  # the engine's records after the API server started
+    logging.getLogger(logger).log(getattr(logging, level), message, *args)
+"""
+
+
+def test_vllm_api_server_handing_the_file_to_uvicorn_keeps_uvicorn_output_and_the_events(tmp_path: Path) -> None:
+    """vLLM (0.2x on) passes its logging file to uvicorn as ``log_config``, in place of uvicorn's own default."""
+    records = memory_records("vllm", "0.34.0")
+    config = tmp_path / "kvlog-logging.json"
+    config.write_text(json.dumps(commands.integrate("vllm", events=str(tmp_path / "kv-{pid}.jsonl"))))
+    plain_out, plain_err = run_server(tmp_path, "vllm", "0.34.0+config", records, None, UVICORN_AFTER)
+    adopted_out, adopted_err = run_server(tmp_path, "vllm", "0.34.0+config", records, config, UVICORN_AFTER)
+    assert b"Uvicorn running on http://0.0.0.0:8000" in plain_err
+    assert b'"POST /v1/completions HTTP/1.1" 200' in plain_out
+    assert without_pid(adopted_out) == without_pid(plain_out)
+    assert without_pid(adopted_err) == without_pid(plain_err)
+    (written,) = tmp_path.glob("kv-*.jsonl")
+    names = [orjson.loads(line)["event"] for line in written.read_bytes().splitlines()]
+    once = len(names) // 2
+    assert once and names == names[:once] * 2  # the records before uvicorn and after it, both read

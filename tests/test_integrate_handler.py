@@ -1,15 +1,20 @@
-"""The live handler on its own (``EventHandler``): the bounded look-ahead, and a handler that was closed."""
+"""The live handler on its own (``EventHandler``): the bounded look-ahead, and a handler closed while still in use."""
 
 from __future__ import annotations
 
+import json
 import logging
-import threading
-import time
+import re
+import socket
+import subprocess
+import sys
 from pathlib import Path
 
 import orjson
+import pytest
 from follow_helpers import CORPUS, wait_for
 
+from kvlog import commands
 from kvlog.integrate.handler import EventHandler
 from kvlog.integrate.servers import SGLANG
 from kvlog.text.prefix import SGLANG as SGLANG_PREFIX
@@ -23,6 +28,7 @@ START_UP = [
 
 
 def attached(tmp_path: Path, **options: object) -> tuple[logging.Logger, EventHandler, Path]:
+    tmp_path.mkdir(exist_ok=True)
     events = tmp_path / "events.jsonl"
     handler = EventHandler(SGLANG, str(events), ranks={"tp": 0}, **options)  # type: ignore[arg-type]
     logger = logging.getLogger(f"sglang.srt.test.{tmp_path.name}")
@@ -49,18 +55,64 @@ def test_a_pool_waiting_for_its_post_capture_line_is_written_after_the_hold(tmp_
     assert pool["allocation_state"] == "va_upper_bound"
     assert inferred["committed_bytes"]["rule"] == "look-ahead-exhausted"
     assert "0.5 s" in inferred["committed_bytes"]["evidence"]
-    assert all("evidence_line" not in inference for inference in inferred.values())  # no file has those lines
+    arena = 1 + next(i for i, message in enumerate(START_UP) if message.startswith("KvVmmArena"))
+    assert inferred["allocation_state"]["evidence_line"] == arena  # lines number the records the process logged
+    assert pool["migrated"]["file"] is None
 
 
-def test_a_closed_handler_reads_no_more_records(tmp_path: Path) -> None:
-    logger, handler, events = attached(tmp_path)
+def test_a_handler_closed_by_a_new_configuration_starts_afresh_when_records_still_reach_it(tmp_path: Path) -> None:
+    """uvicorn's dictConfig in vLLM's API server closes every handler but leaves vLLM's loggers theirs."""
+    logger, handler, events = attached(tmp_path / "closed")
     logger.info(START_UP[0])
     handler.close()
-    written = decoded(events)
-    assert [e["event"] for e in written] == ["weights.load_begin"]
-    threads = threading.active_count()
+    assert [e["event"] for e in decoded(events)] == ["weights.load_begin"]
     for message in START_UP:
         logger.info(message)
-    time.sleep(0.2)
-    assert decoded(events) == written
-    assert threading.active_count() == threads  # no worker started again
+    handler.close()
+    fresh_logger, fresh, fresh_events = attached(tmp_path / "fresh")
+    for message in START_UP:
+        fresh_logger.info(message)
+    fresh.close()
+    names = [e["event"] for e in decoded(fresh_events)]
+    assert len(names) == len(START_UP)
+    assert [e["event"] for e in decoded(events)] == ["weights.load_begin", *names]
+
+
+def test_a_metrics_port_another_process_took_moves_up_and_says_where(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """vLLM's engine core and its TP-0 worker, or two DP ranks of sglang, share a local rank: the second moves up."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        logger, handler, _ = attached(tmp_path, metrics_port=port)
+        logger.info(START_UP[0])
+        handler.close()
+    said = capsys.readouterr().err
+    served = re.search(r"serving metrics of pid [0-9]+ at http://127\.0\.0\.1:([0-9]+)/metrics", said)
+    assert served is not None, said
+    assert port < int(served.group(1)) < port + 64
+
+
+def test_a_kept_configuration_whose_root_is_the_logger_named_empty_keeps_its_root_handlers(tmp_path: Path) -> None:
+    kept = {
+        "version": 1,
+        "disable_existing_loggers": False,
+        "handlers": {"console": {"class": "logging.StreamHandler", "stream": "ext://sys.stderr"}},
+        "loggers": {"": {"handlers": ["console"], "level": "INFO"}},
+    }
+    (tmp_path / "kept.json").write_text(json.dumps(kept))
+    merged = commands.integrate("sglang", events=str(tmp_path / "kv.jsonl"), keep=tmp_path / "kept.json")
+    assert "root" not in merged
+    assert merged["loggers"][""]["handlers"] == ["console", "kvlog"]
+    (tmp_path / "merged.json").write_text(json.dumps(merged))
+    loaded = "import json, logging.config, sys; logging.config.dictConfig(json.load(open(sys.argv[1])));"
+    shown = "print([type(h).__name__ for h in logging.getLogger().handlers])"
+    done = subprocess.run(
+        [sys.executable, "-c", loaded + shown, str(tmp_path / "merged.json")],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert done.stdout.strip() == "['StreamHandler', 'EventHandler']"

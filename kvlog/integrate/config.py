@@ -4,8 +4,8 @@ Alone, the document holds one handler whose factory (``kvlog.integrate.handler_f
 default configuration from inside the server's call (see ``kvlog.integrate.servers``) and adds itself
 beside the server's handler. Merged into a configuration the user already has (``--keep``), the
 handler leaves the user's handlers alone and is attached where the server's records end: the root
-logger, and every configured logger that does not propagate (a record stops at the first of those, so
-each is read once).
+logger (``root``, or the logger named ``""``), and every configured logger that does not propagate (a
+record stops at the first of those, so each is read once).
 """
 
 from __future__ import annotations
@@ -56,12 +56,13 @@ def _merged(document: dict[str, Any], options: dict[str, Any], name: str) -> dic
     handlers[HANDLER] = options
     document["handlers"] = handlers
     loggers = {
-        logger: _attached(config, name) if config.get("propagate", True) is False else config
+        logger: _attached(config, name) if logger == "" or config.get("propagate", True) is False else config
         for logger, config in _section(document, "loggers", name).items()
     }
     if loggers:
         document["loggers"] = loggers
-    document["root"] = _attached(document.get("root", {}), name)
+    if "" not in loggers or "root" in document:  # a logger named "" is the root: its handlers are the root's
+        document["root"] = _attached(document.get("root", {}), name)
     return document
 
 

@@ -7,17 +7,25 @@ prints (its prefix built by the server's ``ServerPrefix``), read by the migratio
 same grammar and context rules as ``kvlog migrate`` and ``kvlog follow`` (the arena line before a
 pool, the post-capture lines after it, held for at most ``hold_s`` as ``follow`` holds them). What a
 record says better than a printed line replaces what the line could only infer: the exact time
-(``created``, UTC), the process id, and as provenance the record's source file, line and logger.
+(``created``, UTC) and the process id. The record's logger and the source file and line of its
+logging call are provenance in ``ext`` (``logger``, ``code_file``, ``code_line``); ``migrated.file`` is
+null (no file was read) and ``migrated.line`` numbers the records the handler read in its process, so
+an event's evidence lines and its run stay those of its process.
 
 The handler never raises into the server and never blocks it: failures to write are said once on
 standard error and the events of that process are dropped and counted. A forked child starts afresh
-(its own queue, worker, context and output), as a process with its own ``{pid}`` must.
+(its own queue, worker, context, counts and output), as a process with its own ``{pid}`` must, and
+writes what it holds when it exits, also through ``os._exit`` after a ``multiprocessing`` child's end.
+``close`` (at exit, or when a later ``dictConfig`` clears every handler) writes what is held as at a
+file's end; a record that still reaches the handler afterwards (one a new configuration kept
+attached, such as vLLM's when uvicorn configures its own loggers) starts a fresh reading.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
+import multiprocessing.util
 import os
 import queue
 import socket
@@ -25,12 +33,14 @@ import sys
 import threading
 import time
 import weakref
+from collections import deque
 from collections.abc import Callable
-from typing import IO, Any, NamedTuple
+from typing import IO, TYPE_CHECKING, Any, NamedTuple
 
 import orjson
 
 from kvlog.envelope import ordered
+from kvlog.errors import MetricsEndpointError
 from kvlog.follow.holding import Holding
 from kvlog.integrate.servers import LIVE_SERVERS, LiveServer, configuring
 from kvlog.migration import load_chain
@@ -39,13 +49,17 @@ from kvlog.migration.engine import FileRun, MigrateOptions, Migrator
 from kvlog.migration.report import MigrationReport
 from kvlog.text.prefix import rank_tags
 
+if TYPE_CHECKING:
+    from kvlog.metrics.prometheus import Endpoint as _Endpoint
+
 #: records waiting for the worker; beyond this the server logs faster than they can be read, and they are dropped
 QUEUE_RECORDS = 10_000
 #: how often an idle worker wakes, to let held events' time run out
 TICK_S = 1.0
+#: ports tried from the handler's port plus the local rank, when other processes took them
+_PORT_TRIES = 64
 #: how long closing waits for the worker to write what it holds (logging.shutdown at the server's exit)
 CLOSE_S = 5.0
-_STOP = None
 
 
 class _Record(NamedTuple):
@@ -93,22 +107,25 @@ class EventHandler(logging.Handler):
         self.metrics_host = metrics_host
         self.hold_s = hold_s
         self.queue_records = queue_records
-        #: records dropped because the queue was full or the events could not be written
-        self.dropped = 0
-        self.written = 0
-        self._say_once: set[str] = set()
-        #: closed stays closed, in a forked child too (the parent's configuration replaced it)
-        self._closed = False
         self._fresh()
         _handlers.add(self)
 
     def _fresh(self) -> None:
         """Start afresh in this process: nothing read, no worker (a forked child has none of its parent's)."""
         self._pid = os.getpid()
+        #: records dropped in this process because the queue was full or the events could not be written
+        self.dropped = 0
+        self.written = 0
+        self._say_once: set[str] = set()
+        self._start_lock = threading.Lock()
+        self._idle()
+
+    def _idle(self) -> None:
+        """No reading under way: the next record starts one."""
         self._queue: queue.Queue[_Record | None] = queue.Queue(self.queue_records)
+        self._stopping = threading.Event()
         self._worker: threading.Thread | None = None
         self._reading: _Reading | None = None
-        self._start_lock = threading.Lock()
 
     # -- the server's thread ------------------------------------------------------------------------
 
@@ -130,8 +147,6 @@ class EventHandler(logging.Handler):
     def _put(self, record: logging.LogRecord, message: str) -> None:
         if self._pid != os.getpid():
             self._fresh()  # a child forked without the at-fork hook (or before it ran)
-        if self._closed:  # replaced by a later configuration, or the server is exiting
-            return
         if self._worker is None:
             self._start()
         process_name = record.__dict__.get("vllm_process_name") or record.processName or ""
@@ -149,10 +164,13 @@ class EventHandler(logging.Handler):
                 worker = threading.Thread(target=self._work, name="kvlog-events", daemon=True)
                 worker.start()
                 self._worker = worker
+                # a multiprocessing child ends in os._exit, past atexit and logging.shutdown: its finalizers run
+                multiprocessing.util.Finalize(self, self.close, exitpriority=10)
 
     # -- the worker ---------------------------------------------------------------------------------
 
     def _work(self) -> None:
+        stopping, records = self._stopping, self._queue
         try:  # here, not on the server's thread: loading the migrations takes a few tenths of a second
             reading = self._reading = _Reading(self)
         except Exception as exc:  # noqa: BLE001 - broken migrations: the server runs on, its records are dropped
@@ -160,12 +178,11 @@ class EventHandler(logging.Handler):
             reading = None
         while True:
             try:
-                item = self._queue.get(timeout=TICK_S)
+                item = records.get(timeout=TICK_S)
             except queue.Empty:
                 item = None
-            else:
-                if item is _STOP:
-                    return
+            if item is None and stopping.is_set():  # woken by close (or idle after it): what was queued is read
+                return
             if reading is None:
                 if item is not None:
                     self.dropped += 1
@@ -178,19 +195,27 @@ class EventHandler(logging.Handler):
                 self.say(f"a record could not be read ({type(exc).__name__}: {exc}); the others go on")
 
     def close(self) -> None:
-        """Write what is read and held (as at a file's end), then close the output: the server is exiting.
+        """Write what is read and held (as at a file's end), and close the output.
 
-        (Or a later configuration replaces this one: its handler starts afresh, and this one reads no more.)
+        Waits at most ``CLOSE_S`` for the worker: it runs inside ``dictConfig`` or at exit, on the server's
+        thread. A record that comes later starts a fresh reading.
         """
-        self._closed = True
-        worker = self._worker
+        worker, records = self._worker, self._queue
         if worker is not None and self._pid == os.getpid():
+            self._stopping.set()
             with contextlib.suppress(queue.Full):
-                self._queue.put(_STOP, timeout=CLOSE_S)
+                records.put_nowait(None)  # wakes the worker at once
             worker.join(CLOSE_S)
             reading = self._reading
-            if not worker.is_alive() and reading is not None:
-                reading.finish()
+            if worker.is_alive():
+                self.say("closing: the events still being read were not all written")
+            elif reading is not None:
+                try:
+                    reading.finish()
+                except Exception as exc:  # noqa: BLE001 - nothing may escape into dictConfig or the server's exit
+                    self.say(f"closing: {type(exc).__name__}: {exc}")
+            with self._start_lock:
+                self._idle()
         if self.dropped:
             self.say(f"{self.dropped} records dropped (the queue was full or the events could not be written)")
         super().close()
@@ -213,8 +238,9 @@ class _Reading:
         self.run = FileRun(self.migrator, None, _NO_STREAM, MigrationReport(files=1), None)
         self.run.on_event = self._event
         self.holding = Holding(handler.hold_s)
-        #: the record each line still waiting to be written came from, by line number
+        #: the record each line still waiting to be written came from, by line number (in ``lines`` order)
         self.records: dict[int, _Record] = {}
+        self.lines: deque[int] = deque()
         self.output: _Output | None = None
         self.observe: Callable[[dict[str, Any]], None] | None = None
 
@@ -226,6 +252,7 @@ class _Reading:
         first = self.run.number + 1
         for number in range(first, first + lines.count("\n")):
             self.records[number] = record
+            self.lines.append(number)
         self.run.feed(lines.encode("utf-8", "surrogateescape"))
         self.holding.read(self.run, time.monotonic())
         self._forget_written()
@@ -241,8 +268,8 @@ class _Reading:
 
     def _forget_written(self) -> None:
         written = self.run.written_lines
-        for number in [n for n in self.records if n <= written]:
-            del self.records[number]
+        while self.lines and self.lines[0] <= written:
+            del self.records[self.lines.popleft()]
 
     def _event(self, line: int, data: bytes) -> None:
         record = self.records.get(line)
@@ -262,23 +289,18 @@ class _Reading:
 
 
 def _from_record(event: dict[str, Any], record: _Record) -> None:
-    """What the record says exactly, in place of what its printed line could only infer."""
+    """What the record says exactly, in place of what its printed line could only infer; where it was logged."""
     event["timestamp"] = utc_timestamp(record.created)
     if record.process is not None:
         event["pid"] = record.process
     migrated = event["migrated"]
-    migrated["file"] = record.pathname
-    if record.lineno >= 1:
-        migrated["line"] = record.lineno
-    else:
-        migrated.pop("line", None)
+    migrated["file"] = None  # no file was read: ``line`` numbers this process's records, as its evidence does
     inferred = migrated.get("inferred", {})
     inferred.pop("timestamp", None)
-    for inference in inferred.values():
-        inference.pop("evidence_line", None)  # a line of no file: the evidence says which record it was
     if not inferred:
         migrated.pop("inferred", None)
-    event["ext"] = {**event.get("ext", {}), "logger": record.logger}
+    code = {"code_file": record.pathname, "code_line": record.lineno} if record.lineno >= 1 else {}
+    event["ext"] = {**event.get("ext", {}), "logger": record.logger, **code}
 
 
 def _rank_name(ranks: dict[str, int]) -> str:
@@ -324,22 +346,36 @@ class _Output:
 
 
 def _gauges(handler: EventHandler, ranks: dict[str, int]) -> Callable[[dict[str, Any]], None] | None:
-    """The gauges of this process, served at the handler's port plus the local rank; None without a port."""
+    """The gauges of this process, at the handler's port plus its local rank (or the next free one); None without.
+
+    Not every process of a server sets ``LOCAL_RANK`` (vLLM's engine core, sglang's data-parallel
+    schedulers), and two can share a TP rank: a port another process took moves this one up, and the
+    address it serves at is said.
+    """
     if handler.metrics_port is None:
         return None
     try:
-        local = int(os.environ.get("LOCAL_RANK", ranks.get("tp", 0)))
-        port = handler.metrics_port + local if handler.metrics_port else 0
         from kvlog import metrics  # noqa: PLC0415 - the follow extra, only with a metrics port
 
         series = metrics.MemorySeries()
-        endpoint = metrics.start_endpoint(series, handler.metrics_host, port)
-    except Exception as exc:  # noqa: BLE001 - the extra missing, the port taken: the server runs on without gauges
+        local = int(os.environ.get("LOCAL_RANK", ranks.get("tp", 0)))
+        base = handler.metrics_port + local
+        endpoint = _first_free(lambda port: metrics.start_endpoint(series, handler.metrics_host, port), base)
+    except Exception as exc:  # noqa: BLE001 - the extra missing, no port free: the server runs on without gauges
         handler.say(f"no metrics for this process: {exc}")
         return None
     handler.say(f"serving metrics of pid {os.getpid()} at {endpoint.url}")
     instance = f"{socket.gethostname()}:{os.getpid()}"
     return lambda event: series.observe(event, instance=instance)
+
+
+def _first_free(start: Callable[[int], _Endpoint], base: int) -> _Endpoint:
+    """``start(port)`` at ``base`` or the first free port after it (``base`` 0: any free port)."""
+    ports = range(base, base + _PORT_TRIES) if base else range(1)
+    for port in ports[:-1]:
+        with contextlib.suppress(MetricsEndpointError):
+            return start(port)
+    return start(ports[-1])
 
 
 class _NoStream:
@@ -382,6 +418,12 @@ def handler_for(
         return logging.NullHandler()
     live = LIVE_SERVERS[server]
     frame = live.configuring_frame()
+    if server_default and frame is None:
+        for companion in live.companions:
+            companion_frame = companion.configuring_frame()
+            if companion_frame is not None:  # its own default, as without kvlog; it logs no memory
+                companion.run_default(companion_frame)
+                return logging.NullHandler()
     if server_default and frame is not None:
         configuring.active = True
         try:

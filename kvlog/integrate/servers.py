@@ -13,7 +13,9 @@ record factory) are the release's own, and no table of formats has to follow the
   called again without the file) or ``VLLM_LOGGING_CONFIG_PATH`` (re-read on each call where the release
   reads it through ``vllm.envs``; a release that kept the path from import time, such as 0.11, gets its
   ``DEFAULT_LOGGING_CONFIG`` applied instead, which is what it would have applied). The ranks are in the
-  process name a record carries (``EngineCore_DP0``, ``Worker_PP1_TP3``).
+  process name a record carries (``EngineCore_DP0``, ``Worker_PP1_TP3``). vLLM's API server also hands
+  the file to uvicorn as its ``log_config`` (``get_uvicorn_log_config``, 0.2x on), in place of uvicorn's
+  ``LOGGING_CONFIG``: there the factory applies that default and adds nothing (uvicorn logs no memory).
 """
 
 from __future__ import annotations
@@ -48,6 +50,44 @@ class _Configuring(threading.local):
 configuring = _Configuring()
 
 
+def _frame_of(function: str, module: str | None = None) -> FrameType | None:
+    """The nearest frame up the stack of ``function`` (in ``module``, when given)."""
+    frame: FrameType | None = sys._getframe(1)
+    for _ in range(_FRAMES):
+        if frame is None:
+            return None
+        if frame.f_code.co_name == function and module in (None, frame.f_globals.get("__name__")):
+            return frame
+        frame = frame.f_back
+    return None
+
+
+@dataclass(frozen=True)
+class Companion:
+    """A library a server hands the same configuration file to, whose own default the file then replaces."""
+
+    module: str
+    function: str
+    #: applies the library's default configuration from the frame of its configure function
+    run_default: Callable[[FrameType], None]
+
+    def configuring_frame(self) -> FrameType | None:
+        """The frame of the library's configure function, when the factory is called inside it."""
+        return _frame_of(self.function, self.module)
+
+
+def _run_uvicorn_default(frame: FrameType) -> None:
+    """What ``uvicorn.Config.configure_logging`` does with its default ``log_config`` (before its levels)."""
+    config = copy.deepcopy(frame.f_globals["LOGGING_CONFIG"])
+    colors = getattr(frame.f_locals.get("self"), "use_colors", None)
+    if colors in (True, False):
+        config["formatters"]["default"]["use_colors"] = config["formatters"]["access"]["use_colors"] = colors
+    logging.config.dictConfig(config)
+
+
+UVICORN = Companion("uvicorn.config", "configure_logging", _run_uvicorn_default)
+
+
 @dataclass(frozen=True)
 class LiveServer:
     """One server's logging, as the handler meets it inside the server's own configure call."""
@@ -65,17 +105,12 @@ class LiveServer:
     run_default: Callable[[LiveServer, FrameType], None]
     #: the ranks of the configuring process, when the server says them at configuration (sglang's prefix)
     process_ranks: Callable[[FrameType | None], dict[str, int] | None]
+    #: libraries the server hands the same file to
+    companions: tuple[Companion, ...] = ()
 
     def configuring_frame(self) -> FrameType | None:
         """The frame of the server's configure function, when the handler is made inside it."""
-        frame: FrameType | None = sys._getframe(1)
-        for _ in range(_FRAMES):
-            if frame is None:
-                return None
-            if frame.f_code.co_name == self.function:
-                return frame
-            frame = frame.f_back
-        return None
+        return _frame_of(self.function)
 
     def record_ranks(self, process_name: str) -> dict[str, int]:
         """The ranks a record's process name carries (vLLM's ``EngineCore_DP0``; sglang's say none)."""
@@ -138,5 +173,6 @@ VLLM = LiveServer(
     SERVERS["vllm"],
     _run_vllm_default,
     _no_process_ranks,
+    (UVICORN,),
 )
 LIVE_SERVERS = {server.name: server for server in (SGLANG, VLLM)}

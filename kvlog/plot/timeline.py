@@ -134,11 +134,13 @@ def timelines(events: Iterable[dict[str, Any]]) -> list[Timeline]:
 
 def _source(event: Mapping[str, Any]) -> str:
     migrated = event.get("migrated")
-    if isinstance(migrated, Mapping):
-        file = migrated.get("file")
-        return str(file) if file is not None else "(standard input)"
-    pid = event.get("pid")
-    return f"(events of process {pid})" if pid is not None else "(events)"
+    file = migrated.get("file") if isinstance(migrated, Mapping) else None
+    if file is not None:
+        return str(file)
+    pid = event.get("pid")  # kvlog's own events, and a live handler's (``kvlog integrate``): one process's lines
+    if pid is not None:
+        return f"(events of process {pid})"
+    return "(standard input)" if isinstance(migrated, Mapping) else "(events)"
 
 
 def _ranks(key: RankKey) -> str:
