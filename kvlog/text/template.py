@@ -28,7 +28,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from decimal import ROUND_CEILING, ROUND_HALF_EVEN, Decimal
 from functools import cache, cached_property
-from typing import Any, Literal, cast
+from typing import Any, Literal
 
 from kvlog.text.units import BYTES, MICROSECONDS, Scale
 
@@ -166,62 +166,73 @@ def _required(text: str) -> tuple[str, ...]:
 
 @cache
 def _compiled(text: str) -> Callable[[Mapping[str, Any]], str]:
-    """The renderer of a template text: one generated function, its sections and units resolved once.
+    """The renderer of a template text: its sections and units resolved once, into closures.
 
     The console renders every event it writes, and a server writes them on its hot path: walking the
     text's parts and choosing each unit's formatter per event cost twice what the rest of emitting a
-    validated event costs. The generated expression does exactly what the walk did (a section is
-    written when every field in it, nested ones included, is set; a placeholder's field is looked up
-    with ``event[name]``), with the template's text and formatters bound as constants, never as source.
+    validated event costs. The renderer does exactly what the walk did (a section is written when
+    every field in it, nested ones included, is set; a placeholder's field is looked up with
+    ``event[name]``), from pieces built once; no code is generated from a template (migration files
+    are read from pull requests: nothing in them is ever executed).
     """
-    constants = _Constants()
-    return constants.function(_expression(_sections(text), constants))
+    return _renderer(_sections(text))
 
 
 def compiled_fits(template: Template) -> Callable[[Mapping[str, Any]], bool]:
     """``template.fits`` for an event whose name is already known to be the template's, as one function."""
-    constants = _Constants()
-    tests = [f"e.get({name!r}) == {constants.bind(value)}" for name, value in template.when.items()]
-    tests += [f"e.get({name!r}) is not None" for name in _required(template.text)]
-    return constants.function(" and ".join(tests) or "True")
+    when = tuple(template.when.items())
+    required = _required(template.text)
+
+    def fits(event: Mapping[str, Any]) -> bool:
+        get = event.get  # a loop, not all() over a generator: this runs for every wording an event may have
+        for name, value in when:
+            if get(name) != value:
+                return False
+        for name in required:  # noqa: SIM110 - all() over a generator costs a frame per event
+            if get(name) is None:
+                return False
+        return True
+
+    return fits
 
 
-class _Constants:
-    """The values a generated function uses, each bound to a name of its own."""
-
-    def __init__(self) -> None:
-        self.values: dict[str, Any] = {}
-
-    def bind(self, value: Any) -> str:
-        name = f"_{len(self.values)}"
-        self.values[name] = value
-        return name
-
-    def function(self, expression: str) -> Callable[[Mapping[str, Any]], Any]:
-        """A function of one event ``e`` that returns ``expression``."""
-        namespace = dict(self.values)
-        exec(f"def generated(e):\n    return {expression}\n", namespace)
-        return cast(Callable[[Mapping[str, Any]], Any], namespace["generated"])
-
-
-def _expression(parts: list[Any], constants: _Constants) -> str:
-    items: list[str] = []
+def _renderer(parts: list[Any]) -> Callable[[Mapping[str, Any]], str]:
+    """One ``str.format`` per event: the literal text, with a slot for each field and each optional section."""
+    text: list[str] = []
+    #: per slot: the field's name and formatter, or (None, the section's renderer)
+    slots: list[tuple[str | None, Callable[[Any], str]]] = []
     for part in parts:
         if isinstance(part, str):
             position = 0
             for m in PLACEHOLDER.finditer(part):
-                items += _literal(part[position : m.start()], constants)
-                items.append(f"{constants.bind(formatter(m.group(2)))}(e[{m.group(1)!r}])")
+                text += [_escaped(part[position : m.start()]), "{}"]
+                slots.append((m.group(1), formatter(m.group(2))))
                 position = m.end()
-            items += _literal(part[position:], constants)
+            text.append(_escaped(part[position:]))
         else:
-            condition = " and ".join(f"e.get({name!r}) is not None" for name in _fields_in(part)) or "True"
-            items.append(f"({_expression(part, constants)} if {condition} else '')")
-    return f"''.join(({', '.join(items)},))" if items else "''"
+            text.append("{}")
+            slots.append((None, _section(tuple(_fields_in(part)), _renderer(part))))
+    layout, filled = "".join(text).format, tuple(slots)
+
+    def render(event: Mapping[str, Any]) -> str:
+        return layout(*[write(event[name]) if name is not None else write(event) for name, write in filled])
+
+    return render
 
 
-def _literal(text: str, constants: _Constants) -> list[str]:
-    return [constants.bind(text)] if text else []
+def _escaped(literal: str) -> str:
+    return literal.replace("{", "{{").replace("}", "}}")
+
+
+def _section(names: tuple[str, ...], inner: Callable[[Mapping[str, Any]], str]) -> Callable[[Mapping[str, Any]], str]:
+    def written(event: Mapping[str, Any]) -> str:
+        get = event.get
+        for name in names:
+            if get(name) is None:
+                return ""
+        return inner(event)
+
+    return written
 
 
 def _fields_in(parts: list[Any]) -> list[str]:
