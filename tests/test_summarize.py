@@ -84,15 +84,22 @@ def test_the_three_formats_carry_the_same_figures(tmp_path: Path) -> None:
     inputs = sorted(CORPUS.glob("*.log"))
     _, document = summarized(*inputs)
     _, text = summarized(*inputs, fmt="csv")
-    rows = list(csv.DictReader(io.StringIO(text)))
-    assert len(rows) == len(document["runs"]) == document["totals"]["runs"]
+    *rows, total = list(csv.DictReader(io.StringIO(text)))
+    assert len(rows) == len(document["runs"]) == document["totals"]["runs"] == int(total["run"])
+    assert total["source"] == "(total)"
+    for column in ("reserved_va_bytes", "overstated_max_bytes", "unparsed_memory_lines"):
+        assert int(total[column]) == document["totals"][column]
     for row, expected in zip(rows, document["runs"], strict=True):
         assert int(row["reserved_va_bytes"]) == expected["reserved_va_bytes"]
         assert row["ranks"] == expected["ranks"]
-    for column in ("reserved_va_bytes", "committed_kv_bytes", "printed_allocated_va_bytes", "unparsed_memory_lines"):
+    for column in ("reserved_va_bytes", "committed_kv_bytes", "printed_allocated_va_bytes"):
         assert document["totals"][column] == sum(run[column] for run in document["runs"])
+    unparsed = sum(run["unparsed_memory_lines"] for run in document["runs"]) + document["unparsed_outside_runs"]
+    assert document["totals"]["unparsed_memory_lines"] == unparsed > 0  # the distractors log has some
     _, table = summarized(*inputs, fmt="text")
-    assert table.splitlines()[-1].startswith("The logs printed ") or "unparsed memory line" in table.splitlines()[-1]
+    claim = next(line for line in table.splitlines() if line.startswith("The logs printed "))
+    unknown = document["totals"]["committed_unknown_bytes"]
+    assert ("between" in claim) == (unknown > 0)  # an unknown part is a range, never a claim of 0 B
     lines = table.splitlines()
     rules = [index for index, line in enumerate(lines) if set(line) <= {"-", " "} and line]
     assert rules[1] - rules[0] - 1 == len(document["runs"])  # one line a run, between the rules
@@ -133,3 +140,16 @@ def test_the_command_line_refuses_to_write_over_an_input_and_says_when_nothing_w
     done = subprocess.run([KVLOG, "summarize", str(log), "--format", "csv", "-o", str(table)], check=False)
     assert done.returncode == 0
     assert table.read_text().startswith("source,ranks,run,start,reserved_va_bytes,")
+
+
+def test_an_unparsed_line_of_a_rank_with_several_tags_finds_its_run(tmp_path: Path) -> None:
+    """sglang prints ``DP1 TP1 EP1``; a timeline names the rank with its tags sorted."""
+    log = tmp_path / "server.log"
+    lines = (CORPUS / "gen2_2025.log").read_text().splitlines()
+    at = next(i for i, line in enumerate(lines) if "DP1 TP1 EP1]" in line)
+    weird = lines[at].split("]")[0] + "] KV memory shuffled: 12.00 GB moved somewhere"
+    log.write_text("\n".join([*lines[: at + 1], weird, *lines[at + 1 :]]) + "\n")
+    _, table = summarized(log)
+    counted = [row["ranks"] for row in table["runs"] if row["unparsed_memory_lines"]]
+    assert counted == ["DP1 EP1 TP1"]
+    assert table["unparsed_outside_runs"] == 0

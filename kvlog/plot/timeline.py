@@ -126,7 +126,7 @@ def timelines(events: Iterable[dict[str, Any]]) -> list[Timeline]:
         run = current.get(key)
         if run is None or name == "weights.load_begin":
             counts[key] = counts.get(key, 0) + 1
-            run = current[key] = _Run(key[0], _ranks(key[1]), counts[key], lines)
+            run = current[key] = _Run(key[0], ranks_label(key[1]), counts[key], lines)
             runs.append(run)
         run.add(name, event)
     return [run.timeline() for run in runs if run.samples]
@@ -143,7 +143,8 @@ def _source(event: Mapping[str, Any]) -> str:
     return "(standard input)" if isinstance(migrated, Mapping) else "(events)"
 
 
-def _ranks(key: RankKey) -> str:
+def ranks_label(key: RankKey) -> str:
+    """How a timeline names a rank: ``DP0 EP0 TP0`` (tags sorted, as ``rank_key`` sorts them)."""
     return " ".join(f"{tag.upper()}{rank}" for tag, rank in key)
 
 

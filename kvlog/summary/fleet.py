@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from kvlog.plot.timeline import Timeline
+from kvlog.plot.timeline import Timeline, ranks_label
 from kvlog.text.prefix import SERVERS
 
 
@@ -35,6 +35,8 @@ class RunRow:
     overstated_bytes: int
     #: of those, the pools whose committed memory no line states: up to this much more was overstated
     committed_unknown_bytes: int
+    #: what the log overstated at most: ``overstated_bytes`` plus all of ``committed_unknown_bytes``
+    overstated_max_bytes: int
     weights_bytes: int
     #: the last free device memory the run measured (None: it measured none)
     free_bytes: int | None
@@ -51,8 +53,13 @@ class FleetSummary:
     unparsed_outside_runs: int = 0
 
     def total(self, column: str) -> int:
-        """The sum of an integer column over every row (an unknown free memory counts as none)."""
-        return sum(getattr(row, column) or 0 for row in self.rows)
+        """The sum of an integer column over every row (an unknown free memory counts as none).
+
+        Each run counts: a GPU restarted three times is three runs, so a total is over runs, not GPUs.
+        The unparsed lines also count those before any run of their ranks.
+        """
+        extra = self.unparsed_outside_runs if column == "unparsed_memory_lines" else 0
+        return extra + sum(getattr(row, column) or 0 for row in self.rows)
 
 
 def summarize_runs(timelines: Iterable[Timeline], dead_letters: Iterable[Mapping[str, Any]] = ()) -> FleetSummary:
@@ -80,6 +87,7 @@ def _row(index: int, timeline: Timeline, unparsed: int) -> RunRow:
         printed_allocated_va_bytes=timeline.claimed_bytes,
         overstated_bytes=timeline.overstated_bytes,
         committed_unknown_bytes=timeline.claimed_unknown_bytes,
+        overstated_max_bytes=timeline.overstated_bytes + timeline.claimed_unknown_bytes,
         weights_bytes=samples[-1].weights,
         free_bytes=free[-1] if free else None,
         host_kv_bytes=max(sample.host for sample in samples),
@@ -104,9 +112,9 @@ def _unparsed_by_run(runs: Sequence[Timeline], dead_letters: Iterable[Mapping[st
 
 
 def _ranks_of(text: str) -> str:
-    """A line's ranks as a timeline names them (``TP0``, ``DP1 TP1``), read by whichever server's prefix has some."""
+    """A line's ranks as a timeline names them (``DP0 EP0 TP0``), read by whichever server's prefix has some."""
     for prefix in SERVERS.values():
         ranks = prefix.split(text).ranks
         if ranks:
-            return " ".join(f"{tag.upper()}{rank}" for tag, rank in ranks.items())
+            return ranks_label(tuple(sorted(ranks.items())))
     return ""

@@ -18,6 +18,7 @@ _BYTES = (
     ("printed_allocated_va_bytes", "printed allocated, was VA"),
     ("overstated_bytes", "overstated"),
     ("committed_unknown_bytes", "committed unknown"),
+    ("overstated_max_bytes", "overstated at most"),
     ("weights_bytes", "weights"),
     ("free_bytes", "free (last)"),
     ("host_kv_bytes", "host KV"),
@@ -48,12 +49,15 @@ def _json(summary: FleetSummary) -> str:
 
 
 def _csv(summary: FleetSummary) -> str:
+    """One row a run, then a ``(total)`` row (its ``run`` column: how many runs; unparsed: before any run too)."""
     out = io.StringIO()
     names = [field.name for field in dataclasses.fields(RunRow)]
     writer = csv.DictWriter(out, fieldnames=names, lineterminator="\n")
     writer.writeheader()
     for row in summary.rows:
         writer.writerow(dataclasses.asdict(row))
+    totals = _totals(summary)
+    writer.writerow({"source": "(total)", "run": totals["runs"], **{name: totals[name] for name in _TOTALS}})
     return out.getvalue()
 
 
@@ -78,17 +82,21 @@ def _text(summary: FleetSummary) -> str:
     lines = ["  ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True)).rstrip() for line in table]
     lines.insert(1, "  ".join("-" * width for width in widths))
     lines.insert(len(lines) - 1, lines[1])
-    overstated = totals["overstated_bytes"]
+    overstated, unknown = totals["overstated_bytes"], totals["committed_unknown_bytes"]
+    claimed = _size(totals["printed_allocated_va_bytes"])
     lines.append("")
-    lines.append(
-        f"The logs printed {_size(totals['printed_allocated_va_bytes'])} of KV pools as allocated that were "
-        f"address-space upper bounds: {_size(overstated)} of it ({overstated} bytes) was never committed memory"
-        + (
-            f", and for {_size(totals['committed_unknown_bytes'])} no line says how much was committed."
-            if totals["committed_unknown_bytes"]
-            else "."
+    if unknown:
+        lines.append(
+            f"The logs printed {claimed} of KV pools as allocated that were address-space upper bounds; between "
+            f"{_size(overstated)} and {_size(overstated + unknown)} of it was never committed memory (for "
+            f"{_size(unknown)} of it no line says how much was committed)."
         )
-    )
+    else:
+        lines.append(
+            f"The logs printed {claimed} of KV pools as allocated that were address-space upper bounds; "
+            f"{_size(overstated)} of it ({overstated} bytes) was never committed memory."
+        )
+    lines.append("Totals add up runs: a GPU that restarted counts once per run.")
     if summary.unparsed_outside_runs:
         lines.append(f"{summary.unparsed_outside_runs} unparsed memory line(s) came before any run of their ranks.")
     return "\n".join(lines) + "\n"
