@@ -43,9 +43,10 @@ import json, logging, sys, time
 records, events, with_kvlog = json.load(open(sys.argv[1])), sys.argv[2], sys.argv[3] == "1"
 logging.basicConfig(level=logging.INFO, format="[%(asctime)s TP0] %(message)s", datefmt="%Y-%m-%d %H:%M:%S",
                     filename=sys.argv[4], force=True)
+from kvlog.integrate.handler import EventHandler  # imported by both: a server's heap holds far more anyway
+from kvlog.integrate.servers import SGLANG
+from kvlog.migration.engine import Migrator
 if with_kvlog:
-    from kvlog.integrate.handler import EventHandler
-    from kvlog.integrate.servers import SGLANG
     handler = EventHandler(SGLANG, events, ranks={"tp": 0})
     logging.getLogger().addHandler(handler)
 logger = logging.getLogger("sglang.srt.managers.scheduler")
@@ -62,11 +63,13 @@ print(time.process_time() - start)
 
 
 def mix(records: int, every: int) -> list[str]:
-    """``records`` messages: request lines, and a start-up's memory lines every ``every`` records."""
+    """``records`` messages: request lines, and a start-up's memory lines every ``every`` records (0: none)."""
     memory = [SGLANG.split(line).message for line in CORPUS.read_text().splitlines()]
+    if not every:
+        return [REQUEST_LINES[i % 2] for i in range(records)]
     out: list[str] = []
     while len(out) < records:
-        out += [REQUEST_LINES[i % 2] for i in range(min(every, records) - len(memory))] + memory
+        out += [REQUEST_LINES[i % 2] for i in range(every - len(memory))] + memory
     return out[:records]
 
 
@@ -102,11 +105,14 @@ def passing_cost() -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--records", type=int, default=200_000)
-    parser.add_argument("--every", type=int, default=2_000, help="one start-up's memory lines every K records")
+    parser.add_argument(
+        "--every", type=int, default=2_000, help="one start-up's memory lines every K records (0: none at all)"
+    )
     parser.add_argument("--repeat", type=int, default=7)
     args = parser.parse_args()
-    records = mix(args.records + args.every, args.every)  # the first cycle is the untimed start-up
-    memory_share = sum(1 for m in records[args.every :] if m not in REQUEST_LINES) / args.records
+    warm = args.every or 1_000  # the first cycle is the untimed start-up
+    records = mix(args.records + warm, args.every)
+    memory_share = sum(1 for m in records[warm:] if m not in REQUEST_LINES) / args.records
     best = {False: float("inf"), True: float("inf")}
     with tempfile.TemporaryDirectory(prefix="kvlog-bench-") as name:
         tmp = Path(name)
@@ -115,7 +121,7 @@ def main() -> None:
         for _ in range(args.repeat):
             for with_kvlog in (False, True):
                 wait_for_idle()
-                best[with_kvlog] = min(best[with_kvlog], run(records_json, tmp, with_kvlog, args.every))
+                best[with_kvlog] = min(best[with_kvlog], run(records_json, tmp, with_kvlog, warm))
         written = tmp / "events.jsonl"
         events = len(written.read_bytes().splitlines()) // args.repeat if written.exists() else 0  # with start-up
     rate = {k: args.records / v for k, v in best.items()}

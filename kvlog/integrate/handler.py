@@ -58,6 +58,10 @@ QUEUE_RECORDS = 10_000
 TICK_S = 1.0
 #: ports tried from the handler's port plus the local rank, when other processes took them
 _PORT_TRIES = 64
+#: records the worker reads at once: one feed of the engine, one flush of the events
+_BATCH = 1_000
+#: how long the worker lets records gather after one arrives (each wake-up of a thread costs the server too)
+_GATHER_S = 0.05
 #: how long closing waits for the worker to write what it holds (logging.shutdown at the server's exit)
 CLOSE_S = 5.0
 
@@ -178,21 +182,27 @@ class EventHandler(logging.Handler):
             reading = None
         while True:
             try:
-                item = records.get(timeout=TICK_S)
+                batch = [records.get(timeout=TICK_S)]
             except queue.Empty:
-                item = None
-            if item is None and stopping.is_set():  # woken by close (or idle after it): what was queued is read
-                return
+                batch = [None]
+            if batch[-1] is not None:  # a server logs its memory lines in bursts: let the burst come, read it at once
+                stopping.wait(_GATHER_S)
+            while batch[-1] is not None and len(batch) < _BATCH:  # what else is queued: one feed, one flush
+                try:
+                    batch.append(records.get_nowait())
+                except queue.Empty:
+                    break
+            read = [item for item in batch if item is not None]
             if reading is None:
-                if item is not None:
-                    self.dropped += 1
-                continue
-            try:
-                if item is not None:
-                    reading.read(item)
-                reading.expire()
-            except Exception as exc:  # noqa: BLE001 - the worker outlives any one record
-                self.say(f"a record could not be read ({type(exc).__name__}: {exc}); the others go on")
+                self.dropped += len(read)
+            else:
+                try:
+                    reading.read(read)
+                    reading.expire()
+                except Exception as exc:  # noqa: BLE001 - the worker outlives any one record
+                    self.say(f"a record could not be read ({type(exc).__name__}: {exc}); the others go on")
+            if batch[-1] is None and stopping.is_set():  # woken by close (or idle after it): all queued is read
+                return
 
     def close(self) -> None:
         """Write what is read and held (as at a file's end), and close the output.
@@ -244,26 +254,37 @@ class _Reading:
         self.output: _Output | None = None
         self.observe: Callable[[dict[str, Any]], None] | None = None
 
-    def read(self, record: _Record) -> None:
-        server = self.handler.server
-        ranks = self.handler.ranks if self.handler.ranks is not None else server.record_ranks(record.process_name)
-        prefix = server.prefix.build(utc_timestamp(record.created), ranks or None)
-        lines = "".join(f"{prefix}{line}\n" for line in record.message.split("\n"))
-        first = self.run.number + 1
-        for number in range(first, first + lines.count("\n")):
-            self.records[number] = record
-            self.lines.append(number)
-        self.run.feed(lines.encode("utf-8", "surrogateescape"))
-        self.holding.read(self.run, time.monotonic())
+    def read(self, records: list[_Record]) -> None:
+        """Records as the lines the server prints, fed to the engine at once; the events written, flushed."""
+        server, own = self.handler.server, self.handler.ranks
+        text: list[str] = []
+        for record in records:
+            ranks = own if own is not None else server.record_ranks(record.process_name)
+            prefix = server.prefix.build(utc_timestamp(record.created), ranks or None)
+            for line in record.message.split("\n"):
+                text.append(f"{prefix}{line}\n")
+                number = self.run.number + len(text)
+                self.records[number] = record
+                self.lines.append(number)
+        if text:
+            self.run.feed("".join(text).encode("utf-8", "surrogateescape"))
+            self.holding.read(self.run, time.monotonic())
         self._forget_written()
+        self._flush()
 
     def expire(self) -> None:
         self.holding.expire(self.run, time.monotonic())
         self._forget_written()
+        self._flush()
+
+    def _flush(self) -> None:
+        if self.output is not None:
+            self.output.flush()
 
     def finish(self) -> None:
         self.run.finish()
         if self.output is not None:
+            self.output.flush()
             self.output.close()
 
     def _forget_written(self) -> None:
@@ -324,21 +345,32 @@ class _Output:
             self.name = ""
 
     def write(self, line: bytes) -> bool:
+        """One event, buffered until ``flush`` (after each batch of records)."""
         try:
             if self.name == "standard error":
                 sys.stderr.write(line.decode())
-                sys.stderr.flush()
             elif self.stream is not None:
                 self.stream.write(line)
-                self.stream.flush()
             else:
                 return False
         except (OSError, ValueError) as exc:
-            self.handler.say(f"{self.name}: cannot write events: {exc}; this process's events are dropped")
-            self.stream = None
-            self.name = ""
+            self._broken(exc)
             return False
         return True
+
+    def flush(self) -> None:
+        try:
+            if self.name == "standard error":
+                sys.stderr.flush()
+            elif self.stream is not None:
+                self.stream.flush()
+        except (OSError, ValueError) as exc:
+            self._broken(exc)
+
+    def _broken(self, exc: Exception) -> None:
+        self.handler.say(f"{self.name}: cannot write events: {exc}; this process's events are dropped")
+        self.stream = None
+        self.name = ""
 
     def close(self) -> None:
         if self.stream is not None:
