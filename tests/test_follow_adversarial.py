@@ -43,6 +43,17 @@ def saved(state: Path) -> dict[str, object]:
     return document
 
 
+def followed_to_the_end(tmp_path: Path) -> tuple[Path, Path, Path, list[bytes]]:
+    """A log followed with a state until every event is written and the state counts them: log, output, state."""
+    log, out, state = tmp_path / "server.log", tmp_path / "events.jsonl", tmp_path / "state.json"
+    log.write_text(corpus_text("gen2_2025.log"))
+    expected = migrated(log)
+    with following(str(log), out, state=state) as run:
+        run.wait_events(len(expected))
+        wait_for(lambda: saved(state)["output_size"] == out.stat().st_size, what="the state")
+    return log, out, state, expected
+
+
 @pytest.mark.parametrize("named", ["a pattern", "the directory"])
 def test_a_pattern_naming_the_output_and_the_state_does_not_follow_them(tmp_path: Path, named: str) -> None:
     """``kvlog follow 'logs/*' -o logs/events.jsonl``: reading its own events would feed it forever."""
@@ -69,12 +80,7 @@ def test_a_state_cut_back_is_recorded_at_the_size_the_output_has(tmp_path: Path)
     Otherwise the next restart finds the output "shorter than the state says", cuts nothing, and what a kill
     left half-written after the state stays in the output for good.
     """
-    log, out, state = tmp_path / "server.log", tmp_path / "events.jsonl", tmp_path / "state.json"
-    log.write_text(corpus_text("gen2_2025.log"))
-    expected = migrated(log)
-    with following(str(log), out, state=state) as run:
-        run.wait_events(len(expected))
-        wait_for(lambda: saved(state)["output_size"] == out.stat().st_size, what="the state")
+    log, out, state, expected = followed_to_the_end(tmp_path)
     for _ in range(2):  # killed while writing an event after the state was saved, twice
         append(out, b'{"event": "kv_pool.allocation", "half')
         with following(str(log), out, state=state):
@@ -309,12 +315,7 @@ def test_a_restart_stopped_before_it_read_its_files_again_keeps_their_marks(tmp_
 
     Else its state says "no line written", and the next restart writes every event a second time.
     """
-    log, out, state = tmp_path / "server.log", tmp_path / "events.jsonl", tmp_path / "state.json"
-    log.write_text(corpus_text("gen2_2025.log"))
-    expected = migrated(log)
-    with following(str(log), out, state=state) as run:
-        run.wait_events(len(expected))
-        wait_for(lambda: saved(state)["output_size"] == out.stat().st_size, what="the state")
+    log, out, state, expected = followed_to_the_end(tmp_path)
     marks = saved(state)["files"]
     for _ in range(2):
         with following(str(log), out, state=state) as run:

@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from kvlog import commands
+from kvlog.cli import live
 from kvlog.cli.failing import fail, flags
 from kvlog.errors import KvlogError, worded
 
@@ -20,16 +21,7 @@ from kvlog.errors import KvlogError, worded
     metavar="FILE",
     help="Where the follower records how far each file's events are written: a restart loses and repeats none.",
 )
-@click.option(
-    "--hold",
-    "hold_s",
-    type=float,
-    default=300.0,
-    show_default=True,
-    metavar="SECONDS",
-    help="How long an event may wait for a later line that tells its state (the post-capture line) before it is "
-    "written as it stands, with the look-ahead rule in migrated.inferred.",
-)
+@live.hold
 @click.option(
     "--new-only",
     is_flag=True,
@@ -54,13 +46,7 @@ from kvlog.errors import KvlogError, worded
     metavar="PORT",
     help="Serve Prometheus metrics of the followed logs' memory at http://HOST:PORT/metrics (0: any free port).",
 )
-@click.option(
-    "--metrics-host",
-    default="127.0.0.1",
-    show_default=True,
-    metavar="ADDR",
-    help="The address the metrics endpoint listens on (it has no authentication: loopback unless you mean it).",
-)
+@live.metrics_host
 @click.option(
     "--otlp-endpoint",
     metavar="URL",

@@ -7,6 +7,7 @@ import json
 import click
 
 from kvlog import commands
+from kvlog.cli import live
 from kvlog.cli.failing import fail, message
 from kvlog.errors import KvlogError
 
@@ -27,15 +28,8 @@ from kvlog.errors import KvlogError
     metavar="N",
     help="Serve each process's gauges for Prometheus at port N plus its local rank (LOCAL_RANK, else its TP rank).",
 )
-@click.option("--metrics-host", default="127.0.0.1", show_default=True, help="The address the metrics are served on.")
-@click.option(
-    "--hold",
-    "hold_s",
-    type=float,
-    default=300.0,
-    show_default=True,
-    help="Seconds an event may wait for a later line (the post-capture look-ahead) before it is written as it stands.",
-)
+@live.metrics_host
+@live.hold
 @click.option(
     "--keep",
     metavar="CONFIG.json",
