@@ -41,7 +41,7 @@ import orjson
 import structlog
 from structlog.typing import EventDict, Processor, WrappedLogger
 
-from kvlog.envelope import envelope, ordered
+from kvlog.envelope import envelope, ordered, utc_timestamp
 from kvlog.errors import SchemaViolationError
 from kvlog.event_base import Event
 from kvlog.schema.catalog import Catalog
@@ -63,22 +63,6 @@ _taps: list[Callable[[dict[str, Any]], None]] = []
 _ranks: ContextVar[dict[str, int] | None] = ContextVar("kvlog_ranks", default=None)
 
 
-class _Clock:
-    """RFC 3339 UTC timestamps with microseconds, formatting the date and time once per second."""
-
-    def __init__(self) -> None:
-        self._second: tuple[int, str] = (-1, "")
-
-    def stamp(self, now: float) -> str:
-        second, prefix = self._second  # one tuple, read once: consistent across threads
-        whole = int(now)
-        if whole != second:
-            prefix = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(whole))
-            self._second = (whole, prefix)
-        return "%s.%06dZ" % (prefix, (now - whole) * 1_000_000)  # noqa: UP031 - %d truncates, and is cheaper here
-
-
-_clock = _Clock()
 _pid = [os.getpid()]
 
 
@@ -125,7 +109,7 @@ def _typed_envelope(_logger: WrappedLogger, level: str, event_dict: EventDict) -
     place. Building the dict once in the written order is the cheapest way to that order: the
     server's hot path never sorts keys.
     """
-    stamp = _clock.stamp(time.time())
+    stamp = utc_timestamp(time.time())
     head = envelope(event_dict["event"], event_dict["schema_version"], stamp, level, _pid[0], _ranks.get())
     head.update(event_dict)  # the name and version keep their places in the head
     return head
@@ -150,14 +134,14 @@ class _CallerEnvelope:
         else:  # a name that is not a string (a caller's list) has no version: validation reports it
             version = self.latest_versions.get(name) if isinstance(name, str) else None
         level = _LEVEL_ALIASES.get(method, method)
-        head = envelope(name, version, _clock.stamp(time.time()), level, _pid[0], _ranks.get())
+        head = envelope(name, version, utc_timestamp(time.time()), level, _pid[0], _ranks.get())
         return ordered({**event_dict, **head})
 
 
 def _foreign_envelope(_logger: WrappedLogger, method: str, event_dict: EventDict) -> EventDict:
     """Level and timestamp for a plain stdlib record, stamped with the time the record was made."""
     record = event_dict.get("_record")
-    stamp = _clock.stamp(record.created if isinstance(record, logging.LogRecord) else time.time())
+    stamp = utc_timestamp(record.created if isinstance(record, logging.LogRecord) else time.time())
     head = envelope(event_dict.get("event"), None, stamp, _LEVEL_ALIASES.get(method, method))
     head.update(event_dict)
     return head

@@ -11,6 +11,7 @@ imports only the standard library.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 from enum import StrEnum
 from typing import Any, Final
@@ -99,3 +100,22 @@ def ordered(event: Mapping[str, Any]) -> dict[str, Any]:
     if isinstance(migrated, dict):
         tail["migrated"] = {k: migrated[k] for k in PROVENANCE if k in migrated} | migrated
     return head | body | tail
+
+
+class _Clock:
+    """RFC 3339 UTC timestamps with microseconds, formatting the date and time once per second."""
+
+    def __init__(self) -> None:
+        self._second: tuple[int, str] = (-1, "")
+
+    def stamp(self, now: float) -> str:
+        second, prefix = self._second  # one tuple, read once: consistent across threads
+        whole = int(now)
+        if whole != second:
+            prefix = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(whole))
+            self._second = (whole, prefix)
+        return "%s.%06dZ" % (prefix, (now - whole) * 1_000_000)  # noqa: UP031 - %d truncates, and is cheaper here
+
+
+#: an event's ``timestamp`` at ``seconds`` since the epoch (emission, and the live handler's records)
+utc_timestamp = _Clock().stamp

@@ -24,6 +24,7 @@ from typing import Any
 
 import orjson
 import pytest
+from follow_helpers import migrated
 from prometheus_helpers import free_port, require, running_prometheus
 from server_packages import SGLANG_NAMESPACE, _tool, sglang_configure_logger, vllm_logging
 
@@ -293,9 +294,7 @@ WAITING_POOL = [
 
 
 def migrated_events(path: Path) -> list[dict[str, Any]]:
-    out = io.BytesIO()
-    assert commands.migrate(str(path), only_events=True, stdout=out).exit_status == 0
-    return [orjson.loads(line) for line in out.getvalue().splitlines()]
+    return [orjson.loads(line) for line in migrated(path)]
 
 
 def test_an_unwritable_events_path_leaves_the_server_and_its_text_alone(tmp_path: Path) -> None:

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+from follow_helpers import migrated as migrated_lines
 
 from kvlog import commands
 
@@ -20,9 +21,7 @@ KVLOG = str(Path(sys.executable).with_name("kvlog"))
 
 
 def migrated(path: Path) -> list[dict[str, Any]]:
-    out = io.BytesIO()
-    assert commands.migrate(str(path), only_events=True, stdout=out).exit_status == 0
-    return [orjson.loads(line) for line in out.getvalue().splitlines()]
+    return [orjson.loads(line) for line in migrated_lines(path)]
 
 
 def summarized(*inputs: Path, fmt: str = "json") -> tuple[int, Any]:

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import io
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from contextlib import AbstractContextManager, ExitStack, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Literal
+from typing import IO, Any, Literal
 
 import orjson
 
@@ -160,6 +161,34 @@ def migrate(
 
 def _str(path: str | Path | None) -> str | None:
     return None if path is None else str(path)
+
+
+def migrated_events(
+    inputs: str | Path | Iterable[str | Path],
+    *,
+    source: str | None,
+    migrations: str | Path | None,
+    on_notice: Callable[[str], None] | None,
+    keep_original: bool = False,
+    dead_letter: str | Path | None = None,
+) -> tuple[list[dict[str, Any]], MigrateOutcome]:
+    """The current events ``migrate`` makes of ``inputs``, for the commands that read them (plot, summarize).
+
+    Old logs and files of kvlog events alike, with the migration's inferences: nothing else parses a line.
+    """
+    stream = io.BytesIO()
+    outcome = migrate(
+        inputs,
+        only_events=True,
+        keep_original=keep_original,
+        source=source,
+        migrations=migrations,
+        dead_letter=dead_letter,
+        stdout=stream,
+        on_notice=on_notice,
+    )
+    lines = stream.getvalue().splitlines()
+    return [event for line in lines if line.strip() and isinstance(event := orjson.loads(line), dict)], outcome
 
 
 def migrator_for(migrations: Path | None, options: MigrateOptions) -> Migrator:

@@ -7,15 +7,12 @@ evidence the migration records: nothing here parses a log line.
 
 from __future__ import annotations
 
-import io
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-import orjson
-
 from kvlog.commands import EXIT_ERROR, EXIT_FINDINGS, EXIT_OK
-from kvlog.commands._migrate import migrate
+from kvlog.commands._migrate import migrated_events
 from kvlog.errors import OptionError
 from kvlog.plot.export import FORMATS, format_of, require_extra, write_figure
 from kvlog.plot.timeline import timelines
@@ -72,17 +69,9 @@ def plot(
             suffixes=", ".join(FORMATS),
         )
     require_extra(fmt)
-    stream = io.BytesIO()
-    migrated = migrate(
-        inputs,
-        only_events=True,
-        keep_original=True,
-        source=source,
-        migrations=migrations,
-        stdout=stream,
-        on_notice=on_notice,
+    events, migrated = migrated_events(
+        inputs, source=source, migrations=migrations, on_notice=on_notice, keep_original=True
     )
-    events = [event for line in stream.getvalue().splitlines() if isinstance(event := _event(line), dict)]
     runs = timelines(events)
     failed = EXIT_ERROR if migrated.problems else EXIT_OK
     if not runs:
@@ -92,8 +81,3 @@ def plot(
     figure = memory_figure(runs) if title is None else memory_figure(runs, title)
     write_figure(figure, target)
     return PlotOutcome(failed, target, len(events), len(runs), migrated.problems)
-
-
-def _event(line: bytes) -> object:
-    """An event ``migrate`` wrote (one JSON object a line); None for a blank line."""
-    return orjson.loads(line) if line.strip() else None

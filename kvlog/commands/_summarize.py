@@ -6,7 +6,6 @@ and a file of kvlog events give the same rows, with the same inferences: nothing
 
 from __future__ import annotations
 
-import io
 import tempfile
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -16,7 +15,7 @@ from typing import IO
 import orjson
 
 from kvlog.commands import EXIT_ERROR, EXIT_FINDINGS, EXIT_OK
-from kvlog.commands._migrate import migrate
+from kvlog.commands._migrate import migrated_events
 from kvlog.errors import OptionError
 from kvlog.io.inputs import STDIN
 from kvlog.io.outputs import atomic_output, expand_inputs, stdout_binary
@@ -59,20 +58,12 @@ def summarize(
     names = tuple(map(str, [inputs] if isinstance(inputs, (str, Path)) else inputs))
     if output is not None and str(output) != "-":
         _refuse_an_input(Path(output), names)
-    stream = io.BytesIO()
     with tempfile.TemporaryDirectory(prefix="kvlog-summarize-") as scratch:
         dead = Path(scratch) / "unparsed.jsonl"
-        migrated = migrate(
-            names,
-            only_events=True,
-            source=source,
-            migrations=migrations,
-            dead_letter=dead,
-            stdout=stream,
-            on_notice=on_notice,
+        events, migrated = migrated_events(
+            names, source=source, migrations=migrations, on_notice=on_notice, dead_letter=dead
         )
         letters = [orjson.loads(line) for line in dead.read_bytes().splitlines()] if dead.exists() else []
-    events = [orjson.loads(line) for line in stream.getvalue().splitlines() if line.strip()]
     summary = summarize_runs(timelines(events), letters)
     text = render(summary, output_format).encode()
     if output is None or str(output) == "-":

@@ -28,7 +28,7 @@ from kvlog.follow.holding import Holding
 from kvlog.follow.state import FileMark, FollowState, digest
 from kvlog.io.outputs import NamedSink, OutputError
 from kvlog.io.tailing import Reader, Source
-from kvlog.migration.engine import FileRun, Migrator
+from kvlog.migration.engine import NO_OUTPUT, FileRun, Migrator
 from kvlog.migration.report import MigrationReport
 
 
@@ -174,7 +174,7 @@ class Follower(Reader):
     # -- what the tailer finds ------------------------------------------------------------------
 
     def opened(self, source: Source) -> None:
-        run = FileRun(self.migrator, source.path, _NO_STREAM, MigrationReport(files=1), None)
+        run = FileRun(self.migrator, source.path, NO_OUTPUT, MigrationReport(files=1), None)
         followed = _Followed(source, run, source.path, Holding(self.hold_s))
         followed.run.on_event = lambda line, data: self._event(followed, line, data)
         followed.run.dead = lambda letter: self._unparsed(followed, letter)
@@ -326,15 +326,3 @@ def _line_end_at_or_after(data: bytes, position: int) -> int | None:
         return position
     end = data.find(b"\n", position)
     return None if end == -1 else end + 1
-
-
-class _NoStream:
-    """The stream of a run whose events go to ``on_event``: only the empty lines of ``only_events`` reach it."""
-
-    def write(self, data: bytes) -> int:
-        if data:
-            raise AssertionError("a follower's run writes its events through on_event")
-        return 0
-
-
-_NO_STREAM: Any = _NoStream()

@@ -39,13 +39,13 @@ from typing import IO, TYPE_CHECKING, Any, NamedTuple
 
 import orjson
 
-from kvlog.envelope import ordered
+from kvlog.envelope import ordered, utc_timestamp
 from kvlog.errors import MetricsEndpointError
 from kvlog.follow.holding import Holding
 from kvlog.integrate.servers import LIVE_SERVERS, LiveServer, configuring
 from kvlog.migration import load_chain
 from kvlog.migration.candidates import might_be_read
-from kvlog.migration.engine import FileRun, MigrateOptions, Migrator
+from kvlog.migration.engine import NO_OUTPUT, FileRun, MigrateOptions, Migrator
 from kvlog.migration.report import MigrationReport
 from kvlog.text.prefix import rank_tags
 
@@ -76,12 +76,6 @@ class _Record(NamedTuple):
     lineno: int
     process: int | None
     process_name: str
-
-
-def utc_timestamp(seconds: float) -> str:
-    """RFC 3339 UTC with microseconds, as kvlog's live events carry it."""
-    whole = int(seconds)
-    return f"{time.strftime('%Y-%m-%dT%H:%M:%S', time.gmtime(whole))}.{int((seconds - whole) * 1_000_000):06d}Z"
 
 
 class EventHandler(logging.Handler):
@@ -245,7 +239,7 @@ class _Reading:
     def __init__(self, handler: EventHandler) -> None:
         self.handler = handler
         self.migrator = Migrator(load_chain(), MigrateOptions(only_events=True, source=handler.server.name))
-        self.run = FileRun(self.migrator, None, _NO_STREAM, MigrationReport(files=1), None)
+        self.run = FileRun(self.migrator, None, NO_OUTPUT, MigrationReport(files=1), None)
         self.run.on_event = self._event
         self.holding = Holding(handler.hold_s)
         #: the record each line still waiting to be written came from, by line number (in ``lines`` order)
@@ -410,14 +404,6 @@ def _first_free(start: Callable[[int], _Endpoint], base: int) -> _Endpoint:
     return start(ports[-1])
 
 
-class _NoStream:
-    """The stream of a run whose events go to ``on_event``: only the empty lines of ``only_events`` reach it."""
-
-    def write(self, data: bytes) -> int:
-        return 0
-
-
-_NO_STREAM: Any = _NoStream()
 _handlers: weakref.WeakSet[EventHandler] = weakref.WeakSet()
 
 

@@ -198,6 +198,19 @@ class Migrator:
         return report
 
 
+class _NoOutput:
+    """The stream of a run whose events go to ``on_event``: only the empty lines of ``only_events`` reach it."""
+
+    def write(self, data: bytes) -> int:
+        if data:
+            raise AssertionError("a run with on_event writes its events through on_event")
+        return 0
+
+
+#: ``out`` for a ``FileRun`` whose events all go to ``on_event`` (``kvlog follow``, the live handler)
+NO_OUTPUT: Any = _NoOutput()
+
+
 class FileRun:
     """The state of one input: line numbers, context, and the output held back for look-ahead.
 

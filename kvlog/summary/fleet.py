@@ -14,6 +14,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from kvlog.migration.context import rank_key
 from kvlog.plot.timeline import Timeline, ranks_label
 from kvlog.text.prefix import SERVERS
 
@@ -116,5 +117,5 @@ def _ranks_of(text: str) -> str:
     for prefix in SERVERS.values():
         ranks = prefix.split(text).ranks
         if ranks:
-            return ranks_label(tuple(sorted(ranks.items())))
+            return ranks_label(rank_key({"ranks": ranks}))
     return ""
