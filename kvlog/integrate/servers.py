@@ -105,16 +105,14 @@ class LiveServer:
     run_default: Callable[[LiveServer, FrameType], None]
     #: the ranks of the configuring process, when the server says them at configuration (sglang's prefix)
     process_ranks: Callable[[FrameType | None], dict[str, int] | None]
+    #: otherwise, the ranks a record's process name carries (vLLM's ``EngineCore_DP0``)
+    record_ranks: Callable[[str], dict[str, int]]
     #: libraries the server hands the same file to
     companions: tuple[Companion, ...] = ()
 
     def configuring_frame(self) -> FrameType | None:
         """The frame of the server's configure function, when the handler is made inside it."""
         return _frame_of(self.function)
-
-    def record_ranks(self, process_name: str) -> dict[str, int]:
-        """The ranks a record's process name carries (vLLM's ``EngineCore_DP0``; sglang's say none)."""
-        return vllm_process_ranks(process_name) if self.name == "vllm" else {}
 
 
 @contextmanager
@@ -156,6 +154,10 @@ def _no_process_ranks(_frame: FrameType | None) -> dict[str, int] | None:
     return None
 
 
+def _no_record_ranks(_process_name: str) -> dict[str, int]:
+    return {}  # sglang's ranks are its processes' (``process_ranks``), never a record's
+
+
 SGLANG = LiveServer(
     "sglang",
     "SGLANG_LOGGING_CONFIG_PATH",
@@ -164,6 +166,7 @@ SGLANG = LiveServer(
     SERVERS["sglang"],
     _run_sglang_default,
     _sglang_ranks,
+    _no_record_ranks,
 )
 VLLM = LiveServer(
     "vllm",
@@ -173,6 +176,7 @@ VLLM = LiveServer(
     SERVERS["vllm"],
     _run_vllm_default,
     _no_process_ranks,
+    vllm_process_ranks,
     (UVICORN,),
 )
 LIVE_SERVERS = {server.name: server for server in (SGLANG, VLLM)}
