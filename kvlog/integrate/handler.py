@@ -249,7 +249,12 @@ class _Reading:
         self.observe: Callable[[dict[str, Any]], None] | None = None
 
     def read(self, records: list[_Record]) -> None:
-        """Records as the lines the server prints, fed to the engine at once; the events written, flushed."""
+        r"""Records as the lines the server prints, fed to the engine at once; the events written, flushed.
+
+        A message may hold lone surrogates (``"\ud800"``), which UTF-8 cannot encode (``surrogateescape``
+        only those standing for bytes): they are written escaped, as the six characters ``\ud800``. Else
+        the whole batch failed to encode and every record in it was lost.
+        """
         server, own = self.handler.server, self.handler.ranks
         text: list[str] = []
         for record in records:
@@ -261,7 +266,7 @@ class _Reading:
                 self.records[number] = record
                 self.lines.append(number)
         if text:
-            self.run.feed("".join(text).encode("utf-8", "surrogateescape"))
+            self.run.feed("".join(text).encode("utf-8", "backslashreplace"))
             self.holding.read(self.run, time.monotonic())
         self._forget_written()
         self._flush()
