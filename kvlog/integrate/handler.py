@@ -300,9 +300,7 @@ class _Reading:
         if self.output is None:
             self.output = _Output(self.handler, ranks)
             self.observe = _gauges(self.handler, ranks)
-        if self.output.write(orjson.dumps(ordered(event)) + b"\n"):
-            self.handler.written += 1
-        else:
+        if not self.output.write(orjson.dumps(ordered(event)) + b"\n"):
             self.handler.dropped += 1
         if self.observe is not None:
             self.observe(event)
@@ -328,11 +326,17 @@ def _rank_name(ranks: dict[str, int]) -> str:
 
 
 class _Output:
-    """The events file of this process (``{pid}``, ``{rank}`` filled in), or standard error for ``-``."""
+    """The events file of this process (``{pid}``, ``{rank}`` filled in), or standard error for ``-``.
+
+    An event counts as written (``handler.written``) once it is flushed: the events buffered when a
+    write or a flush fails are lost with the output, and count as dropped.
+    """
 
     def __init__(self, handler: EventHandler, ranks: dict[str, int]) -> None:
         self.handler = handler
         self.stream: IO[bytes] | None = None
+        #: events written since the last flush, still in a buffer
+        self.buffered = 0
         if handler.events == "-":
             self.name = "standard error"
             return
@@ -355,6 +359,7 @@ class _Output:
         except (OSError, ValueError) as exc:
             self._broken(exc)
             return False
+        self.buffered += 1
         return True
 
     def flush(self) -> None:
@@ -365,9 +370,13 @@ class _Output:
                 self.stream.flush()
         except (OSError, ValueError) as exc:
             self._broken(exc)
+        self.handler.written += self.buffered
+        self.buffered = 0
 
     def _broken(self, exc: Exception) -> None:
         self.handler.say(f"{self.name}: cannot write events: {exc}; this process's events are dropped")
+        self.handler.dropped += self.buffered
+        self.buffered = 0
         self.stream = None
         self.name = ""
 
