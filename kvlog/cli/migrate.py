@@ -13,6 +13,7 @@ from typing import Literal
 import click
 
 from kvlog import commands
+from kvlog.cli import engine as engine_options
 from kvlog.cli.failing import fail, flags, message
 from kvlog.cli.progress import progress_reporter
 from kvlog.errors import KvlogError
@@ -68,6 +69,8 @@ from kvlog.errors import KvlogError
     "Forced on where standard error is not a terminal, a plain line every few seconds.",
 )
 @click.option("-j", "--jobs", type=click.IntRange(min=1), default=1, show_default=True, help="Worker processes.")
+@engine_options.engine
+@engine_options.ray_address
 @click.option("--migrations", type=click.Path(file_okay=False, path_type=Path), help="Use these migration files.")
 def migrate(  # noqa: PLR0917 - click passes every option as a parameter
     inputs: tuple[str, ...],
@@ -88,6 +91,8 @@ def migrate(  # noqa: PLR0917 - click passes every option as a parameter
     allow_unparsed_from: tuple[str, ...],
     progress: bool | None,
     jobs: int,
+    engine: str,
+    ray_address: str | None,
     migrations: Path | None,
 ) -> None:
     """Migrate old sglang and vLLM logs and old kvlog events (INPUTS: files, globs, directories, - for stdin).
@@ -120,6 +125,8 @@ def migrate(  # noqa: PLR0917 - click passes every option as a parameter
             allow_unparsed=allow_unparsed,
             allow_unparsed_from=allow_unparsed_from,
             jobs=jobs,
+            engine=engine,
+            ray_address=ray_address,
             migrations=migrations,
             progress=functools.partial(progress_reporter, wanted=progress),
             on_notice=_say,

@@ -36,6 +36,7 @@ from kvlog.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from kvlog.commands._check import CheckOutcome, check
+    from kvlog.commands._engine import ENGINES
     from kvlog.commands._follow import FollowOutcome, follow
     from kvlog.commands._integrate import integrate
     from kvlog.commands._migrate import BrokenMigrations, MigrateOutcome, migrate
@@ -65,6 +66,7 @@ def exit_status_of(error: KvlogError) -> int:
 __getattr__ = lazy_exports(
     __name__,
     {
+        "ENGINES": "kvlog.commands._engine",
         "check": "kvlog.commands._check",
         "CheckOutcome": "kvlog.commands._check",
         "follow": "kvlog.commands._follow",
@@ -85,6 +87,7 @@ __getattr__ = lazy_exports(
 
 
 __all__ = [
+    "ENGINES",
     "EXIT_BROKEN_MIGRATIONS",
     "EXIT_ERROR",
     "EXIT_FINDINGS",

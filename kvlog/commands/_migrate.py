@@ -8,11 +8,12 @@ from collections.abc import Callable, Iterable, Mapping
 from contextlib import AbstractContextManager, ExitStack, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any, Literal
+from typing import IO, TYPE_CHECKING, Any, Literal
 
 import orjson
 
 from kvlog.commands import EXIT_BROKEN_MIGRATIONS, EXIT_ERROR, EXIT_FINDINGS, EXIT_OK
+from kvlog.commands._engine import cluster_for
 from kvlog.errors import KvlogError, OptionError, worded
 from kvlog.io.outputs import OutputError, atomic_output, expand_inputs
 from kvlog.migration.engine import MigrateOptions, Migrator, OutputFormat
@@ -20,6 +21,9 @@ from kvlog.migration.plan import Request, allowed_unparsed, plan
 from kvlog.migration.report import MigrationReport
 from kvlog.migration.runner import run_tasks
 from kvlog.migration.steps import MigrationError, load_chain
+
+if TYPE_CHECKING:
+    from kvlog.io.workers import Engine
 
 #: given the inputs (after expansion), a context that yields the callback taking the bytes just read
 Progress = Callable[[list[str]], AbstractContextManager[Callable[[int], None]]]
@@ -77,6 +81,8 @@ def migrate(
     allow_unparsed: Iterable[str] = (),
     allow_unparsed_from: Iterable[str | Path] = (),
     jobs: int = 1,
+    engine: str = "local",
+    ray_address: str | None = None,
     migrations: str | Path | None = None,
     stdout: IO[bytes] | None = None,
     progress: Progress | None = None,
@@ -92,6 +98,9 @@ def migrate(
     happens, with each thing the run has to say: an input that could not be expanded or migrated, a
     file left as it was. ``progress`` is given the inputs and yields the callback the bytes read go to.
     ``source`` names the server that wrote the inputs (``sglang``, ``vllm``; default: detected per file).
+    ``engine`` runs the files: ``local`` (``jobs`` worker processes of this machine) or ``ray`` (the
+    Ray cluster at ``ray_address``, default the one this machine runs, else a new local one; the
+    inputs, outputs and ``migrations`` must then be paths every node sees); the results are the same.
     ``option_names`` spells the options named in that text and in the summary (the CLI passes its
     flags: ``{"backup_suffix": "--backup-suffix", ...}``); by default they are named by keyword.
 
@@ -130,10 +139,17 @@ def migrate(
     problems = list(found.problems)
     notes: Counter[str] = Counter()
     with ExitStack() as stack:
+        cluster = stack.enter_context(cluster_for(engine, jobs=jobs, ray_address=ray_address, on_notice=say))
         dead = stack.enter_context(atomic_output(Path(dead_letter))) if dead_letter is not None else None
         update = stack.enter_context(progress(found.names) if progress else nullcontext(_ignore))
         outcomes = run_tasks(
-            tasks, migrator, migrations=directory, jobs=jobs, dead_letter=dead, progress=update, stdout=stdout
+            tasks,
+            migrator,
+            migrations=directory,
+            engine=cluster or _processes(jobs, len(tasks)),
+            dead_letter=dead,
+            progress=update,
+            stdout=stdout,
         )
         try:
             for outcome in outcomes:
@@ -157,6 +173,15 @@ def migrate(
     else:
         status = EXIT_OK
     return MigrateOutcome(status, total, tuple(problems), dict(notes), tuple(found.skipped_links), spelling)
+
+
+def _processes(jobs: int, files: int) -> Engine | None:
+    """``jobs`` worker processes, where more than one would have work; else ``None`` (this process)."""
+    if min(jobs, files) <= 1:
+        return None
+    from kvlog.io.workers import Processes  # noqa: PLC0415 - multiprocessing, for --jobs only
+
+    return Processes(min(jobs, files))
 
 
 def _str(path: str | Path | None) -> str | None:

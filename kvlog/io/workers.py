@@ -10,6 +10,10 @@ What a task needs that is costly to build (a validator, a migrator with its pars
 per worker, by ``start``, and handed to every task that worker runs: sent with each task, it would
 be pickled and rebuilt for every chunk or file. What the tasks count comes back in parts, folded
 by ``kvlog.io.counts.add_counts``.
+
+Where the tasks run is an ``Engine``: ``Processes`` (this machine's worker processes) or, with the
+fleet extra, ``kvlog.fleet.RayCluster``. The callers (``kvlog.migration.runner``, ``kvlog.validate``)
+are written once against the protocol.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ from concurrent.futures import InvalidStateError, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool, _ExecutorManagerThread
 from contextlib import contextmanager
 from functools import partial
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from kvlog.errors import KvlogError
 from kvlog.io.stopping import held_back
@@ -37,6 +41,60 @@ _state: Any = None
 
 class WorkerDied(KvlogError):
     """A worker process ended before its task did; the results not yet yielded are lost."""
+
+
+class Engine(Protocol):
+    """Where tasks run: results in the order of their items, whichever worker finished first."""
+
+    #: whether the tasks run on this machine, and so read and write the files this process sees
+    @property
+    def local(self) -> bool: ...
+
+    #: how many tasks run at once
+    @property
+    def workers(self) -> int: ...
+
+    def in_order(
+        self,
+        function: Callable[[Any, Any], Any],
+        items: Iterable[Any],
+        *,
+        start: Callable[..., Any],
+        start_args: tuple[Any, ...],
+        streamed: tuple[str, ...] = (),
+        lost: Callable[[Any, str], Any] | None = None,
+    ) -> Generator[Any, None, None]:
+        """``function(state, item)`` for each item, as ``in_order`` (below) describes.
+
+        ``streamed`` names the fields of a result that hold the paths of files its task wrote, for the
+        caller to read: an engine whose tasks run elsewhere brings each file's content back to a file
+        of this machine and names that one instead. ``lost(item, reason)`` is the result of an item
+        whose task was lost for good (its node died as often as the engine retries); without it, or on
+        an engine that cannot lose one task alone, a lost task ends the run with ``WorkerDied``.
+        """
+        ...
+
+
+class Processes:
+    """The local engine: ``workers`` processes of this machine (``--jobs``)."""
+
+    local = True
+
+    def __init__(self, workers: int) -> None:
+        self.workers = workers
+
+    def in_order(
+        self,
+        function: Callable[[Any, Any], Any],
+        items: Iterable[Any],
+        *,
+        start: Callable[..., Any],
+        start_args: tuple[Any, ...],
+        streamed: tuple[str, ...] = (),  # the files are this machine's already
+        lost: Callable[[Any, str], Any] | None = None,  # a dead process breaks the whole pool
+    ) -> Generator[Any, None, None]:
+        """See ``Engine.in_order``: a worker that dies breaks the pool, so it raises ``WorkerDied``."""
+        return in_order(function, items, workers=self.workers, start=start, start_args=start_args)
 
 
 def in_order(

@@ -1,13 +1,14 @@
 """Running a migration over many inputs: where each output goes, workers across files, dead letters.
 
 ``kvlog.commands.migrate`` decides *what* to do; this module does it for each input, in order,
-either in this process or in ``jobs`` worker processes (one file per task; outputs for standard
-output and dead letters are staged in temporary files and joined in input order, so ``--jobs`` never
-changes the result).
+either in this process or on an engine (``--jobs`` worker processes, or a Ray cluster): one file per
+task, because context inference is per file; outputs for standard output and dead letters are staged
+in temporary files and joined in input order, so the engine never changes the result.
 """
 
 from __future__ import annotations
 
+import atexit
 import os
 import shutil
 import sys
@@ -16,7 +17,7 @@ from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, ExitStack, closing, contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 import orjson
 
@@ -24,12 +25,15 @@ from kvlog.errors import KvlogError, NamesOptions
 from kvlog.io.compression import compressed, decompressed, open_binary
 from kvlog.io.inplace import InPlace
 from kvlog.io.inputs import STDIN, InputError
-from kvlog.io.outputs import NamedSink, OutputError, atomic_output, stdout_binary
+from kvlog.io.outputs import NamedSink, OutputError, atomic_output, remove_stale_temporaries, stdout_binary
 from kvlog.io.stopping import held_back, off_the_books, on_the_books, stop_on_signals
 from kvlog.migration.engine import DeadLetter, MigrateOptions, Migrator
 from kvlog.migration.plan import Task
 from kvlog.migration.report import MigrationReport
 from kvlog.migration.steps import load_chain
+
+if TYPE_CHECKING:  # kvlog.io.workers imports multiprocessing: a one-file run does without it
+    from kvlog.io.workers import Engine
 
 _COPY_BLOCK = 1 << 20
 
@@ -53,7 +57,7 @@ def run_tasks(
     migrator: Migrator,
     *,
     migrations: Path | None,
-    jobs: int,
+    engine: Engine | None,
     dead_letter: IO[bytes] | None,
     progress: Callable[[int], None],
     stdout: IO[bytes] | None = None,
@@ -62,32 +66,44 @@ def run_tasks(
 
     ``migrator`` is built by the caller from the chain in ``migrations``, so that a broken chain or an
     option it refuses fails once, before anything is opened; each worker builds its own from the same
-    directory and ``migrator.options``. Output for standard output goes to ``stdout`` (default: the
-    process's own).
+    directory and ``migrator.options``. ``engine`` runs the tasks (``None``: this process, one after
+    the other; standard input is always read here). Output for standard output goes to ``stdout``
+    (default: the process's own).
     """
     sink = _standard_output(stdout) if any(task.destination.kind == "stdout" for task in tasks) else None
-    if jobs <= 1 or len(tasks) <= 1 or any(task.name == STDIN for task in tasks):
+    if engine is None or (engine.local and len(tasks) <= 1) or any(task.name == STDIN for task in tasks):
         for task in tasks:
             yield _run(migrator, task, dead_letter, progress, staging=None, stdout=sink)
         return
-    from kvlog.io.workers import WorkerDied, in_order  # noqa: PLC0415 - multiprocessing, for --jobs only
+    from kvlog.io.workers import WorkerDied  # noqa: PLC0415 - multiprocessing, for engines only
 
     with _staging_directory() as staging:
-        outcomes = in_order(
+        outcomes = engine.in_order(
             _run_in_worker,
             [(task, dead_letter is not None) for task in tasks],
-            workers=min(jobs, len(tasks)),
             start=_start_worker,
-            start_args=(migrator.options, migrations, staging),
+            # a worker elsewhere stages in a directory of its own; its files come back through the engine
+            start_args=(migrator.options, migrations, staging if engine.local else None),
+            streamed=("staged_output", "staged_dead"),
+            lost=_lost,
         )
         try:
             with closing(outcomes):
-                for outcome in outcomes:
+                for task, outcome in zip(tasks, outcomes, strict=True):
+                    if not engine.local and task.destination.path is not None:
+                        # a node killed while writing left its temporary beside the output; the retry wrote it
+                        remove_stale_temporaries(task.destination.path)
                     _unstage(outcome, sink, dead_letter)
                     progress(_size(outcome.name))
                     yield outcome
         except WorkerDied as exc:
             raise WorkerDied(f"{exc}; the inputs not reported above were not migrated") from None
+
+
+def _lost(arguments: tuple[Task, bool], reason: str) -> Outcome:
+    """The outcome of a task its engine lost for good: the input is named as failed, as a local failure is."""
+    task, _ = arguments
+    return Outcome(task.name, MigrationReport(), f"{task.name}: {reason}")
 
 
 @dataclass(frozen=True)
@@ -98,8 +114,17 @@ class _Worker:
     staging: Path
 
 
-def _start_worker(options: MigrateOptions, migrations: Path | None, staging: Path) -> _Worker:
-    stop_on_signals(worker=True)  # Ctrl-C or SIGTERM: remove this worker's temporaries and exit at once
+def _start_worker(options: MigrateOptions, migrations: Path | None, staging: Path | None) -> _Worker:
+    """A worker's migrator; ``staging`` is the driver's directory, or ``None`` on a machine of a cluster.
+
+    A local worker removes its temporaries and exits at once on Ctrl-C or SIGTERM; a cluster's worker
+    process is its engine's to stop, and removes its own staging directory when it exits.
+    """
+    if staging is None:
+        staging = Path(tempfile.mkdtemp(prefix="kvlog-migrate-"))
+        atexit.register(shutil.rmtree, staging, ignore_errors=True)
+    else:
+        stop_on_signals(worker=True)
     return _Worker(Migrator(load_chain(migrations), options), staging)
 
 

@@ -1,0 +1,210 @@
+"""The Ray engine: a file per task on the cluster, results back in input order, a lost node retried.
+
+Fleet operators already run Ray (vLLM and sglang serve across nodes with it), so kvlog runs on their
+cluster rather than on a scheduler of its own. Each item is a Ray task (``max_retries``: a task whose
+node died runs again elsewhere; an exception of kvlog's own is never retried, it is the item's
+answer). What a worker builds once (a migrator, a validator) is kept per worker process, for the
+run that built it. A task is a streaming generator: the files it wrote for the driver (staged output,
+dead letters) come back in blocks before its result, so neither side ever holds a whole file, and a
+retried task yields the same blocks again under the same object ids, which the driver reads once.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+import shutil
+import socket
+import tempfile
+from collections import deque
+from collections.abc import Callable, Generator, Iterable, Iterator
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import IO, Any
+
+import ray
+from ray.exceptions import RayError, RayTaskError
+
+from kvlog.errors import KvlogError
+
+#: how often Ray runs a task again whose worker or node died
+TASK_RETRIES = 3
+#: the size of a block of a task's file on its way to the driver
+BLOCK_BYTES = 4 << 20
+#: tasks submitted ahead of the one whose result is awaited, per CPU of the cluster
+_AHEAD_PER_CPU = 2
+#: how long an explicit address may take to accept a connection before it is called unreachable
+CONNECT_TIMEOUT_S = 10.0
+
+#: in a Ray worker process: what ``start`` built, for the run whose token is the key (one run at a time)
+_states: dict[str, object] = {}
+
+
+class ClusterError(KvlogError):
+    """The Ray cluster cannot be reached or started."""
+
+
+@dataclass(frozen=True)
+class _Block:
+    """A piece of a file a task wrote, on its way to the driver."""
+
+    field: str
+    data: bytes
+
+
+@contextmanager
+def connected(address: str | None, on_notice: Callable[[str], None]) -> Iterator[RayCluster]:
+    """The Ray cluster at ``address`` (``None``: the one this machine runs, else a new local one).
+
+    A cluster this call started is shut down at the end; one it joined is left running.
+    """
+    if ray.is_initialized():  # a library caller's own connection: used as it is
+        yield RayCluster()
+        return
+    if address is not None and address != "auto":
+        _reachable(address)
+    try:
+        _init(address or "auto")
+    except ConnectionError:
+        if address is not None:
+            raise ClusterError(f"cannot connect to the Ray cluster at {address}") from None
+        on_notice("no Ray cluster is running on this machine: started a local one")
+        _init(None)
+    try:
+        yield RayCluster()
+    finally:
+        ray.shutdown()
+
+
+def _init(address: str | None) -> None:
+    ray.init(
+        address=address,
+        logging_level=logging.ERROR,
+        log_to_driver=False,
+        include_dashboard=False,
+        configure_logging=True,
+    )
+
+
+def _reachable(address: str) -> None:
+    """Refuse an address nothing listens at: ``ray.init`` would retry it for minutes, printing warnings."""
+    host, separator, port = address.removeprefix("ray://").rpartition(":")
+    if not separator or not host or not port.isdigit():
+        raise ClusterError(f"--ray-address {address!r}: expected HOST:PORT or ray://HOST:PORT")
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=CONNECT_TIMEOUT_S).close()
+    except OSError as exc:
+        raise ClusterError(f"cannot connect to the Ray cluster at {address}: {exc.strerror or exc}") from None
+
+
+class RayCluster:
+    """The engine of ``--engine ray``: tasks on the cluster this process is connected to."""
+
+    local = False
+
+    def __init__(self) -> None:
+        resources: dict[str, float] = ray.cluster_resources()  # type: ignore[no-untyped-call]
+        self.workers = max(1, int(resources.get("CPU", 1)))
+
+    def in_order(
+        self,
+        function: Callable[[Any, Any], Any],
+        items: Iterable[Any],
+        *,
+        start: Callable[..., Any],
+        start_args: tuple[Any, ...],
+        streamed: tuple[str, ...] = (),
+        lost: Callable[[Any, str], Any] | None = None,
+    ) -> Generator[Any, None, None]:
+        """See ``kvlog.io.workers.Engine``; the driver's copies of streamed files are its to remove."""
+        remote = _run.options(num_returns="streaming", max_retries=TASK_RETRIES, retry_exceptions=False)
+        token = secrets.token_hex(8)
+        pending: deque[tuple[Any, Any]] = deque()
+        received = Path(tempfile.mkdtemp(prefix="kvlog-ray-"))
+        try:
+            for item in items:
+                pending.append((item, remote.remote(token, start, start_args, function, item, streamed)))
+                if len(pending) >= _AHEAD_PER_CPU * self.workers:
+                    yield _received(*pending.popleft(), streamed, received, lost)
+            while pending:
+                yield _received(*pending.popleft(), streamed, received, lost)
+        finally:
+            for _, generator in pending:
+                with suppress(RayError):
+                    ray.cancel(generator)
+            shutil.rmtree(received, ignore_errors=True)
+
+
+def _received(
+    item: Any,
+    generator: Any,
+    streamed: tuple[str, ...],
+    directory: Path,
+    lost: Callable[[Any, str], Any] | None,
+) -> Any:
+    """The result of one task, its streamed files written to ``directory`` and named in it."""
+    files: dict[str, IO[bytes]] = {}
+    try:
+        for reference in generator:
+            value = ray.get(reference)
+            if not isinstance(value, _Block):
+                return _with_files(value, streamed, files, directory)
+            if value.field not in files:
+                files[value.field] = _local_file(directory)
+            files[value.field].write(value.data)
+        raise RayError("the task ended without a result")
+    except RayTaskError as exc:
+        raise exc.as_instanceof_cause() from None  # type: ignore[no-untyped-call]  # kvlog's own error, raised in the task
+    except RayError as exc:
+        if lost is None:
+            from kvlog.io.workers import WorkerDied  # noqa: PLC0415 - the one error of a lost task
+
+            raise WorkerDied(f"a task was lost on the Ray cluster: {exc}") from None
+        return lost(item, f"lost on the Ray cluster after {TASK_RETRIES} retries: {type(exc).__name__}")
+    finally:
+        for handle in files.values():
+            handle.close()
+
+
+def _local_file(directory: Path) -> IO[bytes]:
+    return tempfile.NamedTemporaryFile(dir=directory, delete=False)
+
+
+def _with_files(result: Any, streamed: tuple[str, ...], files: dict[str, IO[bytes]], directory: Path) -> Any:
+    """The result, each streamed field naming the driver's copy (an empty file where no block came)."""
+    names = {}
+    for field in streamed:
+        if getattr(result, field) is None:
+            continue
+        if field not in files:
+            files[field] = _local_file(directory)
+        names[field] = files[field].name
+    return replace(result, **names) if names else result
+
+
+@ray.remote
+def _run(  # noqa: PLR0917 - Ray passes a task's arguments positionally
+    token: str,
+    start: Callable[..., Any],
+    start_args: tuple[Any, ...],
+    function: Callable[[Any, Any], Any],
+    item: Any,
+    streamed: tuple[str, ...],
+) -> Iterator[Any]:
+    """One item on a worker: its streamed files block by block, then its result with those fields kept."""
+    if token not in _states:
+        _states.clear()  # a worker serves one run at a time: an earlier run's state is done with
+        _states[token] = start(*start_args)
+    result = function(_states[token], item)
+    for field in streamed:
+        path = getattr(result, field)
+        if path is None:
+            continue
+        try:
+            with Path(path).open("rb") as stream:
+                while block := stream.read(BLOCK_BYTES):
+                    yield _Block(field, block)
+        finally:
+            Path(path).unlink(missing_ok=True)
+    yield result
