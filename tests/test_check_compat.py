@@ -8,13 +8,15 @@ NONE never fails. ``B``/``F`` below are whether the change is backward/forward c
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
+from jsonschema import Draft202012Validator
 
-from kvlog.check.evolution import MODES, Evolution, Mode
+from kvlog.check.evolution import MODES, Direction, Evolution, Mode
 from kvlog.check.findings import Finding
 from kvlog.check.migrations import coverage
 from kvlog.check.snapshot import Snapshot
@@ -196,7 +198,8 @@ CASES: list[tuple[str, tuple[Any, ...], tuple[Any, ...], bool, bool]] = [
     ),
     (
         # Conservative by design: proving one conditional implies another needs a solver, so any change
-        # to an if/then is reported both ways (truly it is backward-incompatible and forward-compatible).
+        # to an if/then is reported both ways, as not provably compatible (truly both ways are safe here:
+        # event and schema_version are required, so every event already has two properties).
         "conditional requirement changed",
         ({"a": INT, "b": INT}, [], {**CLOSED, "if": {"required": ["a"]}, "then": {"required": ["b"]}}),
         (
@@ -215,6 +218,66 @@ CASES: list[tuple[str, tuple[Any, ...], tuple[Any, ...], bool, bool]] = [
         False,
     ),
 ]
+
+
+# The reasons each failing direction gives, as KV204 quotes them: the path into the event and the rule's
+# message, in order. A case absent here, or a direction absent from its entry, is compatible that way.
+BREAKS: dict[str, dict[Direction, str]] = {
+    "optional property added, closed model": {"forward": "$.b: v2 allows b, v1 rejects it (closed content model)"},
+    "optional property added, open model": {"backward": "$.b: v2 rejects null, which v1 allows"},
+    "required property added, closed model": {
+        "backward": "$.b: v2 requires b; v1 may lack it",
+        "forward": "$.b: v2 allows b, v1 rejects it (closed content model)",
+    },
+    "required property added, open model": {"backward": "$.b: v2 requires b; v1 may lack it"},
+    "optional property removed, closed model": {"backward": "$.b: v1 allows b, v2 rejects it (closed content model)"},
+    "optional property removed, open model": {"forward": "$.b: v1 rejects null, which v2 allows"},
+    "required property removed, closed model": {
+        "backward": "$.b: v1 allows b, v2 rejects it (closed content model)",
+        "forward": "$.b: v1 requires b; v2 may lack it",
+    },
+    "optional becomes required": {"backward": "$.a: v2 requires a; v1 may lack it"},
+    "required becomes optional": {"forward": "$.a: v1 requires a; v2 may lack it"},
+    "type widened integer -> number": {"forward": "$.a: v1 accepts only integers; v2 accepts any number"},
+    "type narrowed number -> integer": {"backward": "$.a: v2 accepts only integers; v1 accepts any number"},
+    "type changed string -> integer": {
+        "backward": "$.a: v2 accepts only integer; v1 has string values",
+        "forward": "$.a: v1 accepts only string; v2 has integer values",
+    },
+    "nullable added (type list)": {"forward": "$.a: v1 rejects null, which v2 allows"},
+    "nullable removed (type list)": {"backward": "$.a: v2 rejects null, which v1 allows"},
+    "nullable added (anyOf)": {"forward": "$.a: v1 rejects null, which v2 allows"},
+    "enum value added": {"forward": '$.a: v1 rejects "z", which v2 allows'},
+    "enum value removed": {"backward": '$.a: v2 rejects "y", which v1 allows'},
+    "enum declared on a free string": {"backward": '$.a: v2 allows only ["x","y"]; v1 allows more'},
+    "const widened to enum": {"forward": '$.a: v1 rejects "y", which v2 allows'},
+    "minimum tightened": {"backward": "$.a: lower bound raised from >= 0 (v1) to >= 1 (v2)"},
+    "exclusiveMinimum loosened to minimum": {"forward": "$.a: lower bound raised from >= 0 (v2) to >= 1 (v1)"},
+    "maximum loosened": {"forward": "$.a: upper bound lowered from <= 100 (v2) to <= 10 (v1)"},
+    "maxLength tightened": {"backward": "$.a: length [0, 64] (v1) is not inside [0, 32]"},
+    "multipleOf made coarser": {"backward": "$.a: v2 requires multiples of 8"},
+    "pattern added": {"backward": '$.a: v2 requires pattern "^[0-9]+$"'},
+    "content model closed": {"backward": "$.*: v2 accepts no value here; v1 does"},
+    "content model opened": {"forward": "$.*: v1 accepts no value here; v2 does"},
+    "array items narrowed": {"backward": "$.a[*]: v2 accepts only integers; v1 accepts any number"},
+    "uniqueItems added": {"backward": "$.a: v2 requires unique items, v1 does not"},
+    "optional property added to a closed nested object": {
+        "forward": "$.a.y: v2 allows y, v1 rejects it (closed content model)"
+    },
+    "conditional requirement changed": {
+        "backward": "$: v2 adds an if/then/else that v1 may not satisfy (kvlog found no instance that proves it)",
+        "forward": "$: v1 adds an if/then/else that v2 may not satisfy (kvlog found no instance that proves it)",
+    },
+    "field renamed": {
+        "backward": "$.reserved_bytes: v1 allows reserved_bytes, v2 rejects it (closed content model); "
+        "$.reserved_va_bytes: v2 requires reserved_va_bytes; v1 may lack it",
+        "forward": "$.reserved_bytes: v1 requires reserved_bytes; v2 may lack it; "
+        "$.reserved_va_bytes: v2 allows reserved_va_bytes, v1 rejects it (closed content model)",
+    },
+}
+
+# kvlog can neither prove these safe nor find an event that breaks them: KV204 says "not provably".
+UNPROVEN = {"conditional requirement changed"}
 
 
 def event_schema(
@@ -262,10 +325,52 @@ def test_the_table_is_big_enough() -> None:
 def test_change_is_classified_under_every_mode(
     name: str, old: tuple[Any, ...], new: tuple[Any, ...], backward: bool, forward: bool, mode: Mode
 ) -> None:
-    findings = release_findings({1: event_schema(1, *old), 2: event_schema(2, *new)}, {1}, mode)
+    versions = {1: event_schema(1, *old), 2: event_schema(2, *new)}
+    findings = release_findings(versions, {1}, mode)
     errors = [f for f in findings if f.level == "error"]
     assert {f.rule for f in errors} <= {"KV204"}
     assert (not errors) == expected_pass(mode, backward, forward), [f.message for f in errors]
+    asked: list[Direction] = {"backward": ["backward"], "forward": ["forward"], "full": ["backward", "forward"]}.get(
+        mode.removesuffix("_transitive"), []
+    )
+    failing = [d for d in asked if not {"backward": backward, "forward": forward}[d]]
+    assert len(errors) == len(failing)
+    for finding, direction in zip(errors, failing, strict=True):
+        assert_breaks_as_said(finding, name, direction, mode, versions)
+
+
+def assert_breaks_as_said(
+    finding: Finding, name: str, direction: Direction, mode: Mode, versions: dict[int, dict[str, Any]]
+) -> None:
+    """The KV204 finding of one direction: its reasons, its counterexample (a real break), its file and line."""
+    writer, reader = (1, 2) if direction == "backward" else (2, 1)
+    remedy = "a migration v1 -> v2" if direction == "backward" else "an invertible migration v1 -> v2"
+    if name in UNPROVEN:
+        assert finding.counterexample is None
+        verdict, example = "not provably", ""
+    else:
+        assert finding.counterexample is not None
+        verdict, example = "not", f"; for example this v{writer} event breaks: {finding.counterexample}"
+        instance = orjson.loads(finding.counterexample)
+        assert instance["schema_version"] == writer
+        assert Draft202012Validator(versions[writer]).is_valid(instance)
+        assert not Draft202012Validator(versions[reader]).is_valid({**instance, "schema_version": reader})
+    assert finding.message == (
+        f"t.e@2 is {verdict} {direction}-compatible with v1 in compatibility mode {mode}: "
+        f"{BREAKS[name][direction]}{example}; add {remedy}"
+    )
+    assert finding.file == "t.e/v2.json"
+    text = orjson.dumps(versions[2], option=orjson.OPT_INDENT_2).decode()
+    # the line of the first field a reason names that v2 still has, else of its properties
+    fields = [f'"{field}":' for field in re.findall(r"(?:^|; )\$\.(\w+)", BREAKS[name][direction])]
+    shown = next((field for field in fields if field in text), '"properties":')
+    assert finding.line is not None and shown in text.splitlines()[finding.line - 1]
+
+
+def test_every_incompatible_case_says_why() -> None:
+    for name, _old, _new, backward, forward in CASES:
+        failing = {d for d, compatible in (("backward", backward), ("forward", forward)) if not compatible}
+        assert set(BREAKS.get(name, {})) == failing, name
 
 
 def test_incompatibility_names_the_field_and_the_change() -> None:
