@@ -28,7 +28,7 @@ from kvlog.io.compression import is_compressed, read_lines
 from kvlog.io.counts import add_counts
 from kvlog.io.inputs import MAX_LINE_BYTES, STDIN, InputError, OverlongLine, bounded_lines, range_lines
 from kvlog.io.jsonline import problems
-from kvlog.io.workers import WorkerDied, in_order
+from kvlog.io.workers import Engine, WorkerDied, in_order
 from kvlog.schema.catalog import Catalog
 from kvlog.schema.validation import EventValidator, Violation
 from kvlog.text.printable import printable, printable_name
@@ -304,6 +304,34 @@ class _Chunk:
     skips: Skips
 
 
+@dataclass(frozen=True)
+class Unreadable:
+    """An input that could not be read, or not to its end (what was read before is validated and counted)."""
+
+    name: str
+    #: why, without the name
+    reason: str
+
+
+@dataclass(frozen=True)
+class _Part:
+    """One task of ``validate_on``: a whole input read as a stream (``end`` None), or a byte range of one."""
+
+    name: str
+    start: int
+    end: int | None
+    skips: Skips
+    #: the input's first part: line numbers start again (an input may be named twice)
+    first: bool
+
+
+@dataclass(frozen=True)
+class _PartResult:
+    findings: list[LineProblem]
+    summary: Summary
+    error: str | None = None
+
+
 def _start_worker(catalog: Catalog) -> EventValidator:
     """In a worker, as it starts: the validator its chunks share."""
     # Stopping is the parent's to do: a stop signal to the whole process group (Ctrl-C, a hang-up) is
@@ -350,6 +378,74 @@ def _validate_chunks(  # noqa: PLR0917 - validate_input's arguments, passed on
             yield from _in_file_order(results, summary)
     except WorkerDied as exc:
         raise InputError(f"{name}: cannot validate: {exc}") from None
+
+
+def validate_on(
+    engine: Engine, names: Iterable[str], summary: Summary, validator: EventValidator, *, skips: Skips = _NO_SKIPS
+) -> Iterator[LineProblem | Unreadable]:
+    """Validate ``names`` on ``engine`` (a Ray cluster): the findings and unreadable inputs in input order.
+
+    An input is a task, read as a stream, so that compressed files and files only the cluster's
+    nodes see are validated where they are; a plain file of ``PARALLEL_MIN_BYTES`` or more that this
+    machine sees is split in byte ranges at line starts, as ``validate_input`` splits it. Findings,
+    counts and failures are those ``validate_input`` gives, input by input (standard input is not an
+    engine's to read: validate it with ``validate_input``).
+    """
+    parts = engine.in_order(
+        _validate_part,
+        _parts(names, engine.workers, skips),
+        start=EventValidator,
+        start_args=(validator.catalog,),
+        lost=_lost_part,
+    )
+    lines_before, failed = 0, False
+    with contextlib.closing(parts):
+        for part, result in parts:
+            if part.first:
+                lines_before, failed = 0, False
+            if failed:  # a part after one that could not be read: the input is reported already
+                continue
+            if result.error is None or part.end is None:  # a stream's lines before a failure were read
+                for finding in result.findings:
+                    yield dataclasses.replace(finding, line=finding.line + lines_before)
+                summary.add(result.summary)
+            lines_before += result.summary.lines
+            if result.error is not None:
+                failed = True
+                yield Unreadable(part.name, result.error)
+
+
+def _parts(names: Iterable[str], workers: int, skips: Skips) -> Iterator[_Part]:
+    for name in names:
+        size = _splittable_size(name)
+        try:
+            ranges = chunk_ranges(name, size, workers) if size >= PARALLEL_MIN_BYTES else []
+        except InputError:
+            ranges = []  # the task opens it, and says why it cannot
+        if not ranges:
+            yield _Part(name, 0, None, skips, first=True)
+        for index, (start, end) in enumerate(ranges):
+            yield _Part(name, start, end, skips, first=index == 0)
+
+
+def _validate_part(validator: EventValidator, part: _Part) -> tuple[_Part, _PartResult]:
+    """One part of ``validate_on``, on a worker: an error is returned with what was read before it."""
+    summary = Summary()
+    findings: list[LineProblem] = []
+    try:
+        if part.end is None:
+            findings.extend(validate_lines(part.name, read_lines(part.name), summary, validator, skips=part.skips))
+        else:
+            findings, summary = _validate_chunk(validator, _Chunk(part.name, part.start, part.end, part.skips))
+    except InputError as exc:  # its message starts with the name
+        return part, _PartResult(findings, summary, str(exc).removeprefix(f"{part.name}: "))
+    except OSError as exc:  # a read failure no reader named: the file is this part's
+        return part, _PartResult(findings, summary, f"cannot read: {exc.strerror or exc}")
+    return part, _PartResult(findings, summary)
+
+
+def _lost_part(part: _Part, reason: str) -> tuple[_Part, _PartResult]:
+    return part, _PartResult([], Summary(), reason)
 
 
 def _in_file_order(results: Iterable[tuple[list[LineProblem], Summary]], summary: Summary) -> Iterator[LineProblem]:

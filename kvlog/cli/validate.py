@@ -8,6 +8,7 @@ import sys
 import click
 
 from kvlog import commands
+from kvlog.cli import engine as engine_options
 from kvlog.cli.failing import fail, message
 from kvlog.cli.stdout import abandon_out, flush_out, write_out
 from kvlog.commands import InputFailure
@@ -42,8 +43,16 @@ class _OutputError(Exception):
     help=f"Worker processes per plain file [default: all CPUs for files of {PARALLEL_MIN_BYTES >> 20} MiB or more, "
     "else 1]. Output is the same for every value; standard input and .gz/.zst are read serially.",
 )
-def validate(
-    files: tuple[str, ...], skip_non_json: bool, skip_unknown_events: bool, quiet: bool, jobs: int | None
+@engine_options.engine
+@engine_options.ray_address
+def validate(  # noqa: PLR0917 - click passes every option as a parameter
+    files: tuple[str, ...],
+    skip_non_json: bool,
+    skip_unknown_events: bool,
+    quiet: bool,
+    jobs: int | None,
+    engine: str,
+    ray_address: str | None,
 ) -> None:
     """Validate JSON-lines event logs (FILE... or - for standard input; .gz and .zst too).
 
@@ -60,8 +69,11 @@ def validate(
             skip_non_json=skip_non_json,
             skip_unknown_events=skip_unknown_events,
             jobs=jobs,
+            engine=engine,
+            ray_address=ray_address,
             on_finding=_ignore if quiet else _print,
             on_input_failure=_input_failure,
+            on_notice=_say,
         )
         _write("")
     except _OutputError as exc:  # a full disk or a closed pipe under standard output
@@ -90,6 +102,10 @@ def _write(text: str) -> None:
             flush_out()
     except OSError as exc:
         raise _OutputError(exc) from None
+
+
+def _say(notice: str) -> None:
+    click.echo(f"kvlog validate: {notice}", err=True)
 
 
 def _input_failure(failure: InputFailure) -> None:

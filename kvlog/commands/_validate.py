@@ -10,11 +10,12 @@ from pathlib import Path
 from typing import cast
 
 from kvlog.commands import EXIT_ERROR, EXIT_FINDINGS, EXIT_OK
+from kvlog.commands._engine import cluster_for
 from kvlog.errors import OptionError
 from kvlog.io.inputs import STDIN, InputError
 from kvlog.schema.validation import EventValidator
 from kvlog.text.printable import printable, printable_name
-from kvlog.validate import LineProblem, Skips, Summary, validate_input
+from kvlog.validate import LineProblem, Skips, Summary, Unreadable, validate_input, validate_on
 
 
 @dataclass(frozen=True)
@@ -51,8 +52,11 @@ def validate(
     skip_non_json: bool = False,
     skip_unknown_events: bool = False,
     jobs: int | None = None,
+    engine: str = "local",
+    ray_address: str | None = None,
     on_finding: Callable[[LineProblem], None] | None = None,
     on_input_failure: Callable[[InputFailure], None] | None = None,
+    on_notice: Callable[[str], None] | None = None,
 ) -> ValidateOutcome:
     """Validate ``inputs`` (paths, ``-`` for standard input; ``.gz`` and ``.zst`` too) as ``kvlog validate`` does.
 
@@ -60,7 +64,10 @@ def validate(
     processes per plain file of 16 MiB or more, by default one per CPU, change nothing in it); without
     a callback, the outcome collects them. An input that cannot be read goes to ``on_input_failure``
     (and into the outcome), and the other inputs are still validated. An exception a callback raises
-    ends the run and propagates. Exit status: 0 every line is a valid event, 1 one is not, 2 an input
+    ends the run and propagates. ``engine`` ``ray`` validates on the Ray cluster at ``ray_address``
+    (default: the one this machine runs, else a new local one; ``on_notice`` hears which), a task per
+    input, with the same findings, counts and exit status; standard input is read here all the same.
+    Exit status: 0 every line is a valid event, 1 one is not, 2 an input
     could not be read.
     """
     if jobs is not None and jobs < 1:
@@ -71,12 +78,26 @@ def validate(
     summary = Summary()
     kept: list[LineProblem] = []
     failures: list[InputFailure] = []
-    for name in map(str, names):
-        failure = _validate_one(name, summary, validator, skips, jobs, on_finding or kept.append)
-        if failure is not None:
-            failures.append(failure)
-            if on_input_failure is not None:
-                on_input_failure(failure)
+    found = on_finding or kept.append
+
+    def failed(failure: InputFailure) -> None:
+        failures.append(failure)
+        if on_input_failure is not None:
+            on_input_failure(failure)
+
+    say = on_notice or (lambda _: None)
+    with cluster_for(engine, jobs=jobs, ray_address=ray_address, on_notice=say) as cluster:
+        if cluster is not None and STDIN not in map(str, names):
+            for result in validate_on(cluster, map(str, names), summary, validator, skips=skips):
+                if isinstance(result, Unreadable):
+                    failed(InputFailure(result.name, result.reason))
+                else:
+                    found(result)
+        else:
+            for name in map(str, names):
+                failure = _validate_one(name, summary, validator, skips, jobs, found)
+                if failure is not None:
+                    failed(failure)
     status = EXIT_ERROR if failures else EXIT_OK if summary.ok else EXIT_FINDINGS
     return ValidateOutcome(status, summary, tuple(failures), tuple(kept))
 
