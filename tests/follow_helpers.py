@@ -13,6 +13,11 @@ from typing import Any
 import orjson
 
 from kvlog import commands
+from kvlog.commands._migrate import migrator_for
+from kvlog.follow.runner import EventOutput, Follower
+from kvlog.io.tailing import Tailer
+from kvlog.migration.candidates import MAX_LINE_BYTES
+from kvlog.migration.engine import MigrateOptions
 
 CORPUS = Path(__file__).resolve().parent / "corpus"
 #: sglang logs whose lines all carry their date (no event's date depends on when the file last changed)
@@ -103,3 +108,61 @@ def append(path: Path, text: str | bytes) -> None:
     data = text.encode() if isinstance(text, str) else text
     with path.open("ab") as stream:
         stream.write(data)
+
+
+class Clock:
+    """A monotonic clock the test moves by hand: the hold's time runs out when the test says so, not after a sleep."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class Passes:
+    """A follower driven pass by pass in the test's thread, as ``kvlog follow`` drives it between waits.
+
+    Library calls only (no thread, no wait): each ``poll()`` is one pass of the tailer, then the held
+    events whose time ran out, then a commit. Events on standard output land in ``stdout``.
+    """
+
+    def __init__(self, patterns: Any, output: Path | None = None, *, drain_s: float = 5.0, **options: Any) -> None:
+        self.stdout = io.BytesIO()
+        self.notices: list[str] = []
+        self.clock = Clock()
+        self.output = EventOutput(None if output is None else str(output), self.stdout)
+        self.follower = Follower(
+            migrator_for(None, MigrateOptions(only_events=True)),
+            self.output,
+            clock=self.clock,
+            on_notice=self.notices.append,
+            **options,
+        )
+        named = (patterns,) if isinstance(patterns, str) else tuple(patterns)
+        self.tailer = Tailer(named, max_line_bytes=MAX_LINE_BYTES, drain_s=drain_s)
+
+    def poll(self) -> bool:
+        """One pass; whether a file has more to read than one pass reads."""
+        behind = self.tailer.poll(self.follower)
+        self.follower.started = True
+        self.follower.expire()
+        self.output.commit()
+        return behind
+
+    def events(self) -> list[bytes]:
+        return self.stdout.getvalue().splitlines()
+
+    def close(self) -> None:
+        self.tailer.close()
+        self.output.close()
+
+
+@contextmanager
+def passes(patterns: Any, output: Path | None = None, **options: Any) -> Iterator[Passes]:
+    """``Passes`` over ``patterns``, closed at the block's end."""
+    driven = Passes(patterns, output, **options)
+    try:
+        yield driven
+    finally:
+        driven.close()

@@ -134,7 +134,9 @@ class _Followed:
     quiet_lines: int | None = None
     #: the restart's mark: until its lines are read again it still says how far the events are written
     resumed: FileMark | None = None
-    #: new-only: lines ending at or before this offset are quiet (made a line count once reached)
+    #: new-only: lines ending at or before this offset are quiet (made a line count once reached); a piece
+    #: ending before it is quiet as a whole, as a first pass ends there when the log's last line was
+    #: half-written at the start or the log is larger than one pass reads (``READ_BYTES``)
     quiet_offset: int | None = None
     #: (lines read, offset) after each piece: the offset a state mark can name
     ends: deque[tuple[int, int]] = field(default_factory=deque)
@@ -199,7 +201,9 @@ class Follower(Reader):
         if quiet is not None:
             start = end - len(data)  # an overlong line's empty piece starts later than it: never quiet, as it ends past
             boundary = _line_end_at_or_after(data, quiet - start)
-            if boundary is not None:  # the lines up to here were there at the start
+            if boundary is None:  # ends before the start's size (a pass's end, a half-written last line): all quiet
+                followed.quiet_lines = followed.run.number + data.count(b"\n")  # such a piece ends at a newline
+            else:  # the lines up to here were there at the start
                 followed.quiet_lines = followed.run.number + data.count(b"\n", 0, boundary)
                 followed.quiet_offset = None
         followed.run.feed(data)
