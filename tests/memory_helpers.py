@@ -79,3 +79,16 @@ def last(captured: list[dict[str, Any]], name: str) -> dict[str, Any]:
     matching = [event for event in captured if event["event"] == name]
     assert matching, f"no {name} event among {[event['event'] for event in captured]}"
     return matching[-1]
+
+
+def own_fields(event: dict[str, Any]) -> dict[str, Any]:
+    """An event without what varies from run to run (time, pid, ranks), for comparing it whole.
+
+    Its ``duration_us``, where it has one, is left out too, after checking that it is a time: a
+    non-negative float in whole nanoseconds.
+    """
+    fields = {key: value for key, value in event.items() if key not in ("timestamp", "pid", "ranks")}
+    if "duration_us" in fields:
+        duration = fields.pop("duration_us")
+        assert isinstance(duration, float) and duration >= 0 and round(duration, 3) == duration, duration
+    return fields

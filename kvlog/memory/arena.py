@@ -247,9 +247,14 @@ class VmmArena(ClosesOnExit):
             return ArenaChange(freed, _delta(before, after), _source(after), duration)
 
     def wake(self) -> ArenaChange:
-        """Back again every range ``sleep`` gave back, all or none; the memory comes back zeroed."""
+        """Back again every range ``sleep`` gave back, all or none; the memory comes back zeroed.
+
+        Refused on a closed arena with a ``kv_arena.error``, like every operation on the books: a
+        log must show the refusal, not only the caller's traceback.
+        """
         with self._lock:
-            self._require_open("wake")
+            if self._closed:
+                raise self._refuse("wake", None, None, "the arena is closed")
             if self._asleep is None:
                 raise self._refuse("wake", None, None, "the arena is not asleep")
             before = self._backend.measure(self._base, self._reserved)
