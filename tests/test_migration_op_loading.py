@@ -136,11 +136,25 @@ def test_drop_needs_a_non_empty_list_of_field_names(fields: Any) -> None:
         compile_op(spec("drop", fields=fields))
 
 
+@pytest.mark.parametrize("key", ["reads", "writes"])
+@pytest.mark.parametrize("value", ["pid", ["pid", 3], [""], {"pid": 1}, None])
+def test_a_hooks_reads_and_writes_are_lists_of_field_names(key: str, value: Any) -> None:
+    """``writes = "pid"`` would declare the fields p, i and d: what the engine trusts to reuse events."""
+    with pytest.raises(OpError, match=f"op 'hook' needs a list of field names '{key}'"):
+        compile_op(spec("hook", **{key: value}))
+
+
 def test_a_hooks_reads_and_writes_may_be_left_out() -> None:
     op = compile_op(spec("hook", reads=..., writes=...))
     assert (op.reads, op.writes, op.drops) == ((), (), ())
     declared = compile_op(VALID["hook"])
     assert (declared.reads, declared.writes, declared.drops) == (("arena_id",), ("pid",), ())
+
+
+def test_a_text_step_whose_hook_writes_a_string_fails_to_load_naming_its_file(tmp_path: Path) -> None:
+    edited = edited_migrations(tmp_path, "sglang-text/2026-08-05.toml", 'writes = ["pid"]', 'writes = "pid"')
+    with pytest.raises(MigrationError, match=r"2026-08-05.toml: op 'hook' needs a list of field names 'writes'"):
+        load_chain(edited.parent.parent)
 
 
 def test_an_unknown_hook_names_the_registered_ones() -> None:

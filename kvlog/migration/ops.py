@@ -238,8 +238,19 @@ def _hook(spec: Mapping[str, Any]) -> Op:
     hook = HOOKS.get(name)
     if hook is None:
         raise OpError(f"unknown hook {name!r} (registered: {', '.join(sorted(HOOKS)) or 'none'})")
-    reads, writes = tuple(spec.get("reads", ())), tuple(spec.get("writes", ()))
-    return Op("hook", reads, writes, (), hook)
+    return Op("hook", _field_names(spec, "reads"), _field_names(spec, "writes"), (), hook)
+
+
+def _field_names(spec: Mapping[str, Any], key: str) -> tuple[str, ...]:
+    """A hook's ``reads`` or ``writes``: a list of field names, none if left out.
+
+    Checked because ``tuple()`` takes any iterable: ``writes = "pid"`` loaded as the fields p, i and d,
+    and the engine trusts what an op declares it reads and writes.
+    """
+    names = spec.get(key, [])
+    if not isinstance(names, list) or not all(isinstance(name, str) and name for name in names):
+        raise OpError(f"op 'hook' needs a list of field names {key!r}")
+    return tuple(names)
 
 
 _BUILDERS: dict[str, Callable[[Mapping[str, Any]], Op]] = {
