@@ -722,6 +722,49 @@ def object_cases() -> Iterator[Case]:
         "compatible",
     )
     yield from same_in(
+        FROM_06,
+        "propertyNames/open-writer-names-inside",
+        {"type": "object", "propertyNames": {"maxLength": 2}},
+        {"type": "object", "propertyNames": {"maxLength": 3}},
+        "compatible",
+    )
+    yield from same_in(
+        FROM_06,
+        "propertyNames/open-writer-names-outside",
+        {"type": "object", "propertyNames": {"maxLength": 3}},
+        {"type": "object", "propertyNames": {"maxLength": 2}},
+        "breaking",
+    )
+    yield from same_in(
+        FROM_06,
+        "propertyNames/added-on-nested-object",
+        obj({"a": {"type": "object"}}),
+        obj({"a": {"type": "object", "propertyNames": {"pattern": "^x"}}}),
+        "breaking",
+    )
+    closed_pattern = {"type": "object", "patternProperties": {"^x_": S}, "additionalProperties": False}
+    yield from same_in(
+        FROM_06,
+        "propertyNames/closed-pattern-inside",
+        closed_pattern,
+        {"type": "object", "propertyNames": {"pattern": "^x_"}},
+        "compatible",
+    )
+    yield from same_in(
+        FROM_06,
+        "propertyNames/closed-pattern-outside",
+        closed_pattern,
+        {"type": "object", "propertyNames": {"pattern": "^x_a"}},
+        "breaking",
+    )
+    yield from same_in(
+        FROM_06,
+        "propertyNames/closed-property-outside",
+        obj({"a": S, "bb": S}, extra=False),
+        {"type": "object", "propertyNames": {"maxLength": 1}},
+        "breaking",
+    )
+    yield from same_in(
         ("draft-04",),
         "propertyNames/not-a-draft-04-keyword",
         {"type": "object"},
@@ -1245,8 +1288,18 @@ REASONS: dict[str, list[tuple[str, str]]] = {
     "patternProperties/added-on-open-object": [('$["x_"]', "new rejects null, which old allows")],
     "patternProperties/schema-narrowed": [('$["x_"]', "new accepts only integers; old accepts any number")],
     "patternProperties/property-and-pattern-both-apply": [('$["x_"]', "new rejects null, which old allows")],
-    "propertyNames/added": [("$", "length [0, inf) (old) is not inside [0, 3]")],
-    "propertyNames/pattern-narrowed": [("$", 'new requires pattern "^[a-z]+$"')],
+    "propertyNames/added": [("$ property names", "length [0, inf) (old) is not inside [0, 3]")],
+    "propertyNames/pattern-narrowed": [("$ property names", 'new requires pattern "^[a-z]+$"')],
+    "propertyNames/open-writer-names-outside": [("$ property names", "length [0, 3] (old) is not inside [0, 2]")],
+    "propertyNames/added-on-nested-object": [("$.a property names", 'new requires pattern "^x"')],
+    "propertyNames/closed-pattern-outside": [
+        ('$["x_"]', "new accepts no value here; old does"),
+        ("$ property names", 'new requires pattern "^x_a"'),
+    ],
+    "propertyNames/closed-property-outside": [
+        ("$.bb", "old allows bb, new rejects it (closed content model)"),
+        ("$ property names", 'new rejects "bb", which old allows'),
+    ],
     "minProperties/raised": [("$", "property count [0, inf) (old) is not inside [1, inf)")],
     "maxProperties/lowered": [("$", "property count [0, 2] (old) is not inside [0, 1]")],
     "dependencies/array-added": [("$", "new requires b whenever a is present; old does not")],

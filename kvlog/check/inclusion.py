@@ -615,26 +615,32 @@ class Judge:
         return conjoin(found)
 
     def _property_names(self, writer: dict[str, Any], reader: dict[str, Any], path: str, named: set[str]) -> Outcome:
+        """Whether every member name the writer allows is one the reader's ``propertyNames`` accepts.
+
+        The reasons are located at ``<path> property names`` whether the writer is closed or open: a
+        name's length or pattern is not the object's own, which the bare ``path`` would claim.
+        """
         if "propertyNames" not in reader:
             return YES
         wanted = reader["propertyNames"]
+        here = f"{path} property names"
         closed = _leftover(writer, "additionalProperties", "unevaluatedProperties") is False
         if closed:
             outcomes = [
-                self.includes({"const": n}, wanted, f"{path} property names")
+                self.includes({"const": n}, wanted, here)
                 for n in sorted(writer.get("properties", {}))
                 if self._member_schema(writer, n) is not False
             ]
             outcomes += [
-                self.includes({"type": "string", "pattern": p}, wanted, f"{path} property names")
+                self.includes({"type": "string", "pattern": p}, wanted, here)
                 for p in writer.get("patternProperties", {})
             ]
             outcome = conjoin(outcomes)
         else:
-            outcome = self.includes(merge({"type": "string"}, writer.get("propertyNames", True)), wanted, path)
+            outcome = self.includes(merge({"type": "string"}, writer.get("propertyNames", True)), wanted, here)
         if outcome.holds is False and outcome.witness is not None and isinstance(outcome.witness.value, str):
             return self._lift_member(Outcome(False, outcome.reasons, None), writer, reader, path, outcome.witness.value)
-        return outcome if outcome.holds is not False else self._search(writer, reader, path, _first(outcome))
+        return outcome if outcome.holds is not False else self._search(writer, reader, here, _first(outcome))
 
     def _property_counts(self, writer: dict[str, Any], reader: dict[str, Any], path: str) -> Outcome:
         w_low = max(writer.get("minProperties", 0), len(set(writer.get("required", []))))
