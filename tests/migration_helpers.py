@@ -1,11 +1,69 @@
-"""Copies of kvlog's migration files with one step edited or broken, for the tests of what loading does."""
+"""Migrating a few log lines as ``kvlog migrate`` and ``kvlog follow`` do, and copies of kvlog's migration
+files with one step edited or broken, for the tests of what loading does."""
 
 from __future__ import annotations
 
+import io
 import shutil
+from functools import cache
 from pathlib import Path
+from typing import Any
+
+import orjson
+
+from kvlog.migration import Chain, load_chain
+from kvlog.migration.engine import FileRun, MigrateOptions, Migrator
+from kvlog.migration.report import MigrationReport
 
 SHIPPED = Path(__file__).resolve().parent.parent / "migrations"
+
+
+@cache
+def shipped_chain() -> Chain:
+    """kvlog's migration chain, loaded once for every test that migrates lines."""
+    return load_chain()
+
+
+def migrate(*lines: str) -> list[dict[str, Any] | bytes]:
+    """What ``kvlog migrate`` writes for ``lines``: each output line, an event where it is one."""
+    out = io.BytesIO()
+    text = "".join(line + "\n" for line in lines)
+    Migrator(shipped_chain(), MigrateOptions()).migrate("ctx.log", io.BytesIO(text.encode()), out)
+    result: list[dict[str, Any] | bytes] = []
+    for line in out.getvalue().split(b"\n")[:-1]:
+        try:
+            result.append(orjson.loads(line))
+        except orjson.JSONDecodeError:
+            result.append(line)
+    assert len(result) == len(lines)
+    return result
+
+
+def live(*lines: str) -> tuple[list[dict[str, Any]], int]:
+    """What a follower has written of ``lines`` before their file ends: the events, and the lines written through."""
+    events: list[dict[str, Any]] = []
+    run = FileRun(
+        Migrator(shipped_chain(), MigrateOptions()),
+        "ctx.log",  # as migrate() names it: the two give the same events
+        io.BytesIO(),
+        MigrationReport(files=1),
+        None,
+        on_event=lambda _, data: events.append(orjson.loads(data)),
+    )
+    run.feed("".join(f"{line}\n" for line in lines).encode())
+    return events, run.written_lines
+
+
+def state(event: Any) -> tuple[str, str | None, int | None]:
+    """A pool's ``allocation_state``, and the rule and evidence line of its inference (None: read from its line)."""
+    inferred = event["migrated"].get("inferred", {}).get("allocation_state")
+    return event["allocation_state"], inferred and inferred["rule"], inferred and inferred.get("evidence_line")
+
+
+def committed(event: Any) -> tuple[int | None, str | None, int | None]:
+    """A VA pool's ``committed_bytes``, and the rule and evidence line of its inference."""
+    inferred = event["migrated"].get("inferred", {}).get("committed_bytes")
+    return event["committed_bytes"], inferred and inferred["rule"], inferred and inferred.get("evidence_line")
 
 
 def edited_migrations(directory: Path, relative: str, old: str, new: str) -> Path:

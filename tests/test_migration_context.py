@@ -3,39 +3,19 @@
 from __future__ import annotations
 
 import io
-from typing import Any
 
 import orjson
 import pytest
+from migration_helpers import committed, live, migrate, state
 
 from kvlog.migration import engine, load_chain
 from kvlog.migration.engine import MigrateOptions, Migrator
-from kvlog.migration.report import MigrationReport
 
 CHAIN = load_chain()
 ARENA = "KvVmmArena[0] ready: device=0 reserved=20.0 GiB granularity=2048 KiB"
 POOL = "KV Cache is allocated. dtype: torch.bfloat16, #tokens: 1000, K size: 9.00 GB, V size: 9.00 GB"
 DRAFT = "KV Cache is allocated. dtype: torch.bfloat16, #tokens: 1000, K size: 0.50 GB, V size: 0.50 GB"
 SIZED = "Post-capture KV sizing: max_total_num_tokens=800, free memory=3.00 GB"
-
-
-def migrate(*lines: str) -> list[dict[str, Any] | bytes]:
-    out = io.BytesIO()
-    text = "".join(line + "\n" for line in lines)
-    Migrator(CHAIN, MigrateOptions()).migrate("ctx.log", io.BytesIO(text.encode()), out)
-    result: list[dict[str, Any] | bytes] = []
-    for line in out.getvalue().split(b"\n")[:-1]:
-        try:
-            result.append(orjson.loads(line))
-        except orjson.JSONDecodeError:
-            result.append(line)
-    assert len(result) == len(lines)
-    return result
-
-
-def state(event: Any) -> tuple[str, str | None, int | None]:
-    inferred = event["migrated"].get("inferred", {}).get("allocation_state")
-    return event["allocation_state"], inferred and inferred["rule"], inferred and inferred.get("evidence_line")
 
 
 def test_an_arena_line_makes_the_next_pool_a_va_bound_and_a_draft_stays_allocated() -> None:
@@ -192,11 +172,6 @@ TOKENS = "Post-capture KV sizing: full_layer_tokens=812345, swa_layer_tokens=0"
 GIB = 1 << 30
 
 
-def committed(event: Any) -> tuple[int | None, str | None, int | None]:
-    inferred = event["migrated"].get("inferred", {}).get("committed_bytes")
-    return event["committed_bytes"], inferred and inferred["rule"], inferred and inferred.get("evidence_line")
-
-
 def test_0_5_17_without_its_arena_line_the_post_capture_lines_tell_the_bound_and_the_committed_bytes() -> None:
     """The seed's lie: 208 GiB of address space printed as allocated, the arena line filtered out."""
     pool = "KV Cache is allocated. dtype: torch.bfloat16, #tokens: 1703936, K size: 104.00 GB, V size: 104.00 GB"
@@ -299,21 +274,6 @@ LIMITS_0_4 = (
     "max_running_requests=4097, context_len=131072"
 )
 LIMITS = f"{LIMITS_0_4}, available_gpu_mem=8.54 GB"
-
-
-def live(*lines: str) -> tuple[list[dict[str, Any]], int]:
-    """What a follower has written of ``lines`` before their file ends: the events, and the lines written through."""
-    events: list[dict[str, Any]] = []
-    run = engine.FileRun(
-        Migrator(CHAIN, MigrateOptions()),
-        "ctx.log",  # as migrate() names it: the two give the same events
-        io.BytesIO(),
-        MigrationReport(files=1),
-        None,
-        on_event=lambda _, data: events.append(orjson.loads(data)),
-    )
-    run.feed("".join(f"{line}\n" for line in lines).encode())
-    return events, run.written_lines
 
 
 def test_0_4_3_every_rank_ends_its_own_start_up() -> None:
