@@ -126,3 +126,10 @@ def test_violations_come_in_the_order_of_their_paths_not_of_the_schema(validator
         Violation("$.num_tokens", "'x' is not of type 'integer', 'null'"),
         Violation("$.ranks.tp", "'z' is not of type 'integer'"),
     ]
+
+
+def test_an_object_where_a_string_is_due_is_a_type_error_not_unknown_fields(validator: EventValidator) -> None:
+    """Only ``additionalProperties`` errors are re-pointed at each field; an object given a type error is not."""
+    assert validator.violations({**ALLOCATION, "dtype": {"a": 1}}) == [
+        Violation("$.dtype", "{'a': 1} is not of type 'string', 'null'")
+    ]
