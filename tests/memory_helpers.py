@@ -10,8 +10,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import torch
 
 from kvlog.emission import configure
+from kvlog.memory.backend import BackendError, Measurement
+from kvlog.memory.host_backend import HostBackend
+from kvlog.memory.intervals import RunSet
 from kvlog.testing import capture_events
 
 
@@ -92,3 +96,72 @@ def own_fields(event: dict[str, Any]) -> dict[str, Any]:
         duration = fields.pop("duration_us")
         assert isinstance(duration, float) and duration >= 0 and round(duration, 3) == duration, duration
     return fields
+
+
+Held = tuple[tuple[int, int], ...]
+
+
+class FaultyBackend(HostBackend):
+    """Real host memory, except where a test plants a fault at the backend boundary.
+
+    ``fail(call, address)`` makes that call (``reserve``, ``map``, ``unmap``, ``release``) at that
+    address fail with ``BackendError`` as long as the fault is planted. As the backend contract
+    says, a failed ``map`` holds nothing and a failed ``unmap`` holds everything, unless
+    ``still_held`` names what stays: then exactly that is really held and the rest really is not.
+    ``unmeasurable`` makes ``measure`` say nothing; ``copies`` makes ``tensor`` return a copy.
+    """
+
+    def __init__(self, granularity: int | None = None) -> None:
+        super().__init__(granularity)
+        self.faults: dict[tuple[str, int], Held | None] = {}
+        self.unmeasurable = False
+        self.copies = False
+
+    def fail(self, call: str, address: int = 0, still_held: Held | None = None) -> None:
+        self.faults[call, address] = still_held
+
+    def _planted(self, call: str, address: int) -> BackendError | None:
+        if (call, address) not in self.faults:
+            return None
+        error = BackendError(call, "EIO", "planted")
+        error.still_held = self.faults[call, address]
+        return error
+
+    def reserve(self, nbytes: int) -> int:
+        error = self._planted("reserve", 0)
+        if error is not None:
+            raise error
+        return super().reserve(nbytes)
+
+    def map(self, address: int, nbytes: int) -> None:
+        error = self._planted("map", address)
+        if error is None:
+            return super().map(address, nbytes)
+        for start, size in error.still_held or ():
+            super().map(start, size)
+        raise error
+
+    def unmap(self, address: int, nbytes: int) -> None:
+        error = self._planted("unmap", address)
+        if error is None:
+            return super().unmap(address, nbytes)
+        if error.still_held is not None:
+            held = RunSet()
+            for start, size in error.still_held:
+                held.add(start, start + size)
+            for start, end in held.gaps(address, address + nbytes):
+                super().unmap(start, end - start)
+        raise error
+
+    def release(self, base: int, nbytes: int) -> None:
+        error = self._planted("release", base)
+        if error is not None:
+            raise error
+        super().release(base, nbytes)
+
+    def measure(self, base: int, nbytes: int) -> Measurement | None:
+        return None if self.unmeasurable else super().measure(base, nbytes)
+
+    def tensor(self, address: int, shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
+        view = super().tensor(address, shape, dtype)
+        return view.clone() if self.copies else view
