@@ -2,10 +2,20 @@
 
 from __future__ import annotations
 
+import io
+import os
+import re
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
+import orjson
+import pytest
 from follow_helpers import append, corpus_text, migrated, passes
 
+from kvlog.follow.runner import EventOutput
+from kvlog.follow.state import FileMark, FollowState, digest
+from kvlog.io.outputs import OutputError
 from kvlog.io.tailing import READ_BYTES
 
 FILLER = "an ordinary line, not about memory\n"
@@ -46,3 +56,280 @@ def test_new_only_leaves_a_log_larger_than_one_pass_quiet(tmp_path: Path) -> Non
         append(log, corpus_text("hybrid_swa_2026.log"))
         run.poll()
     assert run.events() == migrated(log)[events_of(tmp_path, before) :]
+
+
+LOAD = "[2026-07-21 09:00:00 TP0] Load weight begin. avail mem=70.00 GB\n"
+POOL = (
+    "[2026-07-21 09:00:01 TP0] KV Cache is allocated. dtype: torch.bfloat16, #tokens: 1000, K size: 9.00 GB, "
+    "V size: 9.00 GB\n"
+)
+SIZED = "[2026-07-21 09:01:00 TP0] Post-capture KV sizing: max_total_num_tokens=800, free memory=3.00 GB\n"
+UNREAD = "[2026-07-21 09:00:02 TP0] KV Cache is allocated. something new: 12.5 GB\n"
+
+
+class Seen:
+    """An observer that keeps what a follower tells it."""
+
+    def __init__(self) -> None:
+        self.events: list[tuple[str, str]] = []
+        self.unparsed: list[tuple[int, str]] = []
+        self.violations: list[tuple[int, str]] = []
+
+    def observe(self, event: Mapping[str, Any], *, instance: str) -> None:
+        self.events.append((event["event"], instance))
+
+    def count_unparsed(self, lines: int, *, instance: str) -> None:
+        self.unparsed.append((lines, instance))
+
+    def count_violations(self, count: int, *, instance: str) -> None:
+        self.violations.append((count, instance))
+
+
+def unread(log: Path, line: int, text: str) -> str:
+    """The notice of a memory-like line no rule reads."""
+    return f"{log}:{line}: looks like a memory line but matches no known sglang wording: {text.strip()}"
+
+
+def allocation_rule(line: bytes) -> str:
+    rule: str = orjson.loads(line)["migrated"]["inferred"]["allocation_state"]["rule"]
+    return rule
+
+
+def test_an_event_is_held_until_its_hold_has_run_out_to_the_instant(tmp_path: Path) -> None:
+    log = tmp_path / "server.log"
+    log.write_text(LOAD + POOL)
+    with passes(str(log), hold_s=0.5) as run:
+        run.poll()
+        assert len(run.events()) == 1  # the pool waits for a later line
+        run.clock.now += 0.25
+        run.poll()
+        assert len(run.events()) == 1
+        run.clock.now += 0.25  # read exactly hold_s ago
+        run.poll()
+        pool = orjson.loads(run.events()[1])
+    inferred = pool["migrated"]["inferred"]["allocation_state"]
+    assert inferred["rule"] == "look-ahead-exhausted"
+    assert "within 0.5 s;" in inferred["evidence"]
+
+
+def test_evidence_read_within_the_hold_settles_the_event(tmp_path: Path) -> None:
+    log = tmp_path / "server.log"
+    log.write_text(LOAD + POOL)
+    with passes(str(log), hold_s=0.5) as run:
+        run.poll()
+        run.clock.now += 0.25
+        append(log, SIZED)
+        run.poll()
+        run.clock.now += 0.25  # the pool's hold runs out, but its evidence was read: nothing waits now
+        run.poll()
+        events = run.events()
+    assert events == migrated(log)
+    assert allocation_rule(events[1]) == "post-capture-after-pool"
+
+
+def test_only_pieces_read_hold_s_ago_are_released(tmp_path: Path) -> None:
+    """A pool read later than the first waits its own hold: the first's running out releases only the first."""
+    log = tmp_path / "server.log"
+    log.write_text(LOAD + POOL)
+    second = POOL.replace("TP0", "TP1")
+    with passes(str(log), hold_s=1.0) as run:
+        run.poll()
+        run.clock.now += 0.5
+        append(log, LOAD.replace("TP0", "TP1") + second)
+        run.poll()
+        run.clock.now += 0.5
+        run.poll()
+        assert [orjson.loads(line)["ranks"] for line in run.events()] == [{"tp": 0}, {"tp": 0}, {"tp": 1}]
+        run.clock.now += 0.5
+        run.poll()
+        assert len(run.events()) == 4
+
+
+def test_without_a_state_the_end_writes_what_still_waits(tmp_path: Path) -> None:
+    log = tmp_path / "server.log"
+    log.write_text(LOAD + POOL)
+    with passes(str(log)) as run:
+        run.poll()
+        run.follower.finish()
+        run.output.commit()
+        assert run.events() == migrated(log)
+
+
+def test_new_only_writes_a_file_found_after_the_start_whole(tmp_path: Path) -> None:
+    first, later = tmp_path / "tp0.log", tmp_path / "tp1.log"
+    first.write_text(corpus_text("gen2_2025.log"))
+    with passes(str(tmp_path / "*.log"), new_only=True) as run:
+        run.poll()
+        later.write_text(corpus_text("gen3_dtype_2026.log"))
+        run.poll()
+    assert run.events() == migrated(later)
+
+
+def test_new_only_reads_a_file_truncated_after_the_start_again_whole(tmp_path: Path) -> None:
+    log = tmp_path / "server.log"
+    log.write_text(corpus_text("gen2_2025.log"))
+    with passes(str(log), new_only=True) as run:
+        run.poll()
+        log.write_text(corpus_text("gen3_dtype_2026.log")[:100].rpartition("\n")[0] + "\n")
+        run.poll()
+        append(log, corpus_text("gen3_dtype_2026.log")[100:].partition("\n")[2])
+        run.poll()
+    assert run.events() == migrated(log)
+    assert run.notices == [f"{log}: truncated (rotated by copytruncate?): following it from its start"]
+
+
+def test_new_only_quiet_lines_still_feed_the_observers(tmp_path: Path) -> None:
+    log = tmp_path / "server.log"
+    log.write_text(LOAD + POOL + SIZED + UNREAD)
+    seen = Seen()
+    with passes(str(log), new_only=True, observers=[seen]) as run:
+        run.poll()
+        assert run.events() == []
+        append(log, UNREAD)
+        run.poll()
+    names = [orjson.loads(line)["event"] for line in migrated(log)]
+    assert seen.events == [(name, str(log)) for name in names]
+    assert seen.unparsed == [(1, str(log)), (1, str(log))]  # each pass's new unparsed lines, once
+    assert run.notices == [unread(log, 5, UNREAD)]
+
+
+def test_a_restart_writes_only_the_lines_its_state_does_not_count(tmp_path: Path) -> None:
+    log = tmp_path / "server.log"
+    log.write_text(LOAD + POOL + SIZED + UNREAD)
+    with passes(str(log)) as first:
+        first.poll()
+        saved = first.follower.state(None)
+    append(log, LOAD.replace("TP0", "TP1") + UNREAD.replace("TP0", "TP1"))
+    with passes(str(log), state=saved) as restart:
+        restart.poll()
+    assert first.events() + restart.events() == migrated(log)
+    assert restart.notices == [unread(log, 6, UNREAD.replace("TP0", "TP1"))]
+
+
+def test_a_state_marks_lines_and_the_offset_they_end_at_but_not_a_waiting_event(tmp_path: Path) -> None:
+    log = tmp_path / "server.log"
+    log.write_text(LOAD)
+    with passes(str(log)) as run:
+        run.poll()
+        append(log, POOL)
+        run.poll()  # the pool waits for a later line: the mark stays before it
+        (mark,) = run.follower.state(12).files
+        assert (mark.line, mark.offset) == (1, len(LOAD))
+        append(log, SIZED)
+        run.poll()
+        state = run.follower.state(34)
+    status = log.stat()
+    assert state == FollowState(
+        (FileMark(str(log), status.st_dev, status.st_ino, 3, status.st_size, digest(LOAD.encode()[:64]), 64),),
+        None,
+        34,
+    )
+
+
+def test_a_restart_stopped_before_its_first_pass_keeps_the_old_marks(tmp_path: Path) -> None:
+    log = tmp_path / "server.log"
+    log.write_text(LOAD + POOL + SIZED)
+    with passes(str(log)) as first:
+        first.poll()
+        saved = first.follower.state(None)
+    with passes(str(log), state=saved) as restart:
+        restart.tailer.adopt(str(log), restart.follower)  # opened, not read yet
+        assert restart.follower.state(None) == saved
+
+
+@pytest.mark.parametrize("how", ["truncated", "rewritten"])
+def test_a_file_changed_while_not_followed_is_read_from_its_start(tmp_path: Path, how: str) -> None:
+    log = tmp_path / "server.log"
+    log.write_text(LOAD + POOL + SIZED)
+    with passes(str(log)) as first:
+        first.poll()
+        saved = first.follower.state(None)
+    with log.open("r+b") as stream:  # the same inode: truncated, or its first bytes written anew
+        if how == "truncated":
+            stream.truncate(len(LOAD))
+        else:
+            stream.write(LOAD.replace("70.00", "71.00").encode())
+    with passes(str(log), state=saved) as restart:
+        restart.poll()
+    assert restart.events() == migrated(log)
+    assert restart.notices == [f"{log}: changed while it was not followed (truncated or replaced): read from its start"]
+
+
+def test_marks_of_files_not_followed_now_are_kept_while_the_file_is_there(tmp_path: Path) -> None:
+    kept, deleted, replaced, followed = (tmp_path / name for name in ("kept.log", "gone.log", "new.log", "now.log"))
+    for path in (kept, deleted, replaced, followed):
+        path.write_text(LOAD)
+    with passes([str(kept), str(deleted), str(replaced)]) as first:
+        first.poll()
+        saved = first.follower.state(None)
+    deleted.unlink()
+    replaced.rename(tmp_path / "new.log.1")
+    replaced.write_text(LOAD)  # another file at the name
+    with passes(str(followed), state=saved) as restart:
+        restart.poll()
+        marks = restart.follower.state(None).files
+    assert [mark.path for mark in marks] == [str(followed), str(kept)]
+
+
+def test_a_file_renamed_away_is_read_to_its_end_and_its_last_line_without_a_newline(tmp_path: Path) -> None:
+    log, rotated = tmp_path / "server.log", tmp_path / "server.log.1"
+    log.write_text(LOAD + POOL)
+    with passes(str(log), drain_s=0.0) as run:
+        run.poll()
+        log.rename(rotated)
+        append(rotated, SIZED.rstrip("\n"))
+        run.poll()
+        assert run.follower.state(None).files == ()  # closed: nothing left to mark
+    rotated.rename(log)  # its events name the file as it was found
+    assert run.events() == migrated(log)
+
+
+def test_a_log_that_cannot_be_opened_is_said(tmp_path: Path) -> None:
+    with passes(str(tmp_path)) as run:
+        run.follower.unreadable(str(tmp_path / "secret.log"), "Permission denied")
+    assert run.notices == [
+        f"{tmp_path / 'secret.log'}: cannot open: Permission denied; not followed until it can be read"
+    ]
+
+
+def test_the_events_file_is_held_by_one_follower_and_cut_back_to_a_size(tmp_path: Path) -> None:
+    out = tmp_path / "events.jsonl"
+    out.write_bytes(b"0123456789")
+    output = EventOutput(str(out), io.BytesIO())
+    try:
+        assert output.name == str(out)
+        assert output.identity == (out.stat().st_dev, out.stat().st_ino)
+        with pytest.raises(OutputError, match="^" + re.escape(f"{out}: another kvlog follow writes to this file")):
+            EventOutput(str(out), io.BytesIO())
+        assert not output.cut_to(11)  # shorter than that: nothing cut
+        assert output.cut_to(10)
+        assert out.read_bytes() == b"0123456789"
+        assert output.cut_to(4)
+        assert out.read_bytes() == b"0123"
+        output.write(b'{"event": "x"}\n')
+        assert output.commit() == 4 + 15
+    finally:
+        output.close()
+    EventOutput(str(out), io.BytesIO()).close()  # free again once closed
+
+
+def test_events_on_standard_output_or_a_device_have_no_size_to_record(tmp_path: Path) -> None:
+    stdout = io.BytesIO()
+    for name in (None, "-"):
+        output = EventOutput(name, stdout)
+        assert (output.name, output.path, output.identity) == (name or "standard output", None, (None, None))
+        assert output.cut_to(5)
+        output.write(b"line\n")
+        assert output.commit() is None
+        output.close()
+    assert stdout.getvalue() == b"line\nline\n"
+    devices = [EventOutput(os.devnull, stdout) for _ in range(2)]  # a device is shared, never locked
+    assert devices[0].commit() is None
+    for output in devices:
+        output.close()
+
+
+def test_an_events_file_that_cannot_be_opened_says_why(tmp_path: Path) -> None:
+    with pytest.raises(OutputError) as raised:
+        EventOutput(str(tmp_path), io.BytesIO())
+    assert str(raised.value) == f"{tmp_path}: cannot open: Is a directory"
