@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ctypes
 import io
 import os
 from collections.abc import Iterator
@@ -13,6 +14,7 @@ import pytest
 import torch
 
 from kvlog.emission import configure
+from kvlog.memory import host_backend
 from kvlog.memory.backend import BackendError, Measurement
 from kvlog.memory.host_backend import HostBackend
 from kvlog.memory.intervals import RunSet
@@ -165,3 +167,31 @@ class FaultyBackend(HostBackend):
     def tensor(self, address: int, shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
         view = super().tensor(address, shape, dtype)
         return view.clone() if self.copies else view
+
+
+class FailingLibc:
+    """The host backend's libc, except the calls a test makes fail: each with its errno, while its condition holds.
+
+    Every call is recorded, so that a test can also say which calls were made.
+    """
+
+    def __init__(self) -> None:
+        self._real = host_backend._libc
+        self.failing: dict[str, tuple[int, Any]] = {}
+        self.calls: list[tuple[str, tuple[Any, ...]]] = []
+
+    def fail(self, name: str, code: int, when: Any = lambda *_: True) -> None:
+        self.failing[name] = (code, when)
+
+    def __getattr__(self, name: str) -> Any:
+        function = getattr(self._real, name)
+
+        def call(*args: Any) -> Any:
+            self.calls.append((name, args))
+            code, when = self.failing.get(name, (0, None))
+            if when is not None and when(*args):
+                ctypes.set_errno(code)
+                return host_backend._MAP_FAILED if name == "mmap" else -1
+            return function(*args)
+
+        return call
