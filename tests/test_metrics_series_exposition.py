@@ -1,0 +1,101 @@
+"""The series as Prometheus reads them: one family per metric (empty ones declared), its type, unit and help.
+
+Read through OpenMetrics, the format that carries units, with prometheus_client's own parser.
+"""
+
+from __future__ import annotations
+
+import socket
+import urllib.request
+
+import pytest
+from prometheus_client import CollectorRegistry
+from prometheus_client.openmetrics.exposition import generate_latest
+from prometheus_client.openmetrics.parser import text_string_to_metric_families
+
+from kvlog.errors import MetricsEndpointError
+from kvlog.metrics.prometheus import SeriesCollector, start_endpoint
+from kvlog.metrics.series import METRICS, MemorySeries
+
+ALLOCATION = {
+    "event": "kv_pool.allocation",
+    "ranks": {"tp": 0, "rank": 2},
+    "pool": "p",
+    "allocation_state": "allocated",
+    "kv_bytes": 5,
+    "num_tokens": 3,
+}
+
+
+def exposed(series: MemorySeries) -> dict[str, tuple[str, str, str, list[tuple[str, dict[str, str], float]]]]:
+    """Each family the collector gives: (type, unit, help, samples), by name."""
+    registry = CollectorRegistry()
+    registry.register(SeriesCollector(series))
+    text = generate_latest(registry).decode()
+    return {
+        family.name: (
+            family.type,
+            family.unit,
+            family.documentation,
+            [(sample.name, sample.labels, sample.value) for sample in family.samples],
+        )
+        for family in text_string_to_metric_families(text)
+    }
+
+
+def test_every_metric_is_a_family_of_its_type_unit_and_help_even_without_a_series() -> None:
+    families = exposed(MemorySeries())
+    assert families == {
+        metric.name.removesuffix("_total"): (
+            metric.kind,
+            {"bytes": "bytes", "tokens": "tokens", "1": ""}[metric.unit],
+            metric.help,
+            [],
+        )
+        for metric in METRICS
+    }
+
+
+def test_samples_carry_their_labels_and_counters_their_total() -> None:
+    series = MemorySeries()
+    series.observe(ALLOCATION, instance="a")
+    series.count_unparsed(2, instance="a")
+    families = exposed(series)
+    labels = {"pool": "p", "label": "", "tp": "0", "dp": "", "pp": "", "ep": "", "other_ranks": "rank=2"}
+    labels |= {"server": "kvlog", "server_instance": "a"}
+    assert families["kvlog_kv_pool_bytes"][3] == [
+        ("kvlog_kv_pool_bytes", {"allocation_state": "allocated"} | labels, 5)
+    ]
+    assert families["kvlog_kv_pool_tokens"][3] == [("kvlog_kv_pool_tokens", labels, 3)]
+    assert families["kvlog_events"][3] == [
+        ("kvlog_events_total", {"event": "kv_pool.allocation", "server": "kvlog", "server_instance": "a"}, 1)
+    ]
+    assert families["kvlog_unparsed_lines"][3] == [("kvlog_unparsed_lines_total", {"server_instance": "a"}, 2)]
+    assert families["kvlog_schema_violations"][3] == []
+
+
+def test_an_endpoint_serves_the_series_and_closes_once_with_what_fed_it() -> None:
+    closed: list[str] = []
+    series = MemorySeries()
+    series.observe(ALLOCATION, instance="a")
+    endpoint = start_endpoint(series, port=0, on_close=lambda: closed.append("fed no more"))
+    try:
+        assert endpoint.port > 0
+        assert endpoint.url == f"http://127.0.0.1:{endpoint.port}/metrics"
+        with urllib.request.urlopen(endpoint.url, timeout=10) as response:
+            assert b'kvlog_kv_pool_tokens{dp="",ep=""' in response.read()
+    finally:
+        endpoint.close()
+    endpoint.close()
+    assert closed == ["fed no more"]
+
+
+def test_an_ipv6_endpoints_address_is_bracketed() -> None:
+    if not socket.has_ipv6:
+        pytest.skip("no IPv6 here")
+    try:
+        endpoint = start_endpoint(MemorySeries(), host="::1", port=0)
+    except MetricsEndpointError as exc:  # a host without an IPv6 loopback
+        pytest.skip(f"no IPv6 loopback: {exc}")
+    with endpoint:
+        assert endpoint.url == f"http://[::1]:{endpoint.port}/metrics"
