@@ -116,6 +116,34 @@ def test_labelled_sub_pools_without_their_summary_get_no_committed_figure() -> N
     assert [committed(e) for e in out[2:4]] == [(None, None, None)] * 2
 
 
+SWA_VA = (
+    "[2026-09-03 12:01:02 TP0] SWA KV Cache VA upper bound. dtype: torch.bfloat16, #tokens: 1061120, "
+    "K size: 4.05 GB, V size: 4.05 GB"
+)
+FULL_VA = (
+    "[2026-09-03 12:01:02 TP0] Full KV Cache VA upper bound. dtype: torch.bfloat16, #tokens: 1326400, "
+    "K size: 5.06 GB, V size: 5.06 GB"
+)
+
+
+@pytest.mark.parametrize(
+    "group",
+    [(ARENA_0, ARENA_1, SWA, FULL, SUMMARY), (ARENA_VA, SWA_VA, FULL_VA, SUMMARY_VA)],
+    ids=["0.5.17-arena-lines", "todays-wording"],
+)
+def test_a_hybrid_groups_committed_figure_goes_to_its_summary_not_to_the_draft_after_it(group: tuple[str, ...]) -> None:
+    """The summary's ``committed_bytes`` is absent, not null, until the committed line: it waits all the same.
+
+    Before the fix, a group known to be VA from its arena lines or its wording waited with its sub-pools
+    alone, and the committed figure, no single sub-pool's, was dropped.
+    """
+    out = migrate(*group, DRAFT, COMMITTED)
+    summary = len(group) - 1
+    assert committed(out[summary]) == (round(49.58 * GIB), "post-capture-committed", len(group) + 2)
+    assert out[summary]["migrated"]["uncertainty_bytes"]["committed_bytes"] == 5368710  # type: ignore[index]
+    assert [committed(e) for e in (out[summary - 2], out[summary - 1], out[summary + 1])] == [(None, None, None)] * 3
+
+
 # -- today's wording: each signal alone makes "is allocated" mean allocated -----------------------------
 
 

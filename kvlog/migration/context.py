@@ -231,8 +231,13 @@ class Context:
         run.va_pools.clear()
 
     def _await_committed(self, run: _Run, held: Held) -> None:
-        """A VA pool of this migration's: held until a post-capture line states what it commits."""
-        if held.revisable and held.event.get(COMMITTED, "absent") is None:
+        """A VA pool of this migration's: held until a post-capture line states what it commits.
+
+        Absent is unknown as null is: the hybrid summary's ``committed_bytes`` is optional, and no line
+        before the committed one prints it. Skipping an absent one left a group behind an arena line with
+        its sub-pools alone, whose total no single pool owns, so the committed figure was dropped.
+        """
+        if held.revisable and held.event.get(COMMITTED) is None:
             held.resolved = False
             run.uncommitted.append(held)
 
