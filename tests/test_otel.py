@@ -32,8 +32,8 @@ from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
     ExportMetricsServiceResponse,
 )
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
-from opentelemetry.sdk._logs.export import InMemoryLogRecordExporter
-from opentelemetry.sdk.metrics.export import Gauge, InMemoryMetricReader, MetricsData, Sum
+from opentelemetry.sdk.metrics.export import Gauge, MetricsData, Sum
+from otel_helpers import in_memory
 
 import kvlog
 from kvlog import events
@@ -41,7 +41,7 @@ from kvlog.commands import follow, migrate
 from kvlog.emission import get_config, restore
 from kvlog.errors import KvlogError, OptionError
 from kvlog.metrics import METRICS, MemorySeries
-from kvlog.otel import OtelExport, export
+from kvlog.otel import export
 from kvlog.otel.records import timestamp_ns
 
 CORPUS = Path(__file__).parent / "corpus"
@@ -61,11 +61,6 @@ def fed(events_: list[dict[str, Any]], instance: str) -> MemorySeries:
     for event in events_:
         series.observe(event, instance=instance)
     return series
-
-
-def in_memory(**kwargs: Any) -> tuple[OtelExport, InMemoryLogRecordExporter, InMemoryMetricReader]:
-    logs, reader = InMemoryLogRecordExporter(), InMemoryMetricReader()
-    return OtelExport(logs, reader, **kwargs), logs, reader
 
 
 def points(data: MetricsData | None) -> dict[str, tuple[str, str, list[tuple[dict[str, Any], float]]]]:
