@@ -277,8 +277,8 @@ def test_a_file_renamed_away_is_read_to_its_end_and_its_last_line_without_a_newl
     with passes(str(log), drain_s=0.0) as run:
         run.poll()
         log.rename(rotated)
-        append(rotated, SIZED.rstrip("\n"))
-        run.poll()
+        append(rotated, LOAD.replace("TP0", "TP1") + POOL.replace("TP0", "TP1").rstrip("\n"))
+        run.poll()  # its last line ends the file: its pool waits for nothing more
         assert run.follower.state(None).files == ()  # closed: nothing left to mark
     rotated.rename(log)  # its events name the file as it was found
     assert run.events() == migrated(log)
@@ -333,3 +333,32 @@ def test_an_events_file_that_cannot_be_opened_says_why(tmp_path: Path) -> None:
     with pytest.raises(OutputError) as raised:
         EventOutput(str(tmp_path), io.BytesIO())
     assert str(raised.value) == f"{tmp_path}: cannot open: Is a directory"
+
+
+@pytest.mark.parametrize("cut", ["at a line's end", "inside a line"])
+def test_new_only_lines_written_before_the_first_read_are_written_from_the_start_size_on(
+    tmp_path: Path, cut: str
+) -> None:
+    """Opened, then grown before its first read: one piece spans the start size, which splits it."""
+    log = tmp_path / "server.log"
+    before = corpus_text("gen2_2025.log")
+    half = "" if cut == "at a line's end" else LOAD[:20]
+    log.write_text(before + half)
+    with passes(str(log), new_only=True) as run:
+        run.tailer.adopt(str(log), run.follower)  # the start size is taken here
+        append(log, LOAD[len(half) :] + POOL + SIZED)
+        run.poll()
+    events = migrated(log)[events_of(tmp_path, before) :]
+    assert run.events() == (events if cut == "at a line's end" else events[1:])  # a line begun before: quiet
+    assert run.follower.written == len(run.events())
+
+
+def test_a_notice_quotes_at_most_200_characters_of_its_line(tmp_path: Path) -> None:
+    log = tmp_path / "server.log"
+    long = UNREAD.strip() + " x" * 200
+    log.write_text(long + "\n")
+    with passes(str(log)) as run:
+        run.poll()
+    (notice,) = run.notices
+    assert notice.startswith(f"{log}:1: looks like a memory line")
+    assert notice.endswith(f": {long[:200]}")
