@@ -24,13 +24,20 @@ def shipped_chain() -> Chain:
     return load_chain()
 
 
+def migrated(
+    data: bytes, options: MigrateOptions | None = None, name: str = "ctx.log"
+) -> tuple[bytes, MigrationReport, list[dict[str, Any]]]:
+    """What ``kvlog migrate`` writes for the input ``data``, its report, and its dead letters."""
+    out, dead = io.BytesIO(), []
+    report = Migrator(shipped_chain(), options or MigrateOptions()).migrate(name, io.BytesIO(data), out, dead.append)
+    return out.getvalue(), report, dead
+
+
 def migrate(*lines: str) -> list[dict[str, Any] | bytes]:
     """What ``kvlog migrate`` writes for ``lines``: each output line, an event where it is one."""
-    out = io.BytesIO()
-    text = "".join(line + "\n" for line in lines)
-    Migrator(shipped_chain(), MigrateOptions()).migrate("ctx.log", io.BytesIO(text.encode()), out)
+    out, _, _ = migrated("".join(line + "\n" for line in lines).encode())
     result: list[dict[str, Any] | bytes] = []
-    for line in out.getvalue().split(b"\n")[:-1]:
+    for line in out.split(b"\n")[:-1]:
         try:
             result.append(orjson.loads(line))
         except orjson.JSONDecodeError:

@@ -1,0 +1,300 @@
+"""The streaming migrator's edges: options it refuses, lines it copies or reports, the look-ahead bounds,
+events reused between lines of one shape, and the written key order.
+
+Library calls (``Migrator``, ``FileRun``): the console contract is ``test_migration_cli.py``'s.
+"""
+
+from __future__ import annotations
+
+import io
+from typing import Any
+
+import orjson
+import pytest
+from migration_helpers import migrate, migrated, shipped_chain, state
+
+from kvlog.migration import engine
+from kvlog.migration.engine import FileRun, MigrateOptions, Migrator
+from kvlog.migration.report import MigrationReport
+
+POOL = (
+    "[2026-07-24 08:00:32 TP0] KV Cache is allocated. dtype: torch.bfloat16, #tokens: 2652800, "
+    "K size: 0.25 GB, V size: 0.25 GB"
+)
+ARENA = "[2026-07-22 14:01:02 TP0] KvVmmArena[0] ready: device=0 reserved=9.2 GiB granularity=2048 KiB"
+SIZED = "[2026-07-24 08:01:40 TP0] Post-capture KV sizing: max_total_num_tokens=2097152, free memory=96.33 GB"
+VLLM = "INFO 06-01 10:00:05 llm_engine.py:123] # GPU blocks: 2048, # CPU blocks: 512"
+POOL_V1: dict[str, Any] = {
+    "event": "kv_pool.allocation",
+    "schema_version": 1,
+    "timestamp": "2026-07-21T09:02:11Z",
+    "level": "info",
+    "ranks": {"tp": 0},
+    "label": None,
+    "layout": "mla",
+    "dtype": None,
+    "num_tokens": 1,
+    "kv_bytes": 1 << 29,
+}
+
+
+def lines_of(out: bytes) -> list[bytes]:
+    return out.split(b"\n")
+
+
+# -- options ------------------------------------------------------------------------------------------
+
+
+def test_a_source_no_migration_reads_is_refused_naming_those_that_are() -> None:
+    with pytest.raises(ValueError, match=r"no migrations read 'tgi' lines \(kvlog reads sglang, vllm\)"):
+        Migrator(shipped_chain(), MigrateOptions(source="tgi"))
+
+
+@pytest.mark.parametrize("version", [0, 3, -1])
+def test_a_catalog_version_outside_the_catalog_is_refused(version: int) -> None:
+    with pytest.raises(ValueError, match=rf"catalog version {version} is not known \(catalog versions are 1..2\)"):
+        Migrator(shipped_chain(), MigrateOptions(to_catalog=version))
+
+
+def test_both_ends_of_the_catalog_are_versions_to_write() -> None:
+    assert Migrator(shipped_chain(), MigrateOptions(to_catalog=1)).to_catalog == 1
+    assert Migrator(shipped_chain(), MigrateOptions(to_catalog=2)).to_catalog == 2
+    assert Migrator(shipped_chain(), MigrateOptions()).to_catalog == 2
+
+
+def test_a_source_reads_its_servers_lines_only() -> None:
+    data = f"{VLLM}\n{POOL}\n".encode()
+    out, report, _ = migrated(data, MigrateOptions(source="sglang"))
+    assert lines_of(out)[0] == VLLM.encode()
+    assert orjson.loads(lines_of(out)[1])["event"] == "kv_pool.allocation"
+    assert (report.events, dict(report.servers)) == (1, {"sglang": 1})
+    out, report, _ = migrated(data, MigrateOptions(source="vllm"))
+    assert orjson.loads(lines_of(out)[0])["event"] == "kv_pool.capacity"
+    assert lines_of(out)[1] == POOL.encode()
+    assert dict(report.servers) == {"vllm": 1}
+
+
+def test_a_log_with_no_server_line_is_counted_as_none() -> None:
+    _, report, _ = migrated(b"plain text\n")
+    assert (report.lines, dict(report.servers)) == (1, {"none": 1})
+
+
+def test_writing_catalog_1_takes_events_down_their_chain() -> None:
+    out, report, _ = migrated(f"{ARENA}\n{POOL}\n".encode(), MigrateOptions(to_catalog=1))
+    arena, pool = (orjson.loads(line) for line in lines_of(out)[:2])
+    assert (arena["schema_version"], arena["reserved_bytes"]) == (1, round(9.2 * (1 << 30)))
+    assert (pool["schema_version"], "allocation_state" in pool) == (1, False)
+    assert dict(report.by_event) == {"kv_arena.ready@1": 1, "kv_pool.allocation@1": 1}
+
+
+# -- what is copied, what is reported -------------------------------------------------------------------
+
+
+def test_a_line_that_is_not_utf8_is_reported_when_it_looks_like_a_memory_line() -> None:
+    bad = b"[2026-07-24 08:00:32 TP0] KV Cache is allocated. K size: 1.00 GB\xff\n"
+    out, report, dead = migrated(bad + b"\xfe decode batch\n")
+    assert out == bad + b"\xfe decode batch\n"
+    assert report.unparsed_memory_lines == 1
+    assert dead[0]["line"] == 1
+    assert dead[0]["reason"] == "not valid UTF-8 (invalid start byte at byte 64)"
+
+
+def test_a_memory_line_no_wording_reads_names_the_servers_tried() -> None:
+    line = "[2026-07-24 08:00:32 TP0] KV Cache is allocated. K size: lots"
+    _, _, dead = migrated(f"{line}\n".encode())
+    assert dead == [
+        {
+            "file": "ctx.log",
+            "line": 1,
+            "reason": "looks like a memory line but matches no known sglang or vllm wording",
+            "text": line,
+        }
+    ]
+    _, _, dead = migrated(f"{POOL}\n{line}\n".encode())
+    assert dead[0]["reason"] == "looks like a memory line but matches no known sglang wording"
+
+
+def test_memory_lines_the_user_allows_are_counted_apart_not_dead_lettered() -> None:
+    line = "[2026-07-24 08:00:32 TP0] KV Cache is allocated. K size: lots"
+    _, report, dead = migrated(f"{line}\n{line} more\n".encode(), MigrateOptions(allowed_unparsed=("lots$", "x^")))
+    assert (report.allowed_unparsed_lines, report.unparsed_memory_lines, len(dead)) == (1, 1, 1)
+    assert dead[0]["line"] == 2
+
+
+@pytest.mark.parametrize(
+    ("line", "reason"),
+    [
+        ('{"event": "kv_pool.allocation", "schema_version": 1, ', "looks like a JSON event but cannot be read: "),
+        ('{"event": "kv_pool.allocation", "schema_version": 1, "level": 1, "level": 2}', "duplicate key"),
+    ],
+)
+def test_a_broken_json_event_is_rejected_and_copied(line: str, reason: str) -> None:
+    out, report, dead = migrated(f"{line}\n".encode())
+    assert out == f"{line}\n".encode()
+    assert (report.rejected, report.unparsed_memory_lines, report.events) == (1, 1, 0)
+    assert reason in dead[0]["reason"]
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        '{"event": "kv_pool.allocation", ',  # no "schema_version": not an event's line
+        "[1, 2]",
+        '{"event": "my.event", "schema_version": 1}',
+        '{"event": "kv_pool.allocation", "schema_version": "1"}',
+        '{"event": "kv_pool.allocation", "schema_version": true}',
+        '{"event": 7, "schema_version": 1}',
+    ],
+)
+def test_json_that_is_no_catalog_event_is_copied_without_a_word(line: str) -> None:
+    out, report, dead = migrated(f"{line}\n".encode())
+    assert (out, report.rejected, report.unparsed_memory_lines, dead) == (f"{line}\n".encode(), 0, 0, [])
+
+
+def test_a_version_the_catalog_lacks_is_reported_when_it_carries_a_memory_figure() -> None:
+    line = '{"event": "kv_pool.allocation", "schema_version": 9, "text": "K size: 1.00 GB"}'
+    out, report, dead = migrated(f"{line}\n".encode())
+    assert out == f"{line}\n".encode()
+    assert (report.rejected, dead[0]["reason"]) == (0, "kv_pool.allocation@9: the catalog has no such version")
+
+
+def test_an_old_event_the_steps_make_invalid_is_rejected_with_the_violations() -> None:
+    line = orjson.dumps({**POOL_V1, "num_tokens": "many"}).decode()
+    out, report, dead = migrated(f"{line}\n".encode())
+    assert out == f"{line}\n".encode()
+    assert report.rejected == 1
+    violation = "$.num_tokens: 'many' is not of type 'integer', 'null'"
+    assert dead[0]["reason"] == f"the migrated kv_pool.allocation@2 is invalid: {violation}"
+    assert dead[0]["line"] == 1
+
+
+def test_a_line_longer_than_any_memory_line_is_copied_unread() -> None:
+    long = POOL + " " * engine.MAX_LINE_BYTES
+    out, report, dead = migrated(f"{long}\n{POOL}\n".encode())
+    assert lines_of(out)[0] == long.encode()
+    assert (report.events, report.lines, dead) == (1, 2, [])
+
+
+def test_a_log_without_a_final_newline_keeps_it_missing_and_counts_every_line() -> None:
+    out, report, _ = migrated(f"a\nb\n{POOL}".encode())
+    assert out.startswith(b"a\nb\n{") and out.endswith(b"}")
+    assert report.lines == 3
+    out, report, _ = migrated(b"a\nb")
+    assert (out, report.lines) == (b"a\nb", 2)
+
+
+def test_only_events_writes_the_events_and_counts_every_other_line_as_changed() -> None:
+    data = f"a\n{POOL}\nb\nc\n".encode()
+    out, report, _ = migrated(data, MigrateOptions(only_events=True))
+    assert [orjson.loads(line)["event"] for line in out.splitlines()] == ["kv_pool.allocation"]
+    assert (report.lines, report.changed_lines) == (4, 4)
+
+
+def test_keep_original_keeps_each_lines_text() -> None:
+    out, _, _ = migrated(f"{POOL}\n".encode(), MigrateOptions(keep_original=True))
+    assert orjson.loads(out)["migrated"]["original"] == POOL
+    out, _, _ = migrated(f"{POOL}\n".encode())
+    assert "original" not in orjson.loads(out)["migrated"]
+
+
+# -- events reused between lines of one shape --------------------------------------------------------
+
+
+def test_lines_of_one_message_get_their_own_time_ranks_line_and_context() -> None:
+    """The second line's event is a copy of the first's: revising one must not revise the other."""
+    message = POOL.split("] ", 1)[1]
+    out = migrate(
+        f"[2026-07-24 08:00:00 TP1] {ARENA.split('] ', 1)[1]}",
+        f"[2026-07-24 08:00:32 TP0] {message}",
+        f"[2026-07-24 08:00:33 TP1] {message}",
+        f"[2026-07-24 08:00:34 TP0] {message}",
+    )
+    events: list[Any] = out[1:]
+    assert [(e["timestamp"], e["ranks"], e["migrated"]["line"]) for e in events] == [
+        ("2026-07-24T08:00:32Z", {"tp": 0}, 2),
+        ("2026-07-24T08:00:33Z", {"tp": 1}, 3),
+        ("2026-07-24T08:00:34Z", {"tp": 0}, 4),
+    ]
+    assert [state(e)[:2] for e in events] == [
+        ("allocated", "v1-claims-allocated"),
+        ("va_upper_bound", "arena-before-pool"),
+        ("allocated", "v1-claims-allocated"),
+    ]
+
+
+def test_a_line_without_ranks_after_one_with_them_has_none() -> None:
+    message = POOL.split("] ", 1)[1]
+    out = migrate(f"[2026-07-24 08:00:32 TP3] {message}", f"[2026-07-24 08:00:33] {message}")
+    assert [e.get("ranks") for e in out] == [{"tp": 3}, None]  # type: ignore[union-attr]
+
+
+def test_forgetting_what_was_read_keeps_memory_bounded_and_changes_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The memory of read messages is bounded: when full it is cleared, and lines read as before."""
+    lines = [
+        f"[2026-07-24 08:00:{s:02} TP0] KV Cache is allocated. K size: {s}.00 GB, V size: 1.00 GB." for s in range(6)
+    ]
+    expected = migrate(*lines, *lines)
+    monkeypatch.setattr(engine, "RECOGNISED_MESSAGES", 2)
+    assert migrate(*lines, *lines) == expected
+    migrator = Migrator(shipped_chain(), MigrateOptions())
+    migrator.migrate("ctx.log", io.BytesIO("".join(f"{line}\n" for line in lines).encode()), io.BytesIO())
+    assert [(len(f.read) <= 2, len(f.shapes) <= 2) for f in migrator.families] == [(True, True)] * 2
+    assert len(migrator.families[0].read) > 0
+
+
+def test_every_event_is_written_in_the_written_order_whatever_order_its_keys_came_in() -> None:
+    """The order of a key set is remembered: the second event of a set must be ordered like the first."""
+    backwards = dict(reversed(list(POOL_V1.items())))
+    out, _, _ = migrated(f"{orjson.dumps(backwards).decode()}\n{orjson.dumps(backwards).decode()}\n".encode())
+    first, second = (list(orjson.loads(line)) for line in out.splitlines())
+    assert first == second
+    assert first[:5] == ["event", "schema_version", "timestamp", "level", "ranks"]
+    assert first[-1] == "migrated"
+
+
+# -- the look-ahead ------------------------------------------------------------------------------------
+
+
+def test_the_look_ahead_is_bounded_in_bytes_as_well_as_lines(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(engine, "LOOKAHEAD_BYTES", 1000)
+    out = migrate(POOL, "x" * 600, "y" * 600, SIZED)
+    assert state(out[0]) == ("allocated", "look-ahead-exhausted", None)
+    evidence = out[0]["migrated"]["inferred"]["allocation_state"]["evidence"]  # type: ignore[index]
+    assert "within 100000 lines or 0 MiB" in evidence
+    assert out[1:3] == [b"x" * 600, b"y" * 600]
+
+
+def test_within_the_look_ahead_a_later_line_still_tells() -> None:
+    out = migrate(POOL, *["filler"] * 50, SIZED)
+    assert state(out[0]) == ("va_upper_bound", "post-capture-after-pool", 52)
+
+
+def follower(events: list[tuple[int, dict[str, Any]]]) -> FileRun:
+    return FileRun(
+        Migrator(shipped_chain(), MigrateOptions()),
+        "ctx.log",
+        io.BytesIO(),
+        MigrationReport(files=1),
+        None,
+        on_event=lambda line, data: events.append((line, orjson.loads(data))),
+    )
+
+
+def test_a_follower_gives_up_waiting_for_the_lines_read_up_to_a_bound() -> None:
+    events: list[tuple[int, dict[str, Any]]] = []
+    run = follower(events)
+    run.feed(f"a\n{POOL}\nb\n{POOL}\n".encode())
+    assert (events, run.written_lines) == ([], 1)
+    run.release_through(1, "30 s")
+    assert (events, run.written_lines) == ([], 1)  # the pool on line 2 was read after line 1
+    run.release_through(2, "30 s")
+    assert [line for line, _ in events] == [2]
+    assert run.written_lines == 3  # the pool on line 4 still waits
+    note = events[0][1]["migrated"]["inferred"]["allocation_state"]
+    assert (note["rule"], note["evidence"]) == (
+        "look-ahead-exhausted",
+        "no later line on the same rank and run told more within 30 s; the line claims allocated",
+    )
+    run.feed(f"{SIZED}\n".encode())
+    assert [line for line, _ in events] == [2, 4, 5]
+    assert state(events[1][1]) == ("va_upper_bound", "post-capture-after-pool", 5)
