@@ -90,6 +90,11 @@ def with_ref(draft: Draft, target: Any, **siblings: Any) -> dict[str, Any]:
     return {key: {"t": target}, "$ref": f"#/{key}/t", **siblings}
 
 
+def requires_key(draft: Draft) -> str:
+    """Where a draft says "if this member is present, these must be too": ``dependencies`` up to draft-07."""
+    return "dependencies" if draft in UP_TO_07 else "dependentRequired"
+
+
 def lt(draft: Draft, bound: float) -> dict[str, Any]:
     """``x < bound`` in the draft's form: a flag on ``maximum`` in draft-04, a number from draft-06."""
     return {"maximum": bound, "exclusiveMaximum": True} if draft == "draft-04" else {"exclusiveMaximum": bound}
@@ -1191,6 +1196,274 @@ def mixed_cases() -> Iterator[Case]:
     )
 
 
+def merge_cases() -> Iterator[Case]:
+    """A writer's allOf members folded into one schema: each keyword's own rule, checked from both sides."""
+
+    def counts(keyword: str, low: str, high: str) -> dict[str, Any]:
+        return {"type": keyword, "allOf": [{low: 2}, {high: 4}, {high: 3}, {low: 1}]}
+
+    string_or_integer = {"allOf": [{"type": ["string", "integer"]}, {"type": ["number", "string"]}]}
+    yield from same_in(
+        DRAFTS, "merge/type-lists-intersect", string_or_integer, {"type": ["string", "integer"]}, "compatible"
+    )
+    yield from same_in(DRAFTS, "merge/type-lists-intersect-narrowed", string_or_integer, S, "breaking")
+    yield from same_in(DRAFTS, "merge/number-and-integer", {"allOf": [N, I]}, I, "compatible")
+    yield from same_in(
+        DRAFTS,
+        "merge/highest-minimum",
+        {"type": "integer", "allOf": [{"minimum": 1}, {"minimum": 3}]},
+        {"type": "integer", "minimum": 3},
+        "compatible",
+    )
+    yield from same_in(
+        DRAFTS,
+        "merge/highest-minimum-raised",
+        {"type": "integer", "allOf": [{"minimum": 3}, {"minimum": 1}]},
+        {"type": "integer", "minimum": 4},
+        "breaking",
+    )
+    yield from same_in(
+        DRAFTS,
+        "merge/lowest-maximum",
+        {"type": "integer", "allOf": [{"maximum": 5}, {"maximum": 3}]},
+        {"type": "integer", "maximum": 3},
+        "compatible",
+    )
+    yield from same_in(
+        DRAFTS,
+        "merge/lowest-maximum-lowered",
+        {"type": "integer", "allOf": [{"maximum": 3}, {"maximum": 5}]},
+        {"type": "integer", "maximum": 2},
+        "breaking",
+    )
+    yield from each(
+        DRAFTS,
+        "merge/highest-exclusive-minimum",
+        lambda d: ({"type": "number", "allOf": [gt(d, 1), gt(d, 3)]}, {"type": "number", **gt(d, 3)}, "compatible"),
+    )
+    yield from each(
+        DRAFTS,
+        "merge/highest-exclusive-minimum-raised",
+        lambda d: ({"type": "number", "allOf": [gt(d, 3), gt(d, 1)]}, {"type": "number", "minimum": 4}, "breaking"),
+    )
+    yield from each(
+        DRAFTS,
+        "merge/lowest-exclusive-maximum",
+        lambda d: ({"type": "number", "allOf": [lt(d, 3), lt(d, 5)]}, {"type": "number", **lt(d, 3)}, "compatible"),
+    )
+    yield from each(
+        DRAFTS,
+        "merge/lowest-exclusive-maximum-lowered",
+        lambda d: ({"type": "number", "allOf": [lt(d, 5), lt(d, 3)]}, {"type": "number", "maximum": 2}, "breaking"),
+    )
+    yield from same_in(
+        DRAFTS,
+        "merge/lengths",
+        counts("string", "minLength", "maxLength"),
+        {"type": "string", "minLength": 2, "maxLength": 3},
+        "compatible",
+    )
+    yield from same_in(
+        DRAFTS,
+        "merge/lengths-narrowed",
+        counts("string", "minLength", "maxLength"),
+        {"type": "string", "minLength": 3},
+        "breaking",
+    )
+    yield from same_in(
+        DRAFTS,
+        "merge/item-counts",
+        counts("array", "minItems", "maxItems"),
+        {"type": "array", "minItems": 2, "maxItems": 3},
+        "compatible",
+    )
+    yield from same_in(
+        DRAFTS,
+        "merge/item-counts-narrowed",
+        counts("array", "minItems", "maxItems"),
+        {"type": "array", "maxItems": 2},
+        "breaking",
+    )
+    yield from same_in(
+        DRAFTS,
+        "merge/property-counts",
+        counts("object", "minProperties", "maxProperties"),
+        {"type": "object", "minProperties": 2, "maxProperties": 3},
+        "compatible",
+    )
+    yield from same_in(
+        DRAFTS,
+        "merge/property-counts-narrowed",
+        counts("object", "minProperties", "maxProperties"),
+        {"type": "object", "maxProperties": 2},
+        "breaking",
+    )
+    two_contains = {"type": "array", "allOf": [{"contains": S, "minContains": 2}, {"contains": S, "maxContains": 3}]}
+    yield from same_in(
+        FROM_2019,
+        "merge/contains-counts-of-one-contains",
+        two_contains,
+        {"type": "array", "contains": S, "minContains": 2, "maxContains": 3},
+        "compatible",
+    )
+    yield from same_in(
+        FROM_2019,
+        "merge/contains-counts-of-one-contains-raised",
+        two_contains,
+        {"type": "array", "contains": S, "minContains": 3},
+        "breaking",
+    )
+    yield from same_in(
+        FROM_2019,
+        "merge/contains-counts-of-one-contains-lowered",
+        two_contains,
+        {"type": "array", "contains": S, "maxContains": 2},
+        "breaking",
+    )
+    # minContains and maxContains count only beside a contains of their own schema; then/else only beside an if
+    yield from same_in(
+        FROM_2019,
+        "merge/contains-counts-without-contains",
+        {"type": "array", "contains": S, "allOf": [{"minContains": 2}, {"maxContains": 3}]},
+        {"type": "array", "contains": S, "minContains": 2},
+        "breaking",
+    )
+    yield from same_in(
+        FROM_07,
+        "merge/then-and-else-without-if",
+        {"type": "string", "allOf": [{"if": {"maxLength": 1}}, {"then": {"maxLength": 1}, "else": {"maxLength": 1}}]},
+        {"type": "string", "maxLength": 1},
+        "breaking",
+    )
+    two_conditions = {"allOf": [{"if": S, "then": {"maxLength": 1}}, {"if": N, "then": {"maximum": 1}}]}
+    yield from same_in(
+        FROM_07, "merge/two-conditions-kept", two_conditions, {"if": N, "then": {"maximum": 1}}, "compatible"
+    )
+    yield from same_in(
+        FROM_07, "merge/two-conditions-kept-narrowed", two_conditions, {"if": N, "then": {"maximum": 0}}, "breaking"
+    )
+    yield from same_in(
+        DRAFTS,
+        "merge/required-union",
+        {"type": "object", "allOf": [{"required": ["a"]}, {"required": ["b"]}]},
+        {"type": "object", "required": ["a", "b"]},
+        "compatible",
+    )
+    yield from same_in(
+        DRAFTS,
+        "merge/required-union-grown",
+        {"type": "object", "allOf": [{"required": ["a"]}, {"required": ["b"]}]},
+        {"type": "object", "required": ["a", "b", "c"]},
+        "breaking",
+    )
+    yield from same_in(
+        DRAFTS,
+        "merge/enum-intersection",
+        {"allOf": [{"enum": [1, 2, 3]}, {"enum": [2, 3, 4]}]},
+        {"enum": [2, 3]},
+        "compatible",
+    )
+    yield from same_in(
+        DRAFTS,
+        "merge/enum-intersection-narrowed",
+        {"allOf": [{"enum": [1, 2, 3]}, {"enum": [2, 3, 4]}]},
+        {"enum": [2]},
+        "breaking",
+    )
+    yield from same_in(
+        DRAFTS,
+        "merge/unique-items",
+        {"type": "array", "allOf": [{"uniqueItems": True}, {"uniqueItems": False}]},
+        {"type": "array", "uniqueItems": True},
+        "compatible",
+    )
+    yield from same_in(
+        DRAFTS,
+        "merge/unique-items-either",
+        {"type": "array", "allOf": [{"uniqueItems": False}, {"uniqueItems": True}]},
+        {"type": "array", "uniqueItems": True},
+        "compatible",
+    )
+    a_and_b = {
+        "type": "object",
+        "allOf": [{"properties": {"a": {"minimum": 0}}}, {"properties": {"a": {"maximum": 5}, "b": I}}],
+    }
+    yield from same_in(
+        DRAFTS,
+        "merge/property-schemas",
+        a_and_b,
+        {"type": "object", "properties": {"a": {"minimum": 0, "maximum": 5}, "b": I}},
+        "compatible",
+    )
+    yield from same_in(
+        DRAFTS,
+        "merge/property-schemas-narrowed",
+        a_and_b,
+        {"type": "object", "properties": {"a": {"minimum": 1, "maximum": 5}}},
+        "breaking",
+    )
+    x_both = {
+        "type": "object",
+        "allOf": [{"patternProperties": {"^x_": {"minimum": 0}}}, {"patternProperties": {"^x_": {"maximum": 5}}}],
+    }
+    yield from same_in(
+        DRAFTS,
+        "merge/pattern-property-schemas",
+        x_both,
+        {"type": "object", "patternProperties": {"^x_": {"minimum": 0, "maximum": 5}}},
+        "compatible",
+    )
+    yield from same_in(
+        DRAFTS,
+        "merge/pattern-property-schemas-narrowed",
+        x_both,
+        {"type": "object", "patternProperties": {"^x_": {"maximum": 0}}},
+        "breaking",
+    )
+    yield from each(
+        DRAFTS,
+        "merge/dependent-required",
+        lambda d: (
+            {"type": "object", "allOf": [{requires_key(d): {"a": ["b"]}}, {requires_key(d): {"a": ["c"]}}]},
+            {"type": "object", requires_key(d): {"a": ["b", "c"]}},
+            "compatible",
+        ),
+    )
+    yield from each(
+        DRAFTS,
+        "merge/dependent-required-grown",
+        lambda d: (
+            {"type": "object", "allOf": [{requires_key(d): {"a": ["b"]}}, {requires_key(d): {"x_a": ["c"]}}]},
+            {"type": "object", requires_key(d): {"a": ["b", "c"]}},
+            "breaking",
+        ),
+    )
+    yield from same_in(
+        DRAFTS, "merge/negations-narrowed", {"allOf": [{"not": S}, {"not": {"type": "null"}}]}, {"not": B}, "breaking"
+    )
+    yield from same_in(
+        DRAFTS,
+        "merge/nested-allOf",
+        {"allOf": [{"allOf": [I]}, {"allOf": [{"minimum": 0}]}]},
+        {"type": "integer", "minimum": 0},
+        "compatible",
+    )
+    yield from same_in(
+        DRAFTS,
+        "merge/nested-allOf-narrowed",
+        {"allOf": [{"allOf": [I]}, {"allOf": [{"minimum": 0}]}]},
+        {"type": "integer", "minimum": 1},
+        "breaking",
+    )
+    yield from same_in(
+        DRAFTS,
+        "merge/other-keywords-kept-narrowed",
+        {"allOf": [{"type": "integer", "multipleOf": 2}, {"multipleOf": 3}]},
+        {"type": "integer", "multipleOf": 12},
+        "breaking",
+    )
+
+
 def cases() -> list[Case]:
     groups = (
         type_cases,
@@ -1200,6 +1473,7 @@ def cases() -> list[Case]:
         array_cases,
         object_cases,
         combinator_cases,
+        merge_cases,
         mixed_cases,
     )
     return [case for group in groups for case in group()]
@@ -1336,6 +1610,31 @@ REASONS: dict[str, list[tuple[str, str]]] = {
     "mixed/ref-sibling-now-applies": [("$", "length [0, inf) (old) is not inside [0, 2]")],
     "mixed/draft-04-inclusive-to-exclusive": [("$", "upper bound lowered from <= 10 (old) to < 10 (new)")],
     "mixed/unevaluatedProperties-now-applies": [("$.*", "new accepts no value here; old does")],
+    "merge/type-lists-intersect-narrowed": [("$", "new accepts only string; old has integer values")],
+    "merge/highest-minimum-raised": [("$", "lower bound raised from >= 3 (old) to >= 4 (new)")],
+    "merge/lowest-maximum-lowered": [("$", "upper bound lowered from <= 3 (old) to <= 2 (new)")],
+    "merge/highest-exclusive-minimum-raised": [("$", "lower bound raised from > 3 (old) to >= 4 (new)")],
+    "merge/lowest-exclusive-maximum-lowered": [("$", "upper bound lowered from < 3 (old) to <= 2 (new)")],
+    "merge/lengths-narrowed": [("$", "length [2, 3] (old) is not inside [3, inf)")],
+    "merge/item-counts-narrowed": [("$", "item count [2, 3] (old) is not inside [0, 2]")],
+    "merge/property-counts-narrowed": [("$", "property count [2, 3] (old) is not inside [0, 2]")],
+    "merge/contains-counts-of-one-contains-raised": [
+        ("$", "new requires 3 item(s) matching 'contains' that old may lack")
+    ],
+    "merge/contains-counts-of-one-contains-lowered": [
+        ("$", "new allows at most 2 item(s) matching 'contains'; old more")
+    ],
+    "merge/contains-counts-without-contains": [("$", "new requires 2 item(s) matching 'contains' that old may lack")],
+    "merge/then-and-else-without-if": [("$", "length [0, inf) (old) is not inside [0, 1]")],
+    "merge/two-conditions-kept-narrowed": [("$", "upper bound lowered from <= 1 (old) to <= 0 (new)")],
+    "merge/required-union-grown": [("$.c", "new requires c; old may lack it")],
+    "merge/enum-intersection-narrowed": [("$", "new rejects 3, which old allows")],
+    "merge/property-schemas-narrowed": [("$.a", "lower bound raised from >= 0 (old) to >= 1 (new)")],
+    "merge/pattern-property-schemas-narrowed": [('$["x_"]', "upper bound lowered from <= 5 (old) to <= 0 (new)")],
+    "merge/dependent-required-grown": [("$", "new requires c whenever a is present; old does not")],
+    "merge/negations-narrowed": [("$", "new forbids values matching a 'not' schema that old may hold")],
+    "merge/nested-allOf-narrowed": [("$", "lower bound raised from >= 0 (old) to >= 1 (new)")],
+    "merge/other-keywords-kept-narrowed": [("$", "new requires multiples of 12")],
 }
 
 

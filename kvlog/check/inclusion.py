@@ -129,6 +129,14 @@ def merge(a: Any, b: Any) -> Any:
         return a
     out = dict(a)
     rest: list[Any] = []
+    b = dict(b)
+    for group in _SIBLING_GROUPS:
+        theirs = {key: b.pop(key) for key in group if key in b}
+        mine = {key: out[key] for key in group if key in out}
+        if not mine:
+            out.update(theirs)
+        elif theirs and not same(mine, theirs):
+            _merge_group(out, mine, theirs, rest)
     for key, value in b.items():
         if key not in out or same(out[key], value):
             if key in ("additionalProperties", "unevaluatedProperties", "items", "unevaluatedItems") and (
@@ -143,9 +151,9 @@ def merge(a: Any, b: Any) -> Any:
             kept = [t for t in _types({"type": mine}) if _admits({"type": value}, t)]
             kept += ["integer"] if _admits({"type": mine}, "integer") and _admits({"type": value}, "integer") else []
             out[key] = [t for t in dict.fromkeys(kept) if not (t == "integer" and "number" in kept)] or ["__none__"]
-        elif key in ("minimum", "exclusiveMinimum", "minLength", "minItems", "minProperties", "minContains"):
+        elif key in ("minimum", "exclusiveMinimum", "minLength", "minItems", "minProperties"):
             out[key] = max(mine, value)
-        elif key in ("maximum", "exclusiveMaximum", "maxLength", "maxItems", "maxProperties", "maxContains"):
+        elif key in ("maximum", "exclusiveMaximum", "maxLength", "maxItems", "maxProperties"):
             out[key] = min(mine, value)
         elif key == "required":
             out[key] = list(dict.fromkeys([*mine, *value]))
@@ -166,6 +174,24 @@ def merge(a: Any, b: Any) -> Any:
     if rest:
         out["allOf"] = [*out.get("allOf", []), *rest]
     return out
+
+
+# Keywords that mean something only beside a sibling: then/else beside if, min/maxContains beside contains.
+# Each group is merged as a whole; split across two schemas, a then would meet the other's if, or a
+# minContains the other's contains, and the conjunction would claim more than either schema says.
+_SIBLING_GROUPS = (("if", "then", "else"), ("contains", "minContains", "maxContains"))
+
+
+def _merge_group(out: dict[str, Any], mine: dict[str, Any], theirs: dict[str, Any], rest: list[Any]) -> None:
+    """Both schemas hold a sibling group, not the same: fold the counts of one ``contains``, else keep both."""
+    if "contains" in mine and "contains" in theirs and same(mine["contains"], theirs["contains"]):
+        low = max(mine.get("minContains", 1), theirs.get("minContains", 1))
+        high = min(mine.get("maxContains", math.inf), theirs.get("maxContains", math.inf))
+        out["minContains"] = low
+        if high != math.inf:
+            out["maxContains"] = high
+        return
+    rest.append(theirs)
 
 
 def _object_model(a: dict[str, Any], b: dict[str, Any]) -> bool:
