@@ -11,7 +11,8 @@ one that the old schema accepts and the new one rejects makes the change breakin
 compatible. The test checks the written expectation against that truth (a wrong row fails), then
 kvlog's verdict against the expectation, and every counterexample kvlog shows against the reference
 validators. Rows marked "undecided" are patterns kvlog is documented not to compare (lookahead,
-backreferences): there kvlog may stay undecided, but a verdict it does give must match the truth.
+backreferences, more patternProperties than it splits into classes): there kvlog may stay undecided,
+but a verdict it does give must match the truth.
 """
 
 from __future__ import annotations
@@ -1464,6 +1465,275 @@ def merge_cases() -> Iterator[Case]:
     )
 
 
+def rule_cases() -> Iterator[Case]:
+    """Rules only a particular shape reaches: each oneOf disjointness proof, unions, conditions, member classes."""
+    short = {"type": "string", "maxLength": 1}
+    a_string = obj({"a": S}, ["a"])
+    # oneOf: the writer matches one branch, and kvlog must prove it matches no other
+    yield from same_in(
+        DRAFTS, "oneOf/other-branch-values-outside-writer", short, {"oneOf": [short, {"enum": ["abc"]}]}, "compatible"
+    )
+    yield from same_in(
+        DRAFTS,
+        "oneOf/other-branch-values-inside-writer",
+        {"type": "string", "maxLength": 3},
+        {"oneOf": [{"type": "string", "maxLength": 3}, {"enum": ["abc"]}]},
+        "breaking",
+    )
+    yield from same_in(
+        DRAFTS,
+        "oneOf/other-branch-member-of-other-type",
+        a_string,
+        {"oneOf": [a_string, obj({"a": N}, ["a"])]},
+        "compatible",
+    )
+    yield from same_in(
+        DRAFTS,
+        "oneOf/other-branch-optional-member-of-other-type",
+        a_string,
+        {"oneOf": [a_string, obj({"a": N})]},
+        "compatible",
+    )
+    yield from same_in(
+        DRAFTS,
+        "oneOf/other-branch-optional-member-of-same-type",
+        a_string,
+        {"oneOf": [a_string, obj({"a": short})]},
+        "breaking",
+    )
+    yield from same_in(
+        FROM_06,
+        "oneOf/other-branch-forbids-member",
+        a_string,
+        {"oneOf": [a_string, {"type": "object", "properties": {"a": False}}]},
+        "compatible",
+    )
+    yield from same_in(
+        DRAFTS,
+        "oneOf/other-branch-pattern-disjoint",
+        {"type": "string", "pattern": "^a"},
+        {"oneOf": [{"type": "string", "pattern": "^a"}, {"type": "string", "pattern": "^b"}]},
+        "compatible",
+    )
+    yield from same_in(
+        DRAFTS,
+        "oneOf/other-branch-pattern-overlaps",
+        {"type": "string", "pattern": "^a"},
+        {"oneOf": [{"type": "string", "pattern": "^a"}, {"type": "string", "pattern": "a$"}]},
+        "breaking",
+    )
+    natural = {"type": "integer", "minimum": 0}
+    yield from same_in(
+        DRAFTS,
+        "oneOf/other-branch-range-disjoint",
+        natural,
+        {"oneOf": [natural, {"type": "number", "maximum": -1}]},
+        "compatible",
+    )
+    yield from same_in(
+        DRAFTS,
+        "oneOf/other-branch-range-overlaps",
+        natural,
+        {"oneOf": [natural, {"type": "number", "maximum": 0}]},
+        "breaking",
+    )
+    yield from same_in(DRAFTS, "oneOf/other-branch-negates-writer", S, {"oneOf": [S, {"not": S}]}, "compatible")
+    yield from same_in(DRAFTS, "oneOf/other-branch-of-other-type", S, {"oneOf": [S, {"type": "null"}]}, "compatible")
+    # not: a negated union rules out each of its members' types
+    yield from same_in(
+        DRAFTS,
+        "not/union-of-types",
+        {"allOf": [{"not": S}, {"not": {"type": "null"}}]},
+        {"type": ["boolean", "number", "object", "array"]},
+        "compatible",
+    )
+    yield from same_in(
+        DRAFTS,
+        "not/union-of-types-narrowed",
+        {"allOf": [{"not": S}, {"not": {"type": "null"}}]},
+        {"type": ["boolean", "number", "object"]},
+        "breaking",
+    )
+    # allOf added on the reader: each member is its own obligation
+    yield from same_in(
+        DRAFTS,
+        "allOf/reader-adds-two-members",
+        S,
+        {"type": "string", "allOf": [{"maxLength": 3}, {"minLength": 1}]},
+        "breaking",
+    )
+    yield from same_in(DRAFTS, "allOf/reader-nested-member", S, {"allOf": [{"allOf": [{"maxLength": 3}]}]}, "breaking")
+    yield from same_in(
+        DRAFTS,
+        "allOf/reader-member-the-writer-has",
+        {"type": "string", "allOf": [{"maxLength": 3}]},
+        {"type": "string", "allOf": [{"maxLength": 3}], "minLength": 0},
+        "compatible",
+    )
+    # anyOf branches that cover the writer only together
+    yield from same_in(
+        DRAFTS,
+        "anyOf/integer-ranges-meet",
+        I,
+        {"anyOf": [{"type": "integer", "maximum": 0}, {"type": "integer", "minimum": 1}]},
+        "compatible",
+    )
+    yield from same_in(
+        DRAFTS,
+        "anyOf/integer-ranges-gap",
+        I,
+        {"anyOf": [{"type": "integer", "maximum": 0}, {"type": "integer", "minimum": 2}]},
+        "breaking",
+    )
+    yield from each(
+        DRAFTS,
+        "anyOf/number-ranges-meet",
+        lambda d: (N, {"anyOf": [{"type": "number", "maximum": 0}, {"type": "number", **gt(d, 0)}]}, "compatible"),
+    )
+    yield from each(
+        DRAFTS,
+        "anyOf/number-ranges-miss-a-point",
+        lambda d: (N, {"anyOf": [{"type": "number", **lt(d, 0)}, {"type": "number", **gt(d, 0)}]}, "breaking"),
+    )
+    ten = {"type": "integer", "minimum": 0, "maximum": 10}
+    yield from same_in(
+        DRAFTS,
+        "anyOf/bounded-writer-covered",
+        ten,
+        {"anyOf": [{"type": "integer", "minimum": 0, "maximum": 5}, {"type": "integer", "minimum": 6, "maximum": 10}]},
+        "compatible",
+    )
+    yield from same_in(
+        DRAFTS,
+        "anyOf/bounded-writer-top-left-out",
+        ten,
+        {"anyOf": [{"type": "integer", "minimum": 0, "maximum": 5}, {"type": "integer", "minimum": 6, "maximum": 9}]},
+        "breaking",
+    )
+    yield from same_in(
+        DRAFTS,
+        "anyOf/strings-by-pattern",
+        S,
+        {
+            "anyOf": [
+                {"type": "string", "pattern": "^a"},
+                {"type": "string", "pattern": "^[^a]"},
+                {"type": "string", "maxLength": 0},
+            ]
+        },
+        "compatible",
+    )
+    yield from same_in(
+        DRAFTS,
+        "anyOf/strings-by-pattern-gap",
+        S,
+        {"anyOf": [{"type": "string", "pattern": "^a"}, {"type": "string", "maxLength": 0}]},
+        "breaking",
+    )
+    # if/then/else on the reader, when the writer always or never meets the condition
+    yield from same_in(
+        FROM_07,
+        "if-then/writer-always-meets-if",
+        {"type": "string", "minLength": 2},
+        {"if": {"minLength": 1}, "then": {"maxLength": 5}},
+        "breaking",
+    )
+    yield from same_in(
+        FROM_07,
+        "if-then/writer-always-meets-if-then-holds",
+        {"type": "string", "minLength": 2, "maxLength": 5},
+        {"if": {"minLength": 1}, "then": {"maxLength": 5}},
+        "compatible",
+    )
+    yield from same_in(
+        FROM_07, "if-then/writer-never-meets-if", S, {"if": N, "then": False, "else": {"maxLength": 3}}, "breaking"
+    )
+    yield from same_in(
+        FROM_07,
+        "if-then/writer-never-meets-if-else-holds",
+        {"type": "string", "maxLength": 3},
+        {"if": N, "then": False, "else": {"maxLength": 3}},
+        "compatible",
+    )
+    # members no property names: additionalProperties as a schema, beside properties and patterns
+    yield from same_in(
+        DRAFTS,
+        "additionalProperties/schema-narrowed-beside-extra",
+        obj({"extra": S}, extra=S),
+        obj({"extra": S}, extra=N),
+        "breaking",
+    )
+    x_strings = {"^x_": S}
+    yield from same_in(
+        DRAFTS,
+        "additionalProperties/schema-narrowed-beside-pattern",
+        {"type": "object", "patternProperties": x_strings, "additionalProperties": N},
+        {"type": "object", "patternProperties": x_strings, "additionalProperties": I},
+        "breaking",
+    )
+    yield from same_in(
+        DRAFTS,
+        "additionalProperties/pattern-narrowed-beside-schema",
+        {"type": "object", "patternProperties": {"^x_": N}, "additionalProperties": S},
+        {"type": "object", "patternProperties": {"^x_": I}, "additionalProperties": S},
+        "breaking",
+    )
+    closed_x = {"type": "object", "patternProperties": x_strings, "additionalProperties": False}
+    yield from same_in(
+        DRAFTS,
+        "patternProperties/removed-from-closed",
+        closed_x,
+        {"type": "object", "additionalProperties": False},
+        "breaking",
+    )
+    yield from same_in(
+        DRAFTS,
+        "patternProperties/widened-on-closed",
+        closed_x,
+        {"type": "object", "patternProperties": {"^x": S}, "additionalProperties": False},
+        "compatible",
+    )
+    seven = {f"^{c}": S for c in "abcdefg"}
+    yield from same_in(
+        DRAFTS,
+        "patternProperties/more-than-kvlog-compares",
+        {"type": "object", "patternProperties": seven},
+        {"type": "object", "patternProperties": seven, "additionalProperties": S},
+        "undecided",
+    )
+    yield from same_in(
+        DRAFTS,
+        "patternProperties/lookahead",
+        {"type": "object", "patternProperties": {"^(?=x)": S}},
+        {"type": "object", "patternProperties": {"^(?=x)": S}, "additionalProperties": S},
+        "undecided",
+    )
+    # prefixItems (items: [...] before 2020-12) on the reader
+    yield from each(
+        DRAFTS, "tuple/reader-prefix-beyond-closed-writer", lambda d: (tup(d, [S], False), tup(d, [S, N]), "compatible")
+    )
+    yield from each(
+        DRAFTS,
+        "tuple/reader-prefix-beyond-writer-maxItems",
+        lambda d: ({"type": "array", "items": S, "maxItems": 1}, tup(d, [S, N], False), "compatible"),
+    )
+    yield from each(
+        DRAFTS,
+        "tuple/reader-prefix-within-writer-maxItems",
+        lambda d: ({"type": "array", "items": S, "maxItems": 2}, tup(d, [S, N], False), "breaking"),
+    )
+    yield from each(
+        FROM_06,
+        "tuple/writer-position-false",
+        lambda d: (tup(d, [S, False]), {"type": "array", "maxItems": 1}, "compatible"),
+    )
+    yield from each(
+        DRAFTS,
+        "tuple/reader-prefix-on-items-writer",
+        lambda d: ({"type": "array", "items": N}, tup(d, [N, I]), "breaking"),
+    )
+
+
 def cases() -> list[Case]:
     groups = (
         type_cases,
@@ -1474,6 +1744,7 @@ def cases() -> list[Case]:
         object_cases,
         combinator_cases,
         merge_cases,
+        rule_cases,
         mixed_cases,
     )
     return [case for group in groups for case in group()]
@@ -1635,6 +1906,37 @@ REASONS: dict[str, list[tuple[str, str]]] = {
     "merge/negations-narrowed": [("$", "new forbids values matching a 'not' schema that old may hold")],
     "merge/nested-allOf-narrowed": [("$", "lower bound raised from >= 0 (old) to >= 1 (new)")],
     "merge/other-keywords-kept-narrowed": [("$", "new requires multiples of 12")],
+    "oneOf/other-branch-values-inside-writer": [("$", "kvlog cannot prove each old value matches one oneOf branch")],
+    "oneOf/other-branch-optional-member-of-same-type": [
+        ("$", "kvlog cannot prove each old value matches one oneOf branch")
+    ],
+    "oneOf/other-branch-pattern-overlaps": [("$", "kvlog cannot prove each old value matches one oneOf branch")],
+    "oneOf/other-branch-range-overlaps": [("$", "kvlog cannot prove each old value matches one oneOf branch")],
+    "not/union-of-types-narrowed": [("$", "new accepts only boolean|number|object; old has array values")],
+    "allOf/reader-adds-two-members": [("$", "length [0, inf) (old) is not inside [0, 3]")],
+    "allOf/reader-nested-member": [("$", "length [0, inf) (old) is not inside [0, 3]")],
+    "anyOf/integer-ranges-gap": [("$", "the anyOf branches of new leave out values old has")],
+    "anyOf/number-ranges-miss-a-point": [("$", "the anyOf branches of new leave out values old has")],
+    "anyOf/bounded-writer-top-left-out": [("$", "the anyOf branches of new leave out values old has")],
+    "anyOf/strings-by-pattern-gap": [("$", "the anyOf branches of new leave out values old has")],
+    "if-then/writer-always-meets-if": [("$", "length [2, inf) (old) is not inside [0, 5]")],
+    "if-then/writer-never-meets-if": [("$", "length [0, inf) (old) is not inside [0, 3]")],
+    "additionalProperties/schema-narrowed-beside-extra": [("$.*", "new accepts only number; old has string values")],
+    "additionalProperties/schema-narrowed-beside-pattern": [
+        ('$[""]', "new accepts only integers; old accepts any number")
+    ],
+    "additionalProperties/pattern-narrowed-beside-schema": [
+        ('$["x_"]', "new accepts only integers; old accepts any number")
+    ],
+    "patternProperties/removed-from-closed": [('$["x_"]', "new accepts no value here; old does")],
+    "patternProperties/more-than-kvlog-compares": [
+        ("$", "too many patternProperties to compare exactly: kvlog cannot prove it safe")
+    ],
+    "patternProperties/lookahead": [
+        ("$", "a patternProperties pattern kvlog cannot compare exactly: kvlog cannot prove it safe")
+    ],
+    "tuple/reader-prefix-within-writer-maxItems": [("$[1]", "new accepts only number; old has string values")],
+    "tuple/reader-prefix-on-items-writer": [("$[1]", "new accepts only integers; old accepts any number")],
 }
 
 

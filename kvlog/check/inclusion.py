@@ -246,6 +246,8 @@ def _excluded_types(negated: Any) -> set[str]:
     """The types a ``not`` rules out entirely: those its subschema accepts whatever the value."""
     if negated is True or negated == {}:
         return set(_TYPES) | {"integer"}
+    if isinstance(negated, dict) and set(negated) == {"anyOf"} and isinstance(negated["anyOf"], list):
+        return set().union(*(_excluded_types(member) for member in negated["anyOf"]))  # not (A or B): neither
     if not isinstance(negated, dict) or set(negated) != {"type"}:
         return set()
     types = set(_types(negated))
@@ -361,9 +363,9 @@ class Judge:
                 return YES
         if len(relevant) == 1:
             return outcomes[0]
-        return self._search(
-            writer, {"oneOf": members}, path, f"kvlog cannot prove each {self.w} value matches one oneOf branch"
-        )
+        message = f"kvlog cannot prove each {self.w} value matches one oneOf branch"
+        overlaps = {"anyOf": [merge(writer, member) for member in relevant]}  # where two branches may both match
+        return self._search(writer, {"oneOf": members}, path, message, around=overlaps)
 
     def _not(self, writer: dict[str, Any], negated: Any, path: str) -> Outcome:
         if self.disjoint(writer, negated):
@@ -703,14 +705,9 @@ class Judge:
             if values is not None and all(accepts(one, v) is False or accepts(two, v) is False for v in values):
                 return True
         if kind == "object":
-            for name in set(a.get("required", [])) | set(b.get("required", [])):
-                left, right = self._member_schema(a, name), self._member_schema(b, name)
-                in_both = name in a.get("required", []) and name in b.get("required", [])
-                if (left is False and name in b.get("required", [])) or (
-                    right is False and name in a.get("required", [])
-                ):
-                    return True
-                if in_both and self.disjoint(left, right):
+            # a member either side requires is in every instance of both, so both its schemas apply to it
+            for name in sorted(set(a.get("required", [])) | set(b.get("required", []))):
+                if self.disjoint(self._member_schema(a, name), self._member_schema(b, name)):
                     return True
         if kind == "string" and "pattern" in a and "pattern" in b:
             left_language, right_language = regular.of(a["pattern"]), regular.of(b["pattern"])
