@@ -2,7 +2,8 @@
 
 The tiny project has a module whose mutants are caught, missed at an untested edge, seen only by a test
 that runs the code in a subprocess, killed only through the whole selection (a module constant, imported
-first by another test), or stuck in an endless loop; a second module has a function no test calls. The
+first by another test), killed only by a later user of a shared fixture, or stuck in an endless loop; a
+second module has a function no test calls. The
 tool runs once on it (module fixture); the error paths each run it on their own copy.
 """
 
@@ -52,6 +53,10 @@ def count_up(n: int) -> int:
 
 def shout(text: str) -> str:
     return text.upper() + "!"
+
+
+def width(base: int) -> int:
+    return base + 4
 '''
 
 EXTRA = """\
@@ -69,6 +74,15 @@ def never_called(mode: Literal[3]) -> bool:
 TEST_CORE = """\
 import subprocess
 import sys
+
+import pytest
+
+
+@pytest.fixture(scope="module")
+def measured() -> int:
+    from tinypkg.core import width
+
+    return width(3)
 
 
 def test_first_imports_the_module() -> None:
@@ -101,6 +115,14 @@ def test_limit() -> None:
     from tinypkg.core import LIMIT
 
     assert LIMIT == 10
+
+
+def test_a_shared_fixture_is_set_up(measured: int) -> None:
+    assert measured
+
+
+def test_the_shared_fixture_value(measured: int) -> None:
+    assert measured == 7
 
 
 def test_shout_on_the_console() -> None:
@@ -214,6 +236,11 @@ def test_a_mutant_only_a_subprocess_test_can_see_is_killed(tiny_run: Run) -> Non
 def test_a_module_constant_is_killed_by_a_test_that_did_not_import_the_module_first(tiny_run: Run) -> None:
     # test_first_imports_the_module runs the line LIMIT = 10; only test_limit can tell 11 from 10
     assert tiny_run.status("tinypkg/core.py::<module>::10 -> 11::LIMIT = 10::1") == "killed"
+
+
+def test_a_line_a_shared_fixture_runs_is_killed_by_a_test_that_did_not_set_the_fixture_up(tiny_run: Run) -> None:
+    # the module-scoped fixture runs width(3) during the first test that uses it, which only checks truth
+    assert tiny_run.status("tinypkg/core.py::width::+ -> -::return base + 4::1") == "killed"
 
 
 def test_a_listed_equivalent_is_neither_run_nor_counted(tiny_run: Run) -> None:

@@ -27,15 +27,32 @@ class Baseline:
     tests: tuple[str, ...]  # test files
     durations: dict[str, float] = field(default_factory=dict)  # node id -> seconds
     subprocess_tests: frozenset[str] = frozenset()
-    lines: dict[str, dict[int, frozenset[str]]] = field(default_factory=dict)  # module -> line -> node ids
+    users: dict[str, frozenset[str]] = field(default_factory=dict)  # shared fixture key -> node ids using it
+    lines: dict[str, dict[int, frozenset[str]]] = field(default_factory=dict)  # module -> line -> contexts
     seconds: float = 0.0
 
-    def covering(self, module: str, first: int, last: int) -> set[str]:
-        """The tests that ran any of lines ``first`` to ``last`` of ``module``."""
+    @property
+    def startup(self) -> float:
+        """The seconds of the run that no test took: starting Python and pytest, collecting."""
+        return max(0.0, self.seconds - sum(self.durations.values()))
+
+    def covering(self, module: str, first: int, last: int) -> set[str] | None:
+        """The tests that ran any of lines ``first`` to ``last`` of ``module``; None for the whole selection.
+
+        A line a shared fixture ran counts for every test that uses the fixture. A line run outside any
+        test (plugin loading, collection: a test module that builds its cases at import) may change what
+        any test sees, so it gets the whole selection, as does a context the probe cannot place.
+        """
         by_line = self.lines.get(module, {})
         found: set[str] = set()
         for line in range(first, last + 1):
-            found |= by_line.get(line, frozenset())
+            for context in by_line.get(line, frozenset()):
+                if context in self.durations:
+                    found.add(context)
+                elif context in self.users:
+                    found |= self.users[context]
+                else:
+                    return None
         return found
 
 
@@ -80,6 +97,7 @@ def run_baseline(
         tests=tests,
         durations={node: entry["duration"] for node, entry in probe["tests"].items()},
         subprocess_tests=frozenset(node for node, entry in probe["tests"].items() if entry["subprocess"]),
+        users=_users(probe["tests"]),
         seconds=finished.seconds,
     )
     data = CoverageData(basename=str(data_file))
@@ -89,8 +107,16 @@ def run_baseline(
         if measured not in data.measured_files():
             continue
         by_line = data.contexts_by_lineno(measured)
-        baseline.lines[module] = {line: frozenset(c for c in contexts if c) for line, contexts in by_line.items()}
+        baseline.lines[module] = {line: frozenset(contexts) for line, contexts in by_line.items()}
     return baseline
+
+
+def _users(tests: dict[str, dict[str, object]]) -> dict[str, frozenset[str]]:
+    users: dict[str, set[str]] = {}
+    for node, entry in tests.items():
+        for key in entry.get("fixtures") or []:  # type: ignore[attr-defined]
+            users.setdefault(key, set()).add(node)
+    return {key: frozenset(nodes) for key, nodes in users.items()}
 
 
 def _tail(log: Path, lines: int = 30) -> str:

@@ -49,7 +49,8 @@ def parser() -> argparse.ArgumentParser:
         type=float,
         default=3.0,
         metavar="F",
-        help="a mutant's time limit: F x its tests' baseline time (default 3)",
+        help="a mutant's time limit: F x (its tests' baseline time + pytest's start-up), at least "
+        "timeout_min of the configuration (default F=3)",
     )
     arguments.add_argument("--markdown", type=Path, metavar="FILE", help="also write the table (date, command) here")
     arguments.add_argument("--root", type=Path, default=tool.parent, help="the project root (default: this repo)")
@@ -119,7 +120,10 @@ def _modules(options: argparse.Namespace, root: Path, config: Config) -> list[st
     chosen = []
     for name in options.modules:
         path = Path(name)
-        module = (path.resolve().relative_to(root) if path.is_absolute() or path.exists() else path).as_posix()
+        try:
+            module = (path.resolve().relative_to(root) if path.is_absolute() or path.exists() else path).as_posix()
+        except ValueError:
+            module = name
         if module not in config.selections:
             listed = "\n  ".join(in_scope)
             raise UsageError(f"{name} is not in scope; the modules in scope are:\n  {listed}")

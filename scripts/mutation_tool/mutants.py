@@ -123,6 +123,12 @@ class _Finder:
     def end(self, node: ast.AST) -> int:
         return self.line_starts[node.end_lineno - 1] + node.end_col_offset  # type: ignore[attr-defined, no-any-return]
 
+    def parenthesised(self, node: ast.AST) -> bool:
+        """Whether brackets enclose ``node`` right outside its text (any expression fits there)."""
+        before = self.source[: self.start(node)].rstrip()
+        after = self.source[self.end(node) :].lstrip()
+        return before.endswith(b"(") and after.startswith(b")")
+
     def token_edit(self, left: ast.AST, right: ast.AST, pattern: str, new: str) -> Edit | None:
         """Replace the operator written between ``left`` and ``right`` (comments between them ignored)."""
         begin, finish = self.end(left), self.start(right)
@@ -219,8 +225,8 @@ class _Finder:
                 found = self.token_edit(node.left, node.right, re.escape(old), new)
                 edits = () if found is None else (found,)
             else:  # another binding strength: the whole node, parenthesised, as Python writes it
-                swapped = ast.BinOp(left=node.left, op=new_class(), right=node.right)
-                edits = (self.replace(node, f"({ast.unparse(swapped)})"),)
+                swapped = ast.unparse(ast.BinOp(left=node.left, op=new_class(), right=node.right))
+                edits = (self.replace(node, swapped if self.parenthesised(node) else f"({swapped})"),)
             if edits:
                 yield _Candidate(scope, f"{old} -> {new}", node, line, import_time, edits)
         elif isinstance(node, ast.BoolOp):

@@ -39,13 +39,12 @@ def choose_tests(mutant: Mutant, baseline: Baseline) -> list[str]:
 
     A line that runs when the module is imported (module level, class bodies, decorators, default
     values) gets the whole selection: coverage credits an import to whichever test imported first, not to
-    the tests that rely on what it defined. Any other line gets the tests that ran it, and every test that
-    starts a Python subprocess (coverage does not see into the child).
+    the tests that rely on what it defined; so does a line run outside any test (at collection). Any other
+    line gets the tests that ran it (a shared fixture's lines: every test using the fixture), and every test
+    that starts a Python subprocess (coverage does not see into the child).
     """
-    if mutant.import_time:
-        chosen = set(baseline.durations)
-    else:
-        chosen = baseline.covering(mutant.module, mutant.first_line, mutant.last_line) | baseline.subprocess_tests
+    covering = None if mutant.import_time else baseline.covering(mutant.module, mutant.first_line, mutant.last_line)
+    chosen = set(baseline.durations) if covering is None else covering | baseline.subprocess_tests
     return sorted(chosen, key=lambda node: (baseline.durations.get(node, 0.0), node))
 
 
@@ -66,7 +65,8 @@ def run_mutant(
     selected = worker.scratch / "select.txt"
     selected.write_text("\n".join(tests) + "\n")
     files = list(dict.fromkeys(node.split("::")[0] for node in tests))
-    timeout = max(timeout_min, factor * sum(baseline.durations.get(node, 0.0) for node in tests))
+    # the run pays pytest's start-up and collection too, as the baseline did
+    timeout = max(timeout_min, factor * (baseline.startup + sum(baseline.durations.get(node, 0.0) for node in tests)))
     command = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "-p", "_mutation_select", *files]
     env = workspace.environment(worker.tree, worker.plugins, MUTATION_SELECT=str(selected), MUTATION_KNOWN=str(known))
     path = worker.tree / mutant.module
