@@ -247,8 +247,8 @@ def test_arena_series_follow_commits_and_a_close_drops_that_arena_only() -> None
         arena("ready", reserved_va_bytes=800),
         arena("ready", "8_0", reserved_va_bytes=900),
         arena("commit", committed_bytes=40, measured_committed_bytes=41),
-        arena("error", measured_committed_bytes=99),  # no bookkeeping figure: nothing changes
         arena("decommit", committed_bytes=30, measured_committed_bytes=None),
+        arena("error", measured_committed_bytes=99),  # no bookkeeping figure: nothing changes
         arena("commit", "8_0", committed_bytes=0, measured_committed_bytes=0),
     )
     labels = {"arena": "7_0"} | scope()
@@ -406,3 +406,17 @@ def test_only_pool_scoped_and_other_rank_metrics_are_removed_by_a_restart() -> N
     scoped = {metric.name for metric in METRICS if metric.rank_scoped}
     assert scoped == {metric.name for metric in METRICS if metric.kind == "gauge"}
     assert {"kvlog_events_total", "kvlog_unparsed_lines_total", "kvlog_schema_violations_total"}.isdisjoint(scoped)
+
+
+@pytest.mark.parametrize(
+    "odd",
+    [
+        {"event": 3, "ranks": {"tp": 0}, "kv_bytes": 1},
+        {"event": None},
+        {"ranks": {"tp": 0}},
+        {"event": "kv_pool.allocation", "ranks": ["tp", 0], "allocation_state": "allocated", "kv_bytes": 1},
+        {"event": "kv_pool.allocation", "ranks": {"tp": 0.5}, "allocation_state": "allocated", "kv_bytes": 1},
+    ],
+)
+def test_an_event_without_a_name_or_with_ranks_that_are_no_ranks_is_not_even_counted(odd: dict[str, Any]) -> None:
+    assert fed(odd).samples() == []
