@@ -112,6 +112,19 @@ def test_an_event_is_held_until_its_hold_has_run_out_to_the_instant(tmp_path: Pa
     assert "within 0.5 s;" in inferred["evidence"]
 
 
+def test_an_event_on_a_logs_first_line_waits_its_hold_too(tmp_path: Path) -> None:
+    log = tmp_path / "server.log"
+    log.write_text(POOL)
+    with passes(str(log), hold_s=0.5) as run:
+        run.poll()
+        run.clock.now += 0.25
+        run.poll()
+        assert run.events() == []  # nothing has waited its hold yet: nothing is released
+        run.clock.now += 0.25
+        run.poll()
+        assert len(run.events()) == 1
+
+
 def test_evidence_read_within_the_hold_settles_the_event(tmp_path: Path) -> None:
     log = tmp_path / "server.log"
     log.write_text(LOAD + POOL)
