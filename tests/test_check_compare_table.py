@@ -1630,6 +1630,31 @@ def rule_cases() -> Iterator[Case]:
         {"anyOf": [{"type": "string", "pattern": "^a"}, {"type": "string", "maxLength": 0}]},
         "breaking",
     )
+    yield from same_in(
+        DRAFTS,
+        "anyOf/integer-ranges-leave-out-below",
+        I,
+        {"anyOf": [{"type": "integer", "minimum": 5}, {"type": "integer", "minimum": 10}]},
+        "breaking",
+    )
+    yield from same_in(
+        DRAFTS,
+        "anyOf/number-ranges-gap-between",
+        N,
+        {"anyOf": [{"type": "number", "maximum": 0}, {"type": "number", "minimum": 1}]},
+        "breaking",
+    )
+    yield from same_in(
+        DRAFTS,
+        "anyOf/number-ranges-leave-out-above",
+        {"type": "number", "minimum": 0},
+        {"anyOf": [{"type": "number", "minimum": 0, "maximum": 1}, {"type": "number", "minimum": 1, "maximum": 2}]},
+        "breaking",
+    )
+    yield from same_in(
+        DRAFTS, "oneOf/one-branch-of-the-writer-type", S, {"oneOf": [{"type": "string", "maxLength": 2}, N]}, "breaking"
+    )
+    yield from same_in(DRAFTS, "not/integers-out-of-numbers", {"type": ["number", "string"], "not": I}, S, "breaking")
     # if/then/else on the reader, when the writer always or never meets the condition
     yield from same_in(
         FROM_07,
@@ -1707,6 +1732,43 @@ def rule_cases() -> Iterator[Case]:
         {"type": "object", "patternProperties": {"^(?=x)": S}},
         {"type": "object", "patternProperties": {"^(?=x)": S}, "additionalProperties": S},
         "undecided",
+    )
+    yield from same_in(
+        DRAFTS,
+        "minItems/above-maxItems",
+        {"type": "array", "minItems": 2, "maxItems": 1},
+        {"type": "array", "maxItems": 0},
+        "compatible",
+    )
+    yield from same_in(
+        FROM_2019,
+        "unevaluatedItems/beside-contains",
+        {"type": "array", "items": S},
+        {"type": "array", "contains": S, "unevaluatedItems": N},
+        "breaking",
+    )
+    yield from same_in(
+        DRAFTS,
+        "maxProperties/closed-writer-has-few",
+        obj({"a": S, "b": S}, extra=False),
+        {"type": "object", "maxProperties": 2},
+        "compatible",
+    )
+    yield from same_in(
+        DRAFTS,
+        "maxProperties/closed-writer-has-more",
+        obj({"a": S, "b": S, "c": S}, extra=False),
+        {"type": "object", "maxProperties": 2},
+        "breaking",
+    )
+    yield from each(
+        FROM_06,
+        "dependentSchemas/member-the-writer-forbids",
+        lambda d: (
+            {"type": "object", "properties": {"a": False}},
+            {"type": "object", ("dependencies" if d in UP_TO_07 else "dependentSchemas"): {"a": False}},
+            "compatible",
+        ),
     )
     # prefixItems (items: [...] before 2020-12) on the reader
     yield from each(
@@ -1937,8 +1999,29 @@ REASONS: dict[str, list[tuple[str, str]]] = {
     ],
     "tuple/reader-prefix-within-writer-maxItems": [("$[1]", "new accepts only number; old has string values")],
     "tuple/reader-prefix-on-items-writer": [("$[1]", "new accepts only integers; old accepts any number")],
+    "anyOf/integer-ranges-leave-out-below": [("$", "the anyOf branches of new leave out values old has")],
+    "anyOf/number-ranges-gap-between": [("$", "the anyOf branches of new leave out values old has")],
+    "anyOf/number-ranges-leave-out-above": [("$", "the anyOf branches of new leave out values old has")],
+    "oneOf/one-branch-of-the-writer-type": [("$", "length [0, inf) (old) is not inside [0, 2]")],
+    "not/integers-out-of-numbers": [("$", "new accepts only string; old has number values")],
+    "unevaluatedItems/beside-contains": [("$", "unevaluatedItems beside contains")],
+    "maxProperties/closed-writer-has-more": [("$", "property count [0, 3] (old) is not inside [0, 2]")],
 }
 
+
+# Where the rule itself builds the instance, which one kvlog shows: the first value the anyOf branches
+# leave out (below, between or above them), the member name no property claims, the string no pattern covers.
+EXAMPLES: dict[str, Any] = {
+    "anyOf/integer-ranges-gap": 1,
+    "anyOf/integer-ranges-leave-out-below": 4,
+    "anyOf/number-ranges-miss-a-point": 0,
+    "anyOf/number-ranges-gap-between": 0.5,
+    "anyOf/number-ranges-leave-out-above": 2.5,
+    "anyOf/bounded-writer-top-left-out": 10,
+    "anyOf/strings-by-pattern-gap": "z",
+    "additionalProperties/schema-narrowed-beside-extra": {"x": ""},
+    "additionalProperties/schema-narrowed-beside-pattern": {"": 0.5},
+}
 
 # --------------------------------------------------------------------------------------------- the truth
 
@@ -2105,6 +2188,9 @@ def test_compare_agrees_with_the_witness_search(
         assert verdict.compatible is False, (verdict, found)
     said = [(reason.path, reason.message) for reason in verdict.reasons]
     assert said == ([] if expected == "compatible" else REASONS[name])
+    if name in EXAMPLES:
+        assert verdict.counterexample == EXAMPLES[name]
+        assert type(verdict.counterexample) is type(EXAMPLES[name])
 
     full = compare(old, new, mode="full", draft=draft)
     if full.compatible is False:
