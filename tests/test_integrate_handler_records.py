@@ -1,0 +1,121 @@
+"""What a record gives its event in the live handler: its time, pid, logger and call site; its file name.
+
+The handler reads records, not printed lines: what a record says exactly replaces what a line could
+only infer, and the events file is named per process and rank. These pin each of those fields.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+
+import pytest
+from test_integrate_handler import START_UP, attached, decoded
+
+from kvlog.envelope import utc_timestamp
+from kvlog.integrate.handler import EventHandler
+from kvlog.integrate.servers import SGLANG
+
+#: a record's time: a fixed instant, so that the event's timestamp can only have come from the record
+CREATED = 1_780_000_000.25
+
+
+def _record(message: str, *args: object, lineno: int = 42, created: float = CREATED) -> logging.LogRecord:
+    record = logging.makeLogRecord(
+        {"name": "sglang.srt.mem", "msg": message, "args": args, "levelno": logging.INFO, "lineno": lineno}
+    )
+    record.pathname, record.created = "/srv/sglang/mem.py", created
+    return record
+
+
+def test_an_event_takes_the_records_time_pid_logger_and_call_site(tmp_path: Path) -> None:
+    _, handler, events = attached(tmp_path)
+    handler.handle(_record(START_UP[0]))
+    handler.close()
+    (event,) = decoded(events)
+    assert event["timestamp"] == utc_timestamp(CREATED)
+    assert event["pid"] == os.getpid()
+    assert event["ext"] == {"logger": "sglang.srt.mem", "code_file": "/srv/sglang/mem.py", "code_line": 42}
+    migrated = event["migrated"]
+    assert isinstance(migrated, dict)
+    assert migrated["file"] is None
+    assert migrated["line"] == 1
+    assert "timestamp" not in migrated.get("inferred", {}), "the record's time is exact, not inferred"
+
+
+def test_a_record_without_a_call_site_gives_only_its_logger(tmp_path: Path) -> None:
+    _, handler, events = attached(tmp_path)
+    handler.handle(_record(START_UP[0], lineno=0))
+    handler.close()
+    assert decoded(events)[0]["ext"] == {"logger": "sglang.srt.mem"}
+
+
+def test_a_message_with_arguments_is_read_as_formatted(tmp_path: Path) -> None:
+    _, handler, events = attached(tmp_path)
+    handler.handle(_record("Load weight begin. avail mem=%.2f GB", 139.06))
+    handler.handle(_record(START_UP[0]))  # the same line, written out
+    handler.close()
+    formatted, literal = decoded(events)
+    assert formatted["event"] == literal["event"] == "weights.load_begin"
+    assert formatted["avail_bytes"] == literal["avail_bytes"]
+
+
+def test_each_line_of_a_multi_line_message_is_a_line_of_its_own(tmp_path: Path) -> None:
+    _, handler, events = attached(tmp_path)
+    handler.handle(_record("\n".join(START_UP)))
+    handler.handle(_record(START_UP[0]))
+    handler.close()
+    written = decoded(events)
+    assert [e["migrated"]["line"] for e in written] == [*range(1, len(START_UP) + 1), len(START_UP) + 1]  # type: ignore[index]
+
+
+def test_a_record_a_filter_refuses_is_not_read(tmp_path: Path) -> None:
+    _, handler, events = attached(tmp_path)
+    handler.addFilter(lambda record: "end" not in record.getMessage())
+    for message in START_UP[:2]:
+        handler.handle(_record(message))
+    handler.close()
+    assert [e["event"] for e in decoded(events)] == ["weights.load_begin"]
+
+
+def test_a_record_no_memory_line_could_be_is_not_read(tmp_path: Path) -> None:
+    _, handler, events = attached(tmp_path)
+    handler.handle(_record("GET /health 200"))
+    handler.close()
+    assert not events.exists()
+    assert handler.written == handler.dropped == 0
+
+
+@pytest.mark.parametrize(("ranks", "name"), [({"tp": 1}, "tp1"), ({"dp": 1, "tp": 1}, "dp1-tp1"), ({}, "main")])
+def test_the_events_file_is_named_by_pid_and_rank(tmp_path: Path, ranks: dict[str, int], name: str) -> None:
+    handler = EventHandler(SGLANG, str(tmp_path / "kv-{pid}-{rank}.jsonl"), ranks=ranks)
+    handler.handle(_record(START_UP[0]))
+    handler.close()
+    assert [path.name for path in tmp_path.iterdir()] == [f"kv-{os.getpid()}-{name}.jsonl"]
+    assert handler.written == 1
+
+
+def test_events_to_standard_error_are_written_there(capsys: pytest.CaptureFixture[str]) -> None:
+    handler = EventHandler(SGLANG, "-", ranks={"tp": 0})
+    handler.handle(_record(START_UP[0]))
+    handler.close()
+    err = capsys.readouterr().err
+    assert err.startswith('{"event":"weights.load_begin",')
+    assert err.count("\n") == 1
+    assert handler.written == 1
+
+
+def test_an_events_file_that_cannot_be_opened_drops_and_says_so_once(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    handler = EventHandler(SGLANG, str(tmp_path / "missing" / "kv.jsonl"), ranks={"tp": 0})
+    for message in START_UP[:2]:
+        handler.handle(_record(message))
+    handler.close()
+    assert (handler.written, handler.dropped) == (0, 2)
+    assert capsys.readouterr().err.splitlines() == [
+        f"kvlog: {tmp_path}/missing/kv.jsonl: cannot write events: No such file or directory; "
+        "this process's events are dropped",
+        "kvlog: 2 records dropped (the queue was full or the events could not be written)",
+    ]
