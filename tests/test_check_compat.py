@@ -474,3 +474,56 @@ def test_removing_a_released_version_is_an_error() -> None:
     assert [(f.rule, f.message) for f in findings] == [
         ("KV203", "t.e@2 was released at REF and has been removed (t.e/v2.json)")
     ]
+
+
+def test_a_new_events_first_version_has_nothing_to_be_compatible_with() -> None:
+    for mode in MODES:
+        assert release_findings({1: event_schema(1, {"a": INT}, ["a"], CLOSED)}, set(), mode) == [], mode
+
+
+SHARED = "_defs.json"
+
+
+def with_shared(label: str, number: dict[str, Any], versions: dict[int, dict[str, Any]]) -> Snapshot:
+    """A catalog whose events take the definition of ``n`` from a shared file, ``_defs.json``."""
+    shared = {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "$id": f"https://example.test/schemas/{SHARED}",
+        "$defs": {"n": number},
+    }
+    files = {f"t.e/v{v}.json": orjson.dumps(doc, option=orjson.OPT_INDENT_2) for v, doc in versions.items()}
+    files[SHARED] = orjson.dumps(shared, option=orjson.OPT_INDENT_2)
+    return Snapshot.from_files(label, files, {rel: rel for rel in files})
+
+
+def released_against(current: Snapshot, released: Snapshot) -> list[Finding]:
+    structure = check_structure(current)
+    assert structure.findings == []
+    evolution = Evolution(current, released, structure.resolved, check_structure(released).resolved)
+    return evolution.check("backward", lambda *_: None)
+
+
+def test_a_released_version_changed_through_a_shared_definition_is_an_error() -> None:
+    v1 = event_schema(1, {"a": {"$ref": f"../{SHARED}#/$defs/n"}}, ["a"], CLOSED)
+    released = with_shared("REF", INT, {1: v1})
+    (finding,) = released_against(with_shared("working tree", {**INT, "minimum": 0}, {1: v1}), released)
+    assert (finding.rule, finding.file) == ("KV201", "t.e/v1.json")
+    assert finding.message == (
+        "t.e@1 was released at REF and must not change (through a shared definition): "
+        "field a: minimum added (0); add v2 (with a migration) instead"
+    )
+    text = orjson.dumps(v1, option=orjson.OPT_INDENT_2).decode()
+    assert finding.line is not None and '"a":' in text.splitlines()[finding.line - 1]
+
+
+def test_a_released_version_reworded_is_a_warning_that_names_the_change() -> None:
+    v1 = event_schema(1, {"a": INT}, ["a"], CLOSED)
+    reworded = {**v1, "description": "reworded"}
+    (finding,) = released_against(with_shared("working tree", INT, {1: reworded}), with_shared("REF", INT, {1: v1}))
+    assert (finding.rule, finding.level, finding.file) == ("KV202", "warning", "t.e/v1.json")
+    assert (
+        finding.message
+        == 't.e@1 was released at REF; its annotations changed: schema root: description added ("reworded")'
+    )
+    text = orjson.dumps(reworded, option=orjson.OPT_INDENT_2).decode()
+    assert finding.line is not None and '"description":' in text.splitlines()[finding.line - 1]
