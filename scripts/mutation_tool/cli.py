@@ -9,6 +9,7 @@ import argparse
 import os
 import random
 import shlex
+import signal
 import subprocess
 import sys
 import tempfile
@@ -76,6 +77,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not modules:
         print(f"no module in scope differs from {options.changed}: nothing to mutate")
         return 0
+    signal.signal(signal.SIGTERM, _interrupt)  # `timeout` and CI stop with SIGTERM: clean up as for Ctrl-C
     command = shlex.join([parser().prog, *argv])
     when = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     try:
@@ -96,6 +98,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if options.markdown:
         options.markdown.write_text(report.markdown(table, results, config, when, command))
     return 0
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
 
 
 def _modules(options: argparse.Namespace, root: Path, config: Config) -> list[str]:

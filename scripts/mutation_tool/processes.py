@@ -18,6 +18,7 @@ from pathlib import Path
 
 _running: set[int] = set()
 _lock = threading.Lock()
+_stopping = threading.Event()
 
 
 @dataclass(frozen=True)
@@ -32,16 +33,18 @@ def run(command: list[str], cwd: Path, env: dict[str, str], timeout: float, log:
     """Run ``command`` (stdout and stderr into ``log``); never longer than ``timeout`` seconds."""
     started = time.monotonic()
     with log.open("wb") as output:
-        process = subprocess.Popen(
-            command,
-            cwd=cwd,
-            env=env,
-            stdout=output,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            start_new_session=True,
-        )
-        with _lock:
+        with _lock:  # checked and registered at once: kill_all either sees this command or stops it starting
+            if _stopping.is_set():
+                raise KeyboardInterrupt
+            process = subprocess.Popen(
+                command,
+                cwd=cwd,
+                env=env,
+                stdout=output,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
             _running.add(process.pid)
         try:
             returncode: int | None = process.wait(timeout=timeout)
@@ -57,8 +60,9 @@ def run(command: list[str], cwd: Path, env: dict[str, str], timeout: float, log:
 
 
 def kill_all() -> None:
-    """Kill every command still running (the tool is interrupted)."""
+    """Kill every command still running, and start no other (the tool is interrupted)."""
     with _lock:
+        _stopping.set()
         groups = list(_running)
     for pid in groups:
         _kill_group(pid)
