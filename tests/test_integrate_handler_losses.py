@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import logging
+import threading
 from pathlib import Path
 
 import pytest
 from test_integrate_handler import START_UP, attached, decoded
 
+import kvlog.integrate.handler as handler_module
 from kvlog.integrate.handler import EventHandler
 from kvlog.integrate.servers import SGLANG
 
@@ -42,4 +44,47 @@ def test_events_lost_in_a_flush_that_failed_count_as_dropped_not_written(
     assert said[0].startswith("kvlog: /dev/full: cannot write events: [Errno 28]")
     assert said[1:] == [
         f"kvlog: {len(START_UP)} records dropped (the queue was full or the events could not be written)"
+    ]
+
+
+def test_records_beyond_a_full_queue_are_dropped_and_counted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The server's thread never waits: while the worker is busy, what the queue cannot hold is dropped."""
+    busy = threading.Event()
+
+    class _Busy(handler_module._Reading):
+        def __init__(self, handler: EventHandler) -> None:
+            busy.wait()  # the worker is held here until the records are queued
+            super().__init__(handler)
+
+    monkeypatch.setattr(handler_module, "_Reading", _Busy)
+    logger, handler, events = attached(tmp_path, queue_records=1)
+    for message in START_UP[:3]:
+        logger.info(message)
+    busy.set()
+    handler.close()
+    assert [e["event"] for e in decoded(events)] == ["weights.load_begin"]
+    assert (handler.written, handler.dropped) == (1, 2)
+    assert (
+        capsys.readouterr().err == "kvlog: 2 records dropped (the queue was full or the events could not be written)\n"
+    )
+
+
+def test_migrations_that_cannot_load_drop_the_records_and_closing_does_not_raise(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def broken() -> None:
+        raise ValueError("no chain")
+
+    monkeypatch.setattr(handler_module, "load_chain", broken)
+    logger, handler, events = attached(tmp_path)
+    for message in START_UP[:2]:
+        logger.info(message)
+    handler.close()
+    assert not events.exists()
+    assert (handler.written, handler.dropped) == (0, 2)
+    assert capsys.readouterr().err.splitlines() == [
+        "kvlog: cannot read records (ValueError: no chain); this process's records are dropped",
+        "kvlog: 2 records dropped (the queue was full or the events could not be written)",
     ]

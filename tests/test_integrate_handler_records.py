@@ -11,6 +11,7 @@ import os
 from pathlib import Path
 
 import pytest
+from follow_helpers import wait_for
 from test_integrate_handler import START_UP, attached, decoded
 
 from kvlog.envelope import utc_timestamp
@@ -41,14 +42,28 @@ def test_an_event_takes_the_records_time_pid_logger_and_call_site(tmp_path: Path
     assert isinstance(migrated, dict)
     assert migrated["file"] is None
     assert migrated["line"] == 1
-    assert "timestamp" not in migrated.get("inferred", {}), "the record's time is exact, not inferred"
+    assert "inferred" not in migrated, "the record's time is exact, and was all the line inferred"
+
+
+def test_an_event_is_in_the_file_while_the_handler_still_runs(tmp_path: Path) -> None:
+    """Each batch is flushed: a follower of the events file sees them live, not at the server's exit."""
+    _, handler, events = attached(tmp_path)
+    try:
+        handler.handle(_record(START_UP[0]))
+        wait_for(lambda: len(decoded(events)) == 1, what="the flushed event")
+    finally:
+        handler.close()
 
 
 def test_a_record_without_a_call_site_gives_only_its_logger(tmp_path: Path) -> None:
     _, handler, events = attached(tmp_path)
     handler.handle(_record(START_UP[0], lineno=0))
+    handler.handle(_record(START_UP[0], lineno=1))  # the first line of a file is a call site
     handler.close()
-    assert decoded(events)[0]["ext"] == {"logger": "sglang.srt.mem"}
+    assert [e["ext"] for e in decoded(events)] == [
+        {"logger": "sglang.srt.mem"},
+        {"logger": "sglang.srt.mem", "code_file": "/srv/sglang/mem.py", "code_line": 1},
+    ]
 
 
 def test_a_message_with_arguments_is_read_as_formatted(tmp_path: Path) -> None:
