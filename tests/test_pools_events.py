@@ -123,6 +123,16 @@ def test_an_eager_pool_refuses_sizes_it_cannot_have(
     assert "kv_pool.allocation" not in [event["event"] for event in captured]
 
 
+@pytest.mark.parametrize(
+    ("max_tokens", "message"),
+    [(-1, "max_tokens -1 must not be negative"), (16.0, "max_tokens must be an integer, not float 16.0")],
+)
+def test_a_pool_built_on_its_own_backend_refuses_a_token_count_that_is_none(max_tokens: Any, message: str) -> None:
+    with validated_events() as captured, pytest.raises(PoolSizingError, match=f"^{re.escape(message)}$"):
+        MHAKVPool(SHAPE, max_tokens, FaultyBackend())
+    assert captured == [], "refused before any memory was reserved"
+
+
 def test_the_post_capture_lifecycle_says_the_upper_bound_then_the_budget_and_what_it_bought() -> None:
     with validated_events() as captured, MHAKVPool.plan(SHAPE, upper_bound_tokens=1000) as pool:
         assert pool.arena.reserved_va_bytes == 2 * pages(1001 * K_ROW) + 2 * pages(1001 * V_ROW)
@@ -282,6 +292,7 @@ def test_a_closed_pool_refuses_every_lifecycle_step() -> None:
         ({"dtype": "uint8"}, "KVShape.dtype must be a torch.dtype, not 'uint8'"),
         ({"page_size": ADDRESS_SPACE_LIMIT // 2 + 1}, "more than this platform can address"),
         ({"v_head_dim": 3, "page_size": ADDRESS_SPACE_LIMIT // 4 + 1}, "more than this platform can address"),
+        ({"dtype": torch.float16, "page_size": ADDRESS_SPACE_LIMIT // 4 + 1}, "more than this platform can address"),
     ],
 )
 def test_a_shape_no_pool_can_have_is_refused(fields: dict[str, Any], message: str) -> None:
@@ -294,6 +305,7 @@ def test_the_largest_shapes_a_pool_can_have_are_accepted() -> None:
     KVShape(layers=4096, heads=1, head_dim=1, dtype=torch.uint8)
     KVShape(layers=1, heads=1, head_dim=1, dtype=torch.uint8, page_size=ADDRESS_SPACE_LIMIT // 2)
     KVShape(layers=1, heads=1, head_dim=1, v_head_dim=3, dtype=torch.uint8, page_size=ADDRESS_SPACE_LIMIT // 4)
+    KVShape(layers=1, heads=1, head_dim=1, dtype=torch.float16, page_size=ADDRESS_SPACE_LIMIT // 4)
 
 
 def test_a_host_pool_says_its_label_tokens_and_bytes_and_has_no_padding_row() -> None:
