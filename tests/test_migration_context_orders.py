@@ -223,6 +223,16 @@ def test_a_v1_event_read_in_todays_wording_loses_the_inference_it_came_with() ->
     assert "inferred" not in out[1]["migrated"]  # type: ignore[index]  # nothing else of it was inferred
 
 
+def test_a_summary_that_states_its_group_ends_it_for_the_summary_after_it() -> None:
+    """A kvlog JSON summary in the log (current, allocated) closes the group of the VA sub-pool before it:
+    a later summary (the draft's) is not told by that sub-pool."""
+    summary = {k: POOL_V2[k] for k in ("event", "schema_version", "timestamp", "level", "ranks", "allocation_state")}
+    summary |= {"event": "kv_pool.swa_summary", "total_bytes": 1, "swa_tokens": 1, "full_tokens": 1}
+    out = migrate(ARENA_0, SWA, json_line(summary), SUMMARY)
+    assert state(out[1]) == ("va_upper_bound", "arena-before-pool", 1)
+    assert state(out[3]) == CLAIMED
+
+
 # -- what ends a wait --------------------------------------------------------------------------------
 
 
