@@ -233,6 +233,14 @@ def test_a_summary_that_states_its_group_ends_it_for_the_summary_after_it() -> N
     assert state(out[3]) == CLAIMED
 
 
+def test_a_current_va_event_is_not_held_for_its_committed_bytes() -> None:
+    """Only events this migration produced are revised: a kvlog JSON VA pool is written as it came, at once."""
+    pool = {**POOL_V2, "allocation_state": "va_upper_bound"}
+    events, written = live(json_line(pool))
+    assert (events, written) == ([pool], 1)
+    assert migrate(json_line(pool), COMMITTED)[0] == pool
+
+
 # -- what ends a wait --------------------------------------------------------------------------------
 
 
