@@ -527,3 +527,29 @@ def test_a_released_version_reworded_is_a_warning_that_names_the_change() -> Non
     )
     text = orjson.dumps(reworded, option=orjson.OPT_INDENT_2).decode()
     assert finding.line is not None and '"description":' in text.splitlines()[finding.line - 1]
+
+
+def test_an_unreadable_released_version_is_not_reported_removed_and_later_ones_are_still_checked() -> None:
+    v1, v2 = (event_schema(v, {"a": INT}, ["a"], CLOSED) for v in (1, 2))
+    changed = event_schema(2, {"a": STR}, ["a"], CLOSED)
+    files = {"t.e/v1.json": b"{ not json", "t.e/v2.json": orjson.dumps(changed, option=orjson.OPT_INDENT_2)}
+    current = Snapshot.from_files("working tree", files, {rel: rel for rel in files})
+    assert current.unread == {"t.e/v1.json"}
+    released = snapshot("REF", {1: v1, 2: v2})
+    evolution = Evolution(current, released, check_structure(current).resolved, check_structure(released).resolved)
+    findings = evolution.check("backward", lambda *_: None)
+    assert [(f.rule, f.file) for f in findings] == [("KV201", "t.e/v2.json")]
+    assert findings[0].message.startswith("t.e@2 was released at REF and must not change: field a: ")
+
+
+def test_a_rewording_points_at_the_first_annotation_that_changed() -> None:
+    v1 = event_schema(1, {"a": INT}, ["a"], CLOSED)
+    reworded = {**v1, "description": "reworded", "properties": {**v1["properties"], "a": {**INT, "title": "A"}}}
+    current, released = with_shared("working tree", INT, {1: reworded}), with_shared("REF", INT, {1: v1})
+    (finding,) = released_against(current, released)
+    assert finding.message == (
+        "t.e@1 was released at REF; its annotations changed: "
+        'field a: title added ("A"); schema root: description added ("reworded")'
+    )
+    text = orjson.dumps(reworded, option=orjson.OPT_INDENT_2).decode()
+    assert finding.line is not None and '"title":' in text.splitlines()[finding.line - 1]
