@@ -420,3 +420,21 @@ def test_only_pool_scoped_and_other_rank_metrics_are_removed_by_a_restart() -> N
 )
 def test_an_event_without_a_name_or_with_ranks_that_are_no_ranks_is_not_even_counted(odd: dict[str, Any]) -> None:
     assert fed(odd).samples() == []
+
+
+@pytest.mark.parametrize(
+    "incomplete",
+    [{"allocation_state": "allocated", "total_bytes": None}, {"allocation_state": None, "total_bytes": 50}],
+    ids=["no size", "no state"],
+)
+def test_a_unified_pool_without_a_state_or_a_size_is_skipped_and_takes_no_place(incomplete: dict[str, Any]) -> None:
+    """Skipped whole: the next unified pool is still the run's first (``unified``, not ``unified#1``)."""
+    series = fed(
+        event("kv_pool.unified_allocation", **incomplete),
+        event("kv_pool.unified_allocation", allocation_state="allocated", total_bytes=60),
+    )
+    labels = {"pool": "unified", "label": ""} | scope()
+    assert table(series) == [
+        ("kvlog_kv_pool_bytes", {"allocation_state": "allocated"} | labels, 60.0),
+        ("kvlog_kv_pool_committed_bytes", labels, 60.0),
+    ]
