@@ -60,6 +60,13 @@ _LEVEL: dict[type[ast.operator], int] = {
     ast.Pow: 7,
 }
 
+#: names that make a subscript or a ``|`` a type expression (a type alias is an annotation kept in a variable)
+_TYPE_NAMES = {"Callable", "Literal", "Final", "Optional", "Union", "ClassVar", "Annotated", "Mapping", "Sequence",
+               "Iterable", "Iterator", "Generator", "MutableMapping", "MutableSequence", "Awaitable", "Coroutine",
+               "AsyncIterator", "AsyncGenerator", "TypeAlias", "TypeGuard", "Collection", "Set", "AbstractSet",
+               "dict", "list", "tuple", "set", "frozenset", "type", "int", "str", "float", "bytes", "bool",
+               "object", "complex", "bytearray", "memoryview", "Any", "None"}  # fmt: skip
+
 _DELETABLE = (ast.Expr, ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Raise, ast.Assert, ast.Delete)
 
 
@@ -173,7 +180,8 @@ class _Finder:
             return
         import_time = not runtime
         line = node.lineno
-        if isinstance(node, _DELETABLE) and not _is_inert(node):
+        bare_annotation = isinstance(node, ast.AnnAssign) and node.value is None  # `x: int` declares, does nothing
+        if isinstance(node, _DELETABLE) and not (_is_inert(node) or _is_type_alias(node) or bare_annotation):
             yield _Candidate(scope, "delete statement", node, line, import_time, (self.replace(node, "pass"),))
         if isinstance(node, ast.Return) and node.value is not None and not _is_none(node.value):
             edit = self.replace(node.value, "None")
@@ -210,7 +218,7 @@ class _Finder:
 
     # expressions ----------------------------------------------------------------------------------------------
     def expression(self, node: ast.expr, scope: str, line: int, import_time: bool) -> Iterator[_Candidate]:
-        if isinstance(node, ast.JoinedStr):
+        if isinstance(node, ast.JoinedStr) or _is_type_expression(node):
             return
         if isinstance(node, ast.Compare):
             operands = [node.left, *node.comparators]
@@ -288,6 +296,25 @@ def find_mutants(module: str, source: bytes) -> list[Mutant]:
 
 def _with_new_line(mutant: Mutant, new_line: str) -> Mutant:
     return Mutant(**{**mutant.__dict__, "new_line": new_line})
+
+
+def _is_type_expression(node: ast.expr) -> bool:
+    """``dict[str, int]``, ``Callable[..., X]``, ``str | None``, ``int | float``: types, not behaviour."""
+    if isinstance(node, ast.Subscript):
+        return _name_of(node.value) in _TYPE_NAMES
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.BitOr):
+        return any(_is_type_operand(side) for side in (node.left, node.right))
+    return False
+
+
+def _is_type_operand(node: ast.expr) -> bool:
+    if isinstance(node, ast.Constant):
+        return node.value is None
+    return _name_of(node) in _TYPE_NAMES or _is_type_expression(node)
+
+
+def _is_type_alias(node: ast.stmt) -> bool:
+    return isinstance(node, ast.Assign | ast.AnnAssign) and node.value is not None and _is_type_expression(node.value)
 
 
 def _is_docstring(node: ast.stmt) -> bool:

@@ -83,4 +83,7 @@ def run_mutant(
         return Result(mutant, SURVIVED, finished.seconds, len(tests))
     if finished.returncode == 5:
         return Result(mutant, SURVIVED, finished.seconds, len(tests), "pytest collected no test")
-    return Result(mutant, KILLED, finished.seconds, len(tests))
+    # 1: a test failed; 2: interrupted (a collection error: the mutant broke an import); 3 and 4 (pytest's
+    # internal and usage errors) follow from a mutant too (it broke the kvlog plugin), but say so in case not
+    note = f"pytest exit {finished.returncode}" if finished.returncode not in (1, 2) else ""
+    return Result(mutant, KILLED, finished.seconds, len(tests), note)
