@@ -14,7 +14,7 @@ import pytest
 import torch
 from memory_helpers import FaultyBackend, kernel_rss, own_fields, validated_events
 
-from kvlog.memory import HostKVPool, KVShape, MHAKVPool, MLAKVPool, PoolSizingError, PoolStateError, VmmArena
+from kvlog.memory import HostKVPool, KVShape, MHAKVPool, MLAKVPool, PoolSizingError, PoolStateError, VmmArena, pinning
 from kvlog.memory.host_backend import PAGE_SIZE
 from kvlog.memory.limits import ADDRESS_SPACE_LIMIT
 
@@ -377,3 +377,46 @@ def test_a_host_pool_ratio_of_zero_is_no_size() -> None:
             HostKVPool(THOUSAND, device_pool=device, ratio=0)
         with pytest.raises(PoolSizingError, match=r"^ratio 1e\+308 is beyond any size a host has$"):
             HostKVPool(THOUSAND, device_pool=device, ratio=1e308)
+
+
+class RecordingCudart:
+    """The CUDA runtime's host registration, as torch binds it, recording each call and what was resident then."""
+
+    class cudaError:
+        success = 0
+
+    def __init__(self) -> None:
+        self.registered: dict[int, int] = {}
+        self.calls: list[tuple[str, int]] = []
+
+    def cudaHostRegister(self, address: int, nbytes: int, flags: int) -> int:
+        assert flags == 0 and address not in self.registered
+        assert kernel_rss(address, address + nbytes) == nbytes, "registering memory that is not held"
+        self.registered[address] = nbytes
+        self.calls.append(("register", nbytes))
+        return 0
+
+    def cudaHostUnregister(self, address: int) -> int:
+        nbytes = self.registered.pop(address)
+        assert kernel_rss(address, address + nbytes) == nbytes, "memory given back while still registered"
+        self.calls.append(("unregister", nbytes))
+        return 0
+
+
+def test_a_pinned_host_pool_unpins_before_giving_memory_back_and_pins_again_after_backing_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    cudart = RecordingCudart()
+    monkeypatch.setattr(pinning, "_runtime", lambda: cudart)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    shape = KVShape(layers=1, heads=1, head_dim=64, dtype=torch.float16, page_size=16)
+    with validated_events():
+        pool = HostKVPool(shape, num_tokens=32, pin=True)
+        assert pool.pinned and cudart.registered == {pool.arena.base: 2 * P}
+        pool.sleep()
+        assert not pool.pinned and cudart.registered == {}
+        pool.wake()
+        assert pool.pinned and cudart.registered == {pool.arena.base: 2 * P}
+        pool.close()
+    assert not pool.pinned and cudart.registered == {}
+    assert cudart.calls == [("register", 2 * P), ("unregister", 2 * P)] * 2
