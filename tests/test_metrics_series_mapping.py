@@ -153,6 +153,12 @@ def test_the_drafts_sizing_with_no_numbered_draft_pool_is_its_own_series() -> No
     assert [labels["label"] for name, labels, _ in table(series) if labels["pool"] == "draft"] == ["draft"]
 
 
+def test_a_pool_named_by_a_label_alone_is_never_taken_for_the_draft() -> None:
+    """Only a pool naming neither is the draft's: sglang names its sub-pools, never the draft's pool."""
+    series = fed(pool(), pool(label="Full"), drafts_sizing())
+    assert pools(series, "kvlog_kv_pool_committed_bytes") == {"#0": 100, "Full": 100, "draft": 5}
+
+
 def test_a_restart_removes_the_runs_series_and_numbering_of_that_rank_and_instance_only() -> None:
     series = MemorySeries()
     for one in (pool(), pool(), pool(tp=1), event("weights.load_end", mem_usage_bytes=9)):
