@@ -184,6 +184,11 @@ def run_tool(*arguments: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([str(TOOL), *arguments], capture_output=True, text=True, timeout=600, check=False)
 
 
+def mutant_keys(progress: str) -> list[str]:
+    """The key of each mutant a progress line reports."""
+    return re.findall(r"(tinypkg/\S+\.py::.*?::\d+)(?: \(|$)", progress, flags=re.M)
+
+
 @dataclass(frozen=True)
 class Run:
     result: subprocess.CompletedProcess[str]
@@ -198,7 +203,7 @@ class Run:
         raise AssertionError(f"no progress line for {key}:\n{self.result.stderr}")
 
     def mutant_keys(self) -> list[str]:
-        return re.findall(r"(tinypkg/\S+\.py::.*?::\d+)(?: \(|$)", self.result.stderr, flags=re.M)
+        return mutant_keys(self.result.stderr)
 
     def row(self, module: str) -> list[str]:
         return next(line.split() for line in self.result.stdout.splitlines() if line.startswith(module))
@@ -283,6 +288,16 @@ def test_an_equivalent_entry_that_matches_no_mutant_is_warned_about(tiny_run: Ru
         "warning: [[equivalent]] tinypkg/core.py::clamp::> -> >=::if x > top:::1 matches no mutant (the line changed?)"
         in tiny_run.result.stderr
     )
+
+
+def test_a_sample_is_the_same_on_every_run_with_the_same_seed(tmp_path: Path) -> None:
+    root = write_tiny_project(tmp_path)
+    runs = [run_tool("--root", str(root), "tinypkg/extra.py", "--sample", "2", "--seed", "7") for _ in range(2)]
+    assert [run.returncode for run in runs] == [0, 0]
+    progress = [sorted(mutant_keys(run.stderr)) for run in runs]
+    assert len(progress[0]) == 2
+    assert progress[0] == progress[1]
+    assert next(line for line in runs[0].stdout.splitlines() if line.startswith("tinypkg/extra.py")).split()[1] == "2"
 
 
 def test_a_failing_baseline_stops_the_run_and_names_the_failing_tests(tmp_path: Path) -> None:

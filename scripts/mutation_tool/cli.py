@@ -6,8 +6,8 @@ Exit status: 0 when the run finished (whatever the score), 1 when a baseline fai
 from __future__ import annotations
 
 import argparse
+import hashlib
 import os
-import random
 import shlex
 import signal
 import subprocess
@@ -160,10 +160,16 @@ def _run(options: argparse.Namespace, root: Path, config: Config, modules: list[
 
 
 def _sample(mutants: list[Mutant], size: int | None, seed: str) -> list[Mutant]:
+    """``size`` of the mutants, ranked by a hash of the seed and their key.
+
+    The same seed picks the same sample on every run, and an unrelated edit of the module (which keeps the
+    other keys) leaves the rest of the sample as it was.
+    """
     if size is None or size >= len(mutants):
         return mutants
-    picked = set(random.Random(seed).sample(range(len(mutants)), size))
-    return [mutant for index, mutant in enumerate(mutants) if index in picked]
+    rank = sorted(mutants, key=lambda mutant: hashlib.sha256(f"{seed}\0{mutant.key}".encode()).hexdigest())
+    picked = {mutant.key for mutant in rank[:size]}
+    return [mutant for mutant in mutants if mutant.key in picked]
 
 
 def _baselines(
