@@ -241,6 +241,24 @@ def test_a_current_va_event_is_not_held_for_its_committed_bytes() -> None:
     assert migrate(json_line(pool), COMMITTED)[0] == pool
 
 
+def test_after_an_arena_a_pool_no_arena_is_left_for_is_allocated_even_if_a_post_capture_line_follows() -> None:
+    """0.5.16 with EAGLE3 (the corpus's first run): the arena explains the target's pool; the draft's is memory."""
+    out = migrate(ARENA_0, DRAFT, DRAFT.replace("0.25 GB", "0.46 GB"), SIZED)
+    assert state(out[1]) == ("va_upper_bound", "arena-before-pool", 1)
+    assert state(out[2]) == CLAIMED
+
+
+def test_a_unified_pool_cites_the_first_arena_and_leaves_it_for_the_pools() -> None:
+    """0.5.15 to 0.5.21: the unified pool spans the sub-pools' arenas, and claims allocated."""
+    unified = (
+        "[2026-08-10 10:00:00 TP0] [unified-memory-pool] UnifiedKVPool allocated: "
+        "total_bytes=20.40 GB (=21904333209 B), 2 sub-pool(s)"
+    )
+    out = migrate(ARENA_0, ARENA_1, unified, SWA, FULL)
+    assert state(out[2]) == ("va_upper_bound", "arena-before-pool", 1)
+    assert [state(e) for e in out[3:]] == [("va_upper_bound", "arena-before-pool", n) for n in (1, 2)]
+
+
 # -- what ends a wait --------------------------------------------------------------------------------
 
 
