@@ -88,9 +88,9 @@ def test_a_draft_models_hybrid_pools_after_the_targets_arenas_are_used_up_stay_a
 
 def test_a_summary_after_an_arena_but_without_its_sub_pools_cites_the_arena() -> None:
     """A log filtered to the summaries: the arena line still tells that the group lives in address space."""
-    out = migrate(ARENA_0, SUMMARY)
-    assert state(out[1]) == ("va_upper_bound", "sub-pools-are-va-bound", 1)
-    evidence = out[1]["migrated"]["inferred"]["allocation_state"]["evidence"]  # type: ignore[index]
+    out = migrate(ARENA_0, ARENA_1, SUMMARY)
+    assert state(out[2]) == ("va_upper_bound", "sub-pools-are-va-bound", 1)
+    evidence = out[2]["migrated"]["inferred"]["allocation_state"]["evidence"]  # type: ignore[index]
     assert evidence == f"KvVmmArena[0] ready, {round(9.2 * GIB)} bytes of address space reserved"
 
 
@@ -165,6 +165,12 @@ def test_todays_summary_wording_alone_makes_is_allocated_read_as_printed() -> No
     """``SWAKVPool VA upper bound:`` with its arena and sub-pool lines filtered out."""
     out = migrate(SUMMARY_VA, DRAFT_TODAY)
     assert state(out[0]) == ("va_upper_bound", None, None)
+    assert state(out[1]) == READ
+
+
+def test_in_todays_wording_a_summary_that_says_mem_usage_is_read_as_printed() -> None:
+    """A draft's hybrid summary after today's VA pool: ``mem usage`` is memory."""
+    out = migrate(POOL_VA, SUMMARY)
     assert state(out[1]) == READ
 
 
