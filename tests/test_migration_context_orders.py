@@ -265,6 +265,20 @@ def test_a_unified_pool_cites_the_first_arena_and_leaves_it_for_the_pools() -> N
     assert [state(e) for e in out[3:]] == [("va_upper_bound", "arena-before-pool", n) for n in (1, 2)]
 
 
+def test_a_pool_printed_after_a_post_capture_line_is_not_told_by_the_next_one() -> None:
+    """0.5.17 prints several post-capture lines: the first already settled which pools were sized before it."""
+    tokens = "[2026-08-10 10:00:30 TP0] Post-capture KV sizing: full_layer_tokens=812345, swa_layer_tokens=0"
+    out = migrate(DRAFT, tokens, DRAFT, COMMITTED)
+    assert state(out[0]) == va_after(2)
+    assert state(out[2]) == CLAIMED
+
+
+def test_the_draft_after_the_group_is_written_at_the_post_capture_line() -> None:
+    events, written = live(DRAFT, DRAFT, SIZED)
+    assert written == 3
+    assert [state(e) for e in events[:2]] == [va_after(3), CLAIMED]
+
+
 # -- what ends a wait --------------------------------------------------------------------------------
 
 
