@@ -1655,6 +1655,54 @@ def rule_cases() -> Iterator[Case]:
         DRAFTS, "oneOf/one-branch-of-the-writer-type", S, {"oneOf": [{"type": "string", "maxLength": 2}, N]}, "breaking"
     )
     yield from same_in(DRAFTS, "not/integers-out-of-numbers", {"type": ["number", "string"], "not": I}, S, "breaking")
+    three_deep = {"anyOf": [{"anyOf": [{"anyOf": [S, N]}]}]}
+    yield from same_in(
+        DRAFTS, "anyOf/writer-split-three-levels-deep", three_deep, {"type": ["string", "number"]}, "compatible"
+    )
+    yield from same_in(FROM_06, "anyOf/false-branch-beside-other-type", S, {"anyOf": [False, N]}, "breaking")
+    yield from same_in(DRAFTS, "anyOf/one-branch-of-the-writer-type", S, {"anyOf": [short, N]}, "breaking")
+    yield from same_in(
+        DRAFTS,
+        "anyOf/number-ranges-gap-above-two",
+        N,
+        {"anyOf": [{"type": "number", "maximum": 2}, {"type": "number", "minimum": 4}]},
+        "breaking",
+    )
+    yield from each(
+        DRAFTS,
+        "oneOf/other-branch-range-touches",
+        lambda d: (
+            {"type": "number", **gt(d, 0)},
+            {"oneOf": [{"type": "number", **gt(d, 0)}, {"type": "number", "maximum": 0}]},
+            "compatible",
+        ),
+    )
+    yield from same_in(
+        FROM_06,
+        "bounds/exclusive-maximum-below-maximum",
+        {"type": "number", "maximum": 5, "exclusiveMaximum": 3},
+        {"type": "number", "maximum": 3},
+        "compatible",
+    )
+    yield from each(
+        DRAFTS,
+        "multipleOf/whole-numbers-above-zero-start-at-one",
+        lambda d: ({"type": "number", "multipleOf": 1, **gt(d, 0)}, {"type": "number", "minimum": 1}, "compatible"),
+    )
+    yield from same_in(
+        DRAFTS,
+        "uniqueItems/added-under-maxItems-2",
+        {"type": "array", "maxItems": 2},
+        {"type": "array", "maxItems": 2, "uniqueItems": True},
+        "breaking",
+    )
+    yield from same_in(
+        FROM_06,
+        "bounds/exclusive-and-inclusive-maximum-at-one-value",
+        {"type": "number", "maximum": 3, "exclusiveMaximum": 3},
+        {"type": "number", "exclusiveMaximum": 3},
+        "compatible",
+    )
     # if/then/else on the reader, when the writer always or never meets the condition
     yield from same_in(
         FROM_07,
@@ -2006,6 +2054,10 @@ REASONS: dict[str, list[tuple[str, str]]] = {
     "not/integers-out-of-numbers": [("$", "new accepts only string; old has number values")],
     "unevaluatedItems/beside-contains": [("$", "unevaluatedItems beside contains")],
     "maxProperties/closed-writer-has-more": [("$", "property count [0, 3] (old) is not inside [0, 2]")],
+    "anyOf/false-branch-beside-other-type": [("$", "no anyOf branch of new accepts string values; old has them")],
+    "anyOf/one-branch-of-the-writer-type": [("$", "length [0, inf) (old) is not inside [0, 1]")],
+    "anyOf/number-ranges-gap-above-two": [("$", "the anyOf branches of new leave out values old has")],
+    "uniqueItems/added-under-maxItems-2": [("$", "new requires unique items, old does not")],
 }
 
 
@@ -2017,6 +2069,7 @@ EXAMPLES: dict[str, Any] = {
     "anyOf/number-ranges-miss-a-point": 0,
     "anyOf/number-ranges-gap-between": 0.5,
     "anyOf/number-ranges-leave-out-above": 2.5,
+    "anyOf/number-ranges-gap-above-two": 3,
     "anyOf/bounded-writer-top-left-out": 10,
     "anyOf/strings-by-pattern-gap": "z",
     "additionalProperties/schema-narrowed-beside-extra": {"x": ""},
