@@ -298,3 +298,19 @@ def test_a_follower_gives_up_waiting_for_the_lines_read_up_to_a_bound() -> None:
     run.feed(f"{SIZED}\n".encode())
     assert [line for line, _ in events] == [2, 4, 5]
     assert state(events[1][1]) == ("va_upper_bound", "post-capture-after-pool", 5)
+
+
+def test_the_look_ahead_counts_candidate_lines_only_events_drops(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Lines that look like memory lines but are no event are dropped by --only-events, and still counted."""
+    monkeypatch.setattr(engine, "LOOKAHEAD_LINES", 3)
+    unread = "[2026-07-24 08:00:33 TP0] KV Cache is allocated. K size: lots"
+    data = "".join(f"{line}\n" for line in (POOL, *[unread] * 4, SIZED)).encode()
+    out, _, _ = migrated(data, MigrateOptions(only_events=True))
+    first = orjson.loads(out.splitlines()[0])
+    assert state(first) == ("allocated", "look-ahead-exhausted", None)
+
+
+def test_a_run_whose_events_go_elsewhere_writes_nothing_to_its_stream() -> None:
+    assert engine.NO_OUTPUT.write(b"") == 0
+    with pytest.raises(AssertionError, match="writes its events through on_event"):
+        engine.NO_OUTPUT.write(b"x")
