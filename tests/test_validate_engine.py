@@ -164,9 +164,14 @@ def test_a_chunk_boundary_inside_a_long_line_moves_to_its_end_and_no_chunk_is_em
     """A line ending exactly at a later boundary, and a last line holding the last boundary."""
     log = tmp_path / "long"
     target = MIN_CHUNK_BYTES
-    size = 3 * target + 100
-    _newline_file(log, size, [2 * target, 2 * target + 50, size])
-    assert chunk_ranges(str(log), size, 1) == [(0, 2 * target), (2 * target, size)]
+    size = 4 * target + 100
+    _newline_file(log, size, [2 * target, 3 * target, 4 * target + 50, size])
+    assert chunk_ranges(str(log), size, 1) == [
+        (0, 2 * target),
+        (2 * target, 3 * target),
+        (3 * target, 4 * target + 50),
+        (4 * target + 50, size),
+    ]
 
 
 def test_chunking_a_file_that_cannot_be_opened_is_an_input_error(tmp_path: Path) -> None:
@@ -184,3 +189,23 @@ def test_an_empty_file_has_no_lines(tmp_path: Path, validator: EventValidator, j
 
 def test_the_cpus_available_are_those_of_this_processs_affinity() -> None:
     assert available_cpus() == len(os.sched_getaffinity(0))
+
+
+@pytest.mark.parametrize("line", [b"{broken\n", b'{"a": NaN}\n', b"{'a': 1}\n"])
+def test_text_that_only_starts_like_an_object_is_not_json_and_is_skipped_with_it(
+    validator: EventValidator, line: bytes
+) -> None:
+    """Only JSON that orjson refuses (too deep, beyond a double) is kept when non-JSON lines are skipped."""
+    (finding,) = validate_lines("f", [line], Summary(), validator)
+    assert str(finding).startswith("f:1: ?@?: $: not a JSON event: ")
+    summary = Summary()
+    assert list(validate_lines("f", [line], summary, validator, skips=Skips(non_json=True))) == []
+    assert _counts(summary) == (1, 0, 0, 0, 1, 0, 0)
+
+
+def test_without_affinity_the_cpus_available_are_the_machines(monkeypatch: pytest.MonkeyPatch) -> None:
+    """macOS has no ``sched_getaffinity``: every CPU of the machine, and at least one."""
+    monkeypatch.delattr(os, "sched_getaffinity")
+    assert available_cpus() == (os.cpu_count() or 1)
+    monkeypatch.setattr(os, "cpu_count", lambda: None)
+    assert available_cpus() == 1
