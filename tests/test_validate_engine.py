@@ -166,7 +166,7 @@ def test_a_chunk_boundary_inside_a_long_line_moves_to_its_end_and_no_chunk_is_em
     target = MIN_CHUNK_BYTES
     size = 4 * target + 100
     _newline_file(log, size, [2 * target, 3 * target, 4 * target + 50, size])
-    assert chunk_ranges(str(log), size, 1) == [
+    assert chunk_ranges(str(log), size, 16) == [
         (0, 2 * target),
         (2 * target, 3 * target),
         (3 * target, 4 * target + 50),
