@@ -1703,6 +1703,20 @@ def rule_cases() -> Iterator[Case]:
         {"type": "number", "exclusiveMaximum": 3},
         "compatible",
     )
+    yield from each(
+        DRAFTS,
+        "bounds/integer-exclusive-maximum-lowered",
+        lambda d: ({"type": "integer", **lt(d, 10)}, {"type": "integer", "maximum": 8}, "breaking"),
+    )
+    yield from same_in(DRAFTS, "not/writer-negates-everything", {"not": {}}, {"type": "null"}, "compatible")
+    one_contains = {"type": "array", "allOf": [{"contains": S}, {"contains": S, "maxContains": 3}]}
+    yield from same_in(
+        FROM_2019,
+        "merge/contains-counts-default-minimum",
+        one_contains,
+        {"type": "array", "contains": S, "minContains": 2},
+        "breaking",
+    )
     # if/then/else on the reader, when the writer always or never meets the condition
     yield from same_in(
         FROM_07,
@@ -2058,6 +2072,8 @@ REASONS: dict[str, list[tuple[str, str]]] = {
     "anyOf/one-branch-of-the-writer-type": [("$", "length [0, inf) (old) is not inside [0, 1]")],
     "anyOf/number-ranges-gap-above-two": [("$", "the anyOf branches of new leave out values old has")],
     "uniqueItems/added-under-maxItems-2": [("$", "new requires unique items, old does not")],
+    "bounds/integer-exclusive-maximum-lowered": [("$", "upper bound lowered from <= 9 (old) to <= 8 (new)")],
+    "merge/contains-counts-default-minimum": [("$", "new requires 2 item(s) matching 'contains' that old may lack")],
 }
 
 
