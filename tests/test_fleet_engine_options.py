@@ -1,0 +1,62 @@
+"""``--engine``: options that belong to the other engine are refused before anything is read or written."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from kvlog import commands
+from kvlog.errors import OptionError
+
+CORPUS = Path(__file__).resolve().parent / "corpus"
+
+
+@pytest.mark.parametrize(
+    ("engine", "jobs", "ray_address", "says"),
+    [
+        pytest.param(
+            "local",
+            1,
+            "127.0.0.1:6379",
+            "ray_address names a Ray cluster: it needs engine ray",
+            id="address-without-ray",
+        ),
+        pytest.param("ray", 2, None, "jobs sets this machine's worker processes", id="jobs-with-ray"),
+        pytest.param("dask", 1, None, "engine 'dask': expected one of local, ray", id="unknown-engine"),
+    ],
+)
+def test_migrate_refuses_the_other_engines_options(
+    tmp_path: Path, engine: str, jobs: int, ray_address: str | None, says: str
+) -> None:
+    output = tmp_path / "out.jsonl"
+    with pytest.raises(OptionError) as refused:
+        commands.migrate(CORPUS / "gen2_2025.log", output=output, engine=engine, jobs=jobs, ray_address=ray_address)
+    assert str(refused.value).startswith(says)
+    assert not output.exists()
+
+
+@pytest.mark.parametrize(
+    ("engine", "jobs", "ray_address"),
+    [
+        pytest.param("local", None, "127.0.0.1:6379", id="address-without-ray"),
+        pytest.param("ray", 4, None, id="jobs-with-ray"),
+    ],
+)
+def test_validate_refuses_the_other_engines_options(engine: str, jobs: int | None, ray_address: str | None) -> None:
+    found: list[object] = []
+    with pytest.raises(OptionError):
+        commands.validate(
+            CORPUS / "kvlog_json_v1.log", engine=engine, jobs=jobs, ray_address=ray_address, on_finding=found.append
+        )
+    assert found == []
+
+
+def test_an_address_nothing_listens_at_is_refused_naming_it(tmp_path: Path) -> None:
+    pytest.importorskip("ray")
+    from kvlog.fleet import ClusterError  # noqa: PLC0415 - the fleet extra
+
+    with pytest.raises(ClusterError, match=r"cannot connect to the Ray cluster at 127\.0\.0\.1:1: "):
+        commands.migrate(CORPUS / "gen2_2025.log", output=tmp_path / "o.jsonl", engine="ray", ray_address="127.0.0.1:1")
+    with pytest.raises(ClusterError, match="expected HOST:PORT or ray://HOST:PORT"):
+        commands.validate(CORPUS / "kvlog_json_v1.log", engine="ray", ray_address="no-port")
