@@ -100,3 +100,18 @@ def broken_migrations(directory: Path) -> Path:
 def broken_step(root: Path) -> Path:
     """The step ``broken_migrations`` breaks (``kv_arena.ready`` v1 -> v2), which the errors name."""
     return root / "kv_arena.ready" / "v1-to-v2.toml"
+
+
+#: a kv_pool.allocation event of schema version 1 (an MLA pool, no label), as old kvlog JSON logs hold it
+POOL_V1: dict[str, Any] = {
+    "event": "kv_pool.allocation",
+    "schema_version": 1,
+    "timestamp": "2026-07-21T09:02:11Z",
+    "level": "info",
+    "ranks": {"tp": 0},
+    "label": None,
+    "layout": "mla",
+    "dtype": None,
+    "num_tokens": 1,
+    "kv_bytes": 1 << 29,
+}

@@ -6,7 +6,7 @@ import io
 
 import orjson
 import pytest
-from migration_helpers import committed, live, migrate, state
+from migration_helpers import POOL_V1, committed, live, migrate, state
 
 from kvlog.migration import engine, load_chain
 from kvlog.migration.engine import MigrateOptions, Migrator
@@ -141,19 +141,7 @@ def test_json_events_of_an_older_version_join_the_context() -> None:
         "reserved_bytes": 1 << 30,
         "granularity_bytes": 4096,
     }
-    pool = {
-        "event": "kv_pool.allocation",
-        "schema_version": 1,
-        "timestamp": "2026-07-21T09:02:11Z",
-        "level": "info",
-        "ranks": {"tp": 0},
-        "label": None,
-        "layout": "mla",
-        "dtype": None,
-        "num_tokens": 1,
-        "kv_bytes": 1 << 29,
-    }
-    out = migrate(orjson.dumps(arena).decode(), orjson.dumps(pool).decode())
+    out = migrate(orjson.dumps(arena).decode(), orjson.dumps(POOL_V1).decode())
     assert out[0]["reserved_va_bytes"] == 1 << 30  # type: ignore[index]
     assert state(out[1]) == ("va_upper_bound", "arena-before-pool", 1)
     assert out[1]["migrated"]["source_format"] == "kvlog-json/v1"  # type: ignore[index]

@@ -11,7 +11,7 @@ from typing import Any
 
 import orjson
 import pytest
-from migration_helpers import migrate, migrated, shipped_chain, state
+from migration_helpers import POOL_V1, migrate, migrated, shipped_chain, state
 
 from kvlog.migration import engine
 from kvlog.migration.engine import FileRun, MigrateOptions, Migrator
@@ -24,18 +24,6 @@ POOL = (
 ARENA = "[2026-07-22 14:01:02 TP0] KvVmmArena[0] ready: device=0 reserved=9.2 GiB granularity=2048 KiB"
 SIZED = "[2026-07-24 08:01:40 TP0] Post-capture KV sizing: max_total_num_tokens=2097152, free memory=96.33 GB"
 VLLM = "INFO 06-01 10:00:05 llm_engine.py:123] # GPU blocks: 2048, # CPU blocks: 512"
-POOL_V1: dict[str, Any] = {
-    "event": "kv_pool.allocation",
-    "schema_version": 1,
-    "timestamp": "2026-07-21T09:02:11Z",
-    "level": "info",
-    "ranks": {"tp": 0},
-    "label": None,
-    "layout": "mla",
-    "dtype": None,
-    "num_tokens": 1,
-    "kv_bytes": 1 << 29,
-}
 
 
 def lines_of(out: bytes) -> list[bytes]:
