@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import gzip
+import io
 from pathlib import Path
 
 import pytest
@@ -60,3 +62,21 @@ def test_an_address_nothing_listens_at_is_refused_naming_it(tmp_path: Path) -> N
         commands.migrate(CORPUS / "gen2_2025.log", output=tmp_path / "o.jsonl", engine="ray", ray_address="127.0.0.1:1")
     with pytest.raises(ClusterError, match="expected HOST:PORT or ray://HOST:PORT"):
         commands.validate(CORPUS / "kvlog_json_v1.log", engine="ray", ray_address="no-port")
+
+
+def test_worker_processes_name_a_file_cut_short_and_keep_its_lines_as_one_process_does(tmp_path: Path) -> None:
+    """A .gz cut short fails part-way: ``--jobs 2`` used to end the run on its missing staged output."""
+    text = (CORPUS / "gen2_2025.log").read_bytes() * 20
+    whole, cut = tmp_path / "whole.log.gz", tmp_path / "cut.log.gz"
+    whole.write_bytes(gzip.compress(text))
+    cut.write_bytes(gzip.compress(text)[: len(gzip.compress(text)) // 2])
+    runs = []
+    for jobs in (1, 2):
+        stdout = io.BytesIO()
+        outcome = commands.migrate([whole, cut, whole], jobs=jobs, stdout=stdout)
+        runs.append((outcome.exit_status, outcome.problems, outcome.report.to_json(), stdout.getvalue()))
+    assert runs[1] == runs[0]
+    status, problems, _, written = runs[0]
+    assert status == 2
+    assert [problem.split(":")[0] for problem in problems] == [str(cut)]
+    assert len(written) > 2 * len(text)  # both whole files, and the lines of the cut one before its end

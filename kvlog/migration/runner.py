@@ -228,13 +228,14 @@ def _standard_output(stream: IO[bytes] | None) -> IO[bytes]:
 
 @contextmanager
 def _staging(directory: Path, kind: str) -> Iterator[IO[bytes]]:
-    """A worker's output for standard output or the dead letters, joined in input order by the parent."""
+    """A worker's output for standard output or the dead letters, joined in input order by the parent.
+
+    It is kept when the input fails part-way: a run in one process has written those lines already,
+    and ``--jobs`` must not change the output (nor lose the input's name to a missing staged file).
+    The staging directory is removed whole when the run ends, however it ends.
+    """
     with tempfile.NamedTemporaryFile(prefix=f"{kind}-", dir=directory, delete=False) as handle:
-        try:
-            yield NamedSink(handle, handle.name)  # type: ignore[misc]
-        except BaseException:
-            Path(handle.name).unlink(missing_ok=True)
-            raise
+        yield NamedSink(handle, handle.name)  # type: ignore[misc]
 
 
 def _unstage(outcome: Outcome, stdout: IO[bytes] | None, dead_letter: IO[bytes] | None) -> None:
