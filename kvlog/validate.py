@@ -437,11 +437,16 @@ def _validate_part(validator: EventValidator, part: _Part) -> tuple[_Part, _Part
             findings.extend(validate_lines(part.name, read_lines(part.name), summary, validator, skips=part.skips))
         else:
             findings, summary = _validate_chunk(validator, _Chunk(part.name, part.start, part.end, part.skips))
-    except InputError as exc:  # its message starts with the name
-        return part, _PartResult(findings, summary, str(exc).removeprefix(f"{part.name}: "))
-    except OSError as exc:  # a read failure no reader named: the file is this part's
-        return part, _PartResult(findings, summary, f"cannot read: {exc.strerror or exc}")
+    except (InputError, OSError) as exc:
+        return part, _PartResult(findings, summary, unreadable_reason(part.name, exc))
     return part, _PartResult(findings, summary)
+
+
+def unreadable_reason(name: str, error: InputError | OSError) -> str:
+    """Why input ``name`` could not be read, without its name: one wording, wherever it was read."""
+    if isinstance(error, InputError):  # its message starts with the name
+        return str(error).removeprefix(f"{name}: ")
+    return f"cannot read: {error.strerror or error}"  # a read failure no reader named: the file is this input
 
 
 def _lost_part(part: _Part, reason: str) -> tuple[_Part, _PartResult]:

@@ -15,7 +15,7 @@ from kvlog.errors import OptionError
 from kvlog.io.inputs import STDIN, InputError
 from kvlog.schema.validation import EventValidator
 from kvlog.text.printable import printable, printable_name
-from kvlog.validate import LineProblem, Skips, Summary, Unreadable, validate_input, validate_on
+from kvlog.validate import LineProblem, Skips, Summary, Unreadable, unreadable_reason, validate_input, validate_on
 
 
 @dataclass(frozen=True)
@@ -124,8 +124,6 @@ def _validate_one(  # noqa: PLR0917 - validate's state, passed on
                 finding = next(findings)
             except StopIteration:
                 return None
-            except InputError as exc:  # its message starts with the name
-                return InputFailure(name, str(exc).removeprefix(f"{name}: "))
-            except OSError as exc:  # a read failure no reader named: the file is this input
-                return InputFailure(name, f"cannot read: {exc.strerror or exc}")
+            except (InputError, OSError) as exc:
+                return InputFailure(name, unreadable_reason(name, exc))
             found(finding)
