@@ -2,9 +2,9 @@
 
 The tiny project has a module whose mutants are caught, missed at an untested edge, seen only by a test
 that runs the code in a subprocess, killed only through the whole selection (a module constant, imported
-first by another test), killed only by a later user of a shared fixture, or stuck in an endless loop; a
-second module has a function no test calls. The
-tool runs once on it (module fixture); the error paths each run it on their own copy.
+first by another test), killed only by a later user of a shared fixture, stuck in an endless loop, or run
+only in a child the test forks (which coverage never hears from); a second module has a function no test
+calls. The tool runs once on it (module fixture); the error paths each run it on their own copy.
 """
 
 from __future__ import annotations
@@ -62,6 +62,10 @@ def shout(text: str) -> str:
 
 def width(base: int) -> int:
     return base + 4
+
+
+def twice(x: int) -> int:
+    return x * 2
 '''
 
 EXTRA = """\
@@ -77,6 +81,7 @@ def never_called(mode: Literal[3]) -> bool:
 """
 
 TEST_CORE = """\
+import os
 import subprocess
 import sys
 
@@ -134,6 +139,16 @@ def test_shout_on_the_console() -> None:
     code = "from tinypkg.core import shout; print(shout('hi'))"
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert result.stdout == "HI!\\n"
+
+
+def test_twice_in_a_forked_child() -> None:
+    from tinypkg.core import twice
+
+    pid = os.fork()
+    if pid == 0:
+        os._exit(0 if twice(4) == 8 else 1)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
 """
 
 TEST_EXTRA = """\
@@ -241,6 +256,12 @@ def test_an_endless_loop_is_stopped_as_a_timeout_and_counts_as_killed(tiny_run: 
 
 def test_a_mutant_only_a_subprocess_test_can_see_is_killed(tiny_run: Run) -> None:
     assert tiny_run.status('tinypkg/core.py::shout::return -> return None::return text.upper() + "!"::1') == "killed"
+
+
+def test_a_mutant_only_a_forked_child_runs_is_killed(tiny_run: Run) -> None:
+    # coverage never hears from a child that leaves by os._exit: the test that forks runs every mutant
+    for edit in ("* -> /", "2 -> 3", "2 -> 1", "return -> return None"):
+        assert tiny_run.status(f"tinypkg/core.py::twice::{edit}::return x * 2::1") == "killed", edit
 
 
 def test_a_module_constant_is_killed_by_a_test_that_did_not_import_the_module_first(tiny_run: Run) -> None:

@@ -6,8 +6,9 @@
   ``fixture:<name>@<where defined>`` instead: its value serves every test that uses it, not only the
   test that happened to set it up first;
 - records each test's duration and outcome, the shared fixtures it uses, and whether it (or a shared
-  fixture) started a Python subprocess: a mutant must run against every such test, as coverage does not
-  see into the child;
+  fixture) started a Python subprocess or forked (``os.fork``, multiprocessing's ``fork`` context): a
+  mutant must run against every such test, as coverage does not see into the child (a forked child
+  that leaves by ``os._exit`` never saves what it ran);
 - writes all of it as JSON to the file named by ``MUTATION_PROBE_OUT``.
 
 Lines run outside any test and any shared fixture (plugin loading, collection) keep the empty context.
@@ -62,6 +63,7 @@ def _mark_subprocess() -> None:
 
 _popen_init = subprocess.Popen.__init__
 _process_start = multiprocessing.process.BaseProcess.start
+_fork = os.fork
 
 
 def _watched_popen_init(self: subprocess.Popen[Any], *args: Any, **kwargs: Any) -> None:
@@ -74,9 +76,15 @@ def _watched_process_start(self: multiprocessing.process.BaseProcess) -> None:
     _process_start(self)
 
 
+def _watched_fork() -> int:
+    _mark_subprocess()
+    return _fork()
+
+
 def pytest_configure(config: pytest.Config) -> None:
     subprocess.Popen.__init__ = _watched_popen_init  # type: ignore[method-assign]
     multiprocessing.process.BaseProcess.start = _watched_process_start  # type: ignore[method-assign]
+    os.fork = _watched_fork
 
 
 def _shared_fixtures(item: pytest.Item) -> list[str]:
