@@ -116,3 +116,18 @@ def test_a_kept_configuration_whose_root_is_the_logger_named_empty_keeps_its_roo
         check=True,
     )
     assert done.stdout.strip() == "['StreamHandler', 'EventHandler']"
+
+
+def test_the_records_of_written_events_are_not_kept(tmp_path: Path) -> None:
+    """A server runs for weeks: the handler keeps a record only while its line's event may still be written."""
+    logger, handler, events = attached(tmp_path)
+    try:
+        for _ in range(3):
+            logger.info(START_UP[0])
+        wait_for(lambda: len(decoded(events)) == 3, what="the three events")
+        reading = handler._reading
+        assert reading is not None
+        assert reading.records == {}
+        assert not reading.lines
+    finally:
+        handler.close()
