@@ -1,0 +1,168 @@
+"""Emission at its edges: the report rate limit second by second, a caller's own version, a logger kept
+across a reconfiguration, the count of lost events on the writer, one rendering per stdlib line.
+
+The rate limit is checked against a clock the test moves (``time.monotonic`` in ``kvlog.emission``), so the
+exact budget of reports per second and the count a later report carries are pinned without sleeping.
+"""
+
+from __future__ import annotations
+
+import gc
+import io
+import logging
+from collections.abc import Iterator
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import orjson
+import pytest
+from foundation_samples import fields
+
+import kvlog
+from kvlog import emission, events
+from kvlog.emission import configure, emit, lost_events
+from kvlog.schema.validation import EventValidator
+
+GOOD = events.KvArenaClosed(arena_id="1_0", released_bytes=5)
+BAD = events.KvMemoryPoolEnd(avail_bytes=-1)
+VALIDATOR = EventValidator()
+
+
+@pytest.fixture(autouse=True)
+def restore_configuration() -> Iterator[None]:
+    saved = emission.get_config()
+    yield
+    emission.restore(saved)
+
+
+def lines_of(stream: io.BytesIO) -> list[dict[str, Any]]:
+    return [orjson.loads(line) for line in stream.getvalue().splitlines()]
+
+
+class Clock:
+    """``time.monotonic`` as the test sets it."""
+
+    def __init__(self, now: float) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_ten_violation_reports_a_second_go_out_and_the_next_report_counts_the_rest(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    clock = Clock(1000.2)
+    monkeypatch.setattr(emission.time, "monotonic", clock)
+    stream = io.BytesIO()
+    configure(output="json", validation="warn", stream=stream)
+    for _ in range(13):
+        emit(BAD)
+    first_second = lines_of(stream)
+    assert [line["event"] for line in first_second] == ["kvlog.schema_violation"] * 10
+    assert all("suppressed" not in line for line in first_second)
+    clock.now = 1000.9  # the same second: still over budget
+    emit(BAD)
+    assert len(lines_of(stream)) == 10
+    clock.now = 1001.0  # a new second: a new budget, and the first report says how many were held back
+    emit(BAD)
+    emit(BAD)
+    later = lines_of(stream)[10:]
+    assert [line.get("suppressed") for line in later] == [4, None]
+    assert all(VALIDATOR.violations(line) == [] for line in later)
+    for _ in range(9):  # the rest of this second's budget (8), then one over
+        emit(BAD)
+    clock.now = 1002.5
+    emit(BAD)
+    assert [line.get("suppressed") for line in lines_of(stream)[20:]] == [1]
+    assert lost_events() == 0
+
+
+def test_a_get_logger_caller_that_names_an_older_version_is_validated_and_written_at_that_version() -> None:
+    stream = io.BytesIO()
+    configure(output="json", validation="raise", stream=stream)
+    old = fields("kv_pool.allocation", 1)
+    kvlog.get_logger().info("kv_pool.allocation", schema_version=1, **old)
+    kvlog.get_logger().info("kv_pool.allocation", **fields("kv_pool.allocation", 2))
+    first, latest = lines_of(stream)
+    assert first["schema_version"] == 1
+    assert {key: first[key] for key in old} == old
+    assert latest["schema_version"] == 2
+    assert VALIDATOR.violations(first) == [] and VALIDATOR.violations(latest) == []
+    with pytest.raises(kvlog.SchemaViolationError):  # the named version is the one validated
+        kvlog.get_logger().info("kv_pool.allocation", schema_version=2, **old)
+
+
+def test_a_logger_kept_across_a_reconfiguration_still_writes_to_its_own_file(tmp_path: Path) -> None:
+    """The pipeline holds the text stream it was given: dropping it would close the file under the writer."""
+    first, second = tmp_path / "first.log", tmp_path / "second.log"
+    configure(output="json", validation="raise", stream=first.open("w"))
+    kept = kvlog.get_logger()
+    configure(output="json", validation="raise", stream=second.open("w"))
+    gc.collect()
+    kept.info("kv_arena.closed", arena_id="1_0", released_bytes=1)
+    kvlog.get_logger().info("kv_arena.closed", arena_id="2_0", released_bytes=2)
+    assert [orjson.loads(line)["arena_id"] for line in first.read_text().splitlines()] == ["1_0"]
+    assert [orjson.loads(line)["arena_id"] for line in second.read_text().splitlines()] == ["2_0"]
+
+
+def test_the_writer_a_logger_wraps_counts_the_events_lost_as_lost_events_does() -> None:
+    closed = io.BytesIO()
+    closed.close()
+    configure(output="json", validation="warn", stream=closed)
+    emit(GOOD)
+    kvlog.get_logger().info("kv_arena.closed", arena_id="1_0", released_bytes=1)
+    assert lost_events() == 2
+    assert kvlog.get_logger()._logger.lost == 2  # structlog's wrapped logger: kvlog's writer
+
+
+def test_the_stdlib_writer_counts_the_events_its_handlers_lost() -> None:
+    class Failing(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            raise OSError(28, "No space left on device")
+
+    logger = logging.getLogger("kvlog")
+    handlers, propagate = list(logger.handlers), logger.propagate
+    logger.handlers[:] = [Failing()]
+    logger.propagate = False
+    try:
+        configure(validation="warn", stdlib=True)
+        emit(GOOD)
+        emit(GOOD, level="error")
+        assert lost_events() == 2
+        assert kvlog.get_logger()._logger.lost == 2
+    finally:
+        logger.handlers[:] = handlers
+        logger.propagate = propagate
+
+
+@pytest.mark.parametrize("output", ["json", "console"])
+def test_an_event_reaching_a_stdlib_handler_is_serialised_once(monkeypatch: pytest.MonkeyPatch, output: str) -> None:
+    """``formatter()`` writes the JSON text kvlog rendered before the handlers, not a second serialisation."""
+    calls: list[object] = []
+
+    def dumps(value: object, *args: Any, **kwargs: Any) -> bytes:
+        calls.append(value)
+        return orjson.dumps(value, *args, **kwargs)
+
+    monkeypatch.setattr(emission, "orjson", SimpleNamespace(dumps=dumps, OPT_APPEND_NEWLINE=orjson.OPT_APPEND_NEWLINE))
+    stream = io.StringIO()
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(kvlog.formatter(output))  # type: ignore[arg-type]
+    logger = logging.getLogger("kvlog")
+    handlers, propagate = list(logger.handlers), logger.propagate
+    logger.handlers[:] = [handler]
+    logger.propagate = False
+    try:
+        configure(validation="raise", stdlib=True)
+        emit(GOOD)
+    finally:
+        logger.handlers[:] = handlers
+        logger.propagate = propagate
+    written = stream.getvalue()
+    assert len(calls) == 1
+    if output == "json":
+        assert orjson.loads(written)["arena_id"] == GOOD.arena_id
+    else:
+        assert written.rstrip("\n").endswith("KvVmmArena[1_0] closed: released=5 B")
