@@ -10,6 +10,7 @@ from __future__ import annotations
 import gc
 import io
 import logging
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
@@ -54,7 +55,7 @@ def test_ten_violation_reports_a_second_go_out_and_the_next_report_counts_the_re
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     clock = Clock(1000.2)
-    monkeypatch.setattr(emission.time, "monotonic", clock)
+    monkeypatch.setattr(time, "monotonic", clock)
     stream = io.BytesIO()
     configure(output="json", validation="warn", stream=stream)
     for _ in range(13):
