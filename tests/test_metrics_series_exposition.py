@@ -6,6 +6,7 @@ Read through OpenMetrics, the format that carries units, with prometheus_client'
 from __future__ import annotations
 
 import socket
+import urllib.error
 import urllib.request
 
 import pytest
@@ -14,6 +15,7 @@ from prometheus_client.openmetrics.exposition import generate_latest
 from prometheus_client.openmetrics.parser import text_string_to_metric_families
 
 from kvlog.errors import MetricsEndpointError
+from kvlog.metrics import prometheus
 from kvlog.metrics.prometheus import SeriesCollector, start_endpoint
 from kvlog.metrics.series import METRICS, MemorySeries
 
@@ -99,3 +101,29 @@ def test_an_ipv6_endpoints_address_is_bracketed() -> None:
         pytest.skip(f"no IPv6 loopback: {exc}")
     with endpoint:
         assert endpoint.url == f"http://[::1]:{endpoint.port}/metrics"
+
+
+def test_an_endpoint_closed_stops_serving_and_leaves_no_thread_behind() -> None:
+    """``close()`` returns once the server's thread is gone and its port given back, as the block of ``with`` ends."""
+    with start_endpoint(MemorySeries(), port=0) as endpoint:
+        urllib.request.urlopen(endpoint.url, timeout=10).close()
+    assert not endpoint._thread.is_alive()
+    with pytest.raises(urllib.error.URLError):
+        urllib.request.urlopen(endpoint.url, timeout=5)
+    with start_endpoint(MemorySeries(), port=endpoint.port) as again:  # the port is free again
+        assert again.port == endpoint.port
+
+
+def test_an_endpoint_serves_on_the_loopback_at_9400_unless_told(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The default the README names; nothing is bound here (another process may hold 9400)."""
+    asked: list[tuple[int, str]] = []
+
+    def refused(port: int, addr: str, registry: CollectorRegistry) -> None:
+        asked.append((port, addr))
+        raise OSError(98, "Address already in use")
+
+    monkeypatch.setattr(prometheus, "start_http_server", refused)
+    with pytest.raises(MetricsEndpointError) as raised:
+        start_endpoint(MemorySeries())
+    assert str(raised.value) == "cannot serve metrics on 127.0.0.1:9400: Address already in use"
+    assert asked == [(9400, "127.0.0.1")]
