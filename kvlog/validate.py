@@ -28,6 +28,7 @@ from kvlog.io.compression import is_compressed, read_lines
 from kvlog.io.counts import add_counts
 from kvlog.io.inputs import MAX_LINE_BYTES, STDIN, InputError, OverlongLine, bounded_lines, range_lines
 from kvlog.io.jsonline import problems
+from kvlog.io.progress import InOrder
 from kvlog.io.workers import Engine, WorkerDied, in_order
 from kvlog.schema.catalog import Catalog
 from kvlog.schema.validation import EventValidator, Violation
@@ -243,17 +244,19 @@ def validate_input(
     *,
     skips: Skips = _NO_SKIPS,
     jobs: int | None = None,
+    on_read: Callable[[int], None] | None = None,
 ) -> Iterator[LineProblem]:
     """Validate one input (a path or ``-``), in parallel where it pays; raises InputError if unreadable.
 
     A plain file is read in large byte ranges that start at line starts; ``jobs`` worker processes
     validate them (``None``: the number of CPUs for files of at least ``PARALLEL_MIN_BYTES``, else
     this process alone). Standard input and compressed files are streams, validated line by line.
+    ``on_read`` hears the bytes of each range as it is done (progress; a stream tells none).
     """
     size = _splittable_size(name)
     workers = jobs if jobs is not None else (available_cpus() if size >= PARALLEL_MIN_BYTES else 1)
     if size > 0:
-        yield from _validate_chunks(name, size, workers, summary, validator, skips)
+        yield from _validate_chunks(name, size, workers, summary, validator, skips, on_read)
     else:
         yield from validate_lines(name, read_lines(name), summary, validator, skips=skips)
 
@@ -359,12 +362,19 @@ def _validate_chunk(validator: EventValidator, chunk: _Chunk) -> tuple[list[Line
 
 
 def _validate_chunks(  # noqa: PLR0917 - validate_input's arguments, passed on
-    name: str, size: int, jobs: int, summary: Summary, validator: EventValidator, skips: Skips
+    name: str,
+    size: int,
+    jobs: int,
+    summary: Summary,
+    validator: EventValidator,
+    skips: Skips,
+    on_read: Callable[[int], None] | None = None,
 ) -> Iterator[LineProblem]:
     """Validate the chunks of a plain file, here or in worker processes, reporting in file order."""
     chunks = [_Chunk(name, start, end, skips) for start, end in chunk_ranges(name, size, jobs)]
     if jobs == 1 or len(chunks) == 1:
-        yield from _in_file_order((_validate_chunk(validator, chunk) for chunk in chunks), summary)
+        results: Iterable[tuple[list[LineProblem], Summary]] = (_validate_chunk(validator, chunk) for chunk in chunks)
+        yield from _in_file_order(_reading(results, chunks, on_read), summary)
         return
     results = in_order(
         _validate_chunk,
@@ -375,13 +385,29 @@ def _validate_chunks(  # noqa: PLR0917 - validate_input's arguments, passed on
     )
     try:
         with contextlib.closing(results):
-            yield from _in_file_order(results, summary)
+            yield from _in_file_order(_reading(results, chunks, on_read), summary)
     except WorkerDied as exc:
         raise InputError(f"{name}: cannot validate: {exc}") from None
 
 
+def _reading(
+    results: Iterable[tuple[list[LineProblem], Summary]], chunks: list[_Chunk], on_read: Callable[[int], None] | None
+) -> Iterator[tuple[list[LineProblem], Summary]]:
+    """``results``, each chunk's bytes told to ``on_read`` as its result comes (progress)."""
+    for chunk, result in zip(chunks, results, strict=False):
+        if on_read is not None:
+            on_read(chunk.end - chunk.start)
+        yield result
+
+
 def validate_on(
-    engine: Engine, names: Iterable[str], summary: Summary, validator: EventValidator, *, skips: Skips = _NO_SKIPS
+    engine: Engine,
+    names: Iterable[str],
+    summary: Summary,
+    validator: EventValidator,
+    *,
+    skips: Skips = _NO_SKIPS,
+    progress: InOrder | None = None,
 ) -> Iterator[LineProblem | Unreadable]:
     """Validate ``names`` on ``engine`` (a Ray cluster): the findings and unreadable inputs in input order.
 
@@ -389,7 +415,8 @@ def validate_on(
     nodes see are validated where they are; a plain file of ``PARALLEL_MIN_BYTES`` or more that this
     machine sees is split in byte ranges at line starts, as ``validate_input`` splits it. Findings,
     counts and failures are those ``validate_input`` gives, input by input (standard input is not an
-    engine's to read: validate it with ``validate_input``).
+    engine's to read: validate it with ``validate_input``). ``progress`` (over ``names``) hears each
+    byte range as its result comes, and each input as its last part does.
     """
     parts = engine.in_order(
         _validate_part,
@@ -398,11 +425,15 @@ def validate_on(
         start_args=(validator.catalog,),
         lost=_lost_part,
     )
-    lines_before, failed = 0, False
+    lines_before, failed, started = 0, False, False
     with contextlib.closing(parts):
         for part, result in parts:
             if part.first:
-                lines_before, failed = 0, False
+                if started and progress is not None:
+                    progress.done()
+                lines_before, failed, started = 0, False, True
+            if part.end is not None and progress is not None:
+                progress.read(part.end - part.start)
             if failed:  # a part after one that could not be read: the input is reported already
                 continue
             if result.error is None or part.end is None:  # a stream's lines before a failure were read
@@ -413,6 +444,8 @@ def validate_on(
             if result.error is not None:
                 failed = True
                 yield Unreadable(part.name, result.error)
+    if started and progress is not None:
+        progress.done()
 
 
 def _parts(names: Iterable[str], workers: int, skips: Skips) -> Iterator[_Part]:

@@ -1,4 +1,7 @@
-"""``kvlog.validate``: how many processes a file is given, and validation on an engine (``validate_on``).
+"""``kvlog.validate``: which path a line takes, how many processes a file is given, ``validate_on``.
+
+Lines: the hot loop settles a line of a kind (event name, version) it has seen by one compiled check;
+only the first line of each kind, and lines that are not events, take the slow path (``_look_closer``).
 
 Workers: a plain file under ``PARALLEL_MIN_BYTES`` is validated in this process unless ``jobs`` says
 otherwise, one at that size is spread over the CPUs, ``jobs=1`` and a file of one chunk never start a
@@ -19,10 +22,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 from foundation_samples import sample
 
-from kvlog import validate
+from kvlog import events, validate
 from kvlog.io.inputs import InputError
 from kvlog.schema.validation import EventValidator
 from kvlog.validate import (
@@ -33,6 +37,7 @@ from kvlog.validate import (
     chunk_ranges,
     unreadable_reason,
     validate_input,
+    validate_lines,
     validate_on,
 )
 
@@ -56,6 +61,29 @@ def _counts(summary: Summary) -> tuple[Any, ...]:
         summary.findings,
         summary.by_event,
     )
+
+
+# -- which path a line takes -----------------------------------------------------------------------------
+
+
+def test_lines_of_a_kind_already_seen_never_take_the_slow_path(
+    monkeypatch: pytest.MonkeyPatch, validator: EventValidator
+) -> None:
+    slow: list[int] = []
+    look_closer = validate._look_closer
+
+    def spy(name: str, number: int, *rest: Any) -> list[LineProblem]:
+        slow.append(number)
+        return look_closer(name, number, *rest)
+
+    monkeypatch.setattr(validate, "_look_closer", spy)
+    other = orjson.dumps(sample("kv_arena.closed", events.KvArenaClosed.VERSION), option=orjson.OPT_APPEND_NEWLINE)
+    lines = [VALID] * 50 + [other] * 50 + [VALID, NO_VERSION, TEXT, other, NO_VERSION]
+    summary = Summary()
+    findings = list(validate_lines("f", lines, summary, validator))
+    assert slow == [1, 51, 102, 103, 105]  # the first of each kind; the lines no compiled check settles
+    assert [finding.line for finding in findings] == [102, 103, 105]
+    assert _counts(summary)[:6] == (105, 104, 2, 1, 0, 3)
 
 
 # -- how many processes a file is given --------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""Options the file commands share (``kvlog migrate`` and ``kvlog validate``): where their work runs."""
+"""Options the file commands share (``kvlog migrate``, ``validate``, ``summarize``): where they run, progress."""
 
 from __future__ import annotations
 
@@ -19,4 +19,11 @@ ray_address = click.option(
     metavar="ADDR",
     help="With --engine ray: the cluster's HOST:PORT or ray://HOST:PORT [default: the cluster this machine "
     "runs (RAY_ADDRESS, or the last one started here), else a new local cluster].",
+)
+progress = click.option(
+    "--progress/--no-progress",
+    default=None,
+    help="Show progress on standard error: files and bytes done, over the whole run on any engine [default: a "
+    "bar on a terminal for inputs of 64 MiB or more]. Forced on where standard error is not a terminal, a plain "
+    "line every few seconds.",
 )

@@ -62,12 +62,7 @@ from kvlog.errors import KvlogError
     multiple=True,
     help="Read --allow-unparsed patterns from FILE, one a line (blank lines and lines starting with # skipped).",
 )
-@click.option(
-    "--progress/--no-progress",
-    default=None,
-    help="Show progress on standard error [default: a bar on a terminal for inputs of 64 MiB or more]. "
-    "Forced on where standard error is not a terminal, a plain line every few seconds.",
-)
+@engine_options.progress
 @click.option("-j", "--jobs", type=click.IntRange(min=1), default=1, show_default=True, help="Worker processes.")
 @engine_options.engine
 @engine_options.ray_address

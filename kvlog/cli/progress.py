@@ -1,72 +1,115 @@
 """Progress of a long run on standard error: a bar on a terminal, plain lines elsewhere (cron, CI).
 
-A run over a few GiB takes minutes; without a word on a non-terminal, a scheduler's log cannot tell
-a slow run from a hung one. Forced on there, a line is written at the start, at most every
-``LINE_INTERVAL_S`` seconds, and at the end.
+One display for the whole run, whichever engine runs it (this process, ``--jobs`` workers, a Ray
+cluster): the files done and their bytes on disk, against the totals known at the start
+(``kvlog.io.progress`` says how each engine reports them). A run over a few GiB takes minutes;
+without a word on a non-terminal, a scheduler's log cannot tell a slow run from a hung one. Forced
+on there, a line is written at the start, at most every ``LINE_INTERVAL_S`` seconds, and at the end::
+
+    kvlog migrate: progress 26%, 42/200 files, 1.30 GiB of 5.00 GiB, 80 s
 """
 
 from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
-from pathlib import Path
 
 import click
 
-from kvlog.io.inputs import STDIN
+from kvlog.io.progress import Advance, ignore, input_size
+from kvlog.text.units import BYTES
 
 #: below this much input, no bar unless asked for: the run is over before a bar would say anything
 AUTO_MIN_BYTES = 64 << 20
 LINE_INTERVAL_S = 10.0
+#: what the bar on a terminal says the command is doing
+_DOING = {"migrate": "migrating", "validate": "validating", "summarize": "summarizing"}
 
 
 @contextmanager
-def progress_reporter(names: list[str], wanted: bool | None) -> Iterator[Callable[[int], None]]:
-    """A callback taking the bytes just read. ``wanted``: True forces progress, False silences it, None decides."""
-    total = sum(_size(name) for name in names)
+def progress_reporter(names: list[str], wanted: bool | None, command: str = "migrate") -> Iterator[Advance]:
+    """An ``Advance`` for the run over ``names`` of ``kvlog COMMAND``.
+
+    ``wanted``: True forces progress, False silences it, None decides (a bar on a terminal for
+    inputs of ``AUTO_MIN_BYTES`` or more).
+    """
+    count = _Count(len(names), sum(input_size(name) for name in names))
     terminal = sys.stderr.isatty()
-    if wanted is False or (wanted is None and (not terminal or total < AUTO_MIN_BYTES)):
-        yield lambda _: None
+    if wanted is False or (wanted is None and (not terminal or count.total_bytes < AUTO_MIN_BYTES)):
+        yield ignore
     elif terminal:
-        with click.progressbar(length=total, label="migrating", file=sys.stderr) as bar:
-            yield bar.update
+        yield from _bar(count, _DOING.get(command, command))
     else:
-        lines = _Lines(total)
+        lines = _Lines(count, command)
         yield lines.update
         lines.say()
 
 
+class _Count:
+    """The files and bytes done of a run, against its totals."""
+
+    def __init__(self, total_files: int, total_bytes: int) -> None:
+        self.total_files = total_files
+        self.total_bytes = total_bytes
+        self.files = 0
+        self.bytes = 0
+
+    def add(self, files: int, count: int) -> None:
+        self.files += files
+        self.bytes += count
+
+    @property
+    def share(self) -> float:
+        """How much is done, 0 to 1: by bytes, or by files where the inputs have none (standard input)."""
+        if self.total_bytes:
+            return min(max(self.bytes, 0), self.total_bytes) / self.total_bytes
+        return min(self.files, self.total_files) / self.total_files if self.total_files else 1.0
+
+    def __str__(self) -> str:
+        return (
+            f"{self.files}/{self.total_files} files, "
+            f"{BYTES.format(max(self.bytes, 0))} of {BYTES.format(self.total_bytes)}"
+        )
+
+
+def _bar(count: _Count, label: str) -> Iterator[Advance]:
+    """A click bar over the run's share in thousandths, showing the files and bytes beside it."""
+
+    def shown_beside(_: int | None) -> str:
+        return str(count)
+
+    with click.progressbar(length=1000, label=label, file=sys.stderr, item_show_func=shown_beside) as bar:
+        shown = 0
+
+        def update(files: int, read: int) -> None:
+            nonlocal shown
+            count.add(files, read)
+            now = int(count.share * 1000)
+            bar.update(now - shown)
+            shown = now
+
+        yield update
+
+
 class _Lines:
-    def __init__(self, total: int) -> None:
-        self.total = total
-        self.done = 0
+    def __init__(self, count: _Count, command: str) -> None:
+        self.count = count
+        self.command = command
         self.started = time.monotonic()
         self.said = self.started
         self.say()
 
-    def update(self, count: int) -> None:
-        self.done += count
+    def update(self, files: int, read: int) -> None:
+        self.count.add(files, read)
         if time.monotonic() - self.said >= LINE_INTERVAL_S:
             self.say()
 
     def say(self) -> None:
         self.said = time.monotonic()
-        share = f"{min(self.done, self.total) * 100 // self.total}%" if self.total else "-"
         click.echo(
-            f"kvlog migrate: progress {share}, {_mib(self.done)} of {_mib(self.total)} MiB read, "
+            f"kvlog {self.command}: progress {int(self.count.share * 100)}%, {self.count}, "
             f"{self.said - self.started:.0f} s",
             err=True,
         )
-
-
-def _mib(count: int) -> str:
-    return f"{count / (1 << 20):.1f}"
-
-
-def _size(name: str) -> int:
-    try:
-        return 0 if name == STDIN else Path(name).stat().st_size
-    except OSError:
-        return 0

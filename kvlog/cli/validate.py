@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import io
 import sys
 
@@ -10,6 +11,7 @@ import click
 from kvlog import commands
 from kvlog.cli import engine as engine_options
 from kvlog.cli.failing import fail, message
+from kvlog.cli.progress import progress_reporter
 from kvlog.cli.stdout import abandon_out, flush_out, write_out
 from kvlog.commands import InputFailure
 from kvlog.errors import KvlogError
@@ -45,6 +47,7 @@ class _OutputError(Exception):
 )
 @engine_options.engine
 @engine_options.ray_address
+@engine_options.progress
 def validate(  # noqa: PLR0917 - click passes every option as a parameter
     files: tuple[str, ...],
     skip_non_json: bool,
@@ -53,6 +56,7 @@ def validate(  # noqa: PLR0917 - click passes every option as a parameter
     jobs: int | None,
     engine: str,
     ray_address: str | None,
+    progress: bool | None,
 ) -> None:
     """Validate JSON-lines event logs (FILE... or - for standard input; .gz and .zst too).
 
@@ -74,6 +78,7 @@ def validate(  # noqa: PLR0917 - click passes every option as a parameter
             on_finding=_ignore if quiet else _print,
             on_input_failure=_input_failure,
             on_notice=_say,
+            progress=functools.partial(progress_reporter, wanted=progress, command="validate"),
         )
         _write("")
     except _OutputError as exc:  # a full disk or a closed pipe under standard output

@@ -16,6 +16,7 @@ from kvlog.commands import EXIT_BROKEN_MIGRATIONS, EXIT_ERROR, EXIT_FINDINGS, EX
 from kvlog.commands._engine import cluster_for
 from kvlog.errors import KvlogError, OptionError, worded
 from kvlog.io.outputs import OutputError, atomic_output, expand_inputs
+from kvlog.io.progress import Advance, ignore
 from kvlog.migration.engine import MigrateOptions, Migrator, OutputFormat
 from kvlog.migration.plan import Request, allowed_unparsed, plan
 from kvlog.migration.report import MigrationReport
@@ -25,8 +26,8 @@ from kvlog.migration.steps import MigrationError, load_chain
 if TYPE_CHECKING:
     from kvlog.io.workers import Engine
 
-#: given the inputs (after expansion), a context that yields the callback taking the bytes just read
-Progress = Callable[[list[str]], AbstractContextManager[Callable[[int], None]]]
+#: given the inputs (after expansion), a context that yields the callback taking the files and bytes just done
+Progress = Callable[[list[str]], AbstractContextManager[Advance]]
 _FORMATS: tuple[OutputFormat, ...] = ("jsonl", "text", "legacy")
 
 
@@ -96,7 +97,8 @@ def migrate(
     backup named with ``backup_suffix``) or nowhere (``dry_run``). ``report`` and ``dead_letter`` name
     files for the JSON report and the memory-like lines left unparsed. ``on_notice`` is called, as it
     happens, with each thing the run has to say: an input that could not be expanded or migrated, a
-    file left as it was. ``progress`` is given the inputs and yields the callback the bytes read go to.
+    file left as it was. ``progress`` is given the inputs and yields the callback that hears, as the run
+    goes, how many more files are done and how many more of their bytes on disk (``kvlog.io.progress``).
     ``source`` names the server that wrote the inputs (``sglang``, ``vllm``; default: detected per file).
     ``engine`` runs the files: ``local`` (``jobs`` worker processes of this machine) or ``ray`` (the
     Ray cluster at ``ray_address``, default the one this machine runs, else a new local one; the
@@ -141,7 +143,7 @@ def migrate(
     with ExitStack() as stack:
         cluster = stack.enter_context(cluster_for(engine, jobs=jobs, ray_address=ray_address, on_notice=say))
         dead = stack.enter_context(atomic_output(Path(dead_letter))) if dead_letter is not None else None
-        update = stack.enter_context(progress(found.names) if progress else nullcontext(_ignore))
+        update = stack.enter_context(progress(found.names) if progress else nullcontext(ignore))
         outcomes = run_tasks(
             tasks,
             migrator,
@@ -231,10 +233,6 @@ def migrator_for(migrations: Path | None, options: MigrateOptions) -> Migrator:
         return Migrator(chain, options)
     except ValueError as exc:  # an unknown legacy generation, a source no migration reads
         raise OptionError("{error}", error=exc) from None
-
-
-def _ignore(_: int) -> None:
-    pass
 
 
 def _write_report(path: Path, report: MigrationReport) -> None:

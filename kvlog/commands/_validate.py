@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable, Generator, Iterable
-from contextlib import closing
+from contextlib import AbstractContextManager, closing, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import cast
@@ -13,6 +13,7 @@ from kvlog.commands import EXIT_ERROR, EXIT_FINDINGS, EXIT_OK
 from kvlog.commands._engine import cluster_for
 from kvlog.errors import OptionError
 from kvlog.io.inputs import STDIN, InputError
+from kvlog.io.progress import Advance, InOrder, ignore
 from kvlog.schema.validation import EventValidator
 from kvlog.text.printable import printable, printable_name
 from kvlog.validate import LineProblem, Skips, Summary, Unreadable, unreadable_reason, validate_input, validate_on
@@ -57,6 +58,7 @@ def validate(
     on_finding: Callable[[LineProblem], None] | None = None,
     on_input_failure: Callable[[InputFailure], None] | None = None,
     on_notice: Callable[[str], None] | None = None,
+    progress: Callable[[list[str]], AbstractContextManager[Advance]] | None = None,
 ) -> ValidateOutcome:
     """Validate ``inputs`` (paths, ``-`` for standard input; ``.gz`` and ``.zst`` too) as ``kvlog validate`` does.
 
@@ -67,6 +69,8 @@ def validate(
     ends the run and propagates. ``engine`` ``ray`` validates on the Ray cluster at ``ray_address``
     (default: the one this machine runs, else a new local one; ``on_notice`` hears which), a task per
     input, with the same findings, counts and exit status; standard input is read here all the same.
+    ``progress`` is given the inputs and yields the callback that hears, as the run goes, how many
+    more files are done and how many more of their bytes on disk (``kvlog.io.progress``).
     Exit status: 0 every line is a valid event, 1 one is not, 2 an input
     could not be read.
     """
@@ -86,16 +90,22 @@ def validate(
             on_input_failure(failure)
 
     say = on_notice or (lambda _: None)
-    with cluster_for(engine, jobs=jobs, ray_address=ray_address, on_notice=say) as cluster:
-        if cluster is not None and STDIN not in map(str, names):
-            for result in validate_on(cluster, map(str, names), summary, validator, skips=skips):
+    paths = list(map(str, names))
+    with (
+        cluster_for(engine, jobs=jobs, ray_address=ray_address, on_notice=say) as cluster,
+        progress(paths) if progress is not None else nullcontext(ignore) as advance,
+    ):
+        tally = InOrder(paths, advance)
+        if cluster is not None and STDIN not in paths:
+            for result in validate_on(cluster, paths, summary, validator, skips=skips, progress=tally):
                 if isinstance(result, Unreadable):
                     failed(InputFailure(result.name, result.reason))
                 else:
                     found(result)
         else:
-            for name in map(str, names):
-                failure = _validate_one(name, summary, validator, skips, jobs, found)
+            for name in paths:
+                failure = _validate_one(name, summary, validator, skips, jobs, found, tally)
+                tally.done()
                 if failure is not None:
                     failed(failure)
     status = EXIT_ERROR if failures else EXIT_OK if summary.ok else EXIT_FINDINGS
@@ -109,6 +119,7 @@ def _validate_one(  # noqa: PLR0917 - validate's state, passed on
     skips: Skips,
     jobs: int | None,
     found: Callable[[LineProblem], None],
+    tally: InOrder,
 ) -> InputFailure | None:
     """Validate one input; return why it could not be read, if it could not.
 
@@ -117,7 +128,9 @@ def _validate_one(  # noqa: PLR0917 - validate's state, passed on
     """
     if name == STDIN and sys.stdin is None:  # started with descriptor 0 closed (`<&-`)
         return InputFailure(name, "cannot read: standard input is closed")
-    findings = cast(Generator[LineProblem], validate_input(name, summary, validator, skips=skips, jobs=jobs))
+    findings = cast(
+        Generator[LineProblem], validate_input(name, summary, validator, skips=skips, jobs=jobs, on_read=tally.read)
+    )
     with closing(findings):
         while True:
             try:

@@ -7,15 +7,22 @@ answer). What a worker builds once (a migrator, a validator) is kept per worker 
 run that built it. A task is a streaming generator: the files it wrote for the driver (staged output,
 dead letters) come back in blocks before its result, so neither side ever holds a whole file, and a
 retried task yields the same blocks again under the same object ids, which the driver reads once.
+
+Progress comes the same way: a task asked to report its reads runs its function in a thread and
+yields a ``_Read`` for every ``READ_REPORT_BYTES`` of input read, as they are read, before its blocks.
+The number of those items depends only on how many bytes the file had, so a retried task's stream
+has its blocks at the same places, and the driver reads each item once.
 """
 
 from __future__ import annotations
 
 import logging
+import queue
 import secrets
 import shutil
 import socket
 import tempfile
+import threading
 from collections import deque
 from collections.abc import Callable, Generator, Iterable, Iterator
 from contextlib import contextmanager, suppress
@@ -27,6 +34,7 @@ import ray
 from ray.exceptions import RayError, RayTaskError
 
 from kvlog.errors import KvlogError
+from kvlog.io.progress import task_reads_to
 
 #: how often Ray runs a task again whose worker or node died
 TASK_RETRIES = 3
@@ -34,6 +42,8 @@ TASK_RETRIES = 3
 BLOCK_BYTES = 4 << 20
 #: tasks submitted ahead of the one whose result is awaited, per CPU of the cluster
 _AHEAD_PER_CPU = 2
+#: a task reporting its reads yields one progress item per this many bytes of input read
+READ_REPORT_BYTES = 16 << 20
 #: how long an explicit address may take to accept a connection before it is called unreachable
 CONNECT_TIMEOUT_S = 10.0
 
@@ -51,6 +61,17 @@ class _Block:
 
     field: str
     data: bytes
+
+
+@dataclass(frozen=True)
+class _Read:
+    """So many more bytes of a task's input were read (progress, for the driver's display)."""
+
+    count: int
+
+
+class _Stopped(BaseException):
+    """Raised at a task's next read once its stream was cancelled: the work stops, its temporaries removed."""
 
 
 @contextmanager
@@ -116,6 +137,7 @@ class RayCluster:
         start_args: tuple[Any, ...],
         streamed: tuple[str, ...] = (),
         lost: Callable[[Any, str], Any] | None = None,
+        on_read: Callable[[int], None] | None = None,
     ) -> Generator[Any, None, None]:
         """See ``kvlog.io.workers.Engine``; the driver's copies of streamed files are its to remove."""
         remote = _run.options(num_returns="streaming", max_retries=TASK_RETRIES, retry_exceptions=False)
@@ -124,11 +146,12 @@ class RayCluster:
         received = Path(tempfile.mkdtemp(prefix="kvlog-ray-"))
         try:
             for item in items:
-                pending.append((item, remote.remote(token, start, start_args, function, item, streamed)))
+                task = remote.remote(token, start, start_args, function, item, streamed, on_read is not None)
+                pending.append((item, task))
                 if len(pending) >= _AHEAD_PER_CPU * self.workers:
-                    yield _received(*pending.popleft(), streamed, received, lost)
+                    yield _received(*pending.popleft(), streamed, received, lost=lost, on_read=on_read)
             while pending:
-                yield _received(*pending.popleft(), streamed, received, lost)
+                yield _received(*pending.popleft(), streamed, received, lost=lost, on_read=on_read)
         finally:
             for _, generator in pending:
                 with suppress(RayError):
@@ -141,13 +164,19 @@ def _received(
     generator: Any,
     streamed: tuple[str, ...],
     directory: Path,
+    *,
     lost: Callable[[Any, str], Any] | None,
+    on_read: Callable[[int], None] | None,
 ) -> Any:
     """The result of one task, its streamed files written to ``directory`` and named in it."""
     files: dict[str, IO[bytes]] = {}
     try:
         for reference in generator:
             value = ray.get(reference)
+            if isinstance(value, _Read):
+                if on_read is not None:
+                    on_read(value.count)
+                continue
             if not isinstance(value, _Block):
                 return _with_files(value, streamed, files, directory)
             if value.field not in files:
@@ -191,12 +220,16 @@ def _run(  # noqa: PLR0917 - Ray passes a task's arguments positionally
     function: Callable[[Any, Any], Any],
     item: Any,
     streamed: tuple[str, ...],
+    report_reads: bool,
 ) -> Iterator[Any]:
-    """One item on a worker: its streamed files block by block, then its result with those fields kept."""
+    """One item on a worker: its reads (``report_reads``), its streamed files block by block, then its result."""
     if token not in _states:
         _states.clear()  # a worker serves one run at a time: an earlier run's state is done with
         _states[token] = start(*start_args)
-    result = function(_states[token], item)
+    if report_reads:
+        result = yield from _reporting_reads(function, _states[token], item)
+    else:
+        result = function(_states[token], item)
     for field in streamed:
         path = getattr(result, field)
         if path is None:
@@ -208,3 +241,46 @@ def _run(  # noqa: PLR0917 - Ray passes a task's arguments positionally
         finally:
             Path(path).unlink(missing_ok=True)
     yield result
+
+
+def _reporting_reads(function: Callable[[Any, Any], Any], state: Any, item: Any) -> Generator[_Read, None, Any]:
+    """``function(state, item)`` in a thread, a ``_Read`` yielded for each ``READ_REPORT_BYTES`` it reads.
+
+    The items go out as the bytes are read, so a driver shows a large file's progress before it is
+    done. When the stream is closed (the driver cancelled the task), the function is stopped at its
+    next read, unwinding as an exception does, and the thread is joined before the task ends.
+    """
+    counts: queue.SimpleQueue[int | None] = queue.SimpleQueue()
+    stopped = threading.Event()
+    ended: list[tuple[bool, Any]] = []
+    read = 0
+
+    def report(count: int) -> None:
+        nonlocal read
+        if stopped.is_set():
+            raise _Stopped
+        before, read = read, read + count
+        for _ in range(read // READ_REPORT_BYTES - before // READ_REPORT_BYTES):
+            counts.put(READ_REPORT_BYTES)
+
+    def work() -> None:
+        try:
+            with task_reads_to(report):
+                ended.append((True, function(state, item)))
+        except BaseException as exc:  # noqa: BLE001 - whatever it raised is raised again by the task
+            ended.append((False, exc))
+        finally:
+            counts.put(None)
+
+    thread = threading.Thread(target=work, name="kvlog-task", daemon=True)
+    thread.start()
+    try:
+        while (count := counts.get()) is not None:
+            yield _Read(count)
+    finally:
+        stopped.set()
+        thread.join()
+    returned, value = ended[0]
+    if not returned:
+        raise value
+    return value

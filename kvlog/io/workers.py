@@ -63,6 +63,7 @@ class Engine(Protocol):
         start_args: tuple[Any, ...],
         streamed: tuple[str, ...] = (),
         lost: Callable[[Any, str], Any] | None = None,
+        on_read: Callable[[int], None] | None = None,
     ) -> Generator[Any, None, None]:
         """``function(state, item)`` for each item, as ``in_order`` (below) describes.
 
@@ -71,6 +72,9 @@ class Engine(Protocol):
         of this machine and names that one instead. ``lost(item, reason)`` is the result of an item
         whose task was lost for good (its node died as often as the engine retries); without it, or on
         an engine that cannot lose one task alone, a lost task ends the run with ``WorkerDied``.
+        ``on_read(count)``, where the engine can tell it, hears of the input bytes a task reports
+        (``kvlog.io.progress.read_in_task``) before its result comes, in the order of the results:
+        the reads of the task whose result is next.
         """
         ...
 
@@ -92,6 +96,7 @@ class Processes:
         start_args: tuple[Any, ...],
         streamed: tuple[str, ...] = (),  # the files are this machine's already
         lost: Callable[[Any, str], Any] | None = None,  # a dead process breaks the whole pool
+        on_read: Callable[[int], None] | None = None,  # a file's bytes count when its result comes
     ) -> Generator[Any, None, None]:
         """See ``Engine.in_order``: a worker that dies breaks the pool, so it raises ``WorkerDied``."""
         return in_order(function, items, workers=self.workers, start=start, start_args=start_args)

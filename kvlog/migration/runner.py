@@ -22,10 +22,11 @@ from typing import IO, TYPE_CHECKING, Any
 import orjson
 
 from kvlog.errors import KvlogError, NamesOptions
-from kvlog.io.compression import compressed, decompressed, open_binary
+from kvlog.io.compression import compressed, decompressed
 from kvlog.io.inplace import InPlace
-from kvlog.io.inputs import STDIN, InputError
+from kvlog.io.inputs import STDIN, InputError, open_raw
 from kvlog.io.outputs import NamedSink, OutputError, atomic_output, remove_stale_temporaries, stdout_binary
+from kvlog.io.progress import Advance, InOrder, read_in_task
 from kvlog.io.stopping import held_back, off_the_books, on_the_books, stop_on_signals
 from kvlog.migration.engine import DeadLetter, MigrateOptions, Migrator
 from kvlog.migration.plan import Task
@@ -59,7 +60,7 @@ def run_tasks(
     migrations: Path | None,
     engine: Engine | None,
     dead_letter: IO[bytes] | None,
-    progress: Callable[[int], None],
+    progress: Advance,
     stdout: IO[bytes] | None = None,
 ) -> Iterator[Outcome]:
     """Migrate every task, yielding outcomes in input order.
@@ -68,12 +69,17 @@ def run_tasks(
     option it refuses fails once, before anything is opened; each worker builds its own from the same
     directory and ``migrator.options``. ``engine`` runs the tasks (``None``: this process, one after
     the other; standard input is always read here). Output for standard output goes to ``stdout``
-    (default: the process's own).
+    (default: the process's own). ``progress`` hears the files done and their bytes on disk as the
+    run goes (``kvlog.io.progress``): read by read here and on a cluster, a file at a time from
+    worker processes; each total is reached exactly, a failed input counting as done.
     """
     sink = _standard_output(stdout) if any(task.destination.kind == "stdout" for task in tasks) else None
+    tally = InOrder((task.name for task in tasks), progress)
     if engine is None or (engine.local and len(tasks) <= 1) or any(task.name == STDIN for task in tasks):
         for task in tasks:
-            yield _run(migrator, task, dead_letter, progress, staging=None, stdout=sink)
+            outcome = _run(migrator, task, dead_letter, tally.read, staging=None, stdout=sink)
+            tally.done()
+            yield outcome
         return
     from kvlog.io.workers import WorkerDied  # noqa: PLC0415 - multiprocessing, for engines only
 
@@ -86,6 +92,7 @@ def run_tasks(
             start_args=(migrator.options, migrations, staging if engine.local else None),
             streamed=("staged_output", "staged_dead"),
             lost=_lost,
+            on_read=tally.read,
         )
         try:
             with closing(outcomes):
@@ -94,7 +101,7 @@ def run_tasks(
                         # a node killed while writing left its temporary beside the output; the retry wrote it
                         remove_stale_temporaries(task.destination.path)
                     _unstage(outcome, sink, dead_letter)
-                    progress(_size(outcome.name))
+                    tally.done()
                     yield outcome
         except WorkerDied as exc:
             raise WorkerDied(f"{exc}; the inputs not reported above were not migrated") from None
@@ -145,7 +152,7 @@ def _run_in_worker(worker: _Worker, arguments: tuple[Task, bool]) -> Outcome:
     task, want_dead = arguments
     with ExitStack() as stack:
         dead = stack.enter_context(_staging(worker.staging, "dead")) if want_dead else None
-        outcome = _run(worker.migrator, task, dead, lambda _: None, staging=worker.staging, stdout=None)
+        outcome = _run(worker.migrator, task, dead, read_in_task, staging=worker.staging, stdout=None)
         if dead is not None:
             outcome.staged_dead = dead.name
         return outcome
@@ -169,10 +176,10 @@ def _run(  # noqa: PLR0917 - one task's state, passed on as it is
             report, note = _run_in_place(migrator, task, dead, progress)
             return Outcome(task.name, report, note=note)
         # the input is opened first: see kvlog.io.inplace
-        with open_binary(task.name) as stream, _open_output(task, staging, stdout) as out:
+        with _opened(task.name) as (raw, stream), _open_output(task, staging, stdout) as out:
             if staging is not None and task.destination.kind == "stdout":
                 staged = out.name
-            report = migrator.migrate(task.name, _Counting(task.name, stream, progress), out, dead)
+            report = migrator.migrate(task.name, _Counting(task.name, stream, progress, raw), out, dead)
     except KvlogError as exc:
         error = exc if isinstance(exc, NamesOptions) else str(exc)
         return Outcome(task.name, MigrationReport(), error, staged_output=staged)
@@ -192,7 +199,7 @@ def _run_in_place(
             decompressed(replacement.source, task.name) as stream,
             compressed(NamedSink(temporary, task.name), task.name) as out,  # type: ignore[arg-type]
         ):
-            report = migrator.migrate(task.name, _Counting(task.name, stream, progress), out, dead)
+            report = migrator.migrate(task.name, _Counting(task.name, stream, progress, replacement.source), out, dead)
         return report, replacement.replace(changed=report.changed_lines > 0)
     finally:
         replacement.discard()
@@ -209,6 +216,9 @@ def _open_output(task: Task, staging: Path | None, stdout: IO[bytes] | None) -> 
         return nullcontext(stdout)
     if destination.kind == "discard":
         return Path(os.devnull).open("wb")
+    if destination.kind == "store":  # an object, made once complete: no directory to create (kvlog.io.store)
+        assert destination.uri is not None
+        return atomic_output(destination.uri)
     assert destination.path is not None
     try:
         destination.path.parent.mkdir(parents=True, exist_ok=True)
@@ -249,21 +259,30 @@ def _unstage(outcome: Outcome, stdout: IO[bytes] | None, dead_letter: IO[bytes] 
         Path(staged).unlink()
 
 
-def _size(name: str) -> int:
-    try:
-        return 0 if name == STDIN else Path(name).stat().st_size
-    except OSError:
-        return 0
+@contextmanager
+def _opened(name: str) -> Iterator[tuple[IO[bytes] | None, IO[bytes]]]:
+    """The file as it is on disk (``None`` for standard input) and its content, decompressed by its suffix."""
+    if name == STDIN:
+        yield None, sys.stdin.buffer
+        return
+    with open_raw(name) as raw, decompressed(raw, name) as stream:
+        yield raw, stream
 
 
 class _Counting:
-    """A read-only stream that reports how much was read (for the progress bar) and names its input in errors."""
+    """A read-only stream that names its input in errors and reports, for progress, how far its file was read.
 
-    def __init__(self, name: str, stream: IO[bytes], progress: Callable[[int], None]) -> None:
+    Progress counts bytes on disk (``raw``'s position: a ``.gz`` is counted as the compressed bytes it
+    took), so that a run's total is the inputs' sizes; standard input and a pipe report nothing.
+    """
+
+    def __init__(self, name: str, stream: IO[bytes], progress: Callable[[int], None], raw: IO[bytes] | None) -> None:
         self._name = name
         self._stream = stream
         self._progress = progress
+        self._raw = raw if raw is not None and raw.seekable() else None
         self._read = 0
+        self._reported = 0
 
     def read(self, size: int = -1) -> bytes:
         try:
@@ -271,5 +290,9 @@ class _Counting:
         except Exception as exc:  # noqa: BLE001 - gzip and zstd raise assorted types for a corrupt stream
             raise InputError(f"{self._name}: cannot read after {self._read} bytes: {exc}") from None
         self._read += len(data)
-        self._progress(len(data))
+        if self._raw is not None:
+            position = self._raw.tell()
+            if position > self._reported:
+                self._progress(position - self._reported)
+                self._reported = position
         return data

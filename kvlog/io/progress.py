@@ -1,0 +1,81 @@
+"""How far a run over many inputs has got: files and bytes done, whichever engine runs the files.
+
+A display (``kvlog.cli.progress``) is given ``advance(files, bytes)`` calls, increments of the
+files done and of their bytes; this module turns what an engine reports into them. The bytes are
+the inputs' bytes on disk (a ``.gz`` counts its compressed size), so a run's totals are known
+before it starts, and each file adds exactly its size once it is done, however much of it was
+read before: a file that failed part-way, or whose task ran twice, still counts once and whole.
+
+Reads are reported as they happen where the file is read: in this process, to the callback the
+runner passes; in an engine's task, to ``read_in_task``, which the engine routes to its driver
+(``kvlog.fleet.ray_engine`` as items of the task's stream).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from pathlib import Path
+
+from kvlog.io.inputs import STDIN
+
+#: increments of the files done and of their bytes on disk
+Advance = Callable[[int, int], None]
+
+_task_reads: ContextVar[Callable[[int], None] | None] = ContextVar("kvlog_task_reads", default=None)
+
+
+def input_size(name: str) -> int:
+    """The bytes of input ``name`` on disk: 0 for standard input and for what cannot be read."""
+    try:
+        return 0 if name == STDIN else Path(name).stat().st_size
+    except OSError:
+        return 0
+
+
+def ignore(_files: int, _bytes: int) -> None:
+    """An ``Advance`` for a run nobody watches."""
+
+
+class InOrder:
+    """Progress of files finished one after the other, in input order.
+
+    ``read`` counts toward the next file to finish (an engine reports the reads of the task whose
+    result it awaits); ``done`` finishes that file, topping its bytes up (or down, for a file that
+    grew meanwhile) to the size it had when the run started.
+    """
+
+    def __init__(self, names: Iterable[str], advance: Advance) -> None:
+        self._sizes = deque(input_size(name) for name in names)
+        self._advance = advance
+        self._read = 0
+
+    def read(self, count: int) -> None:
+        """``count`` more bytes of the next file to finish were read."""
+        self._read += count
+        self._advance(0, count)
+
+    def done(self) -> None:
+        """The next file is finished (migrated, validated, or failed)."""
+        size = self._sizes.popleft() if self._sizes else 0
+        self._advance(1, size - self._read)
+        self._read = 0
+
+
+def read_in_task(count: int) -> None:
+    """In an engine's task: ``count`` more bytes of its input were read (nowhere to go: ignored)."""
+    report = _task_reads.get()
+    if report is not None:
+        report(count)
+
+
+@contextmanager
+def task_reads_to(report: Callable[[int], None]) -> Iterator[None]:
+    """While the block runs (in this thread), ``read_in_task`` calls ``report``."""
+    token = _task_reads.set(report)
+    try:
+        yield
+    finally:
+        _task_reads.reset(token)

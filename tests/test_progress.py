@@ -1,0 +1,94 @@
+"""Progress over a whole run: every file and every byte on disk counted once, whichever local engine runs it.
+
+The display (``kvlog.cli.progress``) is told increments of files and bytes done; these tests record
+them through the commands' ``progress`` argument and check that they reach the inputs' totals
+exactly (a failed input counts as done), and that a large file's bytes are told as it is read.
+The engine ``ray`` is tested on a real cluster in test_summarize_fleet.py.
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from fleet_helpers import fleet_logs
+from progress_helpers import Recorder, sizes
+
+from kvlog import commands
+from kvlog.text.units import BYTES
+
+CORPUS = Path(__file__).resolve().parent / "corpus"
+
+
+def events_file(path: Path, repeat: int) -> Path:
+    """A file of current kvlog events (the corpus's, ``repeat`` times over) for validate."""
+    out = io.BytesIO()
+    made = commands.migrate(sorted(CORPUS.glob("*.log")), only_events=True, stdout=out)
+    assert made.exit_status == 0, made.problems
+    path.write_bytes(out.getvalue() * repeat)
+    return path
+
+
+@pytest.mark.parametrize("jobs", [1, 3])
+def test_migrate_counts_every_file_and_byte_once_a_failed_input_included(jobs: int, tmp_path: Path) -> None:
+    logs = fleet_logs(tmp_path / "logs", CORPUS, 12, repeat=30)
+    recorder = Recorder()
+    done = commands.migrate(logs, output=tmp_path / "out", jobs=jobs, progress=recorder)
+    assert done.exit_status == 2 and len(done.problems) == 1  # the .gz cut short: named, and counted as done
+    assert recorder.names == list(map(str, logs))
+    assert recorder.totals == (len(logs), sizes(logs))
+    assert [files for files, _ in recorder.steps if files] == [1] * len(logs)
+
+
+def test_migrate_in_one_process_tells_a_large_files_bytes_as_it_reads_them(tmp_path: Path) -> None:
+    big = tmp_path / "big.log.gz"  # counted as the compressed bytes read, not the text they hold
+    big.write_bytes(gzip.compress((CORPUS / "gen2_2025.log").read_bytes() * 4000, compresslevel=1))
+    recorder = Recorder()
+    assert commands.migrate(big, output=tmp_path / "out.gz", progress=recorder).exit_status == 0
+    reads = recorder.reads_before_first_file()
+    assert len(reads) > 1 and all(count > 0 for count in reads)
+    assert sum(reads) <= big.stat().st_size
+    assert recorder.totals == (1, big.stat().st_size)
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_validate_counts_every_file_and_byte_once_an_unreadable_input_included(jobs: int, tmp_path: Path) -> None:
+    events = events_file(tmp_path / "events.jsonl", repeat=40)  # split in byte ranges: told range by range
+    packed = tmp_path / "events.jsonl.gz"
+    packed.write_bytes(gzip.compress(events.read_bytes()[:5000]))
+    inputs = [events, packed, tmp_path / "missing.jsonl", events]
+    recorder = Recorder()
+    done = commands.validate(inputs, jobs=jobs, progress=recorder, on_finding=lambda _: None)
+    assert done.exit_status == 2 and [failure.name for failure in done.input_failures] == [str(inputs[2])]
+    assert recorder.totals == (len(inputs), sizes(inputs))
+    assert len(recorder.reads_before_first_file()) > 1
+
+
+def test_the_plain_lines_count_files_and_bytes_where_stderr_is_not_a_terminal(tmp_path: Path) -> None:
+    logs = fleet_logs(tmp_path / "logs", CORPUS, 4)
+    events = events_file(tmp_path / "events.jsonl", repeat=2)
+    for command, inputs in (("migrate", logs), ("validate", [events, events])):
+        done = subprocess.run(
+            [sys.executable, "-m", "kvlog", command, *map(str, inputs), "--progress", "--jobs", "2"],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=300,
+            check=False,
+        )
+        lines = [line for line in done.stderr.splitlines() if " progress " in line]
+        count, total = len(inputs), BYTES.format(sizes(inputs))
+        assert lines[0].startswith(f"kvlog {command}: progress 0%, 0/{count} files, 0 B of {total}, "), lines
+        assert lines[-1].startswith(f"kvlog {command}: progress 100%, {count}/{count} files, {total} of {total}, ")
+    quiet = subprocess.run(
+        [sys.executable, "-m", "kvlog", "validate", str(events)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert quiet.returncode == 0 and " progress " not in quiet.stderr  # not asked for, on a pipe: nothing
