@@ -176,6 +176,19 @@ def test_jobs_give_the_same_result_on_standard_output(tmp_path: Path) -> None:
     assert one.stderr == two.stderr
 
 
+def test_one_file_migrate_starts_without_the_worker_machinery(old: Path, tmp_path: Path) -> None:
+    """multiprocessing and concurrent.futures cost a one-file run ~10 ms of start-up: only --jobs N loads them."""
+    code = (
+        "import sys; from kvlog.cli import main\n"
+        f"try: main(['migrate', {str(old)!r}, '-o', {str(tmp_path / 'out.jsonl')!r}], standalone_mode=False)\n"
+        "except SystemExit: pass\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('multiprocessing', 'concurrent')))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120)
+    assert done.stdout.splitlines()[-1] == "[]"
+    assert (tmp_path / "out.jsonl").read_bytes().count(b'"schema_version"') == OLD_EVENTS
+
+
 def test_only_events_validate_and_v1_validates_as_v1(old: Path, tmp_path: Path) -> None:
     for options in ({}, {"to_catalog": 1}):
         events = migrated(old, GEN1, only_events=True, **options)

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from kvlog.errors import OptionError
-from kvlog.io.workers import Engine
+
+if TYPE_CHECKING:  # kvlog.io.workers imports multiprocessing and concurrent.futures: a one-file run does without
+    from kvlog.io.workers import Engine
 
 EngineName = Literal["local", "ray"]
 #: the engines a command may be given, by name
