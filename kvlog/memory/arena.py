@@ -50,7 +50,7 @@ from kvlog.memory.backend import Backend, BackendError, Measurement, Measurement
 from kvlog.memory.closing import ClosesOnExit
 from kvlog.memory.host_backend import HostBackend
 from kvlog.memory.intervals import Run, RunSet
-from kvlog.memory.limits import ArenaError, align_up, checked_int, checked_range
+from kvlog.memory.limits import ADDRESS_SPACE_LIMIT, ArenaError, align_up, checked_int, checked_range
 
 Operation = Literal["reserve", "commit", "decommit", "close", "sleep", "wake"]
 
@@ -186,9 +186,8 @@ class VmmArena(ClosesOnExit):
         """
         with self._lock:
             self._require_awake("commit")
-            checked = self._checked("commit", ranges)
-            aligned = [self._align("commit", offset, nbytes) for offset, nbytes in checked]
-            self._map_all(aligned, [nbytes for _, nbytes in checked], "commit")
+            aligned, requested = self._aligned("commit", ranges)
+            self._map_all(aligned, requested, "commit")
 
     def decommit(self, offset: int, nbytes: int, *, force: bool = False) -> None:
         """Give back the physical memory of ``[offset, offset + nbytes)`` (rounded outwards).
@@ -206,9 +205,8 @@ class VmmArena(ClosesOnExit):
         """
         with self._lock:
             self._require_awake("decommit")
-            checked = self._checked("decommit", ranges)
-            aligned = [self._align("decommit", offset, nbytes) for offset, nbytes in checked]
-            for start, end in [] if force else aligned:
+            aligned, requested = self._aligned("decommit", ranges)
+            for start, end in [] if force or not self._views else aligned:  # no view was ever made: none is alive
                 users = self._views_over(start, end)
                 if users:
                     raise self._refuse(
@@ -224,7 +222,6 @@ class VmmArena(ClosesOnExit):
             duration = _elapsed_us(started)
             if aligned:
                 measured = self._backend.measure(self._base, self._reserved)
-                requested = sum(nbytes for _, nbytes in checked)
                 self._emit_batch(events.KvArenaDecommit, aligned, requested, measured, duration)
 
     def sleep(self) -> ArenaChange:
@@ -258,8 +255,8 @@ class VmmArena(ClosesOnExit):
             if self._asleep is None:
                 raise self._refuse("wake", None, None, "the arena is not asleep")
             before = self._backend.measure(self._base, self._reserved)
-            duration = self._map_all(self._asleep, [end - start for start, end in self._asleep], "wake")
             restored = sum(end - start for start, end in self._asleep)
+            duration = self._map_all(self._asleep, restored, "wake")
             self._asleep = None
             after = self._backend.measure(self._base, self._reserved)
             return ArenaChange(restored, _delta(after, before), _source(after), duration)
@@ -351,6 +348,11 @@ class VmmArena(ClosesOnExit):
             raise self._refuse(operation, None, None, reason) from None
         checked: list[Run] = []
         for index, pair in enumerate(pairs):
+            if type(pair) is tuple and len(pair) == 2:  # the common case, checked without conversions
+                offset, nbytes = pair
+                if type(offset) is type(nbytes) is int and 0 <= offset <= offset + nbytes <= ADDRESS_SPACE_LIMIT:
+                    checked.append(pair)
+                    continue
             try:
                 offset, nbytes = pair
             except (TypeError, ValueError):
@@ -375,51 +377,58 @@ class VmmArena(ClosesOnExit):
             raise ArenaError(f"arena {self._arena_id}: tensor refused: {exc}") from None
         return start, dims, dtype
 
-    def _align(self, operation: Operation, offset: int, nbytes: int) -> Run:
-        start = offset - offset % self._granularity
-        end = align_up(offset + nbytes, self._granularity) if nbytes else start  # an empty range stays empty
-        if end > self._reserved:
-            raise self._refuse(
-                operation,
-                start,
-                end - start,
-                f"[{start}, {end}) goes past the {self._reserved}-byte reservation",
-            )
-        return start, end
+    def _aligned(self, operation: Operation, ranges: object) -> tuple[list[Run], int]:
+        """``ranges`` checked and rounded outwards to whole granules, and the bytes they asked for.
+
+        An empty range stays empty; one that ends past the reservation is refused with its event.
+        """
+        granularity, reserved = self._granularity, self._reserved
+        aligned: list[Run] = []
+        requested = 0
+        for offset, nbytes in self._checked(operation, ranges):
+            start = offset - offset % granularity
+            end = align_up(offset + nbytes, granularity) if nbytes else start
+            if end > reserved:
+                reason = f"[{start}, {end}) goes past the {reserved}-byte reservation"
+                raise self._refuse(operation, start, end - start, reason)
+            aligned.append((start, end))
+            requested += nbytes
+        return aligned, requested
 
     def _views_over(self, start: int, end: int) -> list[Run]:
         """The byte ranges of the live views that overlap ``[start, end)``; dead views are forgotten."""
         self._views = [(ref, lo, hi) for ref, lo, hi in self._views if not ref.expired()]  # type: ignore[no-untyped-call]
         return [(lo, hi) for _, lo, hi in self._views if lo < end and hi > start]
 
-    def _map_all(self, aligned: list[Run], requested: list[int], operation: Operation) -> float:
+    def _map_all(self, aligned: list[Run], requested: int, operation: Operation) -> float:
         """Map the gaps of every range, undoing this call's mappings if one fails; one event for them all.
 
         The event's ``committed_bytes`` and measurement are those after the whole batch, which is
-        when they are true; it carries the batch's range count, lowest offset and the bytes its
-        ranges cover. Returns the time spent mapping, in microseconds.
+        when they are true; it carries the batch's range count, lowest offset, the bytes its ranges
+        cover and the ``requested`` bytes. Returns the time spent mapping, in microseconds.
         """
         mapped: list[Run] = []
-        timings: list[float] = []
+        committed, backend_map, base = self._committed, self._backend.map, self._base
+        index = 0
+        started = time.perf_counter()
         try:
-            for start, end in aligned:
-                started = time.perf_counter()
-                for gap_start, gap_end in self._committed.gaps(start, end):
-                    self._backend.map(self._base + gap_start, gap_end - gap_start)
+            for index, (start, end) in enumerate(aligned):  # noqa: B007 - the index names a failed range
+                for gap_start, gap_end in committed.gaps(start, end):
+                    backend_map(base + gap_start, gap_end - gap_start)
                     mapped.append((gap_start, gap_end))
-                    self._committed.add(gap_start, gap_end)
-                timings.append(_elapsed_us(started))
+                    committed.add(gap_start, gap_end)
         except BackendError as exc:
-            start, end = aligned[len(timings)]
+            start, end = aligned[index]
             message = self._undo(mapped, exc)
             for held_start, held_end in self._held(exc):  # what the backend could not give back stays counted
-                self._committed.add(held_start, held_end)
+                committed.add(held_start, held_end)
                 message += f"; [{held_start}, {held_end}) could not be rolled back and stays committed"
             raise self._refuse(operation, start, end - start, message) from exc
-        duration = round(sum(timings), 3)
-        if aligned:
-            measured = self._backend.measure(self._base, self._reserved)
-            self._emit_batch(events.KvArenaCommit, aligned, sum(requested), measured, duration)
+        if not aligned:
+            return 0.0
+        duration = _elapsed_us(started)
+        measured = self._backend.measure(base, self._reserved)
+        self._emit_batch(events.KvArenaCommit, aligned, requested, measured, duration)
         return duration
 
     def _undo(self, mapped: list[Run], error: BackendError) -> str:
@@ -465,22 +474,24 @@ class VmmArena(ClosesOnExit):
         are true.
         """
         if len(aligned) == 1:
-            covered = aligned[0][1] - aligned[0][0]
+            offset, end = aligned[0]
+            covered = end - offset
         else:  # ranges may overlap: each byte counted once
             runs = RunSet()
             for start, end in aligned:
                 runs.add(start, end)
             covered = runs.total
+            offset = min(start for start, _ in aligned)
         emit(
             kind(
                 arena_id=self._arena_id,
                 range_count=len(aligned),
-                offset_bytes=min(start for start, _ in aligned),
+                offset_bytes=offset,
                 nbytes=covered,
                 requested_nbytes=requested,
                 committed_bytes=self._committed.total,
-                measured_committed_bytes=measured.nbytes if measured else None,
-                measurement_source=_source(measured),
+                measured_committed_bytes=None if measured is None else measured.nbytes,
+                measurement_source=None if measured is None else measured.source,
                 duration_us=duration,
             )
         )

@@ -47,6 +47,7 @@ MADV_POPULATE_WRITE: Final = 23
 
 PAGE_SIZE: Final = os.sysconf("SC_PAGE_SIZE")
 _MAP_FAILED: Final = ctypes.c_void_p(-1).value
+_FRESH_RESERVATION: Final = MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED  # what unmap maps over a range
 _SMAPS = Path("/proc/self/smaps")
 _PAGEMAP = Path("/proc/self/pagemap")
 _VMA_HEAD = re.compile(rb"^([0-9a-f]+)-[0-9a-f]+ ", re.MULTILINE)
@@ -154,21 +155,31 @@ class HostBackend:
             )
 
     def _inside(self, address: object, nbytes: object, *, granules: bool = True) -> tuple[int, int]:
-        """``(address, nbytes)`` checked to be non-empty (whole granules) inside one reservation of this backend."""
-        start, size = checked_range(address, nbytes)
+        """``(address, nbytes)`` checked to be non-empty (whole granules) inside one reservation of this backend.
+
+        Plain ints go straight to the reservation test, which bounds them as ``checked_range``
+        would; anything else is converted by it first, and a refused range gets its reason.
+        """
+        if type(address) is int and type(nbytes) is int:
+            start, size = address, nbytes
+        else:
+            start, size = checked_range(address, nbytes)
         for base, reserved in self._reservations.items():
-            if size and base <= start and start + size <= base + reserved:
+            if size > 0 and base <= start and start + size <= base + reserved:
                 if granules:
                     self._whole_granules(start - base, size)
                 return start, size
+        start, size = checked_range(start, size)  # a negative or unaddressable int: that reason first
         raise ArenaError(f"range [{start:#x}, +{size}) is not a non-empty range inside a reservation of this backend")
 
     def map(self, address: int, nbytes: int) -> None:
         """Read-write and populated; on a failure the range is reserved-only again, or named in ``still_held``."""
         address, nbytes = self._inside(address, nbytes)
         try:
-            _check("mprotect", _libc.mprotect(address, nbytes, PROT_READ | PROT_WRITE))
-            self._fill(address, nbytes)
+            if _libc.mprotect(address, nbytes, PROT_READ | PROT_WRITE) != 0:
+                raise _os_error("mprotect")
+            if not self._populate or _libc.madvise(address, nbytes, MADV_POPULATE_WRITE) != 0:
+                self._fill(address, nbytes)
         except BackendError as failure:
             try:
                 self.unmap(address, nbytes)
@@ -178,10 +189,11 @@ class HostBackend:
             raise
 
     def _fill(self, address: int, nbytes: int) -> None:
-        """Populate now rather than on first touch, so that committed means held."""
+        """Populate now rather than on first touch, so that committed means held.
+
+        Called when ``MADV_POPULATE_WRITE`` failed (with its errno still set) or is known missing.
+        """
         if self._populate:
-            if _libc.madvise(address, nbytes, MADV_POPULATE_WRITE) == 0:
-                return
             if ctypes.get_errno() != errno.EINVAL:  # EINVAL: a kernel before 5.14, without the advice
                 raise _os_error("madvise(MADV_POPULATE_WRITE)")
             self._populate = False
@@ -196,9 +208,9 @@ class HostBackend:
         the range left readable and writable, a failed commit would leave memory that no book counts.
         """
         address, nbytes = self._inside(address, nbytes)
-        try:
-            _mmap(address, nbytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED)
-        except BackendError as error:
+        replaced = _libc.mmap(address, nbytes, PROT_NONE, _FRESH_RESERVATION, -1, 0)
+        if replaced is None or replaced == _MAP_FAILED:
+            error = _os_error("mmap")
             if _libc.mprotect(address, nbytes, PROT_NONE) != 0 or _libc.madvise(address, nbytes, MADV_DONTNEED):
                 raise error from None
 

@@ -40,11 +40,13 @@ class RunSet:
     def gaps(self, start: int, end: int) -> list[Run]:
         """The parts of ``[start, end)`` outside the set, in address order."""
         out: list[Run] = []
-        cursor = start
-        for run_start, run_end in self.covered(start, end):
-            if run_start > cursor:
-                out.append((cursor, run_start))
-            cursor = run_end
+        starts, ends = self._starts, self._ends
+        index, count, cursor = bisect_right(ends, start), len(starts), start
+        while index < count and starts[index] < end:
+            if starts[index] > cursor:
+                out.append((cursor, starts[index]))
+            cursor = ends[index]
+            index += 1
         if cursor < end:
             out.append((cursor, end))
         return out
