@@ -14,7 +14,9 @@ import orjson
 import pytest
 from follow_helpers import CORPUS, wait_for
 
+import kvlog.metrics
 from kvlog import commands
+from kvlog.errors import MetricsEndpointError
 from kvlog.integrate.handler import EventHandler
 from kvlog.integrate.servers import SGLANG
 from kvlog.text.prefix import SGLANG as SGLANG_PREFIX
@@ -131,3 +133,44 @@ def test_the_records_of_written_events_are_not_kept(tmp_path: Path) -> None:
         assert not reading.lines
     finally:
         handler.close()
+
+
+@pytest.mark.parametrize(
+    ("local_rank", "ranks", "port", "tried"),
+    [
+        ("2", {"tp": 0}, 9000, range(9002, 9066)),  # LOCAL_RANK first
+        (None, {"tp": 1}, 9000, range(9001, 9065)),  # else the TP rank
+        (None, {}, 9000, range(9000, 9064)),  # a process without ranks: the port itself
+        ("2", {"tp": 0}, 0, range(1)),  # port 0: any free port, whatever the rank
+    ],
+    ids=["local rank", "tp rank", "no rank", "any port"],
+)
+def test_the_ports_a_process_tries_for_its_metrics(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    local_rank: str | None,
+    ranks: dict[str, int],
+    port: int,
+    tried: range,
+) -> None:
+    """The handler's port plus the process's local rank, then the next 63; where none is free, no metrics, said."""
+    asked: list[int] = []
+
+    def taken(_series: object, host: str, port: int) -> None:
+        asked.append(port)
+        raise MetricsEndpointError(f"cannot serve metrics on {host}:{port}: Address already in use")
+
+    monkeypatch.setattr(kvlog.metrics, "start_endpoint", taken, raising=False)
+    if local_rank is None:
+        monkeypatch.delenv("LOCAL_RANK", raising=False)
+    else:
+        monkeypatch.setenv("LOCAL_RANK", local_rank)
+    handler = EventHandler(SGLANG, str(tmp_path / "kv.jsonl"), ranks=ranks, metrics_port=port)
+    handler.handle(logging.makeLogRecord({"name": "sglang.srt", "msg": START_UP[0], "levelno": logging.INFO}))
+    handler.close()
+    assert asked == list(tried)
+    assert capsys.readouterr().err == (
+        f"kvlog: no metrics for this process: cannot serve metrics on 127.0.0.1:{tried[-1]}: Address already in use\n"
+    )
+    assert handler.written == 1  # the events are written all the same

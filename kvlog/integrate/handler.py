@@ -390,7 +390,8 @@ def _gauges(handler: EventHandler, ranks: dict[str, int]) -> Callable[[dict[str,
 
     Not every process of a server sets ``LOCAL_RANK`` (vLLM's engine core, sglang's data-parallel
     schedulers), and two can share a TP rank: a port another process took moves this one up, and the
-    address it serves at is said.
+    address it serves at is said. Port 0 is any free port for every process: its local rank is not added
+    (that would make it a low port, 1 for TP rank 1).
     """
     if handler.metrics_port is None:
         return None
@@ -399,7 +400,7 @@ def _gauges(handler: EventHandler, ranks: dict[str, int]) -> Callable[[dict[str,
 
         series = metrics.MemorySeries()
         local = int(os.environ.get("LOCAL_RANK", ranks.get("tp", 0)))
-        base = handler.metrics_port + local
+        base = handler.metrics_port + local if handler.metrics_port else 0
         endpoint = _first_free(lambda port: metrics.start_endpoint(series, handler.metrics_host, port), base)
     except Exception as exc:  # noqa: BLE001 - the extra missing, no port free: the server runs on without gauges
         handler.say(f"no metrics for this process: {exc}")
