@@ -101,12 +101,12 @@ class Paths:
 def paths(monkeypatch: pytest.MonkeyPatch) -> Paths:
     seen = Paths()
 
-    def chunk_here(validator: EventValidator, chunk: Any) -> tuple[list[LineProblem], Summary]:
+    def chunk_here(validator: EventValidator, chunk: Any, *_more: Any) -> tuple[list[LineProblem], Summary]:
         seen.here += 1
         return [], Summary()
 
     def pool(
-        function: Any, items: Iterable[Any], *, workers: int, start: Any, start_args: Any
+        function: Any, items: Iterable[Any], *, workers: int, start: Any, start_args: Any, **_options: Any
     ) -> Generator[tuple[list[LineProblem], Summary], None, None]:
         seen.pools.append(workers)
         for _ in items:
