@@ -134,3 +134,15 @@ def test_an_events_file_that_cannot_be_opened_drops_and_says_so_once(
         "this process's events are dropped",
         "kvlog: 2 records dropped (the queue was full or the events could not be written)",
     ]
+
+
+def test_a_record_that_cannot_be_formatted_is_left_to_the_servers_own_handlers(tmp_path: Path) -> None:
+    """``handle`` neither raises nor reads it, and answers True as ``logging.Handler.handle`` does for any record."""
+    _, handler, events = attached(tmp_path)
+    assert handler.handle(_record("Load weight begin. avail mem=%d GB", "not a number")) is True
+    assert handler.handle(_record("GET /health 200")) is True
+    assert handler.handle(_record(START_UP[0])) is True
+    handler.close()
+    assert [e["event"] for e in decoded(events)] == ["weights.load_begin"]
+    assert handler.written == 1
+    assert handler.dropped == 0
