@@ -17,6 +17,7 @@ from kvlog.commands._engine import cluster_for
 from kvlog.errors import KvlogError, OptionError, worded
 from kvlog.io.outputs import OutputError, atomic_output, expand_inputs
 from kvlog.io.progress import Advance, ignore
+from kvlog.io.store import targets
 from kvlog.migration.engine import MigrateOptions, Migrator, OutputFormat
 from kvlog.migration.plan import Request, allowed_unparsed, plan
 from kvlog.migration.report import MigrationReport
@@ -120,6 +121,7 @@ def migrate(
         raise OptionError("{legacy_generation} chooses an old wording: it needs {output_format} legacy")
     if jobs < 1:
         raise OptionError("{jobs} {given}: at least one worker is needed", given=jobs)
+    output, report, dead_letter = targets(output, report, dead_letter)  # URIs: see kvlog.io.store
     options = MigrateOptions(
         output_format=output_format,
         to_catalog=to_catalog,
@@ -142,7 +144,7 @@ def migrate(
     notes: Counter[str] = Counter()
     with ExitStack() as stack:
         cluster = stack.enter_context(cluster_for(engine, jobs=jobs, ray_address=ray_address, on_notice=say))
-        dead = stack.enter_context(atomic_output(Path(dead_letter))) if dead_letter is not None else None
+        dead = stack.enter_context(atomic_output(dead_letter)) if dead_letter is not None else None
         update = stack.enter_context(progress(found.names) if progress else nullcontext(ignore))
         outcomes = run_tasks(
             tasks,
@@ -167,7 +169,7 @@ def migrate(
         except MigrationError as exc:  # a worker's own load of the chain
             raise BrokenMigrations(str(exc)) from None
     if report is not None:
-        _write_report(Path(report), total)
+        _write_report(report, total)
     if problems:
         status = EXIT_ERROR
     elif strict and (total.unparsed_memory_lines or total.rejected):
@@ -235,7 +237,7 @@ def migrator_for(migrations: Path | None, options: MigrateOptions) -> Migrator:
         raise OptionError("{error}", error=exc) from None
 
 
-def _write_report(path: Path, report: MigrationReport) -> None:
+def _write_report(path: str, report: MigrationReport) -> None:
     try:
         with atomic_output(path) as stream:
             stream.write(orjson.dumps(report.to_json(), option=orjson.OPT_INDENT_2) + b"\n")

@@ -14,6 +14,7 @@ from kvlog.commands._engine import cluster_for
 from kvlog.errors import OptionError
 from kvlog.io.inputs import STDIN, InputError
 from kvlog.io.progress import Advance, InOrder, ignore
+from kvlog.io.store import expand_uris
 from kvlog.schema.validation import EventValidator
 from kvlog.text.printable import printable, printable_name
 from kvlog.validate import LineProblem, Skips, Summary, Unreadable, unreadable_reason, validate_input, validate_on
@@ -76,7 +77,7 @@ def validate(
     """
     if jobs is not None and jobs < 1:
         raise OptionError("{jobs} {given}: at least one worker is needed", given=jobs)
-    names = [inputs] if isinstance(inputs, (str, Path)) else list(inputs)
+    names, unlisted = expand_uris(map(str, [inputs] if isinstance(inputs, (str, Path)) else inputs))
     validator = EventValidator()
     skips = Skips(non_json=skip_non_json, unknown_events=skip_unknown_events)
     summary = Summary()
@@ -89,6 +90,8 @@ def validate(
         if on_input_failure is not None:
             on_input_failure(failure)
 
+    for name, reason in unlisted:  # a store's pattern or prefix that lists nothing (kvlog.io.store)
+        failed(InputFailure(name, reason))
     say = on_notice or (lambda _: None)
     paths = list(map(str, names))
     with (

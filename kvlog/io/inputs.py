@@ -29,8 +29,17 @@ def open_raw(name: str, *, follow_symlinks: bool = True) -> IO[bytes]:
     """The file ``name`` as it is on disk, or an InputError that names it and gives the reason.
 
     Without ``follow_symlinks`` the file is opened with ``O_NOFOLLOW``: a caller that will replace
-    the file must read the very file it replaces, not whatever a link planted there names.
+    the file must read the very file it replaces, not whatever a link planted there names. A URI
+    (``s3://bucket/key``) is an object in a store, streamed by ``kvlog.io.store``; a path never goes there.
     """
+    if "://" in name:
+        from kvlog.io import store  # noqa: PLC0415 - object storage (the fleet extra), only once a URI is met
+
+        if store.is_uri(name):
+            local = store.local_name(name)
+            if local == name:
+                return store.open_input(name)
+            name = local  # file://: the path it names, opened as paths are
     flags = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0)
     if not follow_symlinks:
         flags |= getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)  # NONBLOCK: a FIFO must not hang

@@ -60,6 +60,17 @@ def expand_inputs(
         if name == STDIN:
             found.names.append(name)
             continue
+        if "://" in name:
+            from kvlog.io import store  # noqa: PLC0415 - object storage (the fleet extra), only once a URI is met
+
+            if store.is_uri(name):
+                local = store.local_name(name)
+                if local == name:
+                    listed, problems = store.expand(name, (TEMP_SUFFIX, *skip_suffixes))
+                    found.names += listed
+                    found.problems += [f"{uri}: {reason}" for uri, reason in problems]
+                    continue
+                name = local  # noqa: PLW2901 - file://: the path it names, expanded as paths are
         try:
             is_directory = stat.S_ISDIR(Path(name).stat().st_mode)
             exists = True
@@ -131,14 +142,25 @@ class NamedSink:
 
 
 @contextmanager
-def atomic_output(target: Path) -> Iterator[IO[bytes]]:
+def atomic_output(target: Path | str) -> Iterator[IO[bytes]]:
     """A stream whose content replaces ``target`` in one rename once the block completes, never before.
 
     A symbolic link is followed, so the file it names is replaced and the link survives. A target that
     exists but is not a regular file (``/dev/null``, a FIFO, a terminal) is written to directly:
-    renaming over it would replace the device node itself with a regular file.
+    renaming over it would replace the device node itself with a regular file. A URI (a ``str``:
+    ``s3://bucket/key``) is an object of a store, made only once complete (``kvlog.io.store``).
     """
     name = str(target)
+    if isinstance(target, str) and "://" in target:
+        from kvlog.io import store  # noqa: PLC0415 - object storage (the fleet extra), only once a URI is met
+
+        if store.is_uri(target):
+            name = store.local_name(target)
+            if name == target:
+                with store.new_object(target) as raw, compressed(raw, target) as stream:
+                    yield stream
+                return
+    target = Path(name)
     target = Path(os.path.realpath(target))
     if target.exists() and not target.is_file():
         try:

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from kvlog.errors import OptionError
 from kvlog.io.inputs import STDIN, InputError
+from kvlog.io.store import is_uri
 
 
 class PlanError(OptionError):
@@ -27,11 +28,13 @@ class PlanError(OptionError):
 
 @dataclass(frozen=True)
 class Destination:
-    """Where one input's output goes: ``stdout``, a ``file`` (atomic), the input itself, or nowhere."""
+    """Where one input's output goes: ``stdout``, a ``file`` (atomic), a ``store``'s object, the input, or nowhere."""
 
-    kind: str  # "stdout" | "file" | "in_place" | "discard"
+    kind: str  # "stdout" | "file" | "store" | "in_place" | "discard"
     path: Path | None = None
     backup_suffix: str | None = None
+    #: ``store``: the object's URI (``s3://bucket/key``), written once complete (``kvlog.io.store``)
+    uri: str | None = None
 
 
 @dataclass(frozen=True)
@@ -63,13 +66,22 @@ def plan(request: Request) -> list[Task]:
             raise PlanError("{in_place} and {output} exclude each other")
         if STDIN in names:
             raise PlanError("{in_place} cannot replace standard input")
+        if stored := next((name for name in names if is_uri(name)), None):
+            raise PlanError(
+                "{in_place} cannot replace {name}: an object store has no atomic rename and no hard-link backup, "
+                "so the original could be lost; write the migrated logs elsewhere with {output}",
+                name=stored,
+            )
         if not request.backup_suffix or "/" in request.backup_suffix:
             raise PlanError("{in_place} keeps a backup beside each file: {backup_suffix} must be a non-empty name part")
     tasks = _tasks(request)
     written: list[tuple[_Role, str]] = []
     if not request.dry_run:
         written += [(("output", None), str(t.destination.path)) for t in tasks if t.destination.kind == "file"]
-        if request.output is not None and any(t.destination.path != Path(request.output) for t in tasks):
+        written += [(("output", None), str(t.destination.uri)) for t in tasks if t.destination.kind == "store"]
+        if request.output is not None and any(
+            t.destination.path != Path(request.output) and t.destination.uri != request.output for t in tasks
+        ):
             written.append((("output", None), request.output))  # the directory the outputs go into
         written += [(("backup", t.name), t.name + request.backup_suffix) for t in tasks if request.in_place]
     for option, path in (("report", request.report), ("dead_letter", request.dead_letter)):
@@ -89,6 +101,12 @@ def _tasks(request: Request) -> list[Task]:
         return [Task(name, Destination("in_place", backup_suffix=request.backup_suffix)) for name in names]
     if output is None or output == STDIN:
         return [Task(name, Destination("stdout")) for name in names]
+    if is_uri(output):  # objects of a store: a prefix ending in / (or several inputs) holds one per input
+        many = len(names) > 1 or output.endswith("/")
+        uris = [f"{output.rstrip('/')}/{Path(name).name}" for name in names] if many else [output]
+        if len(set(uris)) != len(uris):
+            raise PlanError("{output} {path}: two inputs have the same file name", path=output)
+        return [Task(name, Destination("store", uri=uri)) for name, uri in zip(names, uris, strict=True)]
     destination = Path(output)
     if len(names) > 1 or destination.is_dir() or output.endswith(("/", os.sep)):
         paths = [destination / Path(name).name for name in names]

@@ -216,6 +216,9 @@ def _open_output(task: Task, staging: Path | None, stdout: IO[bytes] | None) -> 
         return nullcontext(stdout)
     if destination.kind == "discard":
         return Path(os.devnull).open("wb")
+    if destination.kind == "store":  # an object, made once complete: no directory to create (kvlog.io.store)
+        assert destination.uri is not None
+        return atomic_output(destination.uri)
     assert destination.path is not None
     try:
         destination.path.parent.mkdir(parents=True, exist_ok=True)
