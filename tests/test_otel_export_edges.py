@@ -172,6 +172,15 @@ def test_force_flush_sends_what_is_batched() -> None:
         assert [readable.log_record.event_name for readable in logs.get_finished_logs()] == ["x.y"]
 
 
+def test_force_flush_after_close_says_nothing_was_sent() -> None:
+    """The records' side is shut down (the metrics' still collects): a flush that sends no record is not a success."""
+    exporter, logs, _ = in_memory()
+    exporter.close()
+    exporter.observe({"event": "x.y"}, instance="a")
+    assert exporter.force_flush() is False
+    assert logs.get_finished_logs() == ()
+
+
 class FailingReader(InMemoryMetricReader):
     """A metric reader whose shutdown fails: the export still ends, without a traceback."""
 
