@@ -1,0 +1,66 @@
+"""``--engine ray`` reading from and writing to object storage: every byte as ``--jobs 1`` on local files.
+
+A moto S3 server and a real cluster of two raylets run on loopback; the nodes are started with the
+``AWS_*`` variables that point at the server, as an operator's nodes get their credentials, and
+each task reads its input from the store and writes its output object itself.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("ray")
+
+from fleet_helpers import ENVIRONMENT, Cluster, fleet_logs, ray_cluster
+from store_helpers import BUCKET, CORPUS, S3, s3_server, upload
+
+
+@pytest.fixture(scope="module")
+def store_and_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[S3, Cluster]]:
+    with s3_server() as s3, pytest.MonkeyPatch.context() as patch:
+        for name, value in s3.environment.items():
+            patch.setitem(ENVIRONMENT, name, value)  # the nodes, their workers and the driver see the server
+        with ray_cluster(tmp_path_factory.mktemp("ray-nodes"), workers=1) as cluster:
+            yield s3, cluster
+
+
+def kvlog(*args: str | Path) -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run(
+        [sys.executable, "-m", "kvlog", *map(str, args)], capture_output=True, env=ENVIRONMENT, timeout=600, check=False
+    )
+
+
+def test_migrate_on_the_cluster_from_and_to_the_store_is_the_local_run(
+    store_and_cluster: tuple[S3, Cluster], tmp_path: Path
+) -> None:
+    s3, cluster = store_and_cluster
+    logs = fleet_logs(tmp_path / "logs", CORPUS, 30)  # some gzipped, one .gz cut short
+    upload(s3, logs, "fleet/in/")
+    local = tmp_path / "local"
+    expected = kvlog(
+        "migrate", *logs, "-o", f"{local}/", "--format", "text", "--report", tmp_path / "report.json",
+        "--dead-letter", tmp_path / "dead.jsonl", "--jobs", "1",
+    )  # fmt: skip
+    stored = f"s3://{BUCKET}/fleet/"
+    done = kvlog(
+        "migrate", f"{stored}in/*.log*", "-o", f"{stored}out/", "--format", "text", "--report", f"{stored}report.json",
+        "--dead-letter", f"{stored}dead.jsonl", "--engine", "ray", "--ray-address", cluster.address,
+    )  # fmt: skip
+
+    def as_stored(data: bytes) -> bytes:  # the inputs named by their URIs instead of their paths
+        return data.replace(f"{logs[0].parent}/".encode(), f"{stored}in/".encode())
+
+    assert (done.returncode, done.stderr) == (expected.returncode, as_stored(expected.stderr))
+    assert expected.returncode == 2  # the cut .gz is named as failed, the others migrated
+    assert f"{stored}in/rank9999-cut.log.gz: cannot read".encode() in done.stderr
+    outputs = {path.name: path.read_bytes() for path in local.iterdir()}
+    assert {key.rpartition("/")[2]: s3.get(key) for key in s3.keys("fleet/out/")} == outputs
+    assert len(outputs) == len(logs) - 1  # no object for the cut input, not even a partial one
+    for name in ("report.json", "dead.jsonl"):
+        assert s3.get(f"fleet/{name}") == as_stored((tmp_path / name).read_bytes())
+    assert s3.uploads_in_progress() == []
