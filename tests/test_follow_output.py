@@ -1,0 +1,94 @@
+"""``kvlog follow``'s events file when the system says no: a lock refused, a disk that fails, and what a commit does.
+
+A follower's restart trusts the size its state recorded; a commit must therefore put the file on disk
+before it returns that size, and a failure to do so must stop the follower, not pass unnoticed.
+"""
+
+from __future__ import annotations
+
+import errno
+import io
+import os
+from pathlib import Path
+
+import pytest
+
+from kvlog.follow import runner
+from kvlog.follow.runner import EventOutput
+from kvlog.io.outputs import OutputError
+
+
+def open_descriptors() -> set[str]:
+    return set(os.listdir("/proc/self/fd"))
+
+
+def test_a_refused_second_follower_leaves_no_descriptor_open(tmp_path: Path) -> None:
+    out = tmp_path / "events.jsonl"
+    first = EventOutput(str(out), io.BytesIO())
+    try:
+        before = open_descriptors()
+        with pytest.raises(OutputError):
+            EventOutput(str(out), io.BytesIO())
+        assert open_descriptors() == before
+    finally:
+        first.close()
+
+
+def test_an_events_file_that_cannot_be_locked_is_refused_with_the_reason(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A file system without locks (NFS without lockd): a follower that cannot hold the file does not write it."""
+
+    def no_locks(_descriptor: int, _operation: int) -> None:
+        raise OSError(errno.ENOLCK, os.strerror(errno.ENOLCK))
+
+    monkeypatch.setattr(runner.fcntl, "flock", no_locks)
+    out = tmp_path / "events.jsonl"
+    before = open_descriptors()
+    with pytest.raises(OutputError) as raised:
+        EventOutput(str(out), io.BytesIO())
+    assert str(raised.value) == f"{out}: cannot lock: {os.strerror(errno.ENOLCK)}"
+    assert open_descriptors() == before
+
+
+def test_a_commit_puts_an_events_file_on_disk_and_a_device_not(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    synced: list[int] = []
+    real_fsync = os.fsync
+
+    def recording(descriptor: int) -> None:
+        synced.append(os.fstat(descriptor).st_ino)
+        real_fsync(descriptor)
+
+    monkeypatch.setattr(runner.os, "fsync", recording)
+    out = tmp_path / "events.jsonl"
+    output = EventOutput(str(out), io.BytesIO())
+    device = EventOutput(os.devnull, io.BytesIO())
+    try:
+        output.write(b'{"event": "x"}\n')
+        assert output.commit() == 15
+        device.write(b'{"event": "x"}\n')
+        assert device.commit() is None
+    finally:
+        output.close()
+        device.close()
+    assert synced == [out.stat().st_ino]
+
+
+def test_a_commit_the_disk_refuses_stops_the_follower_with_the_reason(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A state must never record a size that is not on disk: a failed fsync is an error, not a size."""
+
+    def failing(_descriptor: int) -> None:
+        raise OSError(errno.EIO, os.strerror(errno.EIO))
+
+    monkeypatch.setattr(runner.os, "fsync", failing)
+    out = tmp_path / "events.jsonl"
+    output = EventOutput(str(out), io.BytesIO())
+    try:
+        output.write(b'{"event": "x"}\n')
+        with pytest.raises(OutputError) as raised:
+            output.commit()
+        assert str(raised.value) == f"{out}: cannot write: {os.strerror(errno.EIO)}"
+    finally:
+        output.close()
