@@ -10,8 +10,10 @@ from __future__ import annotations
 import gzip
 import io
 import os
+import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -136,6 +138,23 @@ def test_an_input_that_fails_part_way_leaves_no_object_and_no_upload(s3: S3, log
     assert problem.startswith(f"s3://{BUCKET}/cut/in/a-cut.log.gz: cannot read after ")
     assert s3.get("cut/out/a-cut.log.gz") == b"the previous run's output\n"  # left as it was, not half-replaced
     assert s3.get("cut/out/b-whole.log") != b""
+    assert s3.uploads_in_progress() == []
+
+
+def test_a_run_stopped_mid_upload_leaves_no_object_and_no_upload(s3: S3, logs: list[Path]) -> None:
+    text = logs[0].read_bytes()
+    uri = s3.put("stopped/in/big.log", text * (40 * (1 << 20) // len(text)))
+    run = subprocess.Popen(
+        [sys.executable, "-m", "kvlog", "migrate", uri, "-o", f"s3://{BUCKET}/stopped/out/big.log"],
+        stderr=subprocess.PIPE,
+        env=os.environ,
+    )
+    while run.poll() is None and not s3.uploads_in_progress():  # the first part of the output is on its way
+        time.sleep(0.02)
+    run.send_signal(signal.SIGINT)
+    _, stderr = run.communicate(timeout=120)
+    assert run.returncode == 130, stderr  # (had the run ended before the signal, it would have exited 0)
+    assert s3.keys("stopped/out/") == []
     assert s3.uploads_in_progress() == []
 
 
