@@ -141,6 +141,17 @@ def test_an_input_that_fails_part_way_leaves_no_object_and_no_upload(s3: S3, log
     assert s3.uploads_in_progress() == []
 
 
+def test_summarize_reads_a_store_glob_and_writes_its_table_to_an_object(
+    s3: S3, logs: list[Path], tmp_path: Path
+) -> None:
+    inputs = upload(s3, logs, "summarize/in/")[0].rpartition("/")[0] + "/"
+    local = commands.summarize(logs, output_format="json", output=tmp_path / "fleet.json")
+    stored = commands.summarize(f"{inputs}*.log*", output_format="json", output=f"s3://{BUCKET}/summarize/fleet.json")
+    assert stored.exit_status == local.exit_status == 0
+    expected = as_stored((tmp_path / "fleet.json").read_bytes(), logs[0].parent, inputs)
+    assert s3.get("summarize/fleet.json") == expected
+
+
 def test_a_run_stopped_mid_upload_leaves_no_object_and_no_upload(s3: S3, logs: list[Path]) -> None:
     text = logs[0].read_bytes()
     uri = s3.put("stopped/in/big.log", text * (40 * (1 << 20) // len(text)))

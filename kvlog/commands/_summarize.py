@@ -71,7 +71,7 @@ def summarize(
         sink.write(text)
         sink.flush()
     else:
-        with atomic_output(Path(output)) as written:
+        with atomic_output(str(output)) as written:  # a str: a URI is an object (kvlog.io.store)
             written.write(text)
     failed = EXIT_ERROR if migrated.problems else EXIT_OK
     status = failed or (EXIT_OK if summary.rows else EXIT_FINDINGS)
