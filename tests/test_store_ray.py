@@ -7,6 +7,7 @@ each task reads its input from the store and writes its output object itself.
 
 from __future__ import annotations
 
+import gzip
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -64,3 +65,21 @@ def test_migrate_on_the_cluster_from_and_to_the_store_is_the_local_run(
     for name in ("report.json", "dead.jsonl"):
         assert s3.get(f"fleet/{name}") == as_stored((tmp_path / name).read_bytes())
     assert s3.uploads_in_progress() == []
+
+
+def test_validate_on_the_cluster_of_a_store_glob_reports_as_the_local_run(
+    store_and_cluster: tuple[S3, Cluster], tmp_path: Path
+) -> None:
+    s3, cluster = store_and_cluster
+    made = kvlog("migrate", *sorted(CORPUS.glob("*.log")), "--only-events")
+    broken = tmp_path / "a-broken.jsonl.gz"
+    broken.write_bytes(gzip.compress(b'{"event":"kv_pool.allocation"}\nnot json\n' + made.stdout))
+    events = tmp_path / "b-events.jsonl"
+    events.write_bytes(made.stdout)
+    stored = upload(s3, [broken, events], "validate/")[0].rpartition("/")[0] + "/"
+    local = kvlog("validate", broken, events)
+    remote = kvlog("validate", f"{stored}*.jsonl*", "--engine", "ray", "--ray-address", cluster.address)
+    named = [output.replace(f"{tmp_path}/".encode(), stored.encode()) for output in (local.stdout, local.stderr)]
+    assert (remote.returncode, remote.stdout, remote.stderr) == (local.returncode, *named)
+    assert local.returncode == 1
+    assert f"{stored}a-broken.jsonl.gz:2:".encode() in remote.stdout
