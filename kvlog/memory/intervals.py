@@ -37,6 +37,14 @@ class RunSet:
             out.append((max(run_start, start), min(run_end, end)))
         return out
 
+    def hull(self, start: int, end: int) -> Run | None:
+        """From the first to the last byte of the set inside ``[start, end)``; None if there is none."""
+        first = bisect_right(self._ends, start)
+        last = bisect_left(self._starts, end) - 1
+        if first > last:
+            return None
+        return max(self._starts[first], start), min(self._ends[last], end)
+
     def gaps(self, start: int, end: int) -> list[Run]:
         """The parts of ``[start, end)`` outside the set, in address order."""
         out: list[Run] = []
@@ -55,30 +63,45 @@ class RunSet:
         """Put ``[start, end)`` in the set, merging it with the runs it overlaps or touches."""
         if start >= end:
             return
-        first = bisect_left(self._ends, start)
-        last = bisect_right(self._starts, end)
-        if first < last:
-            start = min(start, self._starts[first])
-            end = max(end, self._ends[last - 1])
-        removed = sum(self._ends[i] - self._starts[i] for i in range(first, last))
-        self._starts[first:last] = [start]
-        self._ends[first:last] = [end]
+        starts, ends = self._starts, self._ends
+        first = bisect_left(ends, start)
+        last = bisect_right(starts, end)
+        if first == last:  # it touches no run: a run of its own
+            starts.insert(first, start)
+            ends.insert(first, end)
+            self.total += end - start
+            return
+        removed = 0
+        for index in range(first, last):
+            removed += ends[index] - starts[index]
+        start, end = min(start, starts[first]), max(end, ends[last - 1])
+        starts[first:last] = (start,)
+        ends[first:last] = (end,)
         self.total += end - start - removed
 
     def remove(self, start: int, end: int) -> None:
         """Take ``[start, end)`` out of the set, splitting the runs it cuts."""
         if start >= end:
             return
-        first = bisect_right(self._ends, start)
-        last = bisect_left(self._starts, end)
+        starts, ends = self._starts, self._ends
+        first = bisect_right(ends, start)
+        last = bisect_left(starts, end)
         if first >= last:
             return
-        keep: list[Run] = []
-        if self._starts[first] < start:
-            keep.append((self._starts[first], start))
-        if self._ends[last - 1] > end:
-            keep.append((end, self._ends[last - 1]))
-        removed = sum(self._ends[i] - self._starts[i] for i in range(first, last))
-        self._starts[first:last] = [run[0] for run in keep]
-        self._ends[first:last] = [run[1] for run in keep]
-        self.total -= removed - sum(run_end - run_start for run_start, run_end in keep)
+        head, tail = starts[first], ends[last - 1]
+        removed = 0
+        for index in range(first, last):
+            removed += ends[index] - starts[index]
+        kept_starts: list[int] = []
+        kept_ends: list[int] = []
+        if head < start:  # the first run keeps its head
+            kept_starts.append(head)
+            kept_ends.append(start)
+            removed -= start - head
+        if tail > end:  # the last run keeps its tail
+            kept_starts.append(end)
+            kept_ends.append(tail)
+            removed -= tail - end
+        starts[first:last] = kept_starts
+        ends[first:last] = kept_ends
+        self.total -= removed
