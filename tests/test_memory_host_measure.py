@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from memory_helpers import kernel_rss, last, validated_events
+from memory_helpers import FailingLibc, kernel_rss, last, validated_events
 
 from kvlog.memory import VmmArena, host_backend
 from kvlog.memory.host_backend import PAGE_SIZE, pagemap_rss, smaps_rss
@@ -168,3 +168,78 @@ def test_a_forked_child_measures_its_own_memory_not_its_parents() -> None:
         os.waitpid(child, 0)
         assert reported == f"{MIB} True"  # the child's own memory, through its own descriptor, the parent's closed
         assert arena.measure() == host_backend.Measurement(8 * MIB, "smaps_rss")
+
+
+def whole_reservation_rss(arena: VmmArena) -> int:
+    return kernel_rss(arena.base, arena.base + arena.reserved_va_bytes)
+
+
+@pytest.mark.usefixtures("scanning")
+def test_every_event_measures_what_smaps_says_the_whole_reservation_holds(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The scan walks only where pages can be; that must never differ from the whole reservation's Rss.
+
+    Pages where the books say none: a decommit whose replacing ``mmap`` fails gives its range back in
+    place, and memory written behind the arena's back inside a committed range stays counted.
+    """
+    libc = FailingLibc()
+    monkeypatch.setattr(host_backend, "_libc", libc)
+    end = 256 * MIB - PAGE_SIZE
+    with validated_events() as captured, VmmArena.host(256 * MIB) as arena:
+        measured: list[tuple[int, int]] = []
+
+        def check(name: str) -> None:
+            measured.append((last(captured, name)["measured_committed_bytes"], whole_reservation_rss(arena)))
+
+        arena.commit(end, PAGE_SIZE)
+        check("kv_arena.commit")
+        arena.commit_many([(0, PAGE_SIZE), (100 * MIB, 3 * MIB)])
+        check("kv_arena.commit")
+        arena.decommit(end, PAGE_SIZE)
+        check("kv_arena.decommit")
+        libc.fail("mmap", errno.ENOMEM)  # given back in place: mprotect(PROT_NONE) + MADV_DONTNEED
+        arena.decommit(101 * MIB, MIB)
+        libc.failing.clear()
+        check("kv_arena.decommit")
+        arena.commit(101 * MIB, PAGE_SIZE)
+        check("kv_arena.commit")
+        arena.decommit(0, PAGE_SIZE)
+        check("kv_arena.decommit")
+        assert [kernel for _, kernel in measured] == [
+            PAGE_SIZE,
+            2 * PAGE_SIZE + 3 * MIB,
+            PAGE_SIZE + 3 * MIB,
+            PAGE_SIZE + 2 * MIB,
+            2 * PAGE_SIZE + 2 * MIB,
+            PAGE_SIZE + 2 * MIB,
+        ]
+        assert all(event == kernel for event, kernel in measured), measured
+        assert arena.measure() == host_backend.Measurement(whole_reservation_rss(arena), "smaps_rss")
+
+
+class NoOpReplacement:
+    """A libc whose ``mmap(MAP_FIXED)`` says it replaced the range and did nothing: pages stay behind."""
+
+    def __init__(self) -> None:
+        self._real = host_backend._libc
+
+    def __getattr__(self, name: str) -> object:
+        function = getattr(self._real, name)
+        if name != "mmap":
+            return function
+        return lambda address, nbytes, prot, flags, fd, offset: (
+            address if flags & host_backend.MAP_FIXED else function(address, nbytes, prot, flags, fd, offset)
+        )
+
+
+@pytest.mark.usefixtures("scanning")
+def test_a_decommit_asks_the_kernel_about_the_range_it_gave_back(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Its event is the kernel's word on that range, not the books': pages left there are counted."""
+    with validated_events() as captured, VmmArena.host(64 * MIB) as arena:
+        arena.commit(8 * MIB, 2 * MIB)
+        monkeypatch.setattr(host_backend, "_libc", NoOpReplacement())
+        arena.decommit(9 * MIB, MIB)
+        event = last(captured, "kv_arena.decommit")
+        assert (event["committed_bytes"], event["measured_committed_bytes"]) == (MIB, 2 * MIB)
+        assert whole_reservation_rss(arena) == 2 * MIB
+        monkeypatch.undo()
+        arena.commit(9 * MIB, MIB)  # the books catch up with the kernel, so that close() gives the range back

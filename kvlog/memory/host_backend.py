@@ -37,6 +37,7 @@ from typing import Final
 import torch
 
 from kvlog.memory.backend import BackendError, BackendName, Measurement
+from kvlog.memory.intervals import Run, RunSet
 from kvlog.memory.limits import ADDRESS_SPACE_LIMIT, ArenaError, checked_granularity, checked_int, checked_range
 
 # Linux ABI values that Python's mmap module lacks, identical on x86_64 and aarch64; the rest come from it.
@@ -134,6 +135,7 @@ class HostBackend:
         )
         self._populate = True
         self._reservations: dict[int, int] = {}
+        self._exposures: dict[int, _Exposure] = {}  # by reservation base; see measure()
 
     def reserve(self, nbytes: int) -> int:
         """Address space between two guard pages; neither costs memory nor commit charge."""
@@ -146,6 +148,7 @@ class HostBackend:
             _libc.munmap(outer, size + 2 * PAGE_SIZE)
             raise error
         self._reservations[base] = size
+        self._exposures[base] = _Exposure()
         return base
 
     def _whole_granules(self, offset: int, nbytes: int) -> None:
@@ -154,11 +157,12 @@ class HostBackend:
                 f"range [base + {offset}, +{nbytes}) is not made of whole granules ({self.granularity} B each)"
             )
 
-    def _inside(self, address: object, nbytes: object, *, granules: bool = True) -> tuple[int, int]:
+    def _inside(self, address: object, nbytes: object, *, granules: bool = True) -> tuple[int, int, int]:
         """``(address, nbytes)`` checked to be non-empty (whole granules) inside one reservation of this backend.
 
-        Plain ints go straight to the reservation test, which bounds them as ``checked_range``
-        would; anything else is converted by it first, and a refused range gets its reason.
+        Returns them as plain ints with the base of their reservation. Plain ints go straight to
+        the reservation test, which bounds them as ``checked_range`` would; anything else is
+        converted by it first, and a refused range gets its reason.
         """
         if type(address) is int and type(nbytes) is int:
             start, size = address, nbytes
@@ -168,13 +172,14 @@ class HostBackend:
             if size > 0 and base <= start and start + size <= base + reserved:
                 if granules:
                     self._whole_granules(start - base, size)
-                return start, size
+                return start, size, base
         start, size = checked_range(start, size)  # a negative or unaddressable int: that reason first
         raise ArenaError(f"range [{start:#x}, +{size}) is not a non-empty range inside a reservation of this backend")
 
     def map(self, address: int, nbytes: int) -> None:
         """Read-write and populated; on a failure the range is reserved-only again, or named in ``still_held``."""
-        address, nbytes = self._inside(address, nbytes)
+        address, nbytes, base = self._inside(address, nbytes)
+        self._exposures[base].may_hold.add(address, address + nbytes)  # before the kernel can put a page there
         try:
             if _libc.mprotect(address, nbytes, PROT_READ | PROT_WRITE) != 0:
                 raise _os_error("mprotect")
@@ -207,12 +212,14 @@ class HostBackend:
         memory. Then ``mprotect(PROT_NONE)`` and ``MADV_DONTNEED`` give the pages back in place; were
         the range left readable and writable, a failed commit would leave memory that no book counts.
         """
-        address, nbytes = self._inside(address, nbytes)
+        address, nbytes, base = self._inside(address, nbytes)
         replaced = _libc.mmap(address, nbytes, PROT_NONE, _FRESH_RESERVATION, -1, 0)
         if replaced is None or replaced == _MAP_FAILED:
             error = _os_error("mmap")
             if _libc.mprotect(address, nbytes, PROT_NONE) != 0 or _libc.madvise(address, nbytes, MADV_DONTNEED):
                 raise error from None
+            return  # given back in place: the range stays among those measure() scans
+        self._exposures[base].replaced(address, address + nbytes)
 
     def release(self, base: int, nbytes: int) -> None:
         """Unmap the reservation and its guard pages."""
@@ -221,18 +228,23 @@ class HostBackend:
             raise ArenaError(f"[{start:#x}, +{size}) is not a reservation of this backend")
         _check("munmap", _libc.munmap(start - PAGE_SIZE, size + 2 * PAGE_SIZE))
         del self._reservations[start]
+        del self._exposures[start]
 
     def measure(self, base: int, nbytes: int) -> Measurement | None:
         """Rss of ``[base, base + nbytes)``: by ``PAGEMAP_SCAN``, or by smaps where the kernel lacks it.
 
+        The scan walks only the part of a reservation that can hold a page (see ``_Exposure``):
+        the rest of it is address space that no call of this backend ever made accessible, or
+        that a fresh mapping has replaced since, and the kernel gives such a mapping no page.
         None when neither can be read, or when smaps has a mapping straddle the range's edge with
         pages in it: a measurement is evidence beside the books, and failing to take one must not
         turn a commit that succeeded into an exception.
         """
         try:
             if _pagemap.scans:
+                start, end = self._scanned(base, base + nbytes)
                 try:
-                    return pagemap_rss(base, base + nbytes)
+                    return pagemap_rss(start, end) if start < end else Measurement(0, "smaps_rss")
                 except OSError as error:
                     if error.errno not in _NO_SCAN:
                         raise
@@ -241,11 +253,62 @@ class HostBackend:
         except OSError:
             return None
 
+    def _scanned(self, start: int, end: int) -> Run:
+        """The part of ``[start, end)`` a scan must walk to count every page in it.
+
+        Inside one reservation: the span of what may hold pages there, and of what was given back
+        since the reservation was last measured whole (so that the kernel is asked about the
+        range an operation touched, and says it is empty). Anything else is walked whole.
+        """
+        for base, reserved in self._reservations.items():
+            if base <= start and end <= base + reserved:
+                exposure = self._exposures[base]
+                span = exposure.may_hold.hull(start, end)
+                low, high = (span[0], span[1]) if span else (end, start)
+                if exposure.given_back_high > exposure.given_back_low:
+                    low = min(low, max(exposure.given_back_low, start))
+                    high = max(high, min(exposure.given_back_high, end))
+                    if start == base and end == base + reserved:
+                        exposure.given_back_low, exposure.given_back_high = 0, 0
+                return low, high
+        return start, end
+
     def tensor(self, address: int, shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
         """``torch.frombuffer`` over a ctypes array at ``address``; the tensor keeps the array alive."""
-        address, nbytes = self._inside(address, prod(shape) * dtype.itemsize, granules=False)
+        address, nbytes, _ = self._inside(address, prod(shape) * dtype.itemsize, granules=False)
         buffer = (ctypes.c_ubyte * nbytes).from_address(address)
         return torch.frombuffer(buffer, dtype=dtype).view(shape)
+
+
+class _Exposure:
+    """Where one reservation can hold pages: what ``measure`` must walk, and what it may leave out.
+
+    An anonymous mapping the kernel has just made holds no page, and one that is ``PROT_NONE``
+    cannot get one: no access faults a page in, ``MADV_POPULATE_*`` and ``mlock`` refuse or skip
+    it. So a page can only be where this backend made the memory accessible (``map``), until a
+    fresh ``PROT_NONE`` mapping replaces it (``unmap``'s ``mmap(MAP_FIXED)``). ``may_hold`` is
+    every such range, added before the ``mprotect`` that opens it and removed only once the
+    replacing ``mmap`` has succeeded; a range given back in place (``MADV_DONTNEED``) or not at
+    all stays in it. ``given_back_low``/``given_back_high`` span what was replaced since the last
+    whole-reservation measurement, which still walks it once. The only pages this cannot see are
+    put there behind the backend's back: by another ``mprotect`` of its addresses (which its
+    contract forbids), or by a writer that forces its way past the protection (a debugger's
+    ``ptrace``, ``/proc/<pid>/mem``).
+    """
+
+    __slots__ = ("given_back_high", "given_back_low", "may_hold")
+
+    def __init__(self) -> None:
+        self.may_hold = RunSet()
+        self.given_back_low = self.given_back_high = 0
+
+    def replaced(self, start: int, end: int) -> None:
+        """``[start, end)`` is a fresh mapping again."""
+        self.may_hold.remove(start, end)
+        if self.given_back_high > self.given_back_low:
+            self.given_back_low, self.given_back_high = min(self.given_back_low, start), max(self.given_back_high, end)
+        else:
+            self.given_back_low, self.given_back_high = start, end
 
 
 class _Pagemap:
