@@ -143,13 +143,8 @@ def segments(stream: Readable) -> Iterator[tuple[bool, bytes, int, int]]:
 def split(data: bytes, size: int) -> Iterator[tuple[bool, bytes, int, int]]:
     """``data[:size]`` (whole lines) as ``segments`` gives it: runs of other lines, and each candidate line alone."""
     starts: set[int] = set()
-    for byte, offset, words in _PROBES:
-        for at in _keyword_positions(data, size, byte, offset, words):
-            start, end = _line_around(data, at, size)
-            if byte != b"{" or data.find(JSON_EVENT, start, end) != -1:
-                starts.add(start)
-    for byte, offset, words in _FIGURE_PROBES:
-        _figure_lines(data, size, byte, offset, words, starts=starts)
+    for plan in _SCAN_PLANS:
+        _scan(data, size, plan, starts)
     position = 0
     for start in sorted(starts):
         if start > position:
@@ -162,24 +157,133 @@ def split(data: bytes, size: int) -> Iterator[tuple[bool, bytes, int, int]]:
         yield False, data, position, size
 
 
-def _keyword_positions(data: bytes, size: int, byte: bytes, offset: int, words: tuple[bytes, ...]) -> Iterator[int]:
-    """Where ``words`` start in ``data[:size]``, at most once per line: a memchr probe while hits are rare."""
+#: what a probe word found in a line makes of it: a candidate at once, one if the line also names
+#: ``"schema_version"`` (a JSON event), or one if the line carries a memory figure
+_KEYWORD, _JSON, _FIGURE = 0, 1, 2
+#: The probes merged by byte, keywords before figure words: each distinct byte is searched for once per
+#: block, and where it turns up every word it can be part of is checked at once. A line once found is
+#: skipped whole by every later scan, so that in a dense log a memory line costs a scan or two, not one
+#: per probe byte and miss it holds. (byte, ((offset of the byte in the words, words, what a hit means), ...))
+_Check = tuple[int, tuple[bytes, ...], int]
+_SCANS: tuple[tuple[bytes, tuple[_Check, ...]], ...] = tuple(
+    (byte, tuple((offset, words, kind) for probe, offset, words, kind in probes if probe == byte))
+    for probes in [
+        [
+            *((byte, offset, words, _JSON if byte == b"{" else _KEYWORD) for byte, offset, words in _PROBES),
+            *((byte, offset, words, _FIGURE) for byte, offset, words in _FIGURE_PROBES),
+        ]
+    ]
+    for byte in dict.fromkeys(probe for probe, _, _, _ in probes)
+)
+#: each scan as ``_scan`` takes it: the byte, its first check apart (most finds fail that one test and
+#: stop there), the other checks, every check, whether the byte starts only words of figures, and
+#: whether a find is first looked up among the lines found (not in the first scan: none are yet)
+_Plan = tuple[bytes, int, tuple[bytes, ...], tuple[_Check, ...], tuple[_Check, ...], bool, bool]
+_SCAN_PLANS: tuple[_Plan, ...] = tuple(
+    (byte, checks[0][0], checks[0][1], checks[1:], checks, all(kind == _FIGURE for _, _, kind in checks), number > 0)
+    for number, (byte, checks) in enumerate(_SCANS)
+)
+
+
+def _scan(
+    data: bytes,
+    size: int,
+    plan: _Plan,
+    starts: set[int],
+) -> None:
+    """Add to ``starts`` each line of ``data[:size]`` that a word of the ``plan``'s checks makes a candidate.
+
+    A memchr probe while the byte is rare; after ``_PROBE_MISSES`` finds of it that start none of the
+    words, the words themselves are searched for in the rest of the block (``_word_positions``). A line
+    already found is skipped whole: in a dense log most lines a later scan meets are.
+    """
+    byte, first_offset, first_words, others, checks, figures_only, known_first = plan
     misses = 0
+    figure_checked = -1  # the line whose figure was looked for in vain (the answer is the whole line's)
     position = data.find(byte, 0, size)
     while position != -1:
-        at = position - offset
-        if at >= 0 and data.startswith(words, at, size):
-            yield at
-            end = data.find(b"\n", position, size)
-            if end == -1:
+        if known_first:
+            start = data.rfind(b"\n", 0, position) + 1
+            if start in starts:
+                end = data.find(b"\n", position, size)
+                if end == -1:
+                    return
+                position = data.find(byte, end, size)
+                continue
+        at = position - first_offset
+        if (at < 0 or not data.startswith(first_words, at, size)) and not (
+            others
+            and any(
+                position >= offset and data.startswith(words, position - offset, size) for offset, words, _ in others
+            )
+        ):  # the byte starts none of the words here
+            misses += 1
+            if misses > _PROBE_MISSES:
+                start = data.rfind(b"\n", 0, position) + 1
+                for _, words, kind in checks:
+                    _search_words(data, size, start, words, kind=kind, starts=starts)
                 return
-            position = data.find(byte, end, size)
+            position = data.find(byte, position + 1, size)
             continue
-        misses += 1
-        if misses > _PROBE_MISSES:
-            yield from _word_positions(data, size, max(at, 0), words)
+        start = data.rfind(b"\n", 0, position) + 1
+        if start not in starts:  # else a line already found: the rest of it can add nothing
+            decided = False
+            for offset, words, kind in checks:  # every word the byte starts here, in order
+                at = position - offset
+                if at < 0 or not data.startswith(words, at, size):
+                    continue
+                if kind != _FIGURE:  # a keyword; or ``{``, the line naming ``"schema_version"`` or being no event
+                    if kind == _KEYWORD or _holds(data, JSON_EVENT, start, size):
+                        starts.add(start)
+                    decided = True
+                    break
+                if start != figure_checked:
+                    if _has_figure(data, start, size):
+                        starts.add(start)
+                        decided = True
+                        break
+                    figure_checked = start
+            if not decided and not figures_only:  # the rest of the line may still hold a keyword
+                position = data.find(byte, position + 1, size)
+                continue
+        end = data.find(b"\n", position, size)
+        if end == -1:
             return
-        position = data.find(byte, position + 1, size)
+        position = data.find(byte, end, size)
+
+
+def _search_words(
+    data: bytes, size: int, position: int, words: tuple[bytes, ...], *, kind: int, starts: set[int]
+) -> None:
+    """``_scan`` for the rest of a block where its byte is common: each line holding one of ``words``, word by word."""
+    for at in _word_positions(data, size, position, words):
+        start = data.rfind(b"\n", 0, at) + 1
+        if start not in starts and _makes_candidate(data, start, size, kind):
+            starts.add(start)
+
+
+def _makes_candidate(data: bytes, start: int, size: int, kind: int) -> bool:
+    """Whether a word of ``kind`` found in the line that starts at ``start`` makes it a candidate."""
+    if kind == _KEYWORD:
+        return True
+    if kind == _JSON:
+        return _holds(data, JSON_EVENT, start, size)
+    return _has_figure(data, start, size)
+
+
+def _holds(data: bytes, word: bytes, start: int, size: int) -> bool:
+    """Whether the line of ``data[:size]`` that starts at ``start`` holds ``word``."""
+    end = data.find(b"\n", start, size)
+    return data.find(word, start, size if end == -1 else end) != -1
+
+
+def _has_figure(data: bytes, start: int, size: int) -> bool:
+    """Whether the line of ``data[:size]`` at ``start`` carries a memory figure (as ``carries_memory_figure``)."""
+    end = data.find(b"\n", start, size)
+    end = size if end == -1 else end
+    return _UNIT_BYTES.search(data, start, end) is not None or (
+        _WORD_BYTES.search(data, start, end) is not None and _DIGIT_BYTES.search(data, start, end) is not None
+    )
 
 
 def _word_positions(data: bytes, size: int, position: int, words: tuple[bytes, ...]) -> Iterator[int]:
@@ -234,28 +338,3 @@ def carries_memory_figure(message: str) -> bool:
     if _UNIT_TEXT.search(message) is not None:
         return True
     return _WORD_TEXT.search(message) is not None and _DIGIT_TEXT.search(message) is not None
-
-
-def _figure_lines(
-    data: bytes, size: int, byte: bytes, offset: int, words: tuple[bytes, ...], *, starts: set[int]
-) -> None:
-    """Add to ``starts`` the lines of ``data[:size]`` where one of ``words`` begins a memory figure.
-
-    A line already there is not searched again: in a dense log most figures are on lines a keyword found.
-    """
-    for at in _keyword_positions(data, size, byte, offset, words):
-        start = data.rfind(b"\n", 0, at) + 1
-        if start in starts:
-            continue
-        end = data.find(b"\n", at, size)
-        end = size if end == -1 else end
-        if _UNIT_BYTES.search(data, start, end) is not None or (
-            _WORD_BYTES.search(data, start, end) is not None and _DIGIT_BYTES.search(data, start, end) is not None
-        ):
-            starts.add(start)
-
-
-def _line_around(data: bytes, at: int, size: int) -> tuple[int, int]:
-    """Where the line holding ``data[at]`` starts, and where it ends (its newline, or ``size``)."""
-    end = data.find(b"\n", at, size)
-    return data.rfind(b"\n", 0, at) + 1, size if end == -1 else end
