@@ -98,6 +98,13 @@ def test_migrate_to_a_single_object_writes_what_a_local_file_gets(
     assert written == as_stored(expected, logs[1].parent, uri.rpartition("/")[0] + "/")
 
 
+def test_migrate_to_a_bucket_writes_one_object_per_input_at_its_root(s3: S3, logs: list[Path]) -> None:
+    s3.client.create_bucket(Bucket="kvlog-root")
+    [uri] = upload(s3, logs[:1], "root/")
+    assert commands.migrate(uri, output="s3://kvlog-root", output_format="text").exit_status == 0
+    assert s3.keys("", bucket="kvlog-root") == [logs[0].name]
+
+
 def test_validate_of_store_inputs_finds_what_it_finds_in_local_files(s3: S3, logs: list[Path], tmp_path: Path) -> None:
     events = tmp_path / "events.jsonl"
     stream = io.BytesIO()

@@ -101,8 +101,8 @@ def _tasks(request: Request) -> list[Task]:
         return [Task(name, Destination("in_place", backup_suffix=request.backup_suffix)) for name in names]
     if output is None or output == STDIN:
         return [Task(name, Destination("stdout")) for name in names]
-    if is_uri(output):  # objects of a store: a prefix ending in / (or several inputs) holds one per input
-        many = len(names) > 1 or output.endswith("/")
+    if is_uri(output):  # objects of a store: a bucket, a prefix ending in / (or several inputs) holds one per input
+        many = len(names) > 1 or output.endswith("/") or "/" not in output.partition("://")[2]
         uris = [f"{output.rstrip('/')}/{Path(name).name}" for name in names] if many else [output]
         if len(set(uris)) != len(uris):
             raise PlanError("{output} {path}: two inputs have the same file name", path=output)
