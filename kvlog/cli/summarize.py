@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import functools
 import sys
 
 import click
 
 from kvlog import commands
+from kvlog.cli import engine as engine_options
 from kvlog.cli.failing import fail, message
+from kvlog.cli.progress import progress_reporter
 from kvlog.errors import KvlogError
 
 
@@ -29,7 +32,20 @@ from kvlog.errors import KvlogError
     type=click.Choice(["sglang", "vllm"]),
     help="The server that wrote the inputs (default: detected per file from the lines it recognises).",
 )
-def summarize(inputs: tuple[str, ...], output_format: str, output: str | None, source: str | None) -> None:
+@engine_options.progress
+@click.option("-j", "--jobs", type=click.IntRange(min=1), default=1, show_default=True, help="Worker processes.")
+@engine_options.engine
+@engine_options.ray_address
+def summarize(  # noqa: PLR0917 - click passes every option as a parameter
+    inputs: tuple[str, ...],
+    output_format: str,
+    output: str | None,
+    source: str | None,
+    progress: bool | None,
+    jobs: int,
+    engine: str,
+    ray_address: str | None,
+) -> None:
     """Summarize every server run and rank in INPUTS (old logs or kvlog events) in one table.
 
     Per run and rank: the KV address space reserved, the KV memory committed at its peak, the KV pools
@@ -39,10 +55,20 @@ def summarize(inputs: tuple[str, ...], output_format: str, output: str | None, s
 
     Exit status: 0 the table was written; 1 the inputs hold no memory event (an empty table is written);
     2 an input could not be read (the others are summarized) or the output could not be written;
-    128+N when stopped by signal N.
+    128+N when stopped by signal N. The table is the same on every engine (--jobs, --engine ray).
     """
     try:
-        outcome = commands.summarize(inputs, output_format=output_format, output=output, source=source, on_notice=_say)
+        outcome = commands.summarize(
+            inputs,
+            output_format=output_format,
+            output=output,
+            source=source,
+            jobs=jobs,
+            engine=engine,
+            ray_address=ray_address,
+            on_notice=_say,
+            progress=functools.partial(progress_reporter, wanted=progress, command="summarize"),
+        )
     except KvlogError as exc:
         fail("summarize", message(exc, summarize), commands.exit_status_of(exc))
     sys.exit(outcome.exit_status)

@@ -2,20 +2,22 @@
 
 The inputs are read by ``migrate`` (only the events, and the memory lines no rule read), so an old log
 and a file of kvlog events give the same rows, with the same inferences: nothing here parses a line.
+``migrate`` runs them on any engine (``--jobs``, ``--engine ray``), writing the events in input order
+to a scratch file that is read back here line by line, so the table is the same on every engine.
 """
 
 from __future__ import annotations
 
 import tempfile
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 import orjson
 
 from kvlog.commands import EXIT_ERROR, EXIT_FINDINGS, EXIT_OK
-from kvlog.commands._migrate import migrated_events
+from kvlog.commands._migrate import Progress, migrate
 from kvlog.errors import OptionError
 from kvlog.io.inputs import STDIN
 from kvlog.io.outputs import atomic_output, expand_inputs, stdout_binary
@@ -42,8 +44,12 @@ def summarize(
     output: str | Path | None = None,
     source: str | None = None,
     migrations: str | Path | None = None,
+    jobs: int = 1,
+    engine: str = "local",
+    ray_address: str | None = None,
     stdout: IO[bytes] | None = None,
     on_notice: Callable[[str], None] | None = None,
+    progress: Progress | None = None,
 ) -> SummarizeOutcome:
     """Summarize every server run and rank in ``inputs`` (as ``migrate`` takes them) as ``kvlog summarize`` does.
 
@@ -52,6 +58,8 @@ def summarize(
     ``EXIT_FINDINGS`` when the inputs hold no memory event (an empty table is still written);
     ``EXIT_ERROR`` when an input could not be read (the others are still summarized). Raises
     ``OptionError`` for a format it does not write, ``OutputError``, and what ``migrate`` raises.
+    ``jobs``, ``engine``, ``ray_address`` and ``progress`` run the inputs as ``migrate`` runs them:
+    the table is the same, byte for byte, on every engine.
     """
     if output_format not in FORMATS:
         raise OptionError("{output_format} {given}: one of {formats}", given=output_format, formats=", ".join(FORMATS))
@@ -59,12 +67,25 @@ def summarize(
     if output is not None and str(output) != "-":
         _refuse_an_input(Path(output), names)
     with tempfile.TemporaryDirectory(prefix="kvlog-summarize-") as scratch:
-        dead = Path(scratch) / "unparsed.jsonl"
-        events, migrated = migrated_events(
-            names, source=source, migrations=migrations, on_notice=on_notice, dead_letter=dead
-        )
-        letters = [orjson.loads(line) for line in dead.read_bytes().splitlines()] if dead.exists() else []
-    summary = summarize_runs(timelines(events), letters)
+        dead, scratch_events = Path(scratch) / "unparsed.jsonl", Path(scratch) / "events.jsonl"
+        with scratch_events.open("wb") as events:
+            migrated = migrate(
+                names,
+                only_events=True,
+                source=source,
+                migrations=migrations,
+                dead_letter=dead,
+                jobs=jobs,
+                engine=engine,
+                ray_address=ray_address,
+                stdout=events,
+                progress=progress,
+                on_notice=on_notice,
+            )
+        counted = _Counted(_events(scratch_events))
+        runs = timelines(counted)
+        letters = list(_events(dead)) if dead.exists() else []
+    summary = summarize_runs(runs, letters)
     text = render(summary, output_format).encode()
     if output is None or str(output) == "-":
         sink = stdout or stdout_binary()
@@ -75,7 +96,28 @@ def summarize(
             written.write(text)
     failed = EXIT_ERROR if migrated.problems else EXIT_OK
     status = failed or (EXIT_OK if summary.rows else EXIT_FINDINGS)
-    return SummarizeOutcome(status, summary, len(events), migrated.problems)
+    return SummarizeOutcome(status, summary, counted.count, migrated.problems)
+
+
+def _events(path: Path) -> Iterator[dict[str, Any]]:
+    """The JSON objects of a file ``migrate`` wrote, one a line, read a line at a time."""
+    with path.open("rb") as lines:
+        for line in lines:
+            if line.strip() and isinstance(event := orjson.loads(line), dict):
+                yield event
+
+
+class _Counted:
+    """The events, counted as they pass."""
+
+    def __init__(self, events: Iterator[dict[str, Any]]) -> None:
+        self._events = events
+        self.count = 0
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        for event in self._events:
+            self.count += 1
+            yield event
 
 
 def _refuse_an_input(output: Path, inputs: tuple[str, ...]) -> None:

@@ -43,7 +43,7 @@ BLOCK_BYTES = 4 << 20
 #: tasks submitted ahead of the one whose result is awaited, per CPU of the cluster
 _AHEAD_PER_CPU = 2
 #: a task reporting its reads yields one progress item per this many bytes of input read
-READ_REPORT_BYTES = 16 << 20
+READ_REPORT_BYTES = 4 << 20
 #: how long an explicit address may take to accept a connection before it is called unreachable
 CONNECT_TIMEOUT_S = 10.0
 
