@@ -11,9 +11,11 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+import pytest
 from follow_helpers import migrated as migrated_lines
 
 from kvlog import commands
+from kvlog.errors import OptionError
 
 CORPUS = Path(__file__).resolve().parent / "corpus"
 BEFORE_FIX = CORPUS / "postcapture_before_fix_2026_07.log"
@@ -152,3 +154,19 @@ def test_an_unparsed_line_of_a_rank_with_several_tags_finds_its_run(tmp_path: Pa
     counted = [row["ranks"] for row in table["runs"] if row["unparsed_memory_lines"]]
     assert counted == ["DP1 EP1 TP1"]
     assert table["unparsed_outside_runs"] == 0
+
+
+def test_the_other_engines_options_are_refused_before_a_table_is_written(tmp_path: Path) -> None:
+    table = tmp_path / "fleet.txt"
+    for engine, jobs, address in (("local", 1, "127.0.0.1:6379"), ("ray", 2, None)):
+        with pytest.raises(OptionError):
+            commands.summarize(BEFORE_FIX, output=table, engine=engine, jobs=jobs, ray_address=address)
+        assert not table.exists()
+    done = subprocess.run(
+        [KVLOG, "summarize", str(BEFORE_FIX), "--ray-address", "127.0.0.1:6379"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr == "kvlog summarize: --ray-address names a Ray cluster: it needs --engine ray\n"
