@@ -84,6 +84,7 @@ class _ScanArg(ctypes.Structure):
 
 
 PAGEMAP_SCAN: Final = (3 << 30) | (ctypes.sizeof(_ScanArg) << 16) | (ord("f") << 8) | 16  # _IOWR('f', 16, ...)
+_SCAN_REQUEST: Final = ctypes.c_ulong(PAGEMAP_SCAN)
 _SCAN_REGIONS: Final = 16  # runs of resident pages per ioctl; a walk that finds more goes on where it stopped
 
 _libc = ctypes.CDLL(None, use_errno=True)
@@ -94,8 +95,9 @@ _libc.mprotect.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
 _libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
 # Its own handle: the scan only reads page tables, and stays out of what replaces _libc to watch the calls
 # that change mappings.
+# No argtypes: converting three arguments on every call costs a third of the call; the request is
+# passed as a prebuilt unsigned long, the descriptor as a C int, the argument by reference.
 _ioctl = ctypes.CDLL(None, use_errno=True).ioctl
-_ioctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_void_p]
 
 
 def _os_error(call: str) -> BackendError:
@@ -170,7 +172,7 @@ class HostBackend:
             start, size = checked_range(address, nbytes)
         for base, reserved in self._reservations.items():
             if size > 0 and base <= start and start + size <= base + reserved:
-                if granules:
+                if granules and ((start - base) % self.granularity or size % self.granularity):
                     self._whole_granules(start - base, size)
                 return start, size, base
         start, size = checked_range(start, size)  # a negative or unaddressable int: that reason first
@@ -311,6 +313,11 @@ class _Exposure:
             self.given_back_low, self.given_back_high = start, end
 
 
+#: this process's id, renewed in a child of ``fork``: asking the kernel costs a system call per measurement
+_process = [os.getpid()]
+os.register_at_fork(after_in_child=lambda: _process.__setitem__(0, os.getpid()))
+
+
 class _Pagemap:
     """``/proc/self/pagemap``, opened once per process: a child of ``fork`` opens its own.
 
@@ -325,7 +332,7 @@ class _Pagemap:
         self._lock = threading.Lock()
 
     def fd(self) -> int:
-        pid = os.getpid()
+        pid = _process[0]
         if self._pid != pid:
             with self._lock:
                 if self._pid != pid:
@@ -350,6 +357,7 @@ class _ScanBuffers(threading.local):
             return_mask=PAGE_IS_PRESENT,
         )
         self.pointer = ctypes.byref(self.arg)
+        self.words = memoryview(self.regions).cast("B").cast("Q")  # start, end, categories of each region
 
 
 _pagemap = _Pagemap()
@@ -373,17 +381,17 @@ def pagemap_rss(start: int, end: int) -> Measurement:
     """
     descriptor = _pagemap.fd()
     buffers = _buffers
-    scan, regions = buffers.arg, buffers.regions
+    scan, words, pointer = buffers.arg, buffers.words, buffers.pointer
     scan.end = end
     total = 0
     while start < end:
         scan.start = start
-        found = _ioctl(descriptor, PAGEMAP_SCAN, buffers.pointer)
+        found = _ioctl(descriptor, _SCAN_REQUEST, pointer)
         if found < 0:
             code = ctypes.get_errno()
             raise OSError(code, f"PAGEMAP_SCAN: {os.strerror(code)}", str(_PAGEMAP))
-        for index in range(found):
-            total += regions[index].end - regions[index].start
+        if found:
+            total += sum(words[1 : 3 * found : 3]) - sum(words[0 : 3 * found : 3])
         start = scan.walk_end
     return Measurement(total, "smaps_rss")
 
