@@ -122,7 +122,7 @@ def timelines(events: Iterable[dict[str, Any]]) -> list[Timeline]:
         name = event.get("event")
         if not isinstance(name, str):
             continue
-        key = (_source(event), rank_key(event))
+        key = (event_source(event), rank_key(event))
         run = current.get(key)
         if run is None or name == "weights.load_begin":
             counts[key] = counts.get(key, 0) + 1
@@ -132,7 +132,12 @@ def timelines(events: Iterable[dict[str, Any]]) -> list[Timeline]:
     return [run.timeline() for run in runs if run.samples]
 
 
-def _source(event: Mapping[str, Any]) -> str:
+def event_source(event: Mapping[str, Any]) -> str:
+    """What a timeline names the source of ``event``: its migrated file, else its process, else its kind.
+
+    Runs of different sources never share state, so a caller may feed ``timelines`` each group of
+    sources apart (``kvlog summarize`` does, to hold one file's events at a time, not a fleet's).
+    """
     migrated = event.get("migrated")
     file = migrated.get("file") if isinstance(migrated, Mapping) else None
     if file is not None:
@@ -157,7 +162,7 @@ class _Lines:
         for event in events:
             migrated = event.get("migrated")
             if isinstance(migrated, Mapping) and isinstance(migrated.get("line"), int):
-                where = (_source(event), migrated["line"])
+                where = (event_source(event), migrated["line"])
                 self.with_events.add(where)
                 if isinstance(migrated.get("original"), str):
                     self.originals[where] = migrated["original"]
