@@ -16,6 +16,8 @@ from follow_helpers import migrated as migrated_lines
 
 from kvlog import commands
 from kvlog.errors import OptionError
+from kvlog.plot.timeline import timelines
+from kvlog.summary import render, summarize_runs
 
 CORPUS = Path(__file__).resolve().parent / "corpus"
 BEFORE_FIX = CORPUS / "postcapture_before_fix_2026_07.log"
@@ -170,3 +172,31 @@ def test_the_other_engines_options_are_refused_before_a_table_is_written(tmp_pat
     )
     assert (done.returncode, done.stdout) == (2, "")
     assert done.stderr == "kvlog summarize: --ray-address names a Ray cluster: it needs --engine ray\n"
+
+
+def test_the_table_read_a_group_of_sources_at_a_time_is_the_table_of_all_events_at_once(tmp_path: Path) -> None:
+    """summarize holds one file's events at a time; a process's events across files stay one group, in order."""
+    events = migrated(CORPUS / "gen2_2025.log")
+    for event in events:  # kvlog's own events of one process, its log rotated into two files
+        event.pop("migrated")
+        event["pid"] = 7
+    first, second = tmp_path / "process.1.jsonl", tmp_path / "process.2.jsonl"
+    first.write_bytes(b"".join(orjson.dumps(event) + b"\n" for event in events[:15]))
+    second.write_bytes(b"".join(orjson.dumps(event) + b"\n" for event in events[15:]))
+    weird = tmp_path / "weird.log"
+    lines = BEFORE_FIX.read_text().splitlines()
+    weird.write_text("\n".join([*lines[:20], "[2026-07-21 09:03:50 TP1] KV memory shuffled: 12.00 GB", *lines[20:]]))
+    stray = tmp_path / "stray.log"  # an unparsed line in a file without an event: outside any run
+    stray.write_text("[2026-07-21 09:03:50 TP1] KV memory shuffled: 12.00 GB\n")
+    inputs = [first, *sorted(CORPUS.glob("*.log")), weird, stray, second, BEFORE_FIX]
+    out, dead = io.BytesIO(), tmp_path / "dead.jsonl"
+    assert commands.migrate(inputs, only_events=True, stdout=out, dead_letter=dead).exit_status == 0
+    everything = [orjson.loads(line) for line in out.getvalue().splitlines()]
+    letters = [orjson.loads(line) for line in dead.read_bytes().splitlines()]
+    whole = summarize_runs(timelines(everything), letters)
+    assert whole.unparsed_outside_runs >= 1 and any(row.unparsed_memory_lines for row in whole.rows)
+    assert sum(row.source == "(events of process 7)" for row in whole.rows) >= 1
+    for fmt in ("text", "json", "csv"):
+        status, table = summarized(*inputs, fmt=fmt)
+        assert status == 0
+        assert (json.dumps(table, indent=2) + "\n" if fmt == "json" else table) == render(whole, fmt), fmt

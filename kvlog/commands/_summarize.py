@@ -3,7 +3,9 @@
 The inputs are read by ``migrate`` (only the events, and the memory lines no rule read), so an old log
 and a file of kvlog events give the same rows, with the same inferences: nothing here parses a line.
 ``migrate`` runs them on any engine (``--jobs``, ``--engine ray``), writing the events in input order
-to a scratch file that is read back here line by line, so the table is the same on every engine.
+to a scratch file that is read back here, so the table is the same on every engine. It is read in
+groups of sources (a file's events, or a process's across files): runs of different sources share
+nothing, so the rows of each group are those of the whole, and memory holds one group at a time.
 """
 
 from __future__ import annotations
@@ -21,8 +23,8 @@ from kvlog.commands._migrate import Progress, migrate
 from kvlog.errors import OptionError
 from kvlog.io.inputs import STDIN
 from kvlog.io.outputs import atomic_output, expand_inputs, stdout_binary
-from kvlog.plot.timeline import timelines
-from kvlog.summary import FORMATS, FleetSummary, render, summarize_runs
+from kvlog.plot.timeline import event_source, timelines
+from kvlog.summary import FORMATS, FleetSummary, RunRow, render, summarize_runs
 
 
 @dataclass(frozen=True)
@@ -82,10 +84,7 @@ def summarize(
                 progress=progress,
                 on_notice=on_notice,
             )
-        counted = _Counted(_events(scratch_events))
-        runs = timelines(counted)
-        letters = list(_events(dead)) if dead.exists() else []
-    summary = summarize_runs(runs, letters)
+        summary, count = _summarized(scratch_events, dead)
     text = render(summary, output_format).encode()
     if output is None or str(output) == "-":
         sink = stdout or stdout_binary()
@@ -96,7 +95,7 @@ def summarize(
             written.write(text)
     failed = EXIT_ERROR if migrated.problems else EXIT_OK
     status = failed or (EXIT_OK if summary.rows else EXIT_FINDINGS)
-    return SummarizeOutcome(status, summary, counted.count, migrated.problems)
+    return SummarizeOutcome(status, summary, count, migrated.problems)
 
 
 def _events(path: Path) -> Iterator[dict[str, Any]]:
@@ -107,17 +106,37 @@ def _events(path: Path) -> Iterator[dict[str, Any]]:
                 yield event
 
 
-class _Counted:
-    """The events, counted as they pass."""
+def _summarized(events: Path, dead_letters: Path) -> tuple[FleetSummary, int]:
+    """The summary of the events in ``events`` with the dead letters of ``dead_letters``, and how many events.
 
-    def __init__(self, events: Iterator[dict[str, Any]]) -> None:
-        self._events = events
-        self.count = 0
-
-    def __iter__(self) -> Iterator[dict[str, Any]]:
-        for event in self._events:
-            self.count += 1
-            yield event
+    A first pass finds where each source's last event is; the second gives ``summarize_runs`` each
+    shortest stretch of events that holds all the events of its sources, with the dead letters of
+    those files, and joins the rows in order: what ``summarize_runs`` gives for all events at once.
+    """
+    last: dict[str, int] = {}
+    count = 0
+    for count, event in enumerate(_events(events), start=1):
+        last[event_source(event)] = count
+    letters: dict[str, list[dict[str, Any]]] = {}
+    for letter in _events(dead_letters) if dead_letters.exists() else ():
+        letters.setdefault(str(letter.get("file")), []).append(letter)
+    rows: list[RunRow] = []
+    outside = 0
+    group: list[dict[str, Any]] = []
+    sources: set[str] = set()
+    end = 0
+    for index, event in enumerate(_events(events), start=1):
+        source = event_source(event)
+        group.append(event)
+        sources.add(source)
+        end = max(end, last[source])
+        if index == end:
+            part = summarize_runs(timelines(group), [one for name in sources for one in letters.pop(name, [])])
+            rows.extend(part.rows)
+            outside += part.unparsed_outside_runs
+            group, sources = [], set()
+    outside += sum(map(len, letters.values()))  # lines of files without an event: before any run of theirs
+    return FleetSummary(tuple(rows), outside), count
 
 
 def _refuse_an_input(output: Path, inputs: tuple[str, ...]) -> None:
