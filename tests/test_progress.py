@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 from fleet_helpers import fleet_logs
 from progress_helpers import Recorder, sizes
+from test_migration_cli import stderr_on_a_terminal
 
 from kvlog import commands
 from kvlog.text.units import BYTES
@@ -92,3 +93,10 @@ def test_the_plain_lines_count_files_and_bytes_where_stderr_is_not_a_terminal(tm
         check=False,
     )
     assert quiet.returncode == 0 and " progress " not in quiet.stderr  # not asked for, on a pipe: nothing
+
+
+def test_the_bar_on_a_terminal_ends_on_every_file_done(tmp_path: Path) -> None:
+    logs = fleet_logs(tmp_path / "logs", CORPUS, 3)[:-1]
+    seen = stderr_on_a_terminal(*logs, "--progress", "-o", tmp_path / "out")
+    total = BYTES.format(sizes(logs)).encode()
+    assert b"migrating  [" in seen and b"100%  3/3 files, " + total + b" of " + total in seen

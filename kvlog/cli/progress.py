@@ -88,6 +88,8 @@ def _bar(count: _Count, label: str) -> Iterator[Advance]:
             count.add(files, read)
             now = int(count.share * 1000)
             bar.update(now - shown)
+            if files and now == shown:  # a file done, its bytes told already: the bar shows the count all the same
+                bar.render_progress()
             shown = now
 
         yield update
