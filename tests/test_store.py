@@ -22,6 +22,7 @@ from store_helpers import BUCKET, S3, s3_server, server_logs, upload
 
 from kvlog import commands
 from kvlog.errors import OptionError
+from kvlog.io.progress import input_size
 
 
 @pytest.fixture(scope="module")
@@ -157,6 +158,12 @@ def test_summarize_reads_a_store_glob_and_writes_its_table_to_an_object(
     assert stored.exit_status == local.exit_status == 0
     expected = as_stored((tmp_path / "fleet.json").read_bytes(), logs[0].parent, inputs)
     assert s3.get("summarize/fleet.json") == expected
+
+
+def test_progress_counts_a_store_input_by_its_size_in_the_store(s3: S3, logs: list[Path]) -> None:
+    [uri] = upload(s3, logs[1:2], "progress/")
+    assert input_size(uri) == logs[1].stat().st_size > 0
+    assert input_size(f"s3://{BUCKET}/progress/no-such-object.log") == 0  # the run names it; progress counts 0
 
 
 def test_a_run_stopped_mid_upload_leaves_no_object_and_no_upload(s3: S3, logs: list[Path]) -> None:

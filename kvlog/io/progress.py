@@ -28,7 +28,12 @@ _task_reads: ContextVar[Callable[[int], None] | None] = ContextVar("kvlog_task_r
 
 
 def input_size(name: str) -> int:
-    """The bytes of input ``name`` on disk: 0 for standard input and for what cannot be read."""
+    """The bytes of input ``name`` on disk (or in its store): 0 for standard input and for what cannot be read."""
+    if "://" in name:
+        from kvlog.io import store  # noqa: PLC0415 - object storage (the fleet extra), only once a URI is met
+
+        if store.is_uri(name):
+            return store.size(name)
     try:
         return 0 if name == STDIN else Path(name).stat().st_size
     except OSError:

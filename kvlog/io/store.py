@@ -23,6 +23,7 @@ import os
 import re
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager, suppress
+from pathlib import Path
 from typing import IO, Any
 from urllib.parse import unquote, urlsplit
 
@@ -142,6 +143,18 @@ def expand_uris(names: Iterable[str]) -> tuple[list[str], list[tuple[str, str]]]
         expanded += listed
         problems += unlisted
     return expanded, problems
+
+
+def size(uri: str) -> int:
+    """The bytes of the object ``uri`` as its store lists them (0 if it cannot say), for progress."""
+    local = local_name(uri)
+    try:
+        if local != uri:
+            return Path(local).stat().st_size
+        filesystem, path = _filesystem(uri)
+        return int(filesystem.size(path) or 0)
+    except Exception:  # noqa: BLE001 - a progress figure: the run itself names what cannot be read
+        return 0
 
 
 class _Reader(io.RawIOBase):
