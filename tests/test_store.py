@@ -99,6 +99,18 @@ def test_migrate_to_a_single_object_writes_what_a_local_file_gets(
     assert written == as_stored(expected, logs[1].parent, uri.rpartition("/")[0] + "/")
 
 
+def test_a_zstd_object_is_read_as_a_zstd_file_is(s3: S3, logs: list[Path], tmp_path: Path) -> None:
+    zstandard = pytest.importorskip("zstandard")
+    compressed = tmp_path / f"{logs[0].name}.zst"
+    compressed.write_bytes(zstandard.ZstdCompressor().compress(logs[0].read_bytes()))
+    [uri] = upload(s3, [compressed], "zstd/")
+    local = commands.migrate(compressed, output=tmp_path / "local.log", output_format="text")
+    stored = commands.migrate(uri, output=f"s3://{BUCKET}/zstd/out.log.zst", output_format="text")
+    assert stored.exit_status == local.exit_status == 0
+    written = zstandard.ZstdDecompressor().decompressobj().decompress(s3.get("zstd/out.log.zst"))
+    assert written == (tmp_path / "local.log").read_bytes()
+
+
 def test_migrate_to_a_bucket_writes_one_object_per_input_at_its_root(s3: S3, logs: list[Path]) -> None:
     s3.client.create_bucket(Bucket="kvlog-root")
     [uri] = upload(s3, logs[:1], "root/")
