@@ -42,7 +42,12 @@ from kvlog.errors import KvlogError
     type=click.Choice(["sglang", "vllm"]),
     help="The server that wrote the inputs (default: detected per file from the lines it recognises).",
 )
-@click.option("-o", "--output", metavar="OUT", help="Output file (or directory, for several inputs); - for stdout.")
+@click.option(
+    "-o",
+    "--output",
+    metavar="OUT",
+    help="Output file (or directory, for several inputs; s3://bucket/prefix/ for one object each); - for stdout.",
+)
 @click.option("--in-place", is_flag=True, help="Replace each input atomically, keeping a backup.")
 @click.option("--backup-suffix", default=".orig", show_default=True, help="Suffix of the backup --in-place keeps.")
 @click.option("--dry-run", is_flag=True, help="Read and migrate, but write no output (the report is still written).")
@@ -91,6 +96,8 @@ def migrate(  # noqa: PLR0917 - click passes every option as a parameter
     migrations: Path | None,
 ) -> None:
     """Migrate old sglang and vLLM logs and old kvlog events (INPUTS: files, globs, directories, - for stdin).
+
+    Inputs and outputs may be s3://, gs:// or file:// URIs (the fleet extra); a store glob is listed.
 
     Every line comes out, in order: a recognised memory line as one JSON event (or one line of today's
     or the old wording), every other line byte for byte. .gz and .zst are read and written by suffix.

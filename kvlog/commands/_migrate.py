@@ -103,7 +103,8 @@ def migrate(
     ``source`` names the server that wrote the inputs (``sglang``, ``vllm``; default: detected per file).
     ``engine`` runs the files: ``local`` (``jobs`` worker processes of this machine) or ``ray`` (the
     Ray cluster at ``ray_address``, default the one this machine runs, else a new local one; the
-    inputs, outputs and ``migrations`` must then be paths every node sees); the results are the same.
+    inputs, outputs and ``migrations`` must then be paths every node sees, or store URIs: ``s3://``,
+    ``gs://``, see ``kvlog.io.store``); the results are the same.
     ``option_names`` spells the options named in that text and in the summary (the CLI passes its
     flags: ``{"backup_suffix": "--backup-suffix", ...}``); by default they are named by keyword.
 
