@@ -60,6 +60,9 @@ def validate(  # noqa: PLR0917 - click passes every option as a parameter
 ) -> None:
     """Validate JSON-lines event logs (FILE... or - for standard input; .gz and .zst too).
 
+    A FILE may be an s3://, gs:// or file:// URI (the fleet extra); a store glob ('s3://b/logs/*.jsonl',
+    quoted) or prefix ending in / is listed.
+
     Each problem is printed as FILE:LINE: EVENT@VERSION: JSON-PATH: MESSAGE, with characters that are
     not printable (in file names and in the log) escaped. Exit status: 0 when every line is a valid
     event, 1 when any is not, 2 when an input cannot be read (the other inputs are still validated)
