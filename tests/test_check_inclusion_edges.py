@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 from jsonschema import Draft202012Validator
 
-from kvlog.check.inclusion import Judge, Outcome
+from kvlog.check.inclusion import Judge, Outcome, merge
+from kvlog.check.instances import candidates
 
 I: dict[str, Any] = {"type": "integer"}  # noqa: E741
 S: dict[str, Any] = {"type": "string"}
@@ -60,3 +61,105 @@ def test_applicators_beside_unevaluated_properties_stay_with_the_reader_they_sha
         judged(writer, reader), writer, reader, "$", "the new schema mixes applicators with unevaluated keywords"
     )
     assert value == {}
+
+
+def assert_sound(outcome: Outcome, writer: Any, reader: Any) -> None:
+    """Whatever the verdict, a "no" carries an instance the writer accepts and the reader rejects."""
+    if outcome.holds is False:
+        assert outcome.witness is not None, outcome
+        assert Draft202012Validator(writer).is_valid(outcome.witness.value), outcome
+        assert not Draft202012Validator(reader).is_valid(outcome.witness.value), outcome
+
+
+@pytest.mark.parametrize(
+    ("writer", "reader"),
+    [
+        (  # a member the writer's patternProperties forbid, whatever its properties say
+            {"type": "object", "properties": {"ab": I}, "patternProperties": {"^a": False}},
+            {"type": "object", "properties": {"ab": S}},
+        ),
+        ({"type": "string", "anyOf": [{"minLength": 1}, False]}, S),  # a false branch adds no instance
+        ({"type": "array", "items": S, "anyOf": [{"maxItems": 2}, False]}, {"type": "array", "items": S}),
+    ],
+)
+def test_what_the_writer_rules_out_with_false_is_never_asked_of_the_reader(writer: Any, reader: Any) -> None:
+    assert judged(writer, reader) == Outcome(True)
+
+
+@pytest.mark.parametrize(
+    ("writer", "reader"),
+    [
+        ({"type": "string", "pattern": "^a", "anyOf": [{"pattern": "b$"}]}, {"type": "string", "maxLength": 5}),
+        ({"type": "string", "pattern": "^a", "anyOf": [{"pattern": "b$"}]}, {"type": "string", "pattern": "^a+$"}),
+        ({"type": "integer", "multipleOf": 2, "anyOf": [{"multipleOf": 3}]}, {"type": "integer", "maximum": 10}),
+        ({"type": "integer", "multipleOf": 2, "anyOf": [{"multipleOf": 3}]}, {"type": "integer", "multipleOf": 4}),
+        ({"type": "string", "format": "date", "anyOf": [{"format": "email"}]}, {"type": "string", "maxLength": 3}),
+    ],
+)
+def test_a_writer_branch_that_meets_a_second_value_of_a_keyword_keeps_both(writer: Any, reader: Any) -> None:
+    """Two patterns or steps cannot fold into one: the branch keeps the second in allOf, so no instance of
+    the first alone is ever shown as the writer's."""
+    assert_sound(judged(writer, reader), writer, reader)
+
+
+# -- merge: the conjunction of two schemas -------------------------------------------------------------------
+
+NUMBERS = {"type": "number"}
+#: one or more pairs per rule of merge: each side's keyword kept, folded, or put beside in allOf
+MERGED_PAIRS: list[tuple[str, Any, Any]] = [
+    ("false on the right", {"type": "string", "minLength": 1}, False),
+    ("false on the left", False, {"type": "string"}),
+    ("true on either side", True, {"type": "integer", "minimum": 1}),
+    ("an empty schema", {"type": "integer", "maximum": 2}, {}),
+    ("the same keyword twice", {"type": "string", "maxLength": 2}, {"type": "string", "maxLength": 2}),
+    ("disjoint keywords", {"type": "string"}, {"minLength": 2}),
+    ("types narrowed", {"type": ["string", "integer", "null"]}, {"type": ["number", "null"]}),
+    ("integer inside number", NUMBERS, {"type": "integer"}),
+    ("number beside integer", {"type": ["integer", "string"]}, {"type": ["number", "boolean"]}),
+    ("no type left", {"type": "string"}, {"type": "integer"}),
+    ("lower bounds", {"minimum": 1, "exclusiveMinimum": 0, "minLength": 1}, {"minimum": 3, "exclusiveMinimum": 2}),
+    ("upper bounds", {"maximum": 9, "maxLength": 4, "maxItems": 3}, {"maximum": 5, "maxLength": 2, "maxItems": 1}),
+    ("counts", {"minItems": 1, "minProperties": 2, "maxProperties": 3}, {"minItems": 2, "minProperties": 1}),
+    ("required", {"required": ["a"]}, {"required": ["b", "a"]}),
+    ("enum", {"enum": [1, 2, "x", None]}, {"enum": [2, "x", 3]}),
+    ("uniqueItems", {"type": "array", "uniqueItems": False}, {"type": "array", "uniqueItems": True}),
+    ("properties", {"properties": {"a": {"type": "integer"}}}, {"properties": {"a": {"minimum": 2}, "b": S}}),
+    ("patternProperties", {"patternProperties": {"^x": S}}, {"patternProperties": {"^x": {"maxLength": 1}}}),
+    ("dependentRequired", {"dependentRequired": {"a": ["b"]}}, {"dependentRequired": {"a": ["c"], "d": ["a"]}}),
+    (
+        "dependentSchemas",
+        {"dependentSchemas": {"a": {"required": ["b"]}}},
+        {"dependentSchemas": {"a": {"maxProperties": 2}}},
+    ),
+    ("allOf", {"allOf": [{"minimum": 1}]}, {"allOf": [{"maximum": 3}]}),
+    ("not", {"not": {"type": "string"}}, {"not": {"type": "null"}}),
+    ("two patterns", {"type": "string", "pattern": "^a"}, {"type": "string", "pattern": "b$"}),
+    ("two steps", {"type": "integer", "multipleOf": 2}, {"type": "integer", "multipleOf": 3}),
+    ("two consts", {"const": 1}, {"const": 2}),
+    ("closed beside properties", {"properties": {"a": I}, "additionalProperties": False}, {"properties": {"b": I}}),
+    ("open member schemas", {"properties": {"a": I}, "additionalProperties": S}, {"additionalProperties": S}),
+    ("items beside a tuple", {"prefixItems": [I], "items": False}, {"items": I}),
+    ("if/then on both", {"if": {"type": "integer"}, "then": {"minimum": 1}}, {"if": S, "then": {"minLength": 1}}),
+    ("if/then on one side", {"if": {"type": "integer"}, "then": {"minimum": 1}}, {"maximum": 5}),
+    ("one contains, two counts", {"contains": I, "minContains": 2}, {"contains": I, "maxContains": 3}),
+    ("one contains, default counts", {"contains": I, "maxContains": 2}, {"contains": I, "minContains": 2}),
+    ("two contains", {"contains": I}, {"contains": S}),
+]
+VALUES: list[Any] = [
+    None, True, False, 0, 1, 2, 3, 4, 5, 6, 9, 10, 1.5, -1, "", "a", "ab", "ba", "abc", "x", "aab", [], [1],
+    [1, 1], [1, 2], [1, "a"], ["a", "b", "c"], [1, 2, 3, 4], [0, 0, 0], {}, {"a": 1}, {"a": 2, "b": "x"},
+    {"a": 1, "b": 1}, {"b": 1}, {"a": 1, "c": 1}, {"a": 3, "d": 1}, {"x": "s"}, {"x": "st"}, {"xy": 1},
+    {"a": 1, "b": 1, "c": 1}, {"a": 5, "b": "", "c": 1, "d": 1},
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("left", "right"), [pair[1:] for pair in MERGED_PAIRS], ids=[pair[0] for pair in MERGED_PAIRS])
+def test_merging_two_schemas_accepts_exactly_what_both_accept(left: Any, right: Any) -> None:
+    """Every rule of ``merge`` (a keyword folded, kept, or set beside in allOf) keeps the conjunction exact."""
+    merged = merge(left, right)
+    for value in [*VALUES, *candidates(left), *candidates(right)]:
+        both = Draft202012Validator(left).is_valid(value) and Draft202012Validator(right).is_valid(value)
+        if merged is False or merged.get("type") == ["__none__"]:  # nothing is both (an unknown type, for kvlog)
+            assert not both, value
+        else:
+            assert Draft202012Validator(merged).is_valid(value) == both, (value, merged)

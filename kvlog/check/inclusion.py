@@ -120,7 +120,12 @@ def _covers(schema: dict[str, Any], kind: str) -> bool:
 
 
 def merge(a: Any, b: Any) -> Any:
-    """The conjunction of two schemas, folded into one where that keeps its meaning, else via ``allOf``."""
+    """The conjunction of two schemas, folded into one where that keeps its meaning, else via ``allOf``.
+
+    Types meet exactly: ``number`` and ``integer`` give ``integer``. (They gave ``number``, and a reader
+    whose integer rule came by ``patternProperties`` or by ``allOf`` beside ``unevaluated*`` was merged
+    into one that accepts any number: a change to integers only was called compatible.)
+    """
     if a is False or b is False:
         return False
     if a is True or a == {}:
@@ -148,7 +153,7 @@ def merge(a: Any, b: Any) -> Any:
             continue
         mine = out[key]
         if key == "type":
-            kept = [t for t in _types({"type": mine}) if _admits({"type": value}, t)]
+            kept = [t for t in _types({"type": mine}) if _covers({"type": value}, t)]  # every value of t, not some
             kept += ["integer"] if _admits({"type": mine}, "integer") and _admits({"type": value}, "integer") else []
             out[key] = [t for t in dict.fromkeys(kept) if not (t == "integer" and "number" in kept)] or ["__none__"]
         elif key in ("minimum", "exclusiveMinimum", "minLength", "minItems", "minProperties"):
