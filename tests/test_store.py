@@ -136,12 +136,16 @@ def test_validate_of_store_inputs_finds_what_it_finds_in_local_files(s3: S3, log
     ]
 
 
-def test_validate_names_a_store_pattern_that_matches_nothing_and_exits_2(s3: S3) -> None:
-    outcome = commands.validate([f"s3://{BUCKET}/nothing-here/*.jsonl", f"s3://no-such-{BUCKET}/*.jsonl"])
+def test_validate_names_a_store_pattern_or_prefix_that_lists_nothing_and_exits_2(s3: S3) -> None:
+    names = [f"s3://{BUCKET}/nothing-here/*.jsonl", f"s3://no-such-{BUCKET}/*.jsonl"]
+    names += [f"s3://{BUCKET}/nothing-here/", f"s3://no-such-{BUCKET}/logs/"]
+    outcome = commands.validate(names)
     assert outcome.exit_status == 2
     assert [(failure.name, failure.reason) for failure in outcome.input_failures] == [
-        (f"s3://{BUCKET}/nothing-here/*.jsonl", "no object matches this pattern"),
-        (f"s3://no-such-{BUCKET}/*.jsonl", "no such bucket"),
+        (names[0], "no object matches this pattern"),
+        (names[1], "no such bucket"),
+        (names[2], "no objects under this prefix"),
+        (names[3], "cannot list: no such bucket"),
     ]
 
 

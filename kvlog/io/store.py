@@ -110,21 +110,20 @@ def expand(name: str, skip_suffixes: tuple[str, ...] = ()) -> tuple[list[str], l
         if _MAGIC.search(path):
             found = filesystem.glob(path, detail=True)
             matches = sorted(key for key, info in found.items() if info.get("type") == "file")
-            if not matches:
-                bucket = path.partition("/")[0]
-                missing = not filesystem.exists(bucket)
-                return [], [(name, "no such bucket" if missing else "no object matches this pattern")]
+            nothing = "no object matches this pattern"
         elif name.endswith("/"):
             base = path.rstrip("/")
             matches = [
                 key
                 for key in sorted(filesystem.find(base))
-                if not any(part.startswith(".") for part in key[len(base) :].split("/"))
+                if not key.endswith("/") and not any(part.startswith(".") for part in key[len(base) :].split("/"))
             ]
-            if not matches:
-                return [], [(name, "no objects under this prefix")]
+            nothing = "no objects under this prefix"
         else:
             return [name], []
+        if not matches:
+            missing = not filesystem.exists(path.partition("/")[0])
+            return [], [(name, "no such bucket" if missing else nothing)]
     except Exception as exc:  # noqa: BLE001 - the store's errors have many types; each is named with its URI
         return [], [(name, f"cannot list: {reason(exc)}")]
     return [f"{scheme}://{key}" for key in matches if not key.endswith(skip_suffixes)], []
