@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import threading
 from pathlib import Path
 
@@ -88,3 +89,51 @@ def test_migrations_that_cannot_load_drop_the_records_and_closing_does_not_raise
         "kvlog: cannot read records (ValueError: no chain); this process's records are dropped",
         "kvlog: 2 records dropped (the queue was full or the events could not be written)",
     ]
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full, a file whose every write fails")
+def test_events_lost_in_a_write_that_failed_count_as_dropped_each_once(capsys: pytest.CaptureFixture[str]) -> None:
+    """One record of many lines: its events overflow the write buffer, and the write itself fails mid-batch."""
+    handler = EventHandler(SGLANG, "/dev/full", ranks={"tp": 0})
+    lines = 100  # each event is some 400 bytes: the buffer (8 KiB) overflows well before the batch ends
+    handler.handle(logging.makeLogRecord({"name": "sglang.srt", "msg": "\n".join([START_UP[0]] * lines)}))
+    handler.close()
+    assert (handler.written, handler.dropped) == (0, lines)
+    said = capsys.readouterr().err.splitlines()
+    assert said[0].startswith("kvlog: /dev/full: cannot write events: [Errno 28]")
+    assert said[1:] == [f"kvlog: {lines} records dropped (the queue was full or the events could not be written)"]
+
+
+def test_a_close_that_cannot_wait_for_the_worker_says_what_was_not_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Closing waits at most CLOSE_S (at the server's exit, on its thread): a worker still busy is left, and said."""
+    busy = threading.Event()
+
+    class _Busy(handler_module._Reading):
+        def __init__(self, handler: EventHandler) -> None:
+            busy.wait()  # the worker is held here until the handler is closed
+            super().__init__(handler)
+
+    monkeypatch.setattr(handler_module, "_Reading", _Busy)
+    monkeypatch.setattr(handler_module, "CLOSE_S", 0.0)
+    logger, handler, _ = attached(tmp_path)
+    logger.info(START_UP[0])
+    try:
+        handler.close()
+    finally:
+        busy.set()
+    assert capsys.readouterr().err == "kvlog: closing: the events still being read were not all written\n"
+
+
+def test_closing_releases_the_events_file_and_logging_forgets_the_handler(tmp_path: Path) -> None:
+    """A server reconfigures its logging many times (each dictConfig closes every handler): nothing may pile up."""
+    before = set(os.listdir("/proc/self/fd"))
+    logger, handler, events = attached(tmp_path)
+    handler.set_name("kvlog-events-test")
+    logger.info(START_UP[0])
+    handler.close()
+    logger.removeHandler(handler)
+    assert [e["event"] for e in decoded(events)] == ["weights.load_begin"]
+    assert set(os.listdir("/proc/self/fd")) == before
+    assert "kvlog-events-test" not in logging._handlers  # type: ignore[attr-defined]
