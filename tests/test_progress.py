@@ -20,6 +20,7 @@ from progress_helpers import Recorder, sizes
 from test_migration_cli import stderr_on_a_terminal
 
 from kvlog import commands
+from kvlog.io import workers
 from kvlog.text.units import BYTES
 
 CORPUS = Path(__file__).resolve().parent / "corpus"
@@ -43,6 +44,7 @@ def test_migrate_counts_every_file_and_byte_once_a_failed_input_included(jobs: i
     assert recorder.names == list(map(str, logs))
     assert recorder.totals == (len(logs), sizes(logs))
     assert [files for files, _ in recorder.steps if files] == [1] * len(logs)
+    assert min(count for _, count in recorder.steps) >= 0  # the bytes never go back
 
 
 def test_migrate_in_one_process_tells_a_large_files_bytes_as_it_reads_them(tmp_path: Path) -> None:
@@ -54,6 +56,20 @@ def test_migrate_in_one_process_tells_a_large_files_bytes_as_it_reads_them(tmp_p
     assert len(reads) > 1 and all(count > 0 for count in reads)
     assert sum(reads) <= big.stat().st_size
     assert recorder.totals == (1, big.stat().st_size)
+
+
+def test_worker_processes_tell_a_large_files_bytes_while_it_is_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(workers, "READ_POLL_S", 0.001)  # the parent looks at its workers' reads as often as it can
+    big = tmp_path / "big.log"
+    big.write_bytes((CORPUS / "gen2_2025.log").read_bytes() * 4000)
+    small = fleet_logs(tmp_path / "logs", CORPUS, 2)[:-1]
+    recorder = Recorder()
+    assert commands.migrate([big, *small], output=tmp_path / "out", jobs=2, progress=recorder).exit_status == 0
+    assert recorder.reads_before_first_file(), "the big file's bytes came only with its result"
+    assert recorder.totals == (3, sizes([big, *small]))
+    assert min(count for _, count in recorder.steps) >= 0
 
 
 @pytest.mark.parametrize("jobs", [1, 2])

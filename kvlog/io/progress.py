@@ -8,7 +8,8 @@ read before: a file that failed part-way, or whose task ran twice, still counts 
 
 Reads are reported as they happen where the file is read: in this process, to the callback the
 runner passes; in an engine's task, to ``read_in_task``, which the engine routes to its driver
-(``kvlog.fleet.ray_engine`` as items of the task's stream).
+(``kvlog.fleet.ray_engine`` as items of the task's stream, ``kvlog.io.workers`` through a counter
+the worker processes share).
 """
 
 from __future__ import annotations
@@ -47,9 +48,11 @@ def ignore(_files: int, _bytes: int) -> None:
 class InOrder:
     """Progress of files finished one after the other, in input order.
 
-    ``read`` counts toward the next file to finish (an engine reports the reads of the task whose
-    result it awaits); ``done`` finishes that file, topping its bytes up (or down, for a file that
-    grew meanwhile) to the size it had when the run started.
+    ``read`` counts bytes read of files not yet finished: the next one's (this process, a Ray
+    task's), or any running task's (worker processes share one counter). ``done`` finishes the next
+    file: what was read is taken as its bytes up to its size, and the rest of its size is added (a
+    file that failed part-way counts whole). The last file also takes back what was read beyond
+    the sizes (a file that grew meanwhile), so the bytes end at the sizes the run started with.
     """
 
     def __init__(self, names: Iterable[str], advance: Advance) -> None:
@@ -58,15 +61,18 @@ class InOrder:
         self._read = 0
 
     def read(self, count: int) -> None:
-        """``count`` more bytes of the next file to finish were read."""
+        """``count`` more bytes of files not yet finished were read."""
         self._read += count
         self._advance(0, count)
 
     def done(self) -> None:
         """The next file is finished (migrated, validated, or failed)."""
         size = self._sizes.popleft() if self._sizes else 0
-        self._advance(1, size - self._read)
-        self._read = 0
+        taken = min(self._read, size)
+        self._read -= taken
+        beyond = 0 if self._sizes else self._read
+        self._read -= beyond
+        self._advance(1, size - taken - beyond)
 
 
 def read_in_task(count: int) -> None:
@@ -74,6 +80,11 @@ def read_in_task(count: int) -> None:
     report = _task_reads.get()
     if report is not None:
         report(count)
+
+
+def task_reads_go_to(report: Callable[[int], None]) -> None:
+    """From now on, in this thread (a worker process's), ``read_in_task`` calls ``report``."""
+    _task_reads.set(report)
 
 
 @contextmanager

@@ -22,13 +22,14 @@ import multiprocessing
 import sys
 import threading
 from collections.abc import Callable, Generator, Iterable, Iterator
-from concurrent.futures import InvalidStateError, ProcessPoolExecutor
+from concurrent.futures import Future, InvalidStateError, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool, _ExecutorManagerThread
 from contextlib import contextmanager
 from functools import partial
 from typing import Any, Protocol, TypeVar
 
 from kvlog.errors import KvlogError
+from kvlog.io.progress import task_reads_go_to
 from kvlog.io.stopping import held_back
 
 Item = TypeVar("Item")
@@ -37,6 +38,8 @@ State = TypeVar("State")
 
 #: in a worker process: what its ``start`` built, handed to each of its tasks
 _state: Any = None
+#: how often the parent reads the bytes its workers have read, while it waits for a result
+READ_POLL_S = 0.25
 
 
 class WorkerDied(KvlogError):
@@ -72,9 +75,9 @@ class Engine(Protocol):
         of this machine and names that one instead. ``lost(item, reason)`` is the result of an item
         whose task was lost for good (its node died as often as the engine retries); without it, or on
         an engine that cannot lose one task alone, a lost task ends the run with ``WorkerDied``.
-        ``on_read(count)``, where the engine can tell it, hears of the input bytes a task reports
-        (``kvlog.io.progress.read_in_task``) before its result comes, in the order of the results:
-        the reads of the task whose result is next.
+        ``on_read(count)`` hears of the input bytes tasks report (``kvlog.io.progress.read_in_task``)
+        before their results come, in this process, while it waits: the reads of the task whose
+        result is next (a Ray task's stream), or of any task running (worker processes).
         """
         ...
 
@@ -96,10 +99,10 @@ class Processes:
         start_args: tuple[Any, ...],
         streamed: tuple[str, ...] = (),  # the files are this machine's already
         lost: Callable[[Any, str], Any] | None = None,  # a dead process breaks the whole pool
-        on_read: Callable[[int], None] | None = None,  # a file's bytes count when its result comes
+        on_read: Callable[[int], None] | None = None,
     ) -> Generator[Any, None, None]:
         """See ``Engine.in_order``: a worker that dies breaks the pool, so it raises ``WorkerDied``."""
-        return in_order(function, items, workers=self.workers, start=start, start_args=start_args)
+        return in_order(function, items, workers=self.workers, start=start, start_args=start_args, on_read=on_read)
 
 
 def in_order(
@@ -109,23 +112,31 @@ def in_order(
     workers: int,
     start: Callable[..., State],
     start_args: tuple[Any, ...],
+    on_read: Callable[[int], None] | None = None,
 ) -> Generator[Result, None, None]:
     """``function(state, item)`` for ``items`` in ``workers`` processes, the results in the order of ``items``.
 
     ``state`` is what ``start(*start_args)`` returned in the worker that runs the task: it runs once
     in each worker as it starts (and may set up the worker's signals). Close the iterator
     (``contextlib.closing``) when stopping early: that cancels what has not started and waits for
-    what has.
+    what has. ``on_read`` hears, every ``READ_POLL_S`` while a result is awaited, how many more
+    bytes the tasks reported read (``kvlog.io.progress.read_in_task``), through a shared counter.
     """
     method = "fork" if "fork" in multiprocessing.get_all_start_methods() and sys.platform == "linux" else "spawn"
-    pool = ProcessPoolExecutor(
-        workers, mp_context=multiprocessing.get_context(method), initializer=_start, initargs=(start, start_args)
-    )
+    context = multiprocessing.get_context(method)
+    read = context.Value("q", 0) if on_read is not None else None
+    pool = ProcessPoolExecutor(workers, mp_context=context, initializer=_start, initargs=(start, start_args, read))
     with _cancelled_results_ignored():
         try:
             with held_back():  # a stop signal while the pool starts its threads would leave one unjoinable
-                results = pool.map(partial(_task, function), items)
-            yield from results
+                if on_read is None or read is None:
+                    results = pool.map(partial(_task, function), items)
+                else:
+                    futures = [pool.submit(_task, function, item) for item in items]
+            if on_read is None or read is None:
+                yield from results
+            else:
+                yield from _awaited(futures, read, on_read)
         except BrokenProcessPool:
             raise WorkerDied("a worker process ended unexpectedly (killed?)") from None
         finally:
@@ -155,9 +166,37 @@ def _cancelled_results_ignored() -> Iterator[None]:
         threading.excepthook = previous
 
 
-def _start(start: Callable[..., object], start_args: tuple[Any, ...]) -> None:
+def _awaited(futures: list[Future[Result]], read: Any, on_read: Callable[[int], None]) -> Iterator[Result]:
+    """The results in order, telling ``on_read`` what the shared counter ``read`` gained while waiting."""
+    told = 0
+    for future in futures:
+        while True:
+            try:
+                result = future.result(timeout=READ_POLL_S)
+            except TimeoutError:
+                result_came = False
+            else:
+                result_came = True
+            now = int(read.value)
+            if now > told:
+                on_read(now - told)
+                told = now
+            if result_came:
+                break
+        yield result
+
+
+def _start(start: Callable[..., object], start_args: tuple[Any, ...], read: Any = None) -> None:
     global _state  # noqa: PLW0603 - one state per worker process, built once
+    if read is not None:
+        task_reads_go_to(partial(_add, read))
     _state = start(*start_args)
+
+
+def _add(read: Any, count: int) -> None:
+    """In a worker: ``count`` more bytes read, added to the counter the parent reads."""
+    with read.get_lock():
+        read.value += count
 
 
 def _task(function: Callable[[Any, Item], Result], item: Item) -> Result:
