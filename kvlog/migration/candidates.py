@@ -144,7 +144,9 @@ def split(data: bytes, size: int) -> Iterator[tuple[bool, bytes, int, int]]:
     """``data[:size]`` (whole lines) as ``segments`` gives it: runs of other lines, and each candidate line alone."""
     starts: set[int] = set()
     for plan in _SCAN_PLANS:
-        _scan(data, size, plan, starts)
+        position = data.find(plan[0], 0, size)
+        if position != -1:  # most probe bytes never occur in a block of request lines: no call for them
+            _scan(data, size, plan, starts, position)
     position = 0
     for start in sorted(starts):
         if start > position:
@@ -190,8 +192,11 @@ def _scan(
     size: int,
     plan: _Plan,
     starts: set[int],
+    position: int,
 ) -> None:
     """Add to ``starts`` each line of ``data[:size]`` that a word of the ``plan``'s checks makes a candidate.
+
+    ``position`` is the first place of the plan's byte in the block.
 
     A memchr probe while the byte is rare; after ``_PROBE_MISSES`` finds of it that start none of the
     words, the words themselves are searched for in the rest of the block (``_word_positions``). A line
@@ -200,7 +205,6 @@ def _scan(
     byte, first_offset, first_words, others, checks, figures_only, known_first = plan
     misses = 0
     figure_checked = -1  # the line whose figure was looked for in vain (the answer is the whole line's)
-    position = data.find(byte, 0, size)
     while position != -1:
         if known_first:
             start = data.rfind(b"\n", 0, position) + 1
