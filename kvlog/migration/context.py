@@ -60,7 +60,7 @@ VA = "va_upper_bound"
 RankKey = tuple[tuple[str, int], ...]
 
 
-@dataclass
+@dataclass(slots=True)
 class Held:
     """An event on its way out: ``resolved`` is False while it waits for evidence from a later line."""
 
@@ -81,7 +81,7 @@ class Evidence:
     text: str
 
 
-@dataclass
+@dataclass(slots=True)
 class _Run:
     arenas: deque[Evidence] = field(default_factory=deque)
     arena_seen: bool = False
@@ -102,7 +102,9 @@ class _Run:
 def rank_key(event: dict[str, Any]) -> RankKey:
     """The rank an event belongs to (main-process lines: the empty key)."""
     ranks = event.get("ranks")
-    return tuple(sorted(ranks.items())) if isinstance(ranks, dict) else ()
+    if not isinstance(ranks, dict):
+        return ()
+    return tuple(sorted(ranks.items())) if len(ranks) > 1 else tuple(ranks.items())  # one rank: already in order
 
 
 class Context:
@@ -159,8 +161,10 @@ class Context:
         event = held.event
         name, key = event.get("event"), rank_key(event)
         if name == RUN_START:
-            _release(self._runs.pop(key, _Run()))
-            self._run(key)
+            ended = self._runs.pop(key, None)
+            if ended is not None:
+                _release(ended)
+            self._runs[key] = _Run()
         elif name == ARENA:
             run = self._run(key)
             run.arena_seen = True

@@ -434,6 +434,15 @@ class FileRun:
         Returns what was read, the prefix, and the text glued before the line (kept, never dropped).
         """
         stripped = text.rstrip(" \t\r")
+        family = self.family
+        if family is not None and "\r" not in stripped:
+            # what is tried first below, without the list of attempts: the line as printed, read as the
+            # server this input's lines were read as (nearly every line of a log)
+            prefix = family.prefix.split(stripped)
+            if prefix.message.startswith(family.starts):
+                recognised = family.recognise(prefix.message)
+                if recognised is not None:
+                    return recognised, prefix, ""
         attempts = [(stripped, "")]
         if "\r" in stripped:
             before, _, tail = stripped.rpartition("\r")
@@ -602,7 +611,12 @@ class FileRun:
         return event
 
     def _check(self, event: dict[str, Any]) -> None:
-        if self.migrator.validator.is_valid(event):
-            return
+        validator = self.migrator.validator
+        try:  # EventValidator.is_valid, one call shorter: every event written is checked here
+            if validator.fast_check(event.get("event"), event.get("schema_version"))(event):
+                return
+        except ValueError:  # a value the compiled validator cannot take: is_valid asks the reference validator
+            if validator.is_valid(event):
+                return
         problems = "; ".join(f"{v.path}: {v.message}" for v in self.migrator.validator.violations(event)[:3])
         raise MigrationError(f"the migrated {event.get('event')}@{event.get('schema_version')} is invalid: {problems}")
