@@ -7,6 +7,7 @@ The server speaks the S3 protocol over HTTP; kvlog reaches it as it reaches any 
 from __future__ import annotations
 
 import gzip
+import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -67,6 +68,8 @@ def s3_server() -> Iterator[S3]:
     server.start()
     try:
         store = S3(f"http://127.0.0.1:{port}")
+        # moto keeps its buckets per process, not per server: each module starts from an empty store
+        urllib.request.urlopen(urllib.request.Request(f"{store.endpoint}/moto-api/reset", method="POST")).close()
         store.client.create_bucket(Bucket=BUCKET)
         with pytest.MonkeyPatch.context() as patch:
             for name in ("AWS_PROFILE", "AWS_CONFIG_FILE", "AWS_SHARED_CREDENTIALS_FILE", "AWS_SESSION_TOKEN"):
