@@ -109,7 +109,9 @@ NUMBERS = {"type": "number"}
 MERGED_PAIRS: list[tuple[str, Any, Any]] = [
     ("false on the right", {"type": "string", "minLength": 1}, False),
     ("false on the left", False, {"type": "string"}),
-    ("true on either side", True, {"type": "integer", "minimum": 1}),
+    ("true on the left", True, {"type": "integer", "minimum": 1}),
+    ("true on the right", {"type": "integer", "minimum": 1}, True),
+    ("true on both sides", True, True),
     ("an empty schema", {"type": "integer", "maximum": 2}, {}),
     ("the same keyword twice", {"type": "string", "maxLength": 2}, {"type": "string", "maxLength": 2}),
     ("disjoint keywords", {"type": "string"}, {"minLength": 2}),
@@ -141,6 +143,8 @@ MERGED_PAIRS: list[tuple[str, Any, Any]] = [
     ("items beside a tuple", {"prefixItems": [I], "items": False}, {"items": I}),
     ("if/then on both", {"if": {"type": "integer"}, "then": {"minimum": 1}}, {"if": S, "then": {"minLength": 1}}),
     ("if/then on one side", {"if": {"type": "integer"}, "then": {"minimum": 1}}, {"maximum": 5}),
+    ("if/then on the other side", {"maximum": 5}, {"if": {"type": "integer"}, "then": {"minimum": 1}}),
+    ("closed beside more keywords", {"properties": {"a": I}}, {"additionalProperties": False, "minProperties": 1}),
     ("one contains, two counts", {"contains": I, "minContains": 2}, {"contains": I, "maxContains": 3}),
     ("one contains, default counts", {"contains": I, "maxContains": 2}, {"contains": I, "minContains": 2}),
     ("two contains", {"contains": I}, {"contains": S}),
@@ -159,7 +163,85 @@ def test_merging_two_schemas_accepts_exactly_what_both_accept(left: Any, right: 
     merged = merge(left, right)
     for value in [*VALUES, *candidates(left), *candidates(right)]:
         both = Draft202012Validator(left).is_valid(value) and Draft202012Validator(right).is_valid(value)
-        if merged is False or merged.get("type") == ["__none__"]:  # nothing is both (an unknown type, for kvlog)
+        if merged is True:
+            assert both, value
+        elif merged is False or merged.get("type") == ["__none__"]:  # nothing is both (an unknown type, for kvlog)
             assert not both, value
         else:
             assert Draft202012Validator(merged).is_valid(value) == both, (value, merged)
+
+
+# -- rules of the typed keywords -------------------------------------------------------------------------------
+
+CLOSED_AB = {"type": "object", "properties": {"a": I, "b": I}, "additionalProperties": False}
+
+
+def test_a_closed_writer_lacks_a_member_unless_its_minimum_count_needs_every_other_member_and_it() -> None:
+    required_a = {"type": "object", "required": ["a"]}
+    assert judged({**CLOSED_AB, "minProperties": 2}, required_a) == Outcome(True)
+    writer = {**CLOSED_AB, "minProperties": 1}
+    value = assert_breaks(judged(writer, required_a), writer, required_a, "$.a", "new requires a; old may lack it")
+    assert value == {"b": 0}
+
+
+@pytest.mark.parametrize(
+    ("bounds", "verdict"),
+    [
+        ({"minimum": 5, "exclusiveMinimum": 3}, "as minimum 5"),  # the larger bound holds, whichever kind
+        ({"minimum": 3, "exclusiveMinimum": 5}, "as above 5"),
+        ({"exclusiveMinimum": 3, "minimum": 5}, "as minimum 5"),
+        ({"minimum": 4, "exclusiveMinimum": 4}, "as above 4"),  # at one value the exclusive bound holds
+    ],
+)
+def test_the_tighter_of_minimum_and_exclusive_minimum_is_the_lower_bound(bounds: dict[str, int], verdict: str) -> None:
+    schema = {"type": "number", **bounds}
+    same_bound = {
+        "as minimum 5": {"minimum": 5},
+        "as above 5": {"exclusiveMinimum": 5},
+        "as above 4": {"exclusiveMinimum": 4},
+    }
+    plain = {"type": "number", **same_bound[verdict]}
+    assert judged(schema, plain) == Outcome(True)
+    assert judged(plain, schema) == Outcome(True)
+    below = {"type": "number", "minimum": 4}
+    assert_breaks(judged(below, schema), below, schema, "$", judged(below, schema).reasons[0].message)
+
+
+def test_number_ranges_that_meet_at_an_exclusive_top_cover_a_writer_open_at_that_top() -> None:
+    writer = {"type": "number", "minimum": 0, "exclusiveMaximum": 2}
+    halves = [{"type": "number", "minimum": 0, "maximum": 1}, {"type": "number", "exclusiveMinimum": 1, "maximum": 2}]
+    assert judged(writer, {"anyOf": halves}) == Outcome(True)
+    closed_top = {"type": "number", "minimum": 0, "maximum": 2}
+    open_halves = [halves[0], {**halves[1], "exclusiveMaximum": 2}]
+    value = assert_breaks(
+        judged(closed_top, {"anyOf": open_halves}),
+        closed_top,
+        {"anyOf": open_halves},
+        "$",
+        "the anyOf branches of new leave out values old has",
+    )
+    assert value == 2
+
+
+def test_every_integer_is_a_multiple_of_one_over_n_and_not_of_other_fractions() -> None:
+    assert judged(I, {"type": "number", "multipleOf": 0.25}) == Outcome(True)
+    reader = {"type": "number", "multipleOf": 0.4}
+    assert_breaks(judged(I, reader), I, reader, "$", "new requires multiples of 0.4")
+
+
+def test_an_allof_of_true_alone_is_any_value() -> None:
+    writer = {"allOf": [True]}
+    value = assert_breaks(judged(writer, S), writer, S, "$", "new rejects null, which old allows")
+    assert value is None
+
+
+def test_the_then_branch_of_a_split_writer_is_split_again() -> None:
+    """anyOf, then if/then, then the then-branch's anyOf: three splits, each branch compared on its own."""
+    writer = {
+        "type": "number",
+        "anyOf": [{"type": "number"}],
+        "if": {"minimum": 0},
+        "then": {"anyOf": [{"maximum": 10}, {"minimum": 20}]},
+        "else": {"maximum": -1},
+    }
+    assert judged(writer, {"type": "number", "anyOf": [{"maximum": 10}, {"minimum": 20}]}) == Outcome(True)
