@@ -246,7 +246,7 @@ class HostBackend:
             if _pagemap.scans:
                 start, end = self._scanned(base, base + nbytes)
                 try:
-                    return pagemap_rss(start, end) if start < end else Measurement(0, "smaps_rss")
+                    return pagemap_rss(start, end) if start < end else _NOTHING_HELD
                 except OSError as error:
                     if error.errno not in _NO_SCAN:
                         raise
@@ -262,7 +262,9 @@ class HostBackend:
         since the reservation was last measured whole (so that the kernel is asked about the
         range an operation touched, and says it is empty). Anything else is walked whole.
         """
-        for base, reserved in self._reservations.items():
+        whole = self._reservations.get(start)  # the arena measures from its base: found without a search
+        candidates = ((start, whole),) if whole is not None else self._reservations.items()
+        for base, reserved in candidates:
             if base <= start and end <= base + reserved:
                 exposure = self._exposures[base]
                 span = exposure.may_hold.hull(start, end)
@@ -366,6 +368,7 @@ _buffers = _ScanBuffers()
 # kernel before 6.7, whose pagemap has no ioctl; no pagemap file, or one this process may not read.
 # Any other error fails one measurement only.
 _NO_SCAN: Final = frozenset({errno.ENOTTY, errno.ENOENT, errno.EACCES, errno.EPERM})
+_NOTHING_HELD: Final = Measurement(0, "smaps_rss")  # what a scan of no page table at all would say
 
 
 def pagemap_rss(start: int, end: int) -> Measurement:

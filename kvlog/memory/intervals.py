@@ -89,6 +89,10 @@ class RunSet:
         if first >= last:
             return
         head, tail = starts[first], ends[last - 1]
+        if last == first + 1 and head == start and tail == end:  # exactly one whole run
+            del starts[first], ends[first]
+            self.total -= end - start
+            return
         removed = 0
         for index in range(first, last):
             removed += ends[index] - starts[index]
