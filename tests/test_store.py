@@ -182,6 +182,38 @@ def test_progress_counts_a_store_input_by_its_size_in_the_store(s3: S3, logs: li
     assert input_size(f"s3://{BUCKET}/progress/no-such-object.log") == 0  # the run names it; progress counts 0
 
 
+#: runs kvlog, then prints the most memory its process ever held (VmHWM: counted from its exec, not its fork)
+PEAK_MEMORY = """
+import atexit, runpy, sys
+atexit.register(lambda: print(next(l for l in open("/proc/self/status") if l.startswith("VmHWM")), file=sys.stderr))
+sys.argv = ["kvlog", *sys.argv[1:]]
+runpy.run_module("kvlog", run_name="__main__")
+"""
+
+
+def peak_memory_mib(*args: str | Path) -> float:
+    """The most memory (resident set) ``kvlog ARGS...`` ever held, in MiB."""
+    done = subprocess.run([sys.executable, "-c", PEAK_MEMORY, *map(str, args)], capture_output=True, check=False)
+    assert done.returncode in (0, 1), done.stderr
+    [peak] = [line for line in done.stderr.splitlines() if line.startswith(b"VmHWM:")]
+    return int(peak.split()[1]) / 1024
+
+
+def test_an_object_is_streamed_in_bounded_memory_whatever_its_size(s3: S3, tmp_path: Path) -> None:
+    """An object 56 MiB larger costs a reader and a writer far less than 56 MiB more (one block, one part)."""
+    peaks = {}
+    for size in (8, 64):
+        local = tmp_path / f"{size}.log"
+        local.write_bytes((b"x" * 1023 + b"\n") * (size * 1024))
+        uri = s3.put(f"bounded/{size}.log", local.read_bytes())
+        read = peak_memory_mib("validate", "--quiet", uri)
+        written = peak_memory_mib("migrate", local, "-o", f"s3://{BUCKET}/bounded/out-{size}.log")
+        peaks[size] = (read, written)
+    assert peaks[64][0] - peaks[8][0] < 24, peaks
+    assert peaks[64][1] - peaks[8][1] < 24, peaks
+    assert len(s3.get("bounded/out-64.log")) == 64 << 20
+
+
 def test_a_run_stopped_mid_upload_leaves_no_object_and_no_upload(s3: S3, logs: list[Path]) -> None:
     text = logs[0].read_bytes()
     uri = s3.put("stopped/in/big.log", text * (40 * (1 << 20) // len(text)))
