@@ -28,7 +28,9 @@ def free_port() -> int:
 class Cluster:
     """A head node and worker nodes, each a ``ray start --block`` process group of its own."""
 
-    def __init__(self, log_directory: Path) -> None:
+    def __init__(self, log_directory: Path, environment: dict[str, str] | None = None) -> None:
+        #: the nodes' environment, which their Ray workers inherit (a benchmark points it at a source tree)
+        self.environment = environment or ENVIRONMENT
         self.port = free_port()
         self.address = f"127.0.0.1:{self.port}"
         self._logs = log_directory
@@ -51,7 +53,7 @@ class Cluster:
             ],
             stdout=log,
             stderr=subprocess.STDOUT,
-            env=ENVIRONMENT,
+            env=self.environment,
             start_new_session=True,
         )
         self._nodes.append(node)
@@ -66,7 +68,12 @@ class Cluster:
         deadline = time.monotonic() + START_TIMEOUT_S
         while time.monotonic() < deadline:
             seen = subprocess.run(
-                [sys.executable, "-c", probe], capture_output=True, text=True, env=ENVIRONMENT, timeout=120, check=False
+                [sys.executable, "-c", probe],
+                capture_output=True,
+                text=True,
+                env=self.environment,
+                timeout=120,
+                check=False,
             )
             if seen.returncode == 0 and seen.stdout.strip() == str(count):
                 return
@@ -93,11 +100,13 @@ class Cluster:
 
 
 @contextmanager
-def ray_cluster(log_directory: Path, workers: int) -> Iterator[Cluster]:
+def ray_cluster(log_directory: Path, workers: int, environment: dict[str, str] | None = None) -> Iterator[Cluster]:
     """A head and ``workers`` worker nodes, all alive; everything stopped at the end."""
-    cluster = Cluster(log_directory)
+    cluster = Cluster(log_directory, environment)
     try:
         cluster.start_node(head=True)
+        if workers:  # a worker started with its head timed out waiting for its own agents on a loaded machine
+            cluster.wait_for_nodes(1)
         for _ in range(workers):
             cluster.start_node(head=False)
         cluster.wait_for_nodes(1 + workers)
