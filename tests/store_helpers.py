@@ -7,8 +7,10 @@ The server speaks the S3 protocol over HTTP; kvlog reaches it as it reaches any 
 from __future__ import annotations
 
 import gzip
+import subprocess
+import sys
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -102,6 +104,17 @@ def server_logs(directory: Path) -> list[Path]:
             path.write_bytes(source.read_bytes())
         made.append(path)
     return made
+
+
+def kvlog(*args: str | Path, env: Mapping[str, str] | None = None) -> subprocess.CompletedProcess[bytes]:
+    """``kvlog ARGS...`` as a user runs it, in this process's environment unless ``env`` is given."""
+    return subprocess.run(
+        [sys.executable, "-m", "kvlog", *map(str, args)],
+        capture_output=True,
+        env=None if env is None else dict(env),
+        timeout=600,
+        check=False,
+    )
 
 
 def upload(store: S3, paths: list[Path], prefix: str) -> list[str]:

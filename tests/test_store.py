@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from store_helpers import BUCKET, S3, s3_server, server_logs, upload
+from store_helpers import BUCKET, S3, kvlog, s3_server, server_logs, upload
 
 from kvlog import commands
 from kvlog.errors import OptionError
@@ -34,16 +34,6 @@ def s3() -> Iterator[S3]:
 @pytest.fixture
 def logs(tmp_path: Path) -> list[Path]:
     return server_logs(tmp_path / "logs")
-
-
-def kvlog(*args: str | Path, environment: dict[str, str] | None = None) -> subprocess.CompletedProcess[bytes]:
-    return subprocess.run(
-        [sys.executable, "-m", "kvlog", *map(str, args)],
-        capture_output=True,
-        env={**os.environ, **(environment or {})},
-        timeout=300,
-        check=False,
-    )
 
 
 def as_stored(local: bytes, directory: Path, uri: str) -> bytes:
@@ -259,8 +249,12 @@ def test_an_unreachable_endpoint_is_named_with_the_uri(s3: S3, tmp_path: Path) -
     from fleet_helpers import free_port  # noqa: PLC0415
 
     nowhere = f"http://127.0.0.1:{free_port()}"
-    environment = {"AWS_ENDPOINT_URL": nowhere, "AWS_MAX_ATTEMPTS": "1"}  # one attempt: no retries to wait for
-    done = kvlog("migrate", f"s3://{BUCKET}/a.log", f"s3://{BUCKET}/logs/", "-o", tmp_path, environment=environment)
+    environment = {
+        **os.environ,
+        "AWS_ENDPOINT_URL": nowhere,
+        "AWS_MAX_ATTEMPTS": "1",
+    }  # one attempt: no retries to wait for
+    done = kvlog("migrate", f"s3://{BUCKET}/a.log", f"s3://{BUCKET}/logs/", "-o", tmp_path, env=environment)
     assert done.returncode == 2
     assert f"s3://{BUCKET}/logs/: cannot list: Could not connect to the endpoint URL".encode() in done.stderr
     assert f"s3://{BUCKET}/a.log: cannot open: Could not connect to the endpoint URL".encode() in done.stderr

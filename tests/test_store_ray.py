@@ -8,8 +8,6 @@ each task reads its input from the store and writes its output object itself.
 from __future__ import annotations
 
 import gzip
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,7 +16,7 @@ import pytest
 pytest.importorskip("ray")
 
 from fleet_helpers import ENVIRONMENT, Cluster, fleet_logs, ray_cluster
-from store_helpers import BUCKET, CORPUS, S3, s3_server, upload
+from store_helpers import BUCKET, CORPUS, S3, kvlog, s3_server, upload
 
 
 @pytest.fixture(scope="module")
@@ -30,12 +28,6 @@ def store_and_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tupl
             yield s3, cluster
 
 
-def kvlog(*args: str | Path) -> subprocess.CompletedProcess[bytes]:
-    return subprocess.run(
-        [sys.executable, "-m", "kvlog", *map(str, args)], capture_output=True, env=ENVIRONMENT, timeout=600, check=False
-    )
-
-
 def test_migrate_on_the_cluster_from_and_to_the_store_is_the_local_run(
     store_and_cluster: tuple[S3, Cluster], tmp_path: Path
 ) -> None:
@@ -45,12 +37,12 @@ def test_migrate_on_the_cluster_from_and_to_the_store_is_the_local_run(
     local = tmp_path / "local"
     expected = kvlog(
         "migrate", *logs, "-o", f"{local}/", "--format", "text", "--report", tmp_path / "report.json",
-        "--dead-letter", tmp_path / "dead.jsonl", "--jobs", "1",
+        "--dead-letter", tmp_path / "dead.jsonl", "--jobs", "1", env=ENVIRONMENT,
     )  # fmt: skip
     stored = f"s3://{BUCKET}/fleet/"
     done = kvlog(
         "migrate", f"{stored}in/*.log*", "-o", f"{stored}out/", "--format", "text", "--report", f"{stored}report.json",
-        "--dead-letter", f"{stored}dead.jsonl", "--engine", "ray", "--ray-address", cluster.address,
+        "--dead-letter", f"{stored}dead.jsonl", "--engine", "ray", "--ray-address", cluster.address, env=ENVIRONMENT,
     )  # fmt: skip
 
     def as_stored(data: bytes) -> bytes:  # the inputs named by their URIs instead of their paths
@@ -71,14 +63,16 @@ def test_validate_on_the_cluster_of_a_store_glob_reports_as_the_local_run(
     store_and_cluster: tuple[S3, Cluster], tmp_path: Path
 ) -> None:
     s3, cluster = store_and_cluster
-    made = kvlog("migrate", *sorted(CORPUS.glob("*.log")), "--only-events")
+    made = kvlog("migrate", *sorted(CORPUS.glob("*.log")), "--only-events", env=ENVIRONMENT)
     broken = tmp_path / "a-broken.jsonl.gz"
     broken.write_bytes(gzip.compress(b'{"event":"kv_pool.allocation"}\nnot json\n' + made.stdout))
     events = tmp_path / "b-events.jsonl"
     events.write_bytes(made.stdout)
     stored = upload(s3, [broken, events], "validate/")[0].rpartition("/")[0] + "/"
-    local = kvlog("validate", broken, events)
-    remote = kvlog("validate", f"{stored}*.jsonl*", "--engine", "ray", "--ray-address", cluster.address)
+    local = kvlog("validate", broken, events, env=ENVIRONMENT)
+    remote = kvlog(
+        "validate", f"{stored}*.jsonl*", "--engine", "ray", "--ray-address", cluster.address, env=ENVIRONMENT
+    )
     named = [output.replace(f"{tmp_path}/".encode(), stored.encode()) for output in (local.stdout, local.stderr)]
     assert (remote.returncode, remote.stdout, remote.stderr) == (local.returncode, *named)
     assert local.returncode == 1
