@@ -276,6 +276,14 @@ def test_file_uris_read_and_write_local_files_as_paths_do(logs: list[Path], tmp_
     assert checked.returncode == commands.validate([tmp_path / "paths" / logs[0].name]).exit_status
 
 
+def test_in_place_through_a_file_uri_replaces_the_file_keeping_its_backup(logs: list[Path]) -> None:
+    log = logs[2]  # an old log the migration changes
+    original = log.read_bytes()
+    outcome = commands.migrate(f"file://{log}", in_place=True)
+    assert outcome.exit_status == 0
+    assert log.with_name(log.name + ".orig").read_bytes() == original != log.read_bytes()
+
+
 def test_a_uri_without_the_fleet_extra_says_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "s3fs", None)  # as if it were not installed: importing it fails
     with pytest.raises(OptionError, match=r"s3://bucket/out/: object storage needs .*pip install 'kvlog\[fleet\]'"):
