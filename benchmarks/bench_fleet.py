@@ -4,14 +4,14 @@
 a subprocess, wall time) on two clusters of raylets on loopback, started by this script with
 ``tests/fleet_helpers.Cluster`` and alive together: **ray1** a head only, **ray2** a head and a worker
 node, every node ``--num-cpus 1``. The local engine runs the same inputs in the same rounds:
-**jobs1** (``--jobs 1``, the named baseline of every ratio) and **jobs2``. Contenders take turns
+**jobs1** (``--jobs 1``, the named baseline of every ratio) and **jobs2**. Contenders take turns
 (the order reversed every other round); medians over the rounds are reported.
 
 Input sets (``bench_migrate.generate_dense``'s fleet log: request traffic and 1.5% memory events,
 cut into per-rank files at line starts):
 
 - **many**: ``--files`` files of ``--file-mib`` MiB, ``-o DIR`` (each node writes its outputs);
-- **many>stdout**: the same files to standard output: every output byte comes back to the driver in
+- **many-stdout**: the same files to standard output: every output byte comes back to the driver in
   4 MiB blocks through the object store and the driver writes them in input order;
 - **large**: ``--large`` files of ``--large-mib`` MiB, ``-o DIR``;
 - **tiny**: ``--tiny`` one-line files, ``-o DIR``, against **tiny-one**: the same lines in one file.
@@ -24,10 +24,12 @@ interpreter, per cluster), and what the driver does per file into an output dire
 
 CPU is reported for the command's processes: on a cluster the driver alone (the tasks run in the
 nodes' Ray workers), with ``--jobs`` the driver and its worker processes. The load average is printed
-per round: other jobs share the machine, and the ratios within a run are what count.
+per round: other jobs share the machine, and the ratios within a run are what count. ``--tree`` runs
+a snapshot (``git archive HEAD | tar -x -C SNAPSHOT``) on the driver and in the Ray workers, so that
+other people's edits to the working tree do not change the code measured halfway.
 
     .venv/bin/python benchmarks/bench_fleet.py [--rounds 3] [--files 300] [--file-mib 1] [--large 4]
-        [--large-mib 64] [--tiny 300] [--json out.json]
+        [--large-mib 64] [--tiny 300] [--sets many many-stdout large] [--tree SNAPSHOT] [--json out.json]
 """
 
 from __future__ import annotations
@@ -59,6 +61,7 @@ MIB = 1 << 20
 LOCAL = ("jobs1", "jobs2")
 ENGINES = (*LOCAL, "ray1", "ray2")
 BASELINE = "jobs1"
+SETS = ("many", "many-stdout", "large")
 #: a fresh interpreter connecting to a cluster, each step timed: what every ``--engine ray`` command pays
 CONNECT_PROBE = """
 import json, logging, sys, time
@@ -236,14 +239,18 @@ def task_overheads(workloads: dict[str, Workload]) -> dict[str, dict[str, float]
     count = len(tiny.inputs)
     local_fixed = median(one.samples[BASELINE], "wall_s")
     overheads = {}
-    print("\n| engine | wall, tiny files | wall, same lines in one file | per task (wall) | fixed vs jobs1 |")
-    print("| --- | ---: | ---: | ---: | ---: |")
+    print(
+        "\n| engine | wall, tiny files | wall, same lines in one file | per task (wall) | per task (command CPU) |",
+        end="",
+    )
+    print(" fixed vs jobs1 |\n| --- | ---: | ---: | ---: | ---: | ---: |")
     for engine in tiny.samples:
         many_wall, one_wall = median(tiny.samples[engine], "wall_s"), median(one.samples[engine], "wall_s")
         per_task = (many_wall - one_wall) / (count - 1)
-        overheads[engine] = {"per_task_s": per_task, "fixed_s": one_wall - local_fixed}
+        cpu = (median(tiny.samples[engine], "cpu_s") - median(one.samples[engine], "cpu_s")) / (count - 1)
+        overheads[engine] = {"per_task_s": per_task, "per_task_cpu_s": cpu, "fixed_s": one_wall - local_fixed}
         print(
-            f"| {engine} | {many_wall:.2f} s | {one_wall:.2f} s | {per_task * 1e3:.2f} ms | "
+            f"| {engine} | {many_wall:.2f} s | {one_wall:.2f} s | {per_task * 1e3:.2f} ms | {cpu * 1e3:.2f} ms | "
             f"{one_wall - local_fixed:+.2f} s |"
         )
     return overheads
@@ -257,6 +264,9 @@ def main() -> None:
     parser.add_argument("--large", type=int, default=4, help="files of the 'large' set")
     parser.add_argument("--large-mib", type=float, default=64.0, help="size of each of them")
     parser.add_argument("--tiny", type=int, default=300, help="one-line files of the 'tiny' set")
+    parser.add_argument(
+        "--sets", nargs="+", choices=SETS, default=SETS, help="input sets besides tiny and tiny-one (always run)"
+    )
     parser.add_argument(
         "--directory-sizes", type=int, nargs="*", default=[1_000, 10_000, 100_000], help="outputs in one directory"
     )
@@ -289,11 +299,12 @@ def main() -> None:
         (work / "tiny-one.log").write_bytes(line * args.tiny)
         workloads = [
             Workload("many", many, to_stdout=False),
-            Workload("many>stdout", many, to_stdout=True),
+            Workload("many-stdout", many, to_stdout=True),
             Workload("large", cut_files(source, work / "large", args.large, int(args.large_mib * MIB), "big"), False),
             Workload("tiny", tiny, to_stdout=False),
             Workload("tiny-one", [work / "tiny-one.log"], to_stdout=False),
         ]
+        workloads = [workload for workload in workloads if workload.name in (*args.sets, "tiny", "tiny-one")]
         del source
         print(f"load average before: {load()}", flush=True)
         connects: dict[str, list[dict[str, float]]] = {"ray1": [], "ray2": []}
