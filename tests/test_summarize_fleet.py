@@ -9,6 +9,8 @@ The commands are called as a library, connected to the cluster by its address.
 from __future__ import annotations
 
 import io
+import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,6 +22,7 @@ from fleet_helpers import ENVIRONMENT, Cluster, fleet_logs, ray_cluster
 from progress_helpers import Recorder, sizes
 
 from kvlog import commands
+from kvlog.io.progress import read_in_task
 
 CORPUS = Path(__file__).resolve().parent / "corpus"
 
@@ -84,3 +87,53 @@ def test_progress_on_the_cluster_tells_a_large_files_bytes_as_its_task_reads_the
     assert checked.exit_status == 2
     assert len(recorder.reads_before_first_file()) > 1
     assert recorder.totals == (len(inputs), sizes(inputs))
+
+
+def read_until_stopped(_state: object, marker: str) -> str:
+    """A task that reads for half a minute, too little for a progress item, saying in ``marker`` how it ended.
+
+    A ``marker`` that exists already is done at once.
+    """
+    if Path(marker).exists():
+        return marker
+    Path(f"{marker}.started").touch()
+    try:
+        for _ in range(3000):
+            read_in_task(1024)
+            time.sleep(0.01)  # the work between two reads
+    except BaseException as exc:
+        Path(marker).write_text(type(exc).__name__)
+        raise
+    Path(marker).write_text("finished")
+    return marker
+
+
+def appears(path: Path) -> bool:
+    """Whether ``path`` appears within a minute (a task on the cluster writes it)."""
+    deadline = time.monotonic() + 60
+    while not path.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return path.exists()
+
+
+@pytest.mark.usefixtures("driver_environment")
+def test_a_task_telling_its_reads_stops_at_its_next_read_when_the_driver_stops(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    """Its work runs in a thread beside its stream: the cancellation must still reach the work, as before."""
+    from ray import cloudpickle  # noqa: PLC0415 - the fleet extra
+
+    from kvlog.fleet import connected  # noqa: PLC0415 - the fleet extra
+
+    cloudpickle.register_pickle_by_value(sys.modules[__name__])  # the nodes cannot import this test module
+    quick, slow = tmp_path / "quick", tmp_path / "slow"
+    quick.touch()  # done at once: the slow one is running when the driver stops
+    with connected(cluster.address, lambda _: None) as engine:
+        results = engine.in_order(
+            read_until_stopped, [str(quick), str(slow)], start=str, start_args=(), on_read=lambda _: None
+        )
+        assert next(results) == str(quick)
+        assert appears(slow.with_name("slow.started"))
+        results.close()
+        assert appears(slow)
+    assert slow.read_text() == "_Stopped"

@@ -17,7 +17,6 @@ has its blocks at the same places, and the driver reads each item once.
 from __future__ import annotations
 
 import logging
-import queue
 import secrets
 import shutil
 import socket
@@ -44,6 +43,8 @@ BLOCK_BYTES = 4 << 20
 _AHEAD_PER_CPU = 2
 #: a task reporting its reads yields one progress item per this many bytes of input read
 READ_REPORT_BYTES = 4 << 20
+#: how often a task reporting its reads looks up from its work to pass them on
+_WAKE_S = 0.1
 #: how long an explicit address may take to accept a connection before it is called unreachable
 CONNECT_TIMEOUT_S = 10.0
 
@@ -247,10 +248,12 @@ def _reporting_reads(function: Callable[[Any, Any], Any], state: Any, item: Any)
     """``function(state, item)`` in a thread, a ``_Read`` yielded for each ``READ_REPORT_BYTES`` it reads.
 
     The items go out as the bytes are read, so a driver shows a large file's progress before it is
-    done. When the stream is closed (the driver cancelled the task), the function is stopped at its
-    next read, unwinding as an exception does, and the thread is joined before the task ends.
+    done. This thread waits in ``join`` with a timeout: a cancellation (Ray raises KeyboardInterrupt
+    in the task's thread) reaches it there, where a ``queue.SimpleQueue.get`` never let it through;
+    the function is then stopped at its next read, unwinding as an exception does (its temporaries
+    removed), and joined before the task ends.
     """
-    counts: queue.SimpleQueue[int | None] = queue.SimpleQueue()
+    counts: deque[int] = deque()
     stopped = threading.Event()
     ended: list[tuple[bool, Any]] = []
     read = 0
@@ -260,8 +263,7 @@ def _reporting_reads(function: Callable[[Any, Any], Any], state: Any, item: Any)
         if stopped.is_set():
             raise _Stopped
         before, read = read, read + count
-        for _ in range(read // READ_REPORT_BYTES - before // READ_REPORT_BYTES):
-            counts.put(READ_REPORT_BYTES)
+        counts.extend([READ_REPORT_BYTES] * (read // READ_REPORT_BYTES - before // READ_REPORT_BYTES))
 
     def work() -> None:
         try:
@@ -269,14 +271,14 @@ def _reporting_reads(function: Callable[[Any, Any], Any], state: Any, item: Any)
                 ended.append((True, function(state, item)))
         except BaseException as exc:  # noqa: BLE001 - whatever it raised is raised again by the task
             ended.append((False, exc))
-        finally:
-            counts.put(None)
 
     thread = threading.Thread(target=work, name="kvlog-task", daemon=True)
     thread.start()
     try:
-        while (count := counts.get()) is not None:
-            yield _Read(count)
+        while thread.is_alive():
+            thread.join(_WAKE_S)
+            while counts:
+                yield _Read(counts.popleft())
     finally:
         stopped.set()
         thread.join()
