@@ -245,3 +245,18 @@ def test_the_then_branch_of_a_split_writer_is_split_again() -> None:
         "else": {"maximum": -1},
     }
     assert judged(writer, {"type": "number", "anyOf": [{"maximum": 10}, {"minimum": 20}]}) == Outcome(True)
+
+
+@pytest.mark.parametrize("lengths", [{"maxLength": 1000}, {"minLength": 1000}, {"minLength": 100, "maxLength": 200}])
+def test_a_pattern_inside_another_is_proven_also_beyond_the_lengths_kvlog_unrolls(lengths: dict[str, int]) -> None:
+    """Lengths past what kvlog spells out as a language are compared apart from the patterns."""
+    writer = {"type": "string", "pattern": "^ab", **lengths}
+    assert judged(writer, {"type": "string", "pattern": "^a"}) == Outcome(True)
+    assert judged(writer, {"type": "string", "pattern": "^a", **lengths}) == Outcome(True)
+
+
+def test_anyof_branches_with_other_keywords_than_lengths_are_never_joined_by_their_lengths_alone() -> None:
+    """Lengths [0, 3] and [4, inf) cover every string, but the second branch also wants one value."""
+    reader = {"anyOf": [{"type": "string", "maxLength": 3}, {"type": "string", "minLength": 4, "enum": ["abcd"]}]}
+    value = assert_breaks(judged(S, reader), S, reader, "$", "no single anyOf branch of new covers old")
+    assert len(value) >= 4 and value != "abcd"
