@@ -17,8 +17,6 @@ from foundation_samples import sample
 from kvlog.io.inputs import InputError, OverlongLine
 from kvlog.schema.validation import EventValidator, Violation
 from kvlog.validate import (
-    MAX_CHUNK_BYTES,
-    MIN_CHUNK_BYTES,
     LineProblem,
     Skips,
     Summary,
@@ -89,6 +87,22 @@ def test_skipping_non_json_still_reports_json_kvlog_cannot_read(validator: Event
     assert _counts(summary) == (10, 5, 3, 1, 4, 0, 4)
 
 
+@pytest.mark.parametrize(
+    ("line", "why"),
+    [
+        (b'{"a": 1' + b"0" * 5000 + b"}\n", "number is infinity"),  # an integer of more digits than Python reads
+        (b'{"a": ' + b"[" * 3000 + b"]" * 3000 + b"}\n", "depth limit exceeded"),  # deeper than Python recurses
+    ],
+)
+def test_json_beyond_what_python_reads_either_is_still_reported_when_non_json_is_skipped(
+    validator: EventValidator, line: bytes, why: str
+) -> None:
+    summary = Summary()
+    (finding,) = validate_lines("f", [line], summary, validator, skips=Skips(non_json=True))
+    assert str(finding).startswith(f"f:1: ?@?: $: JSON that kvlog cannot read: {why}")
+    assert _counts(summary) == (1, 0, 0, 1, 0, 0, 1)
+
+
 def test_skipping_unknown_events_counts_them_apart(validator: EventValidator) -> None:
     summary = Summary()
     findings = list(validate_lines("f", MIXED, summary, validator, skips=Skips(non_json=True, unknown_events=True)))
@@ -148,8 +162,8 @@ def _newline_file(path: Path, size: int, ends: list[int]) -> None:
     ("size", "jobs", "target"),
     [
         (1 << 20, 2, 128 << 10),  # a quarter of a job's share
-        (256 << 10, 16, MIN_CHUNK_BYTES),  # never below the minimum
-        (96 << 20, 1, MAX_CHUNK_BYTES),  # never above the maximum
+        (256 << 10, 16, 64 << 10),  # never below the minimum, 64 KiB
+        (96 << 20, 1, 16 << 20),  # never above the maximum, 16 MiB
     ],
 )
 def test_chunks_are_a_quarter_of_each_jobs_share_within_bounds(
@@ -163,7 +177,7 @@ def test_chunks_are_a_quarter_of_each_jobs_share_within_bounds(
 def test_a_chunk_boundary_inside_a_long_line_moves_to_its_end_and_no_chunk_is_empty(tmp_path: Path) -> None:
     """A line ending exactly at a later boundary, and a last line holding the last boundary."""
     log = tmp_path / "long"
-    target = MIN_CHUNK_BYTES
+    target = 64 << 10  # the least a chunk holds
     size = 4 * target + 100
     _newline_file(log, size, [2 * target, 3 * target, 4 * target + 50, size])
     assert chunk_ranges(str(log), size, 16) == [
