@@ -112,6 +112,17 @@ def test_an_event_is_held_until_its_hold_has_run_out_to_the_instant(tmp_path: Pa
     assert "within 0.5 s;" in inferred["evidence"]
 
 
+def test_a_state_taken_while_the_first_pieces_event_waits_marks_the_file_at_its_start(tmp_path: Path) -> None:
+    """No piece is all written yet: a restart must read the file from its start (its lines' events again)."""
+    log = tmp_path / "server.log"
+    log.write_text(LOAD + POOL)
+    with passes(str(log)) as run:
+        run.poll()
+        assert len(run.events()) == 1  # the pool waits for a later line
+        (mark,) = run.follower.state(None).files
+    assert (mark.line, mark.offset) == (1, 0)
+
+
 def test_an_event_on_a_logs_first_line_waits_its_hold_too(tmp_path: Path) -> None:
     log = tmp_path / "server.log"
     log.write_text(POOL)
@@ -314,8 +325,8 @@ def test_the_events_file_is_held_by_one_follower_and_cut_back_to_a_size(tmp_path
         assert output.identity == (out.stat().st_dev, out.stat().st_ino)
         with pytest.raises(OutputError, match="^" + re.escape(f"{out}: another kvlog follow writes to this file")):
             EventOutput(str(out), io.BytesIO())
-        assert not output.cut_to(11)  # shorter than that: nothing cut
-        assert output.cut_to(10)
+        assert output.cut_to(11) is False  # shorter than that: nothing cut
+        assert output.cut_to(10) is True
         assert out.read_bytes() == b"0123456789"
         assert output.cut_to(4)
         assert out.read_bytes() == b"0123"
