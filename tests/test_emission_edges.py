@@ -167,3 +167,60 @@ def test_an_event_reaching_a_stdlib_handler_is_serialised_once(monkeypatch: pyte
         assert orjson.loads(written)["arena_id"] == GOOD.arena_id
     else:
         assert written.rstrip("\n").endswith("KvVmmArena[1_0] closed: released=5 B")
+
+
+@pytest.mark.parametrize("stdlib", [False, True])
+def test_an_event_at_exactly_the_configured_level_is_written(stdlib: bool) -> None:
+    stream = io.StringIO()
+    logger = logging.getLogger("kvlog")
+    handlers, propagate = list(logger.handlers), logger.propagate
+    if stdlib:
+        handler = logging.StreamHandler(stream)
+        handler.setFormatter(kvlog.formatter("json"))
+        logger.handlers[:] = [handler]
+        logger.propagate = False
+    try:
+        configure(validation="raise", level="warning", stdlib=stdlib, stream=None if stdlib else stream)
+        emit(GOOD, level="info")
+        emit(GOOD, level="warning")
+        kvlog.get_logger().info("kv_arena.closed", arena_id="1_0", released_bytes=1)
+        kvlog.get_logger().warning("kv_arena.closed", arena_id="1_0", released_bytes=2)
+    finally:
+        logger.handlers[:] = handlers
+        logger.propagate = propagate
+    written = [orjson.loads(line) for line in stream.getvalue().splitlines()]
+    assert [(line["level"], line["released_bytes"]) for line in written] == [("warning", 5), ("warning", 2)]
+
+
+def test_a_stdlib_pipeline_at_debug_passes_debug_events_whatever_the_root_logger_lets_through() -> None:
+    """kvlog sets its own logger's level: the root's default (warning) must not hide kvlog's debug events."""
+    stream = io.StringIO()
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(kvlog.formatter("json"))
+    logger, root = logging.getLogger("kvlog"), logging.getLogger()
+    handlers, propagate, level, root_level = list(logger.handlers), logger.propagate, logger.level, root.level
+    logger.handlers[:] = [handler]
+    logger.propagate = False
+    logger.setLevel(logging.NOTSET)
+    root.setLevel(logging.WARNING)
+    try:
+        configure(validation="raise", level="debug", stdlib=True)
+        emit(GOOD, level="debug")
+    finally:
+        logger.handlers[:] = handlers
+        logger.propagate = propagate
+        logger.setLevel(level)
+        root.setLevel(root_level)
+    assert orjson.loads(stream.getvalue())["level"] == "debug"
+
+
+def test_what_the_application_wrote_to_a_text_file_before_configure_comes_first(tmp_path: Path) -> None:
+    """JSON lines go to the text stream's buffer: the text still held in the stream is flushed first."""
+    path = tmp_path / "server.log"
+    stream = path.open("w")
+    stream.write("server starting\n")
+    configure(output="json", validation="raise", stream=stream)
+    emit(GOOD)
+    lines = path.read_text().splitlines()
+    assert lines[0] == "server starting"
+    assert orjson.loads(lines[1])["arena_id"] == GOOD.arena_id
