@@ -28,6 +28,7 @@ from foundation_samples import sample
 
 from kvlog import events, validate
 from kvlog.io.inputs import InputError
+from kvlog.io.progress import InOrder
 from kvlog.schema.validation import EventValidator
 from kvlog.validate import (
     PARALLEL_MIN_BYTES,
@@ -273,3 +274,17 @@ def test_a_part_lost_with_its_node_ends_that_input_and_keeps_the_parts_before_it
 )
 def test_an_unreadable_input_is_told_without_its_name(error: InputError | OSError, reason: str) -> None:
     assert unreadable_reason("logs/a.jsonl", error) == reason
+
+
+def test_validate_on_tells_progress_each_byte_range_read_and_each_input_once_done(
+    tmp_path: Path, validator: EventValidator, small_split: int
+) -> None:
+    names = _inputs(tmp_path, small_split)[:3]  # plain, big (in parts), packed
+    steps: list[tuple[int, int]] = []
+    progress = InOrder(names, lambda files, count: steps.append((files, count)))
+    list(validate_on(SerialEngine(workers=2), names, Summary(), validator, progress=progress))
+    ranges = chunk_ranges(names[1], small_split, 2)
+    sizes = [Path(name).stat().st_size for name in names]
+    assert [files for files, _ in steps] == [1] + [0] * len(ranges) + [1, 1]
+    assert [count for files, count in steps[1:-2]] == [end - start for start, end in ranges]
+    assert sum(count for _, count in steps) == sum(sizes)
