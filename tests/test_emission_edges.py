@@ -51,10 +51,11 @@ class Clock:
         return self.now
 
 
+@pytest.mark.parametrize("start", [1000, 0], ids=["any second", "the clock's first second"])
 def test_ten_violation_reports_a_second_go_out_and_the_next_report_counts_the_rest(
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch, start: int
 ) -> None:
-    clock = Clock(1000.2)
+    clock = Clock(start + 0.2)
     monkeypatch.setattr(time, "monotonic", clock)
     stream = io.BytesIO()
     configure(output="json", validation="warn", stream=stream)
@@ -63,10 +64,10 @@ def test_ten_violation_reports_a_second_go_out_and_the_next_report_counts_the_re
     first_second = lines_of(stream)
     assert [line["event"] for line in first_second] == ["kvlog.schema_violation"] * 10
     assert all("suppressed" not in line for line in first_second)
-    clock.now = 1000.9  # the same second: still over budget
+    clock.now = start + 0.9  # the same second: still over budget
     emit(BAD)
     assert len(lines_of(stream)) == 10
-    clock.now = 1001.0  # a new second: a new budget, and the first report says how many were held back
+    clock.now = start + 1.0  # a new second: a new budget, and the first report says how many were held back
     emit(BAD)
     emit(BAD)
     later = lines_of(stream)[10:]
@@ -74,7 +75,7 @@ def test_ten_violation_reports_a_second_go_out_and_the_next_report_counts_the_re
     assert all(VALIDATOR.violations(line) == [] for line in later)
     for _ in range(9):  # the rest of this second's budget (8), then one over
         emit(BAD)
-    clock.now = 1002.5
+    clock.now = start + 2.5
     emit(BAD)
     assert [line.get("suppressed") for line in lines_of(stream)[20:]] == [1]
     assert lost_events() == 0
