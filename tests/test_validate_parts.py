@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 from collections.abc import Callable, Generator, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -288,3 +289,9 @@ def test_validate_on_tells_progress_each_byte_range_read_and_each_input_once_don
     assert [files for files, _ in steps] == [1] + [0] * len(ranges) + [1, 1]
     assert [count for files, count in steps[1:-2]] == [end - start for start, end in ranges]
     assert sum(count for _, count in steps) == sum(sizes)
+
+
+def test_the_cpus_counted_are_this_processs_own(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``sched_getaffinity(0)`` is this process; another pid (init's, say) may run on other CPUs."""
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1, 2} if pid == 0 else {0})
+    assert validate.available_cpus() == 3
