@@ -217,6 +217,21 @@ def test_new_only_quiet_lines_still_feed_the_observers(tmp_path: Path) -> None:
     assert run.notices == [unread(log, 5, UNREAD)]
 
 
+def test_observers_count_each_passes_new_violations_once_and_no_unparsed_line_for_them(tmp_path: Path) -> None:
+    """An old JSON event that cannot be read is a schema violation (``kvlog_schema_violations_total``)."""
+    broken = '{"event": "kv_pool.allocation", "schema_version": 1, \n'
+    log = tmp_path / "server.log"
+    log.write_text(LOAD + broken)
+    seen = Seen()
+    with passes(str(log), observers=[seen]) as run:
+        run.poll()
+        append(log, broken + LOAD)
+        run.poll()
+    assert seen.violations == [(1, str(log)), (1, str(log))]
+    assert seen.unparsed == []
+    assert [name for name, _ in seen.events] == ["weights.load_begin", "weights.load_begin"]
+
+
 def test_a_restart_writes_only_the_lines_its_state_does_not_count(tmp_path: Path) -> None:
     log = tmp_path / "server.log"
     log.write_text(LOAD + POOL + SIZED + UNREAD)
@@ -375,6 +390,57 @@ def test_new_only_lines_written_before_the_first_read_are_written_from_the_start
     events = migrated(log)[events_of(tmp_path, before) :]
     assert run.events() == (events if cut == "at a line's end" else events[1:])  # a line begun before: quiet
     assert run.follower.written == len(run.events())
+
+
+def test_a_log_truncated_while_an_event_waits_writes_it_before_reading_the_log_again(tmp_path: Path) -> None:
+    """copytruncate: the old content ends as a file ends, its waiting pool written as it stands, not lost."""
+    log = tmp_path / "server.log"
+    log.write_text(LOAD + POOL)
+    with passes(str(log)) as run:
+        run.poll()  # the pool waits for its evidence
+        log.write_text(LOAD)
+        run.poll()
+    assert [orjson.loads(line)["event"] for line in run.events()] == [
+        "weights.load_begin",
+        "kv_pool.allocation",
+        "weights.load_begin",
+    ]
+    assert run.notices == [f"{log}: truncated (rotated by copytruncate?): following it from its start"]
+
+
+def test_new_only_counts_an_empty_first_line_among_the_lines_there_at_the_start(tmp_path: Path) -> None:
+    log = tmp_path / "server.log"
+    log.write_text("\n" + LOAD)
+    with passes(str(log), new_only=True) as run:
+        run.tailer.adopt(str(log), run.follower)  # the start size is taken here
+        append(log, POOL + SIZED)
+        run.poll()
+    assert run.events() == migrated(log)[1:]
+
+
+def test_new_only_writes_an_event_held_across_passes_after_the_start(tmp_path: Path) -> None:
+    """Once past the start size, no later piece makes an earlier line quiet: a pool released later is written."""
+    log = tmp_path / "server.log"
+    log.write_text(LOAD)
+    with passes(str(log), new_only=True) as run:
+        run.poll()  # the start: quiet
+        append(log, POOL)
+        run.poll()  # the pool waits for its evidence
+        append(log, SIZED)
+        run.poll()
+    assert run.events() == migrated(log)[1:]
+    assert allocation_rule(run.events()[0]) == "post-capture-after-pool"
+
+
+def test_without_a_state_the_follower_keeps_no_piece_once_its_events_are_written(tmp_path: Path) -> None:
+    """A follower runs for weeks: what it keeps per piece read (for a state's mark) goes once the piece is written."""
+    log = tmp_path / "server.log"
+    log.write_text(LOAD)
+    with passes(str(log)) as run:
+        for _ in range(3):
+            run.poll()
+            append(log, LOAD)
+        assert [len(followed.ends) for followed in run.follower._files.values()] == [0]
 
 
 def test_a_notice_quotes_at_most_200_characters_of_its_line(tmp_path: Path) -> None:
