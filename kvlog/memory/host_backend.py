@@ -9,12 +9,14 @@ does not do, and keeps the addresses reserved.
 
 Measurement is the ``Rss`` that ``/proc/self/smaps`` gives the reservation: the kernel's own count of
 the pages mapped in it, the shared zero page excepted. Since Linux 6.7 it is read with one
-``PAGEMAP_SCAN`` ioctl over the whole reservation, asking for pages present and not the zero page:
-the same page tables, classified as smaps classifies them, without generating smaps' text for every
-mapping below the arena (hundreds of times cheaper for one granule). ``mincore`` would be cheaper
-still over the committed ranges, but it counts the zero page and swap-cache pages as resident, and
-over only the ranges the books name it could not see memory a decommit failed to give back. Older
-kernels read smaps itself. Each reservation is fenced by a read-only guard page on either side so
+``PAGEMAP_SCAN`` ioctl, asking for pages present and not the zero page: the same page tables,
+classified as smaps classifies them, without generating smaps' text for every mapping below the
+arena (hundreds of times cheaper for one granule). The walk covers the span of the reservation that
+can hold a page (``_Exposure``: what this backend made accessible and has not replaced by a fresh
+mapping since, and what it gave back since the last measurement), not the arena's books: a range a
+decommit failed to give back stays in it. ``mincore`` would be cheaper still, but it counts the
+zero page and swap-cache pages as resident. Older kernels read smaps itself, over the whole
+reservation. Each reservation is fenced by a read-only guard page on either side so
 that the kernel never merges an arena's mappings with a neighbour's, which would make the mapping's
 smaps Rss unattributable.
 
