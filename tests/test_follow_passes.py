@@ -123,6 +123,18 @@ def test_a_state_taken_while_the_first_pieces_event_waits_marks_the_file_at_its_
     assert (mark.line, mark.offset) == (1, 0)
 
 
+def test_a_state_marks_the_end_of_the_last_piece_whose_events_are_all_written(tmp_path: Path) -> None:
+    """A restart reads again only from where the events stop being written: not from the start, not past it."""
+    log = tmp_path / "server.log"
+    log.write_text(LOAD + POOL)
+    with passes(str(log)) as run:
+        run.poll()  # the pool waits
+        append(log, SIZED + POOL.replace("TP0", "TP1"))
+        run.poll()  # the first pool is settled, the second piece's own pool waits
+        (mark,) = run.follower.state(None).files
+    assert (mark.line, mark.offset) == (3, len(LOAD + POOL))
+
+
 def test_an_event_on_a_logs_first_line_waits_its_hold_too(tmp_path: Path) -> None:
     log = tmp_path / "server.log"
     log.write_text(POOL)
