@@ -225,3 +225,36 @@ def test_what_the_application_wrote_to_a_text_file_before_configure_comes_first(
     lines = path.read_text().splitlines()
     assert lines[0] == "server starting"
     assert orjson.loads(lines[1])["arena_id"] == GOOD.arena_id
+
+
+class Records(logging.Handler):
+    """Keeps the records the ``kvlog`` logger hands its handlers."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+
+def test_the_stdlib_bridge_hands_each_level_and_each_structlog_method_on_as_a_record_of_that_level() -> None:
+    handler = Records()
+    logger = logging.getLogger("kvlog")
+    handlers, propagate = list(logger.handlers), logger.propagate
+    logger.handlers[:] = [handler]
+    logger.propagate = False
+    try:
+        configure(validation="warn", stdlib=True)
+        for level in emission.LEVELS:
+            emit(GOOD, level=level)
+        kvlog.get_logger().msg("kv_arena.closed", arena_id="1_0", released_bytes=1)
+        kvlog.get_logger().exception("kv_arena.closed", arena_id="1_0", released_bytes=2)
+    finally:
+        logger.handlers[:] = handlers
+        logger.propagate = propagate
+    levels = [record.levelname for record in handler.records]
+    assert levels == ["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL", "INFO", "ERROR"]  # then msg, exception
+    assert lost_events() == 0
+    for record in handler.records:  # no caller is looked up: what Logger._log records without one
+        assert (record.pathname, record.lineno, record.funcName) == ("(unknown file)", 0, "(unknown function)")
