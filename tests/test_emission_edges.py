@@ -8,6 +8,7 @@ exact budget of reports per second and the count a later report carries are pinn
 from __future__ import annotations
 
 import gc
+import inspect
 import io
 import logging
 import time
@@ -258,3 +259,10 @@ def test_the_stdlib_bridge_hands_each_level_and_each_structlog_method_on_as_a_re
     assert lost_events() == 0
     for record in handler.records:  # no caller is looked up: what Logger._log records without one
         assert (record.pathname, record.lineno, record.funcName) == ("(unknown file)", 0, "(unknown function)")
+
+
+def test_the_configuration_before_configure_states_the_defaults_the_first_event_configures() -> None:
+    blank = emission.EmissionConfig()
+    defaults = {name: parameter.default for name, parameter in inspect.signature(configure).parameters.items()}
+    assert {name: getattr(blank, name) for name in defaults} == defaults
+    assert not blank.configured
