@@ -13,7 +13,7 @@ import orjson
 import pytest
 from follow_helpers import append, corpus_text, migrated, passes
 
-from kvlog.follow.runner import EventOutput
+from kvlog.follow.runner import EventOutput, _line_end_at_or_after
 from kvlog.follow.state import FileMark, FollowState, digest
 from kvlog.io.outputs import OutputError
 from kvlog.io.tailing import READ_BYTES
@@ -239,9 +239,11 @@ def test_observers_count_each_passes_new_violations_once_and_no_unparsed_line_fo
         run.poll()
         append(log, broken + LOAD)
         run.poll()
+        append(log, LOAD)
+        run.poll()  # nothing new to count
     assert seen.violations == [(1, str(log)), (1, str(log))]
     assert seen.unparsed == []
-    assert [name for name, _ in seen.events] == ["weights.load_begin", "weights.load_begin"]
+    assert [name for name, _ in seen.events] == ["weights.load_begin"] * 3
 
 
 def test_a_restart_writes_only_the_lines_its_state_does_not_count(tmp_path: Path) -> None:
@@ -464,3 +466,23 @@ def test_a_notice_quotes_at_most_200_characters_of_its_line(tmp_path: Path) -> N
     (notice,) = run.notices
     assert notice.startswith(f"{log}:1: looks like a memory line")
     assert notice.endswith(f": {long[:200]}")
+
+
+@pytest.mark.parametrize(
+    ("data", "position", "end"),
+    [
+        (b"ab\ncd", 0, 0),  # the start size at the piece's start: nothing before it
+        (b"ab\ncd", -2, 0),  # the piece starts after the start size
+        (b"ab\ncd\n", 1, 3),  # inside the first line: its end
+        (b"ab\ncd\n", 3, 3),  # on a newline: there
+        (b"ab\ncd\n", 4, 6),
+        (b"ab\ncd\n", 6, 6),  # the piece's last byte
+        (b"ab\ncd\n", 7, None),  # past the piece
+        (b"ab\ncd", 4, None),  # in a line the piece does not end
+    ],
+)
+def test_new_only_splits_a_piece_at_the_end_of_the_line_holding_the_start_sizes_last_byte(
+    data: bytes, position: int, end: int | None
+) -> None:
+    """The lines up to that end were (at least partly) there at the start: quiet; the rest are new."""
+    assert _line_end_at_or_after(data, position) == end
