@@ -260,3 +260,48 @@ def test_anyof_branches_with_other_keywords_than_lengths_are_never_joined_by_the
     reader = {"anyOf": [{"type": "string", "maxLength": 3}, {"type": "string", "minLength": 4, "enum": ["abcd"]}]}
     value = assert_breaks(judged(S, reader), S, reader, "$", "no single anyOf branch of new covers old")
     assert len(value) >= 4 and value != "abcd"
+
+
+def nested(levels: int, leaf: Any) -> Any:
+    """``leaf`` as member ``a`` of a required member ``a`` ... ``levels`` objects deep."""
+    schema = leaf
+    for _ in range(levels):
+        schema = {"type": "object", "properties": {"a": schema}, "required": ["a"]}
+    return schema
+
+
+def test_schemas_are_compared_24_objects_deep_and_deeper_is_said_undecided() -> None:
+    bounded = {"type": "integer", "maximum": 5}
+    writer, reader = nested(24, I), nested(24, bounded)
+    value = assert_breaks(
+        judged(writer, reader), writer, reader, "$" + ".a" * 24, "upper bound lowered from none (old) to <= 5 (new)"
+    )
+    for _ in range(24):
+        value = value["a"]
+    assert value == 6
+    deeper = judged(nested(25, I), nested(25, bounded))
+    assert deeper.holds is None
+    assert any("the schemas nest deeper than kvlog compares" in reason.message for reason in deeper.reasons)
+
+
+def test_a_member_break_is_shown_in_an_object_even_when_the_writer_also_allows_other_types_first() -> None:
+    writer = {"type": ["string", "object"], "properties": {"a": I}}
+    reader = {"type": ["string", "object"], "properties": {"a": {"type": "integer", "maximum": 5}}}
+    value = assert_breaks(
+        judged(writer, reader), writer, reader, "$.a", "upper bound lowered from none (old) to <= 5 (new)"
+    )
+    assert value == {"a": 6}
+
+
+def test_number_ranges_covered_by_a_later_branch_after_a_smaller_one_inside_an_earlier() -> None:
+    """[0, 10], then [1, 3] (inside it), then [9, 12]: together they cover [0, 12]."""
+    spans = [(0, 10), (1, 3), (9, 12)]
+    reader = {"anyOf": [{"type": "number", "minimum": low, "maximum": high} for low, high in spans]}
+    assert judged({"type": "number", "minimum": 0, "maximum": 12}, reader) == Outcome(True)
+
+
+def test_a_member_the_writer_may_add_is_shown_under_a_name_its_property_names_allow() -> None:
+    writer = {"type": "object", "propertyNames": {"pattern": "^x"}}
+    reader = {"type": "object", "additionalProperties": I}
+    value = assert_breaks(judged(writer, reader), writer, reader, "$.*", "new rejects null, which old allows")
+    assert list(value) == ["x"]
