@@ -295,3 +295,31 @@ def test_the_cpus_counted_are_this_processs_own(monkeypatch: pytest.MonkeyPatch)
     """``sched_getaffinity(0)`` is this process; another pid (init's, say) may run on other CPUs."""
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1, 2} if pid == 0 else {0})
     assert validate.available_cpus() == 3
+
+
+def test_validate_input_tells_each_byte_range_as_it_is_done_and_a_stream_nothing(
+    tmp_path: Path, validator: EventValidator
+) -> None:
+    plain = tmp_path / "plain.jsonl"
+    plain.write_bytes(_lines(2000, 13, NO_VERSION))
+    size = plain.stat().st_size
+    reads: list[int] = []
+    list(validate_input(str(plain), Summary(), validator, jobs=1, on_read=reads.append))
+    assert reads == [end - start for start, end in chunk_ranges(str(plain), size, 1)]
+    assert len(reads) > 1 and sum(reads) == size
+    packed = tmp_path / "packed.jsonl.gz"
+    packed.write_bytes(gzip.compress(plain.read_bytes()))
+    streamed: list[int] = []
+    list(validate_input(str(packed), Summary(), validator, on_read=streamed.append))
+    assert streamed == []
+
+
+@pytest.mark.parametrize("line", [VALID, NO_VERSION, TEXT, b"   ", b'{"a": 1e400}\n', b"[1]\n", b'{"a": 1\n'])
+def test_a_line_is_reported_the_same_whatever_ends_it(validator: EventValidator, line: bytes) -> None:
+    body = line.rstrip(b"\n")
+    reports = []
+    for ending in (b"\n", b"\r\n", b""):
+        summary = Summary()
+        found = [str(finding) for finding in validate_lines("f", [body + ending], summary, validator)]
+        reports.append((found, _counts(summary)))
+    assert reports[0] == reports[1] == reports[2]
