@@ -235,31 +235,47 @@ class Temporary:
         remove_temporary(self.path)
 
 
-def remove_stale_temporaries(target: Path) -> int:
-    """Remove the temporaries a killed run (SIGKILL, a power cut) left beside ``target``; return how many.
+def remove_stale_temporaries(*targets: Path) -> int:
+    """Remove the temporaries a killed run (SIGKILL, a power cut) left beside ``targets``; return how many.
 
     A live run holds a lock on its temporary; one that can be locked has no writer left. Links are
-    never followed, and a name replaced between the check and the removal is left alone.
+    never followed, and a name replaced between the check and the removal is left alone. Each
+    directory is listed once for all its targets: a run over a fleet's outputs sweeps them together
+    (one listing a file would cost the square of the directory's size).
     """
+    wanted: dict[Path, set[str]] = {}
+    for target in targets:
+        wanted.setdefault(target.parent, set()).add(target.name)
     removed = 0
-    for candidate in target.parent.glob(f".{glob.escape(target.name)}.*{TEMP_SUFFIX}"):
-        if not _STALE_NAME.fullmatch(candidate.name[len(target.name) + 1 :]):
-            continue
+    for directory, names in wanted.items():
         try:
-            descriptor = os.open(candidate, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0))
+            entries = [entry.name for entry in os.scandir(directory)]
         except OSError:
-            continue
-        try:
-            fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            opened, named = os.fstat(descriptor), candidate.lstat()
-            if (opened.st_dev, opened.st_ino) == (named.st_dev, named.st_ino) and stat.S_ISREG(named.st_mode):
-                candidate.unlink()
-                removed += 1
-        except OSError:
-            pass  # locked by a live run, or gone meanwhile
-        finally:
-            os.close(descriptor)
+            continue  # no directory, no temporaries
+        for name in entries:  # ".{target}.{16 hex digits}.kvlog-tmp": see atomic_output
+            owner = name[1:].removesuffix(TEMP_SUFFIX).rpartition(".")[0]
+            if name.startswith(".") and owner in names and _STALE_NAME.fullmatch(name[1 + len(owner) :]):
+                removed += _remove_if_unlocked(directory / name)
     return removed
+
+
+def _remove_if_unlocked(candidate: Path) -> int:
+    """1 if ``candidate`` was a regular file no live run held locked and is now removed, else 0."""
+    try:
+        descriptor = os.open(candidate, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0))
+    except OSError:
+        return 0
+    try:
+        fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        opened, named = os.fstat(descriptor), candidate.lstat()
+        if (opened.st_dev, opened.st_ino) == (named.st_dev, named.st_ino) and stat.S_ISREG(named.st_mode):
+            candidate.unlink()
+            return 1
+    except OSError:
+        pass  # locked by a live run, or gone meanwhile
+    finally:
+        os.close(descriptor)
+    return 0
 
 
 def remove_temporary(temporary: Path) -> None:

@@ -94,17 +94,21 @@ def run_tasks(
             lost=_lost,
             on_read=tally.read,
         )
+        written: list[Path] = []  # the outputs of the tasks done, whose writers have all ended
         try:
             with closing(outcomes):
                 for task, outcome in zip(tasks, outcomes, strict=True):
                     if not engine.local and task.destination.path is not None:
-                        # a node killed while writing left its temporary beside the output; the retry wrote it
-                        remove_stale_temporaries(task.destination.path)
+                        written.append(task.destination.path)
                     _unstage(outcome, sink, dead_letter)
                     tally.done()
                     yield outcome
         except WorkerDied as exc:
             raise WorkerDied(f"{exc}; the inputs not reported above were not migrated") from None
+        finally:
+            # a node killed while writing left its temporary beside the output (the retry wrote it):
+            # swept once for all outputs, each directory listed once, not once a file
+            remove_stale_temporaries(*written)
 
 
 def _lost(arguments: tuple[Task, bool], reason: str) -> Outcome:
