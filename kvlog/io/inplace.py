@@ -72,7 +72,7 @@ class InPlace:
         self._temporary: Path | None = None
         #: hidden temporaries a killed run left beside the log (its output, its backup's copy), removed now
         #: that this run holds the lock
-        self.stale_removed = remove_stale_temporaries(self.path) + remove_stale_temporaries(self.backup)
+        self.stale_removed = remove_stale_temporaries(self.path, self.backup)
 
     def close(self) -> None:
         """Release the lock (by closing the descriptor)."""
