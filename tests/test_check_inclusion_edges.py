@@ -305,3 +305,38 @@ def test_a_member_the_writer_may_add_is_shown_under_a_name_its_property_names_al
     reader = {"type": "object", "additionalProperties": I}
     value = assert_breaks(judged(writer, reader), writer, reader, "$.*", "new rejects null, which old allows")
     assert list(value) == ["x"]
+
+
+@pytest.mark.parametrize("reader_pattern", [{"pattern": "^a"}, {}], ids=["same pattern", "no pattern"])
+def test_a_length_change_alone_is_told_as_a_length_change(reader_pattern: dict[str, str]) -> None:
+    writer = {"type": "string", "pattern": "^a", "maxLength": 5}
+    reader = {"type": "string", **reader_pattern, "maxLength": 3}
+    assert_breaks(judged(writer, reader), writer, reader, "$", "length [0, 5] (old) is not inside [0, 3]")
+
+
+def test_anyof_branches_that_use_every_string_keyword_are_joined() -> None:
+    one_char = {"type": "string", "minLength": 1, "maxLength": 1}
+    reader = {"anyOf": [{**one_char, "pattern": "^a"}, {**one_char, "pattern": "^b"}]}
+    assert judged({"type": "string", "pattern": "^[ab]$"}, reader) == Outcome(True)
+
+
+@pytest.mark.parametrize(
+    ("bounds", "plain"),
+    [
+        ({"maximum": 3, "exclusiveMaximum": 5}, {"maximum": 3}),  # the smaller bound holds, whichever kind
+        ({"exclusiveMaximum": 3, "maximum": 5}, {"exclusiveMaximum": 3}),
+        ({"maximum": 4, "exclusiveMaximum": 4}, {"exclusiveMaximum": 4}),  # at one value the exclusive bound holds
+    ],
+)
+def test_the_tighter_of_maximum_and_exclusive_maximum_is_the_upper_bound(
+    bounds: dict[str, int], plain: dict[str, int]
+) -> None:
+    schema, same_bound = {"type": "number", **bounds}, {"type": "number", **plain}
+    assert judged(schema, same_bound) == Outcome(True)
+    assert judged(same_bound, schema) == Outcome(True)
+
+
+def test_a_oneof_branch_unbounded_above_is_disjoint_from_one_wholly_below_the_writer() -> None:
+    """The writer, 1 and up, is inside the first branch and clear of the second ([-5, 0]): one branch matches."""
+    reader = {"oneOf": [{"type": "number", "exclusiveMinimum": 0}, {"type": "number", "minimum": -5, "maximum": 0}]}
+    assert judged({"type": "number", "minimum": 1}, reader) == Outcome(True)
