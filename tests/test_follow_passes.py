@@ -290,6 +290,20 @@ def test_a_restart_stopped_before_its_first_pass_keeps_the_old_marks(tmp_path: P
         assert restart.follower.state(None) == saved
 
 
+def test_a_restart_stopped_before_its_first_pass_keeps_the_old_marks_of_every_file(tmp_path: Path) -> None:
+    logs = [tmp_path / "a.log", tmp_path / "b.log"]
+    for log in logs:
+        log.write_text(LOAD + POOL + SIZED)
+    with passes(str(tmp_path / "*.log")) as first:
+        first.poll()
+        saved = first.follower.state(None)
+    assert len(saved.files) == 2
+    with passes(str(tmp_path / "*.log"), state=saved) as restart:
+        for log in logs:
+            restart.tailer.adopt(str(log), restart.follower)  # opened, not read yet
+        assert set(restart.follower.state(None).files) == set(saved.files)
+
+
 @pytest.mark.parametrize("how", ["truncated", "rewritten"])
 def test_a_file_changed_while_not_followed_is_read_from_its_start(tmp_path: Path, how: str) -> None:
     log = tmp_path / "server.log"
