@@ -16,6 +16,8 @@ RAY = Path(sys.executable).with_name("ray")
 #: loopback test clusters run without token authentication (Ray 2.5x enables it for ``ray start``)
 ENVIRONMENT = {**os.environ, "RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0"}
 START_TIMEOUT_S = 180.0
+#: how long a node is given to end on SIGTERM before its process group is killed
+STOP_GRACE_S = 5
 QUIET_AND_BLOCKING = ("--disable-usage-stats", "--block")
 
 
@@ -93,7 +95,9 @@ class Cluster:
                 os.killpg(node.pid, signal.SIGTERM)
         for node in self._nodes:
             try:
-                node.wait(timeout=30)
+                # a head some driver connected to takes ~30 s to end on SIGTERM; its group's SIGKILL then
+                # ends every process of the node (raylet, GCS, workers) all the same, and at once
+                node.wait(timeout=STOP_GRACE_S)
             except subprocess.TimeoutExpired:
                 os.killpg(node.pid, signal.SIGKILL)
                 node.wait()
