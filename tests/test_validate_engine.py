@@ -188,6 +188,15 @@ def test_a_chunk_boundary_inside_a_long_line_moves_to_its_end_and_no_chunk_is_em
     ]
 
 
+def test_a_line_starting_just_before_a_chunk_boundary_is_kept_whole_in_the_earlier_chunk(tmp_path: Path) -> None:
+    """The boundary byte's own line goes to the chunk that holds its start, even one byte before the boundary."""
+    log = tmp_path / "edge"
+    target = 64 << 10
+    size = 3 * target
+    _newline_file(log, size, [target - 1, target + 10, size])  # a line from target - 1 to target + 10
+    assert chunk_ranges(str(log), size, 16) == [(0, target + 10), (target + 10, size)]
+
+
 def test_chunking_a_file_that_cannot_be_opened_is_an_input_error(tmp_path: Path) -> None:
     with pytest.raises(InputError, match=r"missing: cannot open: No such file or directory"):
         chunk_ranges(str(tmp_path / "missing"), 100, 2)
