@@ -352,3 +352,12 @@ def test_changed_with_no_module_changed_mutates_nothing(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr
     assert result.stdout == "no module in scope differs from HEAD: nothing to mutate\n"
     assert "baseline" not in result.stderr
+
+
+def test_testing_md_lists_every_mutant_the_configuration_judges_equivalent() -> None:
+    """TESTING.md's list is the tool's own, from scripts/mutation.toml, so a judgement has one owner."""
+    listed = subprocess.run([str(TOOL), "--equivalents"], capture_output=True, text=True, check=True).stdout
+    assert listed.count("### `kvlog/") >= 5 and "`: " in listed
+    text = (TOOL.parents[1] / "TESTING.md").read_text()
+    section = text.split("<!-- equivalents: start -->\n", 1)[1].split("<!-- equivalents: end -->", 1)[0]
+    assert section.strip() == listed.strip(), "paste `scripts/mutation --equivalents` between the markers"

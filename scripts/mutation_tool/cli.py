@@ -56,6 +56,9 @@ def parser() -> argparse.ArgumentParser:
     arguments.add_argument("--markdown", type=Path, metavar="FILE", help="also write the table (date, command) here")
     arguments.add_argument("--root", type=Path, default=tool.parent, help="the project root (default: this repo)")
     arguments.add_argument("--config", type=Path, help="the configuration (default: ROOT/scripts/mutation.toml)")
+    arguments.add_argument(
+        "--equivalents", action="store_true", help="print the mutants judged equivalent (markdown) and stop"
+    )
     return arguments
 
 
@@ -74,6 +77,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (UsageError, ConfigError) as error:
         print(f"{parser().prog}: error: {error}", file=sys.stderr)
         return USAGE_ERROR
+    if options.equivalents:
+        print(report.equivalents_markdown(config), end="")
+        return 0
     if not modules:
         print(f"no module in scope differs from {options.changed}: nothing to mutate")
         return 0

@@ -97,3 +97,19 @@ def markdown(table: list[Row], results: list[Result], config: Config, when: str,
             entry = config.equivalent(key)
             lines.append(f"- `{key}`: {entry.reason if entry else ''}")
     return "\n".join(lines) + "\n"
+
+
+def equivalents_markdown(config: Config) -> str:
+    """Every mutant ``config`` judges equivalent, by module, with its reason: TESTING.md's list, generated.
+
+    The configuration is the one owner of the judgements (the tool acts on it); TESTING.md shows this
+    text, and a test keeps the two the same.
+    """
+    by_module: dict[str, list[str]] = {}
+    for entry in config.equivalents:
+        module, _, rest = entry.key.partition("::")
+        by_module.setdefault(module, []).append(f"- `{rest}`: {entry.reason}")
+    lines: list[str] = []
+    for module in sorted(by_module):
+        lines += [f"### `{module}` ({len(by_module[module])})", "", *by_module[module], ""]
+    return "\n".join(lines)
