@@ -984,13 +984,11 @@ def _bound(bound: Any, sign: str) -> str:
 
 
 def _show_range(low: Any, high: Any) -> str:
+    """A length or count range, ``[2, 5]`` or ``[0, inf)``: whole, inclusive bounds (numbers' go through ``_bound``)."""
+
     def one(bound: Any, opening: bool) -> str:
         if bound is None or bound == math.inf:
             return "(-inf" if opening else "inf)"
-        if isinstance(bound, tuple):
-            value, inclusive = bound
-            text = str(int(value)) if value.denominator == 1 else str(float(value))
-            return ("[" if inclusive else "(") + text if opening else text + ("]" if inclusive else ")")
         return f"[{bound}" if opening else f"{bound}]"
 
     return f"{one(low, True)}, {one(high, False)}"
