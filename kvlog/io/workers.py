@@ -129,14 +129,8 @@ def in_order(
     with _cancelled_results_ignored():
         try:
             with held_back():  # a stop signal while the pool starts its threads would leave one unjoinable
-                if on_read is None or read is None:
-                    results = pool.map(partial(_task, function), items)
-                else:
-                    futures = [pool.submit(_task, function, item) for item in items]
-            if on_read is None or read is None:
-                yield from results
-            else:
-                yield from _awaited(futures, read, on_read)
+                futures = [pool.submit(_task, function, item) for item in items]
+            yield from _awaited(futures, read, on_read)
         except BrokenProcessPool:
             raise WorkerDied("a worker process ended unexpectedly (killed?)") from None
         finally:
@@ -166,10 +160,13 @@ def _cancelled_results_ignored() -> Iterator[None]:
         threading.excepthook = previous
 
 
-def _awaited(futures: list[Future[Result]], read: Any, on_read: Callable[[int], None]) -> Iterator[Result]:
-    """The results in order, telling ``on_read`` what the shared counter ``read`` gained while waiting."""
+def _awaited(futures: list[Future[Result]], read: Any, on_read: Callable[[int], None] | None) -> Iterator[Result]:
+    """The results in order; with a shared counter ``read``, ``on_read`` hears what it gained while waiting."""
     told = 0
     for future in futures:
+        if read is None or on_read is None:  # nobody watches: wait for the result, and only for it
+            yield future.result()
+            continue
         while True:
             try:
                 result = future.result(timeout=READ_POLL_S)
