@@ -118,6 +118,23 @@ def test_tensor_is_a_zero_copy_view_of_committed_memory() -> None:
         del a, b, loose
 
 
+def test_a_view_may_be_a_single_byte_anywhere_but_never_empty() -> None:
+    """A one-element uint8 view (a flag, a scalar) is a view like any other, up to the reservation's last byte."""
+    with validated_events(), VmmArena.host(MIB) as arena:
+        arena.commit(0, MIB)
+        last_byte = arena.tensor(MIB - 1, (1,), torch.uint8)
+        scalar = arena.tensor(7, (), torch.uint8)
+        assert last_byte.data_ptr() == arena.base + MIB - 1 and scalar.data_ptr() == arena.base + 7
+        last_byte.fill_(5)
+        scalar.fill_(9)
+        whole = arena.tensor(0, (MIB,), torch.uint8)
+        assert (whole[MIB - 1].item(), whole[7].item(), int(whole.sum())) == (5, 9, 14)
+        for empty in [(0,), (4, 0)]:
+            with pytest.raises(ArenaError, match="must be non-empty"):
+                arena.tensor(0, empty, torch.uint8)
+        del last_byte, scalar, whole
+
+
 def test_decommit_under_a_live_view_is_refused_even_through_a_derived_view() -> None:
     with validated_events() as captured, VmmArena.host(GIB) as arena:
         arena.commit(0, 4 * MIB)

@@ -15,11 +15,12 @@ from pathlib import Path
 
 import pytest
 import torch
-from memory_helpers import FailingLibc, kernel_rss, validated_events
+from memory_helpers import FailingLibc, kernel_rss, last, validated_events
 
 from kvlog.memory import ArenaError, HostBackend, VmmArena, host_backend
 from kvlog.memory.backend import BackendError, Measurement
 from kvlog.memory.host_backend import MADV_DONTNEED, MADV_POPULATE_WRITE, PAGE_SIZE, PROT_NONE, smaps_rss
+from kvlog.memory.limits import ADDRESS_SPACE_LIMIT
 
 P = PAGE_SIZE
 
@@ -94,13 +95,55 @@ def test_calls_reach_the_kernel_only_for_whole_granules_inside_a_reservation(cal
         with pytest.raises(ArenaError, match="is not a non-empty range inside a reservation of this backend"):
             operation(address, nbytes)
     for address, nbytes in [(base + P, 2 * P), (base, P), (base + 2 * P, 3 * P)]:
-        with pytest.raises(ArenaError, match="is not made of whole granules"):
+        # The message says where the range starts in its reservation, which is where a caller looks.
+        with pytest.raises(ArenaError, match=rf"^range \[base \+ {address - base}, \+{nbytes}\) is not made of whole"):
             operation(address, nbytes)
     backend.map(base + 6 * P, 2 * P)  # the last granule, ending where the reservation ends
     operation(base + 6 * P, 2 * P)
     backend.unmap(base, 8 * P)
     backend.release(base, 8 * P)
     backend.release(other, 2 * P)
+
+
+@pytest.mark.parametrize("call", ["map", "unmap"])
+def test_a_range_off_the_granule_grid_is_refused_at_every_page_of_a_granule(call: str) -> None:
+    """The kernel aligns a reservation to the page only: granules are whole counted from its base.
+
+    With 2 MiB granules (as on a GPU) the base is almost never on a 2 MiB boundary, so a check that
+    counted granules from address 0, or from anywhere but the base, would let some page offset through.
+    """
+    granule = 512 * P
+    backend = HostBackend(granule)
+    base = backend.reserve(2 * granule)
+    operation = getattr(backend, call)
+    try:
+        for offset in range(P, granule, P):
+            with pytest.raises(ArenaError, match=rf"^range \[base \+ {offset}, \+{granule}\) is not made of whole"):
+                operation(base + offset, granule)
+        assert mapping_at(base) == (base, base + 2 * granule, "---p"), "no call reached the kernel"
+    finally:
+        backend.release(base, 2 * granule)
+
+
+@pytest.mark.parametrize("call", ["map", "unmap", "release"])
+def test_an_address_no_platform_has_is_refused_for_what_it_is(backend: HostBackend, call: str) -> None:
+    """A negative or unaddressable range is named as such, not as one outside the reservations."""
+    backend.reserve(2 * P)
+    operation = getattr(backend, call)
+    with pytest.raises(ArenaError, match=r"^offset -4096 must not be negative$"):
+        operation(-P, P)
+    with pytest.raises(ArenaError, match=rf"^range \[{P}, {P} \+ {ADDRESS_SPACE_LIMIT}\) ends past"):
+        operation(P, ADDRESS_SPACE_LIMIT)
+
+
+def test_a_reservation_the_kernel_cannot_fence_is_refused_and_leaves_nothing_mapped(libc: FailingLibc) -> None:
+    """If the reservation cannot be made PROT_NONE, the arena must not exist: its memory would be readable."""
+    libc.fail("mprotect", errno.ENOMEM)
+    with validated_events() as captured, pytest.raises(ArenaError, match=r"reserve refused: mprotect failed: ENOMEM"):
+        VmmArena.host(4 * P)
+    assert last(captured, "kv_arena.error")["operation"] == "reserve"
+    (outer, size) = next(args for name, args in libc.calls if name == "munmap")
+    assert size == 6 * P and [mapping_at(address) for address in range(outer, outer + size, P)] == [None] * 6
 
 
 def test_a_view_may_start_and_end_anywhere_inside_a_reservation(backend: HostBackend) -> None:
