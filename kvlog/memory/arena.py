@@ -88,7 +88,6 @@ class VmmArena(ClosesOnExit):
         self._prune_at = 64  # forget dead views when the list reaches this: amortised, not on every view
         self._asleep: list[Run] | None = None
         self._closed = True  # until the reservation exists
-        self._reserved = 0
         try:
             self._granularity = checked_int("the backend's granularity", backend.granularity, minimum=1)
             requested = checked_int("reserve_bytes", reserve_bytes, minimum=1)
