@@ -391,6 +391,16 @@ def test_arena_reserving_one_tib_costs_no_device_memory() -> None:
     assert driver_free() == before
 
 
+def test_an_arena_that_names_no_device_is_on_the_first_gpu_as_torchs_cuda_is() -> None:
+    with validated_events() as captured, VmmArena.cuda(reserve_bytes=GiB) as arena:
+        assert last(captured, "kv_arena.ready")["device"] == 0 == arena.backend.device
+        arena.commit(0, arena.granularity_bytes)
+        view = arena.tensor(0, (16,), torch.uint8)
+        view.fill_(3)
+        assert view.device == torch.device("cuda", 0) and int(view.sum()) == 48
+        del view
+
+
 def test_arena_commits_of_8_gib_in_steps_match_the_driver_after_every_step() -> None:
     before = driver_free()
     with validated_events() as captured, VmmArena.cuda(0, reserve_bytes=64 * GiB) as arena:
