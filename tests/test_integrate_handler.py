@@ -8,11 +8,13 @@ import re
 import socket
 import subprocess
 import sys
+import urllib.request
 from pathlib import Path
 
 import orjson
 import pytest
 from follow_helpers import CORPUS, wait_for
+from prometheus_client.parser import text_string_to_metric_families
 
 import kvlog.metrics
 from kvlog import commands
@@ -27,6 +29,8 @@ START_UP = [
     for line in (CORPUS / "postcapture_before_fix_2026_07.log").read_text().splitlines()[:12]
     if " TP0]" in line
 ]
+#: a vLLM memory line: its pool's capacity, written at once (nothing waits for a later line)
+VLLM_BLOCKS = "# GPU blocks: 2048, # CPU blocks: 512"
 
 
 def attached(tmp_path: Path, **options: object) -> tuple[logging.Logger, EventHandler, Path]:
@@ -95,6 +99,30 @@ def test_a_metrics_port_another_process_took_moves_up_and_says_where(
     served = re.search(r"serving metrics of pid [0-9]+ at http://127\.0\.0\.1:([0-9]+)/metrics", said)
     assert served is not None, said
     assert port < int(served.group(1)) < port + 64
+
+
+def test_a_metrics_port_serves_the_gauges_of_the_events_written_while_the_server_runs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--metrics-port``: the process's endpoint counts the events its handler wrote, scraped before it ends."""
+    logger, handler, events = attached(tmp_path, metrics_port=0)
+    try:
+        for message in START_UP[:2]:
+            logger.info(message)
+        wait_for(lambda: len(decoded(events)) == 2, what="the two events")
+        served = re.search(r"serving metrics of pid [0-9]+ at (http://\S+/metrics)", capsys.readouterr().err)
+        assert served is not None
+        with urllib.request.urlopen(served.group(1), timeout=5) as response:
+            exposition = response.read().decode()
+    finally:
+        handler.close()
+    counted = {
+        (sample.labels["event"], sample.labels["server"]): sample.value
+        for family in text_string_to_metric_families(exposition)
+        for sample in family.samples
+        if sample.name == "kvlog_events_total"
+    }
+    assert counted == {("weights.load_begin", "sglang"): 1, ("weights.load_end", "sglang"): 1}
 
 
 def test_a_kept_configuration_whose_root_is_the_logger_named_empty_keeps_its_root_handlers(tmp_path: Path) -> None:

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import contextlib
+import errno
+import io
 import logging
 import os
+import sys
 import threading
 from pathlib import Path
 
@@ -23,6 +26,38 @@ def open_paths() -> list[str]:
         with contextlib.suppress(OSError):  # closed since the listing
             named.append(os.readlink(f"/proc/self/fd/{descriptor}"))
     return named
+
+
+class _ReaderFellBehind(io.StringIO):
+    """Standard error as a non-blocking pipe whose reader fell behind once (EAGAIN), and then caught up."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.refused = False
+
+    def write(self, text: str) -> int:
+        if text.startswith('{"event"') and not self.refused:
+            self.refused = True
+            raise BlockingIOError(errno.EAGAIN, os.strerror(errno.EAGAIN))
+        return super().write(text)
+
+
+def test_an_output_that_failed_once_is_given_up_said_and_the_later_events_dropped(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Never a silent loss, nor events written on past a hole: the first failed write ends the process's events."""
+    stderr = _ReaderFellBehind()
+    monkeypatch.setattr(sys, "stderr", stderr)
+    handler = EventHandler(SGLANG, "-", ranks={"tp": 0})
+    for message in START_UP:
+        handler.handle(logging.makeLogRecord({"name": "sglang.srt", "msg": message, "levelno": logging.INFO}))
+    handler.close()
+    failure = BlockingIOError(errno.EAGAIN, os.strerror(errno.EAGAIN))
+    assert stderr.getvalue().splitlines() == [
+        f"kvlog: standard error: cannot write events: {failure}; this process's events are dropped",
+        f"kvlog: {len(START_UP)} records dropped (the queue was full or the events could not be written)",
+    ]
+    assert (handler.written, handler.dropped) == (0, len(START_UP))
 
 
 def test_a_message_holding_a_lone_surrogate_is_written_escaped_and_loses_no_record(

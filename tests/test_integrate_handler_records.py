@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 from follow_helpers import wait_for
-from test_integrate_handler import START_UP, attached, decoded
+from test_integrate_handler import START_UP, VLLM_BLOCKS, attached, decoded
 
 from kvlog.envelope import utc_timestamp
 from kvlog.integrate.handler import EventHandler
-from kvlog.integrate.servers import SGLANG
+from kvlog.integrate.servers import SGLANG, VLLM
 
 #: a record's time: a fixed instant, so that the event's timestamp can only have come from the record
 CREATED = 1_780_000_000.25
@@ -109,6 +109,30 @@ def test_the_events_file_is_named_by_pid_and_rank(tmp_path: Path, ranks: dict[st
     handler.close()
     assert [path.name for path in tmp_path.iterdir()] == [f"kv-{os.getpid()}-{name}.jsonl"]
     assert handler.written == 1
+
+
+@pytest.mark.parametrize(
+    ("process", "ranks"),
+    [
+        ({"vllm_process_name": "Worker_TP1", "processName": "MainProcess"}, {"tp": 1}),  # 0.2x on: vLLM names it
+        ({"processName": "EngineCore_DP1"}, {"dp": 1}),  # before: the multiprocessing process's own name
+        ({"processName": None}, None),  # logging.logMultiprocessing off: no name at all
+    ],
+    ids=["vllm process name", "multiprocessing name", "no name"],
+)
+def test_a_vllm_records_ranks_and_events_file_come_from_its_process_name(
+    tmp_path: Path, process: dict[str, object], ranks: dict[str, int] | None
+) -> None:
+    """vLLM says a process's ranks nowhere but in its name (``EngineCore_DP1``, ``Worker_TP1``)."""
+    handler = EventHandler(VLLM, str(tmp_path / "kv-{rank}.jsonl"))
+    handler.handle(
+        logging.makeLogRecord({"name": "vllm.v1.core", "msg": VLLM_BLOCKS, "levelno": logging.INFO, **process})
+    )
+    handler.close()
+    name = "-".join(f"{key}{value}" for key, value in (ranks or {}).items()) or "main"
+    assert [path.name for path in tmp_path.iterdir()] == [f"kv-{name}.jsonl"]
+    (event,) = decoded(tmp_path / f"kv-{name}.jsonl")
+    assert (event["event"], event.get("ranks")) == ("kv_pool.capacity", ranks)
 
 
 def test_events_to_standard_error_are_written_there(capsys: pytest.CaptureFixture[str]) -> None:
