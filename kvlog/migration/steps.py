@@ -10,7 +10,6 @@ version. Adding a version later is a new file, not a code change. Every step dec
 from __future__ import annotations
 
 import re
-import tomllib
 from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -24,6 +23,7 @@ from kvlog.io import jsonline
 from kvlog.migration.dating import DateContext, complete
 from kvlog.migration.grammar import Generation, GrammarError, build_generation, build_known
 from kvlog.migration.ops import ApplyError, Op, OpError, compile_op, provenance
+from kvlog.schema import stored
 from kvlog.schema.catalog import Catalog, default_catalog
 from kvlog.schema.resources import data_dir
 from kvlog.text.prefix import SERVERS
@@ -146,11 +146,17 @@ def load_chain(directory: Path | None = None, catalog: Catalog | None = None) ->
         raise MigrationError(f"{root}: not a migrations directory")
     steps: list[Step] = []
     known: dict[str, Generation] = {}
-    for path in sorted(root.rglob("*.toml")):
+    paths = sorted(root.rglob("*.toml"))
+    key = _documents_key(root, paths)
+    kept = stored.load("migrations", key) if key is not None else None
+    documents: dict[str, Any] = kept if isinstance(kept, dict) else {}
+    for path in paths:
         relative = path.relative_to(root)
         if len(relative.parts) != 2:
             raise MigrationError(f"{path}: step files live in <event>/ or <server>{TEXT_SUFFIX}/, one level down")
-        document = _read(path)
+        document = documents.get(relative.as_posix())
+        if not isinstance(document, dict):
+            document = documents[relative.as_posix()] = _read(path)
         folder = relative.parts[0]
         try:
             if folder.endswith(TEXT_SUFFIX) and folder.removesuffix(TEXT_SUFFIX) not in SERVERS:
@@ -167,14 +173,34 @@ def load_chain(directory: Path | None = None, catalog: Catalog | None = None) ->
             raise MigrationError(f"{path}: {exc}") from None
     seen: dict[tuple[str, str], Path] = {}
     for step in steps:
-        key = (step.source, step.target)
-        if key in seen:
-            raise MigrationError(f"{step.path}: {step.source} -> {step.target} is already defined by {seen[key]}")
-        seen[key] = step.path
+        step_key = (step.source, step.target)
+        if step_key in seen:
+            raise MigrationError(f"{step.path}: {step.source} -> {step.target} is already defined by {seen[step_key]}")
+        seen[step_key] = step.path
+    if key is not None and documents is not kept:
+        stored.store("migrations", key, documents)
     return Chain(steps, catalog, known)
 
 
+def _documents_key(root: Path, paths: list[Path]) -> str | None:
+    """The key of the step files' parsed TOML in ``kvlog.schema.stored``: every file's name and bytes.
+
+    Parsing them is the same work each run (TOML is read by the Python of the key); None when a file
+    cannot be read, which the loop then reports in its turn.
+    """
+    if stored.directory() is None:
+        return None
+    try:
+        return stored.digest(
+            [part for path in paths for part in (str(path.relative_to(root)).encode(), path.read_bytes())]
+        )
+    except OSError:
+        return None
+
+
 def _read(path: Path) -> dict[str, Any]:
+    import tomllib  # noqa: PLC0415 - most runs read the parsed files back from kvlog.schema.stored
+
     try:
         return tomllib.loads(path.read_text(encoding="utf-8"))
     except OSError as exc:

@@ -11,6 +11,7 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cache
+from importlib.util import find_spec
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -134,9 +135,61 @@ def _registry(catalog: Catalog) -> Registry[Any]:
 
 @cache
 def _fields(catalog: Catalog, event: str, version: int) -> dict[str, Field]:
-    from kvlog.schema.fields import fields  # noqa: PLC0415 - emitting events needs no reading of the schemas
+    from kvlog.schema.fields import fields, fields_from_json  # noqa: PLC0415 - emitting events reads no schema
 
+    kept = _kept_fields(catalog)
+    if kept is not None and f"{event}@{version}" in kept:
+        try:
+            return fields_from_json(kept[f"{event}@{version}"])
+        except (TypeError, ValueError):  # an entry of another shape than fields_to_json writes: read the schema
+            pass
     return fields(catalog.schema(event, version), catalog.registry)
+
+
+@cache
+def _kept_fields(catalog: Catalog) -> dict[str, Any] | None:
+    """Every event version's fields as JSON data (``"event@version"``), kept across runs; None: none kept.
+
+    Resolving the ``$ref``s of every schema is the same work for the same files each run (and imports
+    ``referencing``): the result is kept by ``kvlog.schema.stored``, keyed by every document of the
+    catalog, its event names and versions, and the code that reads them (this module, ``fields``,
+    ``walk`` and ``referencing``). A catalog one of whose schemas does not resolve is not kept: each
+    event's fields are then read when asked, and the broken one says what is wrong, as before.
+    """
+    from kvlog.schema import fields as reading  # noqa: PLC0415
+    from kvlog.schema import stored, walk  # noqa: PLC0415
+
+    if stored.directory() is None:
+        return None
+    documents = [list(catalog.shared.values()), [[e, v, s] for e, vs in catalog.schemas.items() for v, s in vs.items()]]
+    try:
+        code = stored.sources([__file__, reading.__file__, walk.__file__, *_referencing_sources()])
+        key = stored.digest([*code, orjson.dumps(documents)])
+    except (OSError, TypeError):  # a source that cannot be read, a document orjson cannot write: not kept
+        return None
+    kept = stored.load("fields", key)
+    if isinstance(kept, dict):
+        return kept
+    computed: dict[str, Any] = {}
+    try:
+        for event, versions in catalog.schemas.items():
+            for version, schema in versions.items():
+                found = reading.fields(schema, catalog.registry)
+                computed[f"{event}@{version}"] = data = reading.fields_to_json(found)
+                if reading.fields_from_json(data) != found:
+                    return None  # would not read back the same: not kept
+    except Exception:  # noqa: BLE001 - any schema that cannot be read says so when its fields are asked for
+        return None
+    stored.store("fields", key, computed)
+    return computed
+
+
+def _referencing_sources() -> list[Path]:
+    """The source files of ``referencing`` (found, not imported): another version may resolve differently."""
+    spec = find_spec("referencing")
+    if spec is None or spec.origin is None:
+        return []
+    return sorted(Path(spec.origin).parent.glob("*.py"))
 
 
 def _read(path: Path) -> dict[str, Any]:

@@ -16,11 +16,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
-
-from referencing import Registry
+from typing import TYPE_CHECKING, Any, Literal
 
 from kvlog.schema.walk import dereference
+
+if TYPE_CHECKING:
+    from referencing import Registry
 
 #: JSON Schema's types, in the order their Python counterparts are listed (null last).
 JSON_TYPES = ("integer", "number", "string", "boolean", "object", "array", "null")
@@ -134,6 +135,35 @@ def fields(schema: Mapping[str, Any], registry: Registry[Any]) -> dict[str, Fiel
     resolved = dereference(dict(schema), registry, schema["$id"])
     required = set(resolved.get("required", ()))
     return {name: Field(name, name in required, Facts.of(sub)) for name, sub in resolved.get("properties", {}).items()}
+
+
+def fields_to_json(fields: Mapping[str, Field]) -> list[Any]:
+    """``fields`` as JSON data, for ``kvlog.schema.stored``; ``fields_from_json`` reads them back equal."""
+    return [[f.name, f.required, _facts_to_json(f.facts)] for f in fields.values()]
+
+
+def fields_from_json(data: list[Any]) -> dict[str, Field]:
+    """The fields ``fields_to_json`` wrote, in their order (TypeError or ValueError: not what it writes)."""
+    return {name: Field(name, required, _facts_from_json(facts)) for name, required, facts in data}
+
+
+def _facts_to_json(facts: Facts | None) -> Any:
+    if facts is None:
+        return None
+    types = None if facts.types is None else sorted(facts.types)
+    values = None if facts.values is None else list(facts.values)
+    return [types, values, facts.signed, _facts_to_json(facts.items), _facts_to_json(facts.entries)]
+
+
+def _facts_from_json(data: list[Any]) -> Facts:
+    types, values, signed, items, entries = data
+    return Facts(
+        types=None if types is None else frozenset(types),
+        values=None if values is None else tuple(values),
+        signed=signed,
+        items=None if items is None else _facts_from_json(items),
+        entries=None if entries is None else _facts_from_json(entries),
+    )
 
 
 def _own(schema: Mapping[str, Any]) -> Facts:

@@ -10,10 +10,10 @@ reference reaches the document its ``$id`` names. What a field may hold is read 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from referencing import Registry
-from referencing.exceptions import Unresolvable
+if TYPE_CHECKING:
+    from referencing import Registry
 
 # Keywords whose value is one subschema, a list of them, or a name -> subschema map (Draft 2020-12,
 # plus the earlier drafts' positions: an ``items`` list, ``additionalItems``, ``definitions`` and
@@ -120,6 +120,9 @@ class _Dereferencer:
             return schema
         ref = schema.get("$ref")
         if isinstance(ref, str):
+            # imported here: a catalog's fields are usually read back from kvlog.schema.stored, without it
+            from referencing.exceptions import Unresolvable  # noqa: PLC0415
+
             try:
                 resolved = resolver.lookup(ref)
             except (Unresolvable, ValueError) as exc:  # ValueError: not a URI (urljoin on "http://[")
