@@ -14,11 +14,10 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, cast
 
-import jsonschema_rs
-
 from kvlog.schema.catalog import Catalog, default_catalog
 
 if TYPE_CHECKING:
+    import jsonschema_rs
     from jsonschema import Draft202012Validator
     from jsonschema.exceptions import ValidationError
 
@@ -41,6 +40,8 @@ class EventValidator:
 
     @cached_property
     def _rs_registry(self) -> jsonschema_rs.Registry:
+        import jsonschema_rs  # noqa: PLC0415 - imported with the first validator: a log may hold no event
+
         return jsonschema_rs.Registry([(doc["$id"], dict(doc)) for doc in self.catalog.documents])
 
     def is_valid(self, event: Mapping[str, Any]) -> bool:
@@ -88,6 +89,8 @@ class EventValidator:
     def _compile_fast(self, name: object, version: object) -> Callable[[object], bool]:
         if not isinstance(name, str) or type(version) is not int or version not in self.catalog.schemas.get(name, {}):
             return _never_valid
+        import jsonschema_rs  # noqa: PLC0415
+
         schema = self.catalog.schema(name, version)
         check: Callable[[object], bool] = jsonschema_rs.validator_for(dict(schema), registry=self._rs_registry).is_valid
         self._fast[name, version] = check
