@@ -223,12 +223,16 @@ def _event_rule(
         fields = catalog.fields(template.event, version)
     except DerefError as exc:
         raise GrammarError(f"{template.event}@{version}: {exc}") from None
-    unknown = [name for name in [*template.fields(), *template.when] if name not in fields]
+    try:
+        printed = template.fields()
+    except ValueError as exc:  # unbalanced sections: the file is named by the caller
+        raise GrammarError(str(exc)) from None
+    unknown = [name for name in [*printed, *template.when] if name not in fields]
     if unknown:
         raise GrammarError(f"{template.event}@{version} has no field {', '.join(unknown)} (template {template.text!r})")
     if level not in ("debug", "info", "warning", "error", "critical"):
         raise GrammarError(f"level {level!r} is not a log level")
-    syntax = {name: field_syntax(fields[name].facts) for name in template.fields()}
+    syntax = {name: field_syntax(fields[name].facts) for name in printed}
     try:
         parser = template.parser(syntax)
     except ValueError as exc:
@@ -246,12 +250,18 @@ def _companion_rule(spec: Mapping[str, Any]) -> Rule:
         raise GrammarError(f"a companion needs a string 'text' and a table 'fields': {dict(spec)!r}")
     template = Template(f"companion.{role}", text)
     syntax: dict[str, FieldSyntax] = {}
-    for name in template.fields():
-        kind = kinds.get(name, "string")
-        if kind not in ("integer", "number", "string"):
-            raise GrammarError(f"companion field {name!r}: kind must be integer, number or string")
-        syntax[name] = FieldSyntax(kind)
-    return Rule(template, template.parser(syntax), None, str(role), "info", whole=spec.get("match") != "prefix")
+    try:
+        for name in template.fields():
+            kind = kinds.get(name, "string")
+            if kind not in ("integer", "number", "string"):
+                raise GrammarError(f"companion field {name!r}: kind must be integer, number or string")
+            syntax[name] = FieldSyntax(kind)
+        parser = template.parser(syntax)
+    except GrammarError:
+        raise
+    except ValueError as exc:  # unbalanced sections, an unknown unit: the file is named by the caller
+        raise GrammarError(str(exc)) from None
+    return Rule(template, parser, None, str(role), "info", whole=spec.get("match") != "prefix")
 
 
 def field_syntax(facts: Facts) -> FieldSyntax:

@@ -285,7 +285,11 @@ class TemplateParser:
         #: a field printed twice (``{total_bytes:gib2} GB (={total_bytes} B)``) gets a capture per place
         self._captures: list[tuple[str, str | None, str]] = []  # (field, unit, the character after it)
         for m in PLACEHOLDER.finditer(flat):
-            self._captures.append((m.group(1), m.group(2), flat[m.end()] if m.end() < len(flat) else ""))
+            unit = m.group(2)
+            if unit is not None and unit not in UNITS and unit not in SCALED and unit != WORDS:
+                known = ", ".join([*UNITS, *SCALED, WORDS])
+                raise ValueError(f"unknown unit {unit!r} in template {template.text!r} (units: {known})")
+            self._captures.append((m.group(1), unit, flat[m.end()] if m.end() < len(flat) else ""))
         parts = split_sections(template.text)
         self._placed = 0
         self._expression_text = self._expression(parts)
