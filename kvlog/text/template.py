@@ -290,16 +290,18 @@ class TemplateParser:
                 known = ", ".join([*UNITS, *SCALED, WORDS])
                 raise ValueError(f"unknown unit {unit!r} in template {template.text!r} (units: {known})")
             self._captures.append((m.group(1), unit, flat[m.end()] if m.end() < len(flat) else ""))
-        parts = split_sections(template.text)
         self._placed = 0
-        self._expression_text = self._expression(parts)
         #: every way a matching message can begin ("" when any start is possible): a cheap first test
-        self.starts = tuple(sorted(self._starts(parts)))
+        self.starts = tuple(sorted(self._starts(_sections(template.text))))
 
     @cached_property
     def pattern(self) -> re.Pattern[str]:
-        """The compiled expression, on first use: most of the hundreds of wordings never meet a line."""
-        return re.compile(self._expression_text, re.DOTALL)
+        """The expression, written and compiled on first use: most of the hundreds of wordings never meet a line.
+
+        What can make a template wrong (unbalanced sections, an unknown unit) was checked when the parser was made.
+        """
+        self._placed = 0
+        return re.compile(self._expression(_sections(self.template.text)), re.DOTALL)
 
     def parse(self, message: str, *, whole: bool = True) -> Parsed | None:
         """The fields of ``message`` if it is this template's wording (``whole=False``: if it starts with it)."""
