@@ -372,6 +372,17 @@ def test_a_commit_that_fails_part_way_gives_back_what_it_mapped_and_names_the_fa
         backend.faults.clear()
 
 
+def test_rolling_back_a_batch_gives_back_only_the_gaps_it_mapped_not_the_runs_beside_them() -> None:
+    backend, arena = faulty_arena()
+    with validated_events(), arena:
+        arena.commit_many([(P, P), (6 * P, 2 * P)])
+        backend.fail("map", arena.base + 16 * P)
+        with pytest.raises(ArenaError, match=r"2 range\(s\) this call had mapped were given back"):
+            arena.commit_many([(4 * P, 2 * P), (2 * P, P), (16 * P, P)])  # maps [4P, 6P) and [2P, 3P), then fails
+        assert arena.committed_runs == [(P, 2 * P), (6 * P, 8 * P)] and books_match_kernel(arena)
+        backend.faults.clear()
+
+
 def test_a_decommit_that_fails_part_way_keeps_on_the_books_exactly_what_is_still_held() -> None:
     backend, arena = faulty_arena()
     with validated_events() as captured, arena:

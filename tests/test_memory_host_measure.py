@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ctypes
 import errno
+import mmap
 import os
 import platform
 from collections.abc import Iterator
@@ -18,7 +19,8 @@ import pytest
 import torch
 from memory_helpers import FailingLibc, kernel_rss, last, validated_events
 
-from kvlog.memory import VmmArena, host_backend
+from kvlog.memory import HostBackend, VmmArena, host_backend
+from kvlog.memory.backend import Measurement
 from kvlog.memory.host_backend import PAGE_SIZE, pagemap_rss, smaps_rss
 
 MIB = 1 << 20
@@ -243,3 +245,36 @@ def test_a_decommit_asks_the_kernel_about_the_range_it_gave_back(monkeypatch: py
         assert whole_reservation_rss(arena) == 2 * MIB
         monkeypatch.undo()
         arena.commit(9 * MIB, MIB)  # the books catch up with the kernel, so that close() gives the range back
+
+
+@pytest.mark.usefixtures("scanning")
+def test_a_batch_decommit_asks_the_kernel_about_every_range_it_gave_back(monkeypatch: pytest.MonkeyPatch) -> None:
+    """One event for several ranges given back: the kernel's word covers each of them, not the first alone."""
+    ranges = [(8 * MIB, MIB), (40 * MIB, MIB)]
+    with validated_events() as captured, VmmArena.host(64 * MIB) as arena:
+        arena.commit_many(ranges)
+        monkeypatch.setattr(host_backend, "_libc", NoOpReplacement())
+        arena.decommit_many(ranges)
+        event = last(captured, "kv_arena.decommit")
+        assert (event["committed_bytes"], event["measured_committed_bytes"]) == (0, 2 * MIB)
+        assert whole_reservation_rss(arena) == 2 * MIB
+        monkeypatch.undo()
+        arena.commit_many(ranges)  # the books catch up with the kernel, so that close() gives the ranges back
+
+
+@pytest.mark.usefixtures("scanning")
+def test_a_range_outside_every_reservation_is_measured_whole() -> None:
+    """``measure`` is the kernel's count for any range it is given, not only for its own reservations."""
+    backend = HostBackend()
+    base = backend.reserve(4 * PAGE_SIZE)
+    elsewhere = mmap.mmap(-1, 8 * PAGE_SIZE)
+    try:
+        elsewhere.write(b"x" * (8 * PAGE_SIZE))  # every page resident
+        window = (ctypes.c_char * (8 * PAGE_SIZE)).from_buffer(elsewhere)
+        address = ctypes.addressof(window)
+        del window
+        assert backend.measure(address, 8 * PAGE_SIZE) == Measurement(8 * PAGE_SIZE, "smaps_rss")
+        assert backend.measure(address + 2 * PAGE_SIZE, 3 * PAGE_SIZE) == Measurement(3 * PAGE_SIZE, "smaps_rss")
+    finally:
+        elsewhere.close()
+        backend.release(base, 4 * PAGE_SIZE)
