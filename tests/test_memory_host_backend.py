@@ -249,6 +249,29 @@ def test_the_pagemap_descriptor_is_opened_once_per_process_and_not_inherited_by_
         os.close(descriptor)
 
 
+def test_without_stdin_the_pagemap_descriptor_is_zero_and_a_forked_child_still_closes_it() -> None:
+    """A daemon runs with descriptor 0 closed, so the pagemap file gets it: 0 is a descriptor like any other."""
+    try:
+        saved: int | None = os.dup(0)
+    except OSError:  # already closed here
+        saved = None
+    else:
+        os.close(0)
+    pagemap = host_backend._Pagemap()
+    try:
+        assert pagemap.fd() == 0
+        opened = len(os.listdir("/proc/self/fd"))
+        pagemap._pid = -1  # as in a child of fork: the inherited descriptor names the parent
+        assert pagemap.fd() == 0
+        assert len(os.listdir("/proc/self/fd")) == opened, "the inherited descriptor was closed"
+    finally:
+        for descriptor in {0, pagemap._fd} - {-1}:
+            os.close(descriptor)
+        if saved is not None:
+            os.dup2(saved, 0)
+            os.close(saved)
+
+
 def test_without_pagemap_the_backend_reads_smaps_and_without_either_it_says_nothing(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
