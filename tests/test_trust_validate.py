@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 
 import pytest
+from process_helpers import children
 from test_hardening_files import without_read_override
 
 from kvlog import commands
@@ -255,8 +256,7 @@ def _start_parallel_run(tmp_path: Path) -> tuple[subprocess.Popen[bytes], list[i
     )
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
-        children = Path(f"/proc/{run.pid}/task/{run.pid}/children")
-        workers = [int(pid) for pid in children.read_text().split()] if children.exists() else []
+        workers = children(run.pid)
         if len(workers) == 2:
             time.sleep(0.2)  # into the chunks
             return run, workers
@@ -298,10 +298,9 @@ def test_a_worker_killed_mid_run_is_an_error_naming_the_file(tmp_path: Path) -> 
     run, _ = _start_parallel_run(tmp_path)
     killed = False
     while not killed and run.poll() is None:  # a file's workers end with it: kill one that still runs
-        children = Path(f"/proc/{run.pid}/task/{run.pid}/children")
-        for pid in children.read_text().split() if children.exists() else []:
+        for pid in children(run.pid):
             try:
-                os.kill(int(pid), signal.SIGKILL)  # what the OOM killer does
+                os.kill(pid, signal.SIGKILL)  # what the OOM killer does
             except ProcessLookupError:
                 continue
             killed = True
