@@ -94,13 +94,31 @@ def _exit_worker(signum: int, frame: FrameType | None) -> None:
 def held_back() -> Iterator[None]:
     """A stop signal that arrives inside waits until the block ends, then stops the run."""
     global _held  # noqa: PLW0603 - one process-wide count, like the signal handlers it guards
+    opened_by = os.getpid()
     _held += 1
     try:
         yield
     finally:
-        _held -= 1
-        if not _held and _pending:
-            signal.raise_signal(_pending.pop(0))  # handled as if it arrived now
+        if os.getpid() == opened_by:  # a child forked inside the block holds nothing back (_forked)
+            _held -= 1
+            if not _held and _pending:
+                signal.raise_signal(_pending.pop(0))  # handled as if it arrived now
+
+
+def _forked() -> None:
+    """A forked child starts with no stop signal held back and none pending: those were its parent's.
+
+    The blocks open at the fork are on the parent's stack; a pool worker forked inside one (the pool
+    starts its workers as tasks are submitted, in ``held_back``) never leaves it, so an inherited count
+    held every stop signal back for the worker's life. Python 3.12's pool, when a worker dies, SIGTERMs
+    the others and waits for them: it waited for ever.
+    """
+    global _held  # noqa: PLW0603 - see held_back
+    _held = 0
+    _pending.clear()
+
+
+os.register_at_fork(after_in_child=_forked)
 
 
 def on_the_books(path: Path) -> None:
