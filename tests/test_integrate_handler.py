@@ -163,6 +163,21 @@ def test_the_records_of_written_events_are_not_kept(tmp_path: Path) -> None:
         handler.close()
 
 
+def test_while_a_pool_waits_for_its_post_capture_line_only_the_records_from_it_on_are_kept(tmp_path: Path) -> None:
+    """The lines before a held pool are written: their records go, while the pool waits out its hold."""
+    logger, handler, events = attached(tmp_path)
+    pool = 1 + START_UP.index(next(m for m in START_UP if m.startswith("KV Cache is allocated")))
+    try:
+        logger.info("\n".join(START_UP))  # one record, one batch: every line read before the hold begins
+        wait_for(lambda: len(decoded(events)) == pool - 1, what="the events before the held pool")
+        reading = handler._reading
+        assert reading is not None
+        assert list(reading.lines) == list(range(pool, len(START_UP) + 1))
+        assert sorted(reading.records) == list(reading.lines)
+    finally:
+        handler.close()
+
+
 @pytest.mark.parametrize(
     ("local_rank", "ranks", "port", "tried"),
     [

@@ -154,6 +154,33 @@ def test_uvicorn_given_the_file_by_vllms_api_server_keeps_its_own_output_and_rea
 
 
 @pytest.mark.usefixtures("server_logging")
+def test_uvicorn_given_a_kept_configuration_sends_its_records_where_that_configuration_says(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--keep``: vLLM's API server hands the merged file to uvicorn too: the user's handlers, not uvicorn's own."""
+    own = tmp_path / "own.log"
+    kept = {
+        "version": 1,
+        "disable_existing_loggers": False,
+        "formatters": {"plain": {"format": "%(levelname)s %(name)s %(message)s"}},
+        "handlers": {"file": {"class": "logging.FileHandler", "filename": str(own), "formatter": "plain"}},
+        "root": {"handlers": ["file"], "level": "INFO"},
+    }
+    (tmp_path / "kept.json").write_text(json.dumps(kept))
+    merged = commands.integrate("vllm", events=str(tmp_path / "kv-{rank}.jsonl"), keep=tmp_path / "kept.json")
+    uvicorn.Config(app="server:app", log_config=merged)
+    logging.getLogger("uvicorn.error").info("Uvicorn running on http://0.0.0.0:8000 (Press CTRL+C to quit)")
+    logging.getLogger("vllm.v1.core.kv_cache_utils").info(VLLM_BLOCKS, extra={"vllm_process_name": "Worker_TP1"})
+    events = closed_events("", tmp_path / "kv-tp1.jsonl")
+    assert capsys.readouterr().err == ""
+    assert own.read_text().splitlines() == [
+        "INFO uvicorn.error Uvicorn running on http://0.0.0.0:8000 (Press CTRL+C to quit)",
+        f"INFO vllm.v1.core.kv_cache_utils {VLLM_BLOCKS}",
+    ]
+    assert [event["event"] for event in events] == ["kv_pool.capacity"]
+
+
+@pytest.mark.usefixtures("server_logging")
 def test_the_file_loaded_outside_the_servers_configure_call_writes_events_and_says_the_text_is_not_set_up(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

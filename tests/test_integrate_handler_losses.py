@@ -12,6 +12,7 @@ import threading
 from pathlib import Path
 
 import pytest
+from follow_helpers import wait_for
 from test_integrate_handler import START_UP, attached, decoded
 
 import kvlog.integrate.handler as handler_module
@@ -172,6 +173,47 @@ def test_a_close_that_cannot_wait_for_the_worker_says_what_was_not_written(
         busy.set()
         worker.join(30)  # it ends on close's wake-up: nothing of it outlives the test
     assert capsys.readouterr().err == "kvlog: closing: the events still being read were not all written\n"
+
+
+def test_a_record_that_cannot_be_read_is_said_and_the_others_go_on(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A record rebuilt from another process (a ``QueueHandler``'s, a ``SocketHandler``'s) may carry any time."""
+    logger, handler, events = attached(tmp_path)
+    said: list[str] = []
+
+    def told() -> bool:
+        said.append(capsys.readouterr().err)
+        return bool("".join(said))
+
+    handler.handle(logging.makeLogRecord({"name": "sglang.srt", "msg": START_UP[0], "created": float("nan")}))
+    wait_for(told, what="the notice of the record that could not be read")
+    logger.info(START_UP[1])
+    handler.close()
+    said.append(capsys.readouterr().err)
+    assert "".join(said) == (
+        "kvlog: a record could not be read (ValueError: cannot convert float NaN to integer); the others go on\n"
+    )
+    assert [event["event"] for event in decoded(events)] == ["weights.load_end"]
+
+
+def test_a_failure_while_closing_is_said_and_never_raised_into_the_server(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Closing runs inside a server's dictConfig and at its exit: an error there (a file system that reports a
+    deferred write error only when the file is closed) is said, and the server goes on."""
+
+    class _Deferred(handler_module._Reading):
+        def finish(self) -> None:
+            super().finish()
+            raise OSError(errno.EIO, os.strerror(errno.EIO))
+
+    monkeypatch.setattr(handler_module, "_Reading", _Deferred)
+    logger, handler, events = attached(tmp_path)
+    logger.info(START_UP[0])
+    handler.close()
+    assert capsys.readouterr().err == f"kvlog: closing: OSError: [Errno {errno.EIO}] {os.strerror(errno.EIO)}\n"
+    assert [event["event"] for event in decoded(events)] == ["weights.load_begin"]
 
 
 def test_closing_releases_the_events_file_and_logging_forgets_the_handler(tmp_path: Path) -> None:

@@ -94,6 +94,14 @@ def test_a_record_a_filter_refuses_is_not_read(tmp_path: Path) -> None:
     assert [e["event"] for e in decoded(events)] == ["weights.load_begin"]
 
 
+def test_a_record_handed_to_emit_is_read_as_one_handed_to_handle(tmp_path: Path) -> None:
+    """``emit`` is the Handler API's own entry point: a dispatcher that calls it (not ``handle``) loses nothing."""
+    _, handler, events = attached(tmp_path)
+    handler.emit(_record(START_UP[0]))
+    handler.close()
+    assert [e["event"] for e in decoded(events)] == ["weights.load_begin"]
+
+
 def test_a_record_no_memory_line_could_be_is_not_read(tmp_path: Path) -> None:
     _, handler, events = attached(tmp_path)
     handler.handle(_record("GET /health 200"))
