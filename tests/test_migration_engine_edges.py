@@ -14,7 +14,7 @@ import pytest
 from migration_helpers import POOL_V1, migrate, migrated, shipped_chain, state
 
 from kvlog.migration import engine
-from kvlog.migration.engine import FileRun, MigrateOptions, Migrator
+from kvlog.migration.engine import FileRun, MigrateOptions, Migrator, OutputFormat
 from kvlog.migration.report import MigrationReport
 
 POOL = (
@@ -163,6 +163,15 @@ def test_a_line_longer_than_any_memory_line_is_copied_unread() -> None:
     assert (report.events, report.lines, dead) == (1, 2, [])
 
 
+def test_a_line_of_64_kib_is_still_read() -> None:
+    """README: a line *over* 64 KiB is never parsed; one of 64 KiB (its newline aside) is."""
+    longest = POOL.ljust(engine.MAX_LINE_BYTES)
+    out, report, dead = migrated(f"{longest}\n{longest} \n".encode())
+    assert orjson.loads(lines_of(out)[0])["event"] == "kv_pool.allocation"
+    assert lines_of(out)[1] == f"{longest} ".encode()
+    assert (report.events, report.lines, dead) == (1, 2, [])
+
+
 def test_a_log_without_a_final_newline_keeps_it_missing_and_counts_every_line() -> None:
     out, report, _ = migrated(f"a\nb\n{POOL}".encode())
     assert out.startswith(b"a\nb\n{") and out.endswith(b"}")
@@ -302,3 +311,42 @@ def test_a_run_whose_events_go_elsewhere_writes_nothing_to_its_stream() -> None:
     assert engine.NO_OUTPUT.write(b"") == 0
     with pytest.raises(AssertionError, match="writes its events through on_event"):
         engine.NO_OUTPUT.write(b"x")
+
+
+# -- events already written by kvlog: copied as they are ----------------------------------------------
+
+
+def spaced(event: dict[str, Any]) -> str:
+    """``event`` as another writer prints it (a space after each separator): not the bytes kvlog writes."""
+    return ", ".join(f"{orjson.dumps(key).decode()}: {orjson.dumps(value).decode()}" for key, value in event.items())
+
+
+def test_a_current_event_a_server_wrote_is_copied_byte_for_byte() -> None:
+    """README: events already current are copied as they are (not re-written in kvlog's own spacing)."""
+    (pool,) = migrate(POOL)
+    assert isinstance(pool, dict)
+    live_event = {key: value for key, value in reversed(pool.items()) if key != "migrated"}
+    line = "{" + spaced(live_event) + "}"
+    out, report, dead = migrated(f"{line}\n".encode())
+    assert out == f"{line}\n".encode()
+    assert (report.events, report.changed_lines, dead) == (1, 0, [])
+
+
+def test_an_event_already_migrated_to_the_version_asked_for_is_copied_byte_for_byte() -> None:
+    """Migrating twice with --to 1 changes nothing, whatever spacing the first run's output got since."""
+    once, _, _ = migrated(f"{ARENA}\n{POOL}\n".encode(), MigrateOptions(to_catalog=1))
+    lines = ["{" + spaced(orjson.loads(line)) + "}" for line in once.splitlines()]
+    assert [orjson.loads(line)["schema_version"] for line in lines] == [1, 1]
+    data = "".join(f"{line}\n" for line in lines).encode()
+    out, report, dead = migrated(data, MigrateOptions(to_catalog=1))
+    assert out == data
+    assert (report.events, report.changed_lines, dead) == (2, 0, [])
+
+
+@pytest.mark.parametrize("output_format", ["jsonl", "text", "legacy"])
+def test_an_old_event_the_steps_make_invalid_is_rejected_in_every_output_format(output_format: OutputFormat) -> None:
+    line = orjson.dumps({**POOL_V1, "num_tokens": "many"}).decode()
+    out, report, dead = migrated(f"{line}\n".encode(), MigrateOptions(output_format=output_format))
+    assert out == f"{line}\n".encode()
+    assert (report.rejected, report.events) == (1, 0)
+    assert dead[0]["reason"].startswith("the migrated kv_pool.allocation@2 is invalid: $.num_tokens: ")
