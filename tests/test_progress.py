@@ -20,7 +20,9 @@ from progress_helpers import Recorder, sizes
 from test_migration_cli import stderr_on_a_terminal
 
 from kvlog import commands
-from kvlog.io import workers
+from kvlog.cli import progress as cli_progress
+from kvlog.cli.progress import progress_reporter
+from kvlog.io import progress, workers
 from kvlog.text.units import BYTES
 
 CORPUS = Path(__file__).resolve().parent / "corpus"
@@ -45,6 +47,26 @@ def test_migrate_counts_every_file_and_byte_once_a_failed_input_included(jobs: i
     assert recorder.totals == (len(logs), sizes(logs))
     assert [files for files, _ in recorder.steps if files] == [1] * len(logs)
     assert min(count for _, count in recorder.steps) >= 0  # the bytes never go back
+
+
+@pytest.mark.parametrize("command", ["migrate", "validate"])
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_a_run_nobody_watches_asks_no_inputs_size(
+    command: str, jobs: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On a store a size is a request an object: a run without a display (cron, a pipe) makes none."""
+    logs = fleet_logs(tmp_path / "logs", CORPUS, 3, repeat=2)
+    asked: list[str] = []
+    monkeypatch.setattr(progress, "input_size", asked.append)
+    monkeypatch.setattr(cli_progress, "input_size", asked.append)
+    if command == "migrate":
+        done = commands.migrate(logs, output=tmp_path / "out", jobs=jobs)
+    else:
+        done = commands.validate(events_file(tmp_path / "events.jsonl", 1), jobs=jobs)
+    assert done.exit_status in (0, 2)
+    with progress_reporter(list(map(str, logs)), wanted=None):  # the CLI's display where stderr is not a terminal
+        pass
+    assert asked == []
 
 
 def test_migrate_in_one_process_tells_a_large_files_bytes_as_it_reads_them(tmp_path: Path) -> None:

@@ -35,9 +35,12 @@ def progress_reporter(names: list[str], wanted: bool | None, command: str = "mig
     ``wanted``: True forces progress, False silences it, None decides (a bar on a terminal for
     inputs of ``AUTO_MIN_BYTES`` or more).
     """
-    count = _Count(len(names), sum(input_size(name) for name in names))
     terminal = sys.stderr.isatty()
-    if wanted is False or (wanted is None and (not terminal or count.total_bytes < AUTO_MIN_BYTES)):
+    if wanted is False or (wanted is None and not terminal):  # nothing shown: no size asked (a store object: a request)
+        yield ignore
+        return
+    count = _Count(len(names), sum(input_size(name) for name in names))
+    if wanted is None and count.total_bytes < AUTO_MIN_BYTES:
         yield ignore
     elif terminal:
         yield from _bar(count, _DOING.get(command, command))

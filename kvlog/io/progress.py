@@ -56,7 +56,8 @@ class InOrder:
     """
 
     def __init__(self, names: Iterable[str], advance: Advance) -> None:
-        self._sizes = deque(input_size(name) for name in names)
+        watched = advance is not ignore  # unwatched, a size is not worth its lookup (a store's is a request)
+        self._sizes = deque(input_size(name) if watched else 0 for name in names)
         self._advance = advance
         self._read = 0
 
