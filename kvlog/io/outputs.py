@@ -14,7 +14,6 @@ import fcntl
 import glob
 import os
 import re
-import secrets
 import stat
 import sys
 from collections.abc import Iterator
@@ -208,7 +207,7 @@ class Temporary:
     def __init__(self, target: Path) -> None:
         flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
         while True:
-            path = target.with_name(f".{target.name}.{secrets.token_hex(8)}{TEMP_SUFFIX}")
+            path = target.with_name(f".{target.name}.{os.urandom(8).hex()}{TEMP_SUFFIX}")  # secrets: 5 ms to import
             with held_back():
                 try:
                     descriptor = os.open(path, flags, 0o666)
