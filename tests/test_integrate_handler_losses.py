@@ -216,6 +216,62 @@ def test_a_failure_while_closing_is_said_and_never_raised_into_the_server(
     assert [event["event"] for event in decoded(events)] == ["weights.load_begin"]
 
 
+def _closing_while_another_thread_logs(handler: EventHandler, logger: logging.Logger, message: str) -> threading.Thread:
+    """Close on a thread of its own (a dictConfig); once it has woken the busy worker, ``message`` is logged."""
+    closing = threading.Thread(target=handler.close)
+    closing.start()
+    wait_for(lambda: not closing.is_alive() or None in handler._queue.queue, what="close's wake-up of the worker")
+    logger.info(message)  # queued behind the wake-up, where the worker stops
+    return closing
+
+
+def test_records_logged_while_closing_waits_for_the_worker_are_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A dictConfig closes every handler on one thread while the server's other threads log on."""
+    busy, done = threading.Event(), threading.Event()
+
+    class _Slow(handler_module._Reading):
+        def read(self, records: list[handler_module._Record]) -> None:
+            if records and not done.is_set():
+                busy.set()
+                done.wait(30)  # the worker is held in its first feed until the late record is logged
+            super().read(records)
+
+    monkeypatch.setattr(handler_module, "_Reading", _Slow)
+    logger, handler, events = attached(tmp_path)
+    logger.info(START_UP[0])
+    assert busy.wait(30)
+    closing = _closing_while_another_thread_logs(handler, logger, START_UP[1])
+    done.set()
+    closing.join(30)
+    assert [event["event"] for event in decoded(events)] == ["weights.load_begin", "weights.load_end"]
+    assert (handler.written, handler.dropped) == (2, 0)
+
+
+def test_records_logged_while_closing_waits_are_counted_when_the_migrations_cannot_load(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    busy, done = threading.Event(), threading.Event()
+
+    def broken() -> None:
+        busy.set()
+        done.wait(30)  # the worker is held loading them until the late record is logged
+        raise ValueError("no chain")
+
+    monkeypatch.setattr(handler_module, "load_chain", broken)
+    logger, handler, _ = attached(tmp_path)
+    logger.info(START_UP[0])
+    assert busy.wait(30)
+    closing = _closing_while_another_thread_logs(handler, logger, START_UP[1])
+    done.set()
+    closing.join(30)
+    assert handler.dropped == 2
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        "kvlog: 2 records dropped (the queue was full or the events could not be written)"
+    )
+
+
 def test_closing_releases_the_events_file_and_logging_forgets_the_handler(tmp_path: Path) -> None:
     """A server reconfigures its logging many times (each dictConfig closes every handler): nothing may pile up."""
     logger, handler, events = attached(tmp_path)

@@ -202,7 +202,9 @@ class EventHandler(logging.Handler):
         """Write what is read and held (as at a file's end), and close the output.
 
         Waits at most ``CLOSE_S`` for the worker: it runs inside ``dictConfig`` or at exit, on the server's
-        thread. A record that comes later starts a fresh reading.
+        thread. Records the server's other threads log meanwhile queue behind the worker's wake-up, where
+        it stops: they are read here, after it (they were lost, and not even counted). A record that
+        comes later starts a fresh reading.
         """
         worker, records = self._worker, self._queue
         if worker is not None and self._pid == os.getpid():
@@ -213,8 +215,11 @@ class EventHandler(logging.Handler):
             reading = self._reading
             if worker.is_alive():
                 self.say("closing: the events still being read were not all written")
-            elif reading is not None:
+            elif reading is None:
+                self.dropped += len(_queued(records))
+            else:
                 try:
+                    reading.read(_queued(records))
                     reading.finish()
                 except Exception as exc:  # noqa: BLE001 - nothing may escape into dictConfig or the server's exit
                     self.say(f"closing: {type(exc).__name__}: {exc}")
@@ -231,6 +236,17 @@ class EventHandler(logging.Handler):
         self._say_once.add(text)
         with contextlib.suppress(OSError, ValueError):
             sys.stderr.write(f"kvlog: {text}\n")
+
+
+def _queued(records: queue.Queue[_Record | None]) -> list[_Record]:
+    """The records still in ``records``, once its worker has ended."""
+    left = []
+    with contextlib.suppress(queue.Empty):
+        while True:
+            item = records.get_nowait()
+            if item is not None:
+                left.append(item)
+    return left
 
 
 class _Reading:
