@@ -62,14 +62,12 @@ def expand_inputs(
         if "://" in name:
             from kvlog.io import store  # noqa: PLC0415 - object storage (the fleet extra), only once a URI is met
 
-            if store.is_uri(name):
-                local = store.local_name(name)
-                if local == name:
-                    listed, problems = store.expand(name, (TEMP_SUFFIX, *skip_suffixes))
-                    found.names += listed
-                    found.problems += [f"{uri}: {reason}" for uri, reason in problems]
-                    continue
-                name = local  # noqa: PLW2901 - file://: the path it names, expanded as paths are
+            resolved = store.resolve(name, (TEMP_SUFFIX, *skip_suffixes))
+            if not isinstance(resolved, str):
+                found.names += resolved[0]
+                found.problems += [f"{uri}: {reason}" for uri, reason in resolved[1]]
+                continue
+            name = resolved  # noqa: PLW2901 - file://: the path it names, expanded as paths are
         try:
             is_directory = stat.S_ISDIR(Path(name).stat().st_mode)
             exists = True

@@ -129,18 +129,25 @@ def expand(name: str, skip_suffixes: tuple[str, ...] = ()) -> tuple[list[str], l
     return [f"{scheme}://{key}" for key in matches if not key.endswith(skip_suffixes)], []
 
 
+def resolve(name: str, skip_suffixes: tuple[str, ...] = ()) -> str | tuple[list[str], list[tuple[str, str]]]:
+    """A path to take as paths are (``name``, or what a ``file://`` URI names), or a store URI's ``expand``."""
+    if not is_uri(name):
+        return name
+    local = local_name(name)
+    return local if local != name else expand(name, skip_suffixes)
+
+
 def expand_uris(names: Iterable[str]) -> tuple[list[str], list[tuple[str, str]]]:
-    """``names`` with each URI expanded (``expand``) and each ``file://`` URI as its path; paths as they are."""
+    """``names`` with each store URI expanded and each ``file://`` URI as its path; paths as they are."""
     expanded: list[str] = []
     problems: list[tuple[str, str]] = []
     for name in names:
-        local = local_name(name) if is_uri(name) else name
-        if local != name or not is_uri(name):
-            expanded.append(local)
-            continue
-        listed, unlisted = expand(name)
-        expanded += listed
-        problems += unlisted
+        resolved = resolve(name)
+        if isinstance(resolved, str):
+            expanded.append(resolved)
+        else:
+            expanded += resolved[0]
+            problems += resolved[1]
     return expanded, problems
 
 
