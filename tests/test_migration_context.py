@@ -443,6 +443,38 @@ def test_committed_bytes_no_line_stated_before_the_ready_line_stay_unknown() -> 
     assert tp1 == migrate(*lines)[3]
 
 
+def test_a_rank_whose_wait_the_limits_line_ended_keeps_that_line_as_evidence_at_the_ready_line() -> None:
+    """TP1's pool, first in the file, holds TP0's back past TP0's limits line: the ready line must not re-tell TP0's."""
+    lines = (
+        *(f"[2026-08-10 10:00:00 TP{rank}] {ARENA}" for rank in (1, 0)),
+        *(f"[2026-08-10 10:00:01 TP{rank}] {POOL}" for rank in (1, 0)),
+        f"[2026-08-10 10:00:31 TP0] {LIMITS}",
+        f"[2026-08-10 10:00:50] {READY}",
+    )
+    events, written = live(*lines)
+    assert written == len(lines)
+    tp1, tp0 = events[2:4]
+    assert [committed(tp1), committed(tp0)] == [(None, "no-post-capture-before-start-up-end", line) for line in (6, 5)]
+    assert (
+        "before the scheduler's max_total_num_tokens line" in tp0["migrated"]["inferred"]["committed_bytes"]["evidence"]
+    )
+    assert [tp1, tp0] == migrate(*lines)[2:4]
+
+
+def test_the_ready_line_ends_the_start_up_of_a_rank_that_began_loading_its_weights() -> None:
+    """A rank's run that started at its ``Load weight begin`` line is ended by the ready line like any other."""
+    lines = (
+        "[2026-06-01 10:00:00 TP0] Load weight begin. avail mem=70.00 GB",
+        f"[2026-06-01 10:01:02] {READY}",
+        f"[2026-06-01 10:01:03 TP0] {POOL}",
+    )
+    events, written = live(*lines)
+    assert written == len(lines)
+    assert state(events[-1]) == ("allocated", "v1-claims-allocated", None)
+    later = migrate(*lines, f"[2026-06-01 10:01:04 TP0] {SIZED}")
+    assert state(later[2]) == ("allocated", "v1-claims-allocated", None)  # not a bound told by a line after start-up
+
+
 def test_a_restart_after_the_ready_line_waits_again() -> None:
     lines = (
         *FOUR_RANKS,
