@@ -181,6 +181,7 @@ def test_values_otlp_cannot_hold_as_they_are_become_strings_not_errors() -> None
         "level": "info",
         "k_bytes": 2**63 - 1,
         "v_bytes": 2**64 + 1,  # beyond int64: OTLP's integers cannot hold it, its digits are kept
+        "page_bytes": 2**63,  # the first integer beyond int64, as the last within it is k_bytes
         "arena_ids": ["a", "b"],
         "ext": {
             "negative": -(2**63),
@@ -191,6 +192,7 @@ def test_values_otlp_cannot_hold_as_they_are_become_strings_not_errors() -> None
             "empty": [],
             "flags": [True, False],
             "sizes": [1, 2**70],
+            "edges": [2**63 - 1, 2**63],
             "mixed": [1, "a"],
             "layers": [{"index": 0, "bytes": 2**65}],
             "deep": {"deeper": {"deepest": "x"}},
@@ -204,6 +206,7 @@ def test_values_otlp_cannot_hold_as_they_are_become_strings_not_errors() -> None
     attributes = dict(readable.log_record.attributes or {})
     assert attributes["kvlog.k_bytes"] == 2**63 - 1
     assert attributes["kvlog.v_bytes"] == "18446744073709551617"
+    assert attributes["kvlog.page_bytes"] == "9223372036854775808"
     assert attributes["kvlog.arena_ids"] == ("a", "b")
     assert attributes["kvlog.ext.negative"] == -(2**63)
     assert attributes["kvlog.ext.below"] == str(-(2**63) - 1)
@@ -213,6 +216,7 @@ def test_values_otlp_cannot_hold_as_they_are_become_strings_not_errors() -> None
     assert attributes["kvlog.ext.empty"] == ()
     assert attributes["kvlog.ext.flags"] == (True, False)
     assert json.loads(attributes["kvlog.ext.sizes"]) == [1, 2**70]  # one value beyond int64: the array as JSON
+    assert json.loads(attributes["kvlog.ext.edges"]) == [2**63 - 1, 2**63]
     assert json.loads(attributes["kvlog.ext.mixed"]) == [1, "a"]
     assert json.loads(attributes["kvlog.ext.layers"]) == [{"index": 0, "bytes": 2**65}]
     assert attributes["kvlog.ext.deep.deeper.deepest"] == "x"
