@@ -193,6 +193,7 @@ def test_values_otlp_cannot_hold_as_they_are_become_strings_not_errors() -> None
             "flags": [True, False],
             "sizes": [1, 2**70],
             "edges": [2**63 - 1, 2**63],
+            "ends": [-(2**63), 2**63 - 1],  # both ends of int64 are still int64s: an array
             "mixed": [1, "a"],
             "layers": [{"index": 0, "bytes": 2**65}],
             "deep": {"deeper": {"deepest": "x"}},
@@ -217,6 +218,7 @@ def test_values_otlp_cannot_hold_as_they_are_become_strings_not_errors() -> None
     assert attributes["kvlog.ext.flags"] == (True, False)
     assert json.loads(attributes["kvlog.ext.sizes"]) == [1, 2**70]  # one value beyond int64: the array as JSON
     assert json.loads(attributes["kvlog.ext.edges"]) == [2**63 - 1, 2**63]
+    assert attributes["kvlog.ext.ends"] == (-(2**63), 2**63 - 1)
     assert json.loads(attributes["kvlog.ext.mixed"]) == [1, "a"]
     assert json.loads(attributes["kvlog.ext.layers"]) == [{"index": 0, "bytes": 2**65}]
     assert attributes["kvlog.ext.deep.deeper.deepest"] == "x"
