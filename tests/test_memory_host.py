@@ -119,20 +119,42 @@ def test_tensor_is_a_zero_copy_view_of_committed_memory() -> None:
 
 
 def test_a_view_may_be_a_single_byte_anywhere_but_never_empty() -> None:
-    """A one-element uint8 view (a flag, a scalar) is a view like any other, up to the reservation's last byte."""
+    """A one-element uint8 view (a flag, a scalar) is a view like any other, from the first byte to the last."""
     with validated_events(), VmmArena.host(MIB) as arena:
         arena.commit(0, MIB)
         last_byte = arena.tensor(MIB - 1, (1,), torch.uint8)
-        scalar = arena.tensor(7, (), torch.uint8)
-        assert last_byte.data_ptr() == arena.base + MIB - 1 and scalar.data_ptr() == arena.base + 7
+        scalar = arena.tensor(0, (), torch.uint8)
+        assert last_byte.data_ptr() == arena.base + MIB - 1 and scalar.data_ptr() == arena.base
         last_byte.fill_(5)
         scalar.fill_(9)
         whole = arena.tensor(0, (MIB,), torch.uint8)
-        assert (whole[MIB - 1].item(), whole[7].item(), int(whole.sum())) == (5, 9, 14)
+        assert (whole[MIB - 1].item(), whole[0].item(), int(whole.sum())) == (5, 9, 14)
         for empty in [(0,), (4, 0)]:
             with pytest.raises(ArenaError, match="must be non-empty"):
                 arena.tensor(0, empty, torch.uint8)
-        del last_byte, scalar, whole
+        del last_byte, whole
+        with pytest.raises(ArenaError, match=r"1 live tensor view\(s\) over \[0, 1\) use bytes"):
+            arena.decommit(0, PAGE_SIZE)
+        with pytest.raises(ArenaError, match=r"1 live tensor view\(s\) over \[0, 1\) still use the arena"):
+            arena.close()
+        cycle: list[object] = [scalar]
+        cycle.append(cycle)
+        del scalar, cycle
+        arena.close()  # only a reference cycle keeps the view: it is not in use
+        assert arena.closed
+
+
+def test_views_made_used_and_dropped_step_after_step_keep_working() -> None:
+    """A serving loop's pattern: many more short-lived views than the arena ever keeps books of at once."""
+    with validated_events(), VmmArena.host(MIB) as arena:
+        arena.commit(0, MIB)
+        for step in range(300):
+            view = arena.tensor(step * PAGE_SIZE % MIB, (PAGE_SIZE,), torch.uint8)
+            view.fill_(step % 251)
+            del view
+        assert arena.tensor(299 * PAGE_SIZE % MIB, (1,), torch.uint8).item() == 299 % 251
+        arena.decommit(0, MIB)  # no view is alive
+        assert arena.committed_bytes == 0 == arena_rss(arena)
 
 
 def test_decommit_under_a_live_view_is_refused_even_through_a_derived_view() -> None:
