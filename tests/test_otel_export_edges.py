@@ -3,8 +3,12 @@ part, the data points of figures that are not whole, the tap's source, and an ex
 
 from __future__ import annotations
 
+import datetime
+import enum
 import io
+import json
 import math
+import uuid
 from typing import Any
 
 import pytest
@@ -153,6 +157,41 @@ def test_the_tap_names_this_process_unless_told_otherwise(emitting: None) -> Non
         (readable,) = logs.get_finished_logs()
     assert dict(readable.log_record.attributes or {})["kvlog.server_instance"] == this_process()
     assert exporter.dropped == 0
+
+
+class Mode(enum.Enum):
+    EAGER = "eager"
+
+
+def test_a_tapped_value_json_has_no_type_for_is_exported_as_the_line_writes_it() -> None:
+    """An engine's ext may hold a datetime, a UUID, an enum: the writer turns each into JSON of its own,
+    and the record says the same, not Python's text of the object (or that text quoted as JSON)."""
+    saved, stream = get_config(), io.StringIO()
+    kvlog.configure(stream=stream)
+    exporter, logs, _ = in_memory()
+    try:
+        with exporter.tap():
+            started = datetime.datetime(2026, 1, 2, 3, 4, 5, tzinfo=datetime.UTC)
+            ext = {"started": started, "run": uuid.UUID(int=1), "mode": Mode.EAGER, "days": [started.date(), 1]}
+            kvlog.emit(events.WeightsLoadBegin(avail_bytes=1, ext=ext))
+            exporter.force_flush()
+            (readable,) = logs.get_finished_logs()
+    finally:
+        restore(saved)
+    written = json.loads(stream.getvalue())["ext"]
+    assert written == {
+        "started": "2026-01-02T03:04:05+00:00",
+        "run": "00000000-0000-0000-0000-000000000001",
+        "mode": "eager",
+        "days": ["2026-01-02", 1],
+    }
+    attributes = dict(readable.log_record.attributes or {})
+    assert {key: attributes[f"kvlog.ext.{key}"] for key in written} == {
+        "started": written["started"],
+        "run": written["run"],
+        "mode": "eager",
+        "days": '["2026-01-02",1]',  # a mixed list is its JSON text, as the line writes it
+    }
 
 
 def test_a_closed_export_closes_once_and_exports_nothing_more(emitting: None) -> None:

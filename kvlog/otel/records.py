@@ -24,6 +24,7 @@ import time
 from collections.abc import Iterator, Mapping
 from typing import Any, Final
 
+import orjson
 from opentelemetry._logs import LogRecord, SeverityNumber
 from opentelemetry.util.types import AttributeValue
 
@@ -95,20 +96,20 @@ def _flattened(key: str, value: object) -> Iterator[tuple[str, AttributeValue]]:
             yield from _flattened(f"{key}.{name}", item)
     elif isinstance(value, list | tuple):
         yield key, _array(value)
-    else:
+    elif isinstance(value, bool | int | float | str):
         yield key, _scalar(value)
+    else:
+        yield from _flattened(key, _as_written(value))
 
 
-def _scalar(value: object) -> AttributeValue:
+def _scalar(value: bool | int | float | str) -> AttributeValue:
     if isinstance(value, bool):
         return value
     if isinstance(value, int):
         return int(value) if _INT64_MIN <= value <= _INT64_MAX else str(int(value))
     if isinstance(value, float):
         return float(value)  # kvlog.io.jsonline's ExactFloat, which keeps its text, is a float subclass
-    if isinstance(value, str):
-        return str(value)
-    return _json(value)
+    return str(value)
 
 
 def _array(values: list[Any] | tuple[Any, ...]) -> AttributeValue:
@@ -132,4 +133,18 @@ def _kind(value: object) -> type | None:
 
 def _json(value: object) -> str:
     """JSON text of any JSON value, integers of any size written exactly (orjson refuses those beyond 64 bits)."""
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=_as_written)
+
+
+def _as_written(value: object) -> Any:
+    """A value JSON has no type for as kvlog's line holds it: orjson's form, else its ``str()``.
+
+    Taps (``OtelExport.tap``) see the event before it is written, with the values the writer
+    turns into JSON itself: a datetime becomes its RFC 3339 text, a UUID its text, an enum its
+    value, a dataclass an object. The record says what the line says, not ``str()`` of the
+    object (a datetime's text with a space, an enum's ``Mode.EAGER``) nor that text quoted again.
+    """
+    try:
+        return orjson.loads(orjson.dumps(value, default=str))
+    except TypeError:  # orjson.JSONEncodeError: an integer beyond 64 bits inside (the writer refuses those too)
+        return str(value)
