@@ -49,6 +49,10 @@ SUMMARY_VA = "[2026-09-03 12:01:02 TP0] SWAKVPool VA upper bound: 18.22 GB, swa 
 DRAFT_TODAY = (
     "[2026-09-02 08:04:41 TP0] KV Cache is allocated. dtype: torch.float8_e4m3fn, #tokens: 1523712, KV size: 0.83 GB"
 )
+UNIFIED_VA = (
+    "[2026-10-20 10:00:00 TP0] [unified-memory-pool] UnifiedKVPool reserved VA upper bound: "
+    "total_bytes=60.00 GB (=64424509440 B), 3 sub-pool(s)"
+)
 READ = ("allocated", None, None)  # the state the line says, not inferred
 CLAIMED = ("allocated", "v1-claims-allocated", None)
 
@@ -166,6 +170,14 @@ def test_todays_summary_wording_alone_makes_is_allocated_read_as_printed() -> No
     out = migrate(SUMMARY_VA, DRAFT_TODAY)
     assert state(out[0]) == ("va_upper_bound", None, None)
     assert state(out[1]) == READ
+
+
+def test_todays_unified_pool_wording_alone_makes_is_allocated_read_as_printed() -> None:
+    """0.5.22's ``UnifiedKVPool reserved VA upper bound:`` (an event of one version), its arena line filtered out."""
+    out = migrate(UNIFIED_VA, DRAFT_TODAY, COMMITTED)
+    assert state(out[0]) == ("va_upper_bound", None, None)
+    assert committed(out[0])[1:] == ("post-capture-committed", 3)
+    assert state(out[1]) == READ  # a draft, not a bound the post-capture line tells
 
 
 def test_in_todays_wording_a_summary_that_says_mem_usage_is_read_as_printed() -> None:

@@ -194,7 +194,7 @@ class Context:
             event["dtype"] = dtype
             mark_inferred(event, "dtype", InferenceRule.KV_CACHE_DTYPE_LINE, evidence.text, evidence.line)
         if not _state_inferred(event) or not held.revisable:
-            run.todays_wording |= source_version >= 2 and event.get(STATE) == VA
+            run.todays_wording |= _says_va(event, source_version)
             if event.get(STATE) == VA:
                 if run.arenas and event.get("event") == POOL:
                     run.arenas.popleft()
@@ -331,6 +331,17 @@ def _committed_owner(group: list[Held]) -> Held | None:
             if held.event.get("event") == name:
                 return held
     return group[0] if len(group) == 1 else None
+
+
+def _says_va(event: dict[str, Any], source_version: int) -> bool:
+    """Whether a pool whose state was not inferred here is a ``VA upper bound`` in today's wording.
+
+    A pool's version 2 is today's wording (its v1 has no state). The unified pool has one version, whose
+    line says ``VA upper bound`` only in today's wording (0.5.22's ``UnifiedKVPool reserved VA upper
+    bound:``). Without it, a draft's ``KV Cache is allocated`` after that line (no arena line printed)
+    waited for the post-capture line and was told a VA bound.
+    """
+    return event.get(STATE) == VA and (source_version >= 2 or event.get("event") == UNIFIED)
 
 
 def _state_inferred(event: dict[str, Any]) -> bool:
