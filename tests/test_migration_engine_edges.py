@@ -249,6 +249,16 @@ def test_every_event_is_written_in_the_written_order_whatever_order_its_keys_cam
     assert first[-1] == "migrated"
 
 
+def test_every_provenance_is_written_in_the_written_order_whatever_order_its_keys_came_in() -> None:
+    """An old kvlog line's ``migrated`` keys in another order: each event's are put in order, not only the first's."""
+    provenance = {"line": 7, "file": "old.log", "source_format": "sglang-text/2026-06"}
+    line = orjson.dumps({**POOL_V1, "migrated": provenance}).decode()
+    out, _, _ = migrated(f"{line}\n{line}\n".encode())
+    assert [list(orjson.loads(written)["migrated"])[:4] for written in out.splitlines()] == [
+        ["source_format", "file", "line", "steps"]
+    ] * 2
+
+
 # -- the look-ahead ------------------------------------------------------------------------------------
 
 
@@ -259,6 +269,16 @@ def test_the_look_ahead_is_bounded_in_bytes_as_well_as_lines(monkeypatch: pytest
     evidence = out[0]["migrated"]["inferred"]["allocation_state"]["evidence"]  # type: ignore[index]
     assert "within 100000 lines or 0 MiB" in evidence
     assert out[1:3] == [b"x" * 600, b"y" * 600]
+
+
+@pytest.mark.parametrize(("spare", "told"), [(0, True), (-1, False)])
+def test_the_look_ahead_holds_back_at_most_its_bound_in_bytes(
+    monkeypatch: pytest.MonkeyPatch, spare: int, told: bool
+) -> None:
+    """A pool and the line after it, held back, fill the bound exactly: still told; one byte less: given up."""
+    monkeypatch.setattr(engine, "LOOKAHEAD_BYTES", len(POOL) + 1 + 601 + spare)
+    out = migrate(POOL, "x" * 600, SIZED)
+    assert state(out[0])[1] == ("post-capture-after-pool" if told else "look-ahead-exhausted")
 
 
 def test_within_the_look_ahead_a_later_line_still_tells() -> None:
