@@ -249,14 +249,12 @@ def test_every_event_is_written_in_the_written_order_whatever_order_its_keys_cam
     assert first[-1] == "migrated"
 
 
-def test_every_provenance_is_written_in_the_written_order_whatever_order_its_keys_came_in() -> None:
-    """An old kvlog line's ``migrated`` keys in another order: each event's are put in order, not only the first's."""
-    provenance = {"line": 7, "file": "old.log", "source_format": "sglang-text/2026-06"}
-    line = orjson.dumps({**POOL_V1, "migrated": provenance}).decode()
-    out, _, _ = migrated(f"{line}\n{line}\n".encode())
-    assert [list(orjson.loads(written)["migrated"])[:4] for written in out.splitlines()] == [
-        ["source_format", "file", "line", "steps"]
-    ] * 2
+def test_every_provenance_is_written_in_the_written_order_taking_events_down_to_catalog_1() -> None:
+    """Output of ``--keep-original`` taken down with ``--to 1``: each event's ``lost`` goes before its ``original``."""
+    once, _, _ = migrated(f"{POOL}\n{POOL}\n".encode(), MigrateOptions(keep_original=True))
+    out, _, _ = migrated(once, MigrateOptions(to_catalog=1))
+    keys = [list(orjson.loads(line)["migrated"]) for line in out.splitlines()]
+    assert [key_set[-2:] for key_set in keys] == [["lost", "original"]] * 2
 
 
 # -- the look-ahead ------------------------------------------------------------------------------------
