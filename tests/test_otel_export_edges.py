@@ -3,6 +3,7 @@ part, the data points of figures that are not whole, the tap's source, and an ex
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import enum
 import io
@@ -102,6 +103,23 @@ def test_subclasses_of_json_scalars_are_sent_as_the_plain_type() -> None:
     attributes = dict(log_record({"event": "x.y", "ratio": Exact(0.25), "name": Text("a")}).attributes or {})
     assert attributes == {"kvlog.ratio": 0.25, "kvlog.name": "a"}
     assert (type(attributes["kvlog.ratio"]), type(attributes["kvlog.name"])) == (float, str)
+
+
+@dataclasses.dataclass
+class Sized:
+    size: int
+
+
+class Handle:
+    def __str__(self) -> str:
+        return "handle 7"
+
+
+def test_a_value_the_writer_cannot_write_is_sent_as_its_text_not_an_error() -> None:
+    """A record never fails on a field (the module's promise): what orjson cannot write at all, an object of no
+    JSON form or a dataclass holding an integer beyond 64 bits, is sent as its str()."""
+    attributes = dict(log_record({"event": "x.y", "handle": Handle(), "sized": Sized(2**70)}).attributes or {})
+    assert attributes == {"kvlog.handle": "handle 7", "kvlog.sized": f"Sized(size={2**70})"}
 
 
 def data_points(reader: InMemoryMetricReader, name: str) -> list[tuple[dict[str, Any], float]]:
