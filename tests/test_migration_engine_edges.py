@@ -7,13 +7,15 @@ Library calls (``Migrator``, ``FileRun``): the console contract is ``test_migrat
 from __future__ import annotations
 
 import io
+from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
-from migration_helpers import POOL_V1, migrate, migrated, shipped_chain, state
+from migration_helpers import POOL_V1, edited_migrations, migrate, migrated, shipped_chain, state
 
-from kvlog.migration import engine
+from kvlog.io import jsonline
+from kvlog.migration import engine, load_chain
 from kvlog.migration.engine import FileRun, MigrateOptions, Migrator, OutputFormat
 from kvlog.migration.report import MigrationReport
 
@@ -154,6 +156,26 @@ def test_an_old_event_the_steps_make_invalid_is_rejected_with_the_violations() -
     violation = "$.num_tokens: 'many' is not of type 'integer', 'null'"
     assert dead[0]["reason"] == f"the migrated kv_pool.allocation@2 is invalid: {violation}"
     assert dead[0]["line"] == 1
+
+
+def test_an_event_a_step_nests_deeper_than_json_is_written_is_rejected_and_copied(tmp_path: Path) -> None:
+    """A step of ``--migrations`` sets ``ext`` 255 levels deep, past what orjson writes: a dead letter, not a crash."""
+    deep = "{" + '"a": ' + "[" * jsonline.MAX_DEPTH + "]" * jsonline.MAX_DEPTH + "}"
+    edited_migrations(
+        tmp_path,
+        "kv_pool.allocation/v1-to-v2.toml",
+        '[[ops]]\nop = "default"\nfield = "pool"',
+        f'[[ops]]\nop = "set"\nfield = "ext"\nvalue = {{ json = \'{deep}\' }}\n\n'
+        '[[ops]]\nop = "default"\nfield = "pool"',
+    )
+    line = orjson.dumps(POOL_V1) + b"\n"
+    out, dead = io.BytesIO(), []
+    report = Migrator(load_chain(tmp_path / "migrations"), MigrateOptions()).migrate(
+        "deep.log", io.BytesIO(line), out, dead.append
+    )
+    assert out.getvalue() == line
+    assert (report.rejected, report.events) == (1, 0)
+    assert dead[0]["reason"].startswith("the migrated event cannot be written: ")
 
 
 def test_a_line_longer_than_any_memory_line_is_copied_unread() -> None:
