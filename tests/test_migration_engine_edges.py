@@ -194,6 +194,15 @@ def test_a_line_of_64_kib_is_still_read() -> None:
     assert (report.events, report.lines, dead) == (1, 2, [])
 
 
+@pytest.mark.parametrize("ending", [b"\nb\n", b""])
+def test_a_line_streamed_through_in_pieces_is_counted_once(ending: bytes) -> None:
+    """A line of several blocks passes in pieces as they arrive (a memory line's start included): one line each."""
+    data = b"x\n" + POOL.encode() + b" " * (3 * engine.MAX_LINE_BYTES) + ending
+    out, report, dead = migrated(data)
+    assert out == data
+    assert (report.lines, report.events, dead) == (2 + (ending != b""), 0, [])
+
+
 def test_a_log_without_a_final_newline_keeps_it_missing_and_counts_every_line() -> None:
     out, report, _ = migrated(f"a\nb\n{POOL}".encode())
     assert out.startswith(b"a\nb\n{") and out.endswith(b"}")
