@@ -72,7 +72,8 @@ def test_a_forked_child_that_logs_nothing_says_nothing_of_its_parents_drops(tmp_
 
 
 def test_records_after_a_quiet_spell_are_still_read(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A server logs its start-up, then no memory line for a long while: the worker waits on through its idle ticks."""
+    """A server logs its start-up, then no memory line for a long while: the worker waits on through its idle ticks,
+    and a later record's event is in the file while the server runs (a follower sees it then, not at the exit)."""
     idle = threading.Event()
 
     class _Watched(handler_module._Reading):
@@ -87,5 +88,8 @@ def test_records_after_a_quiet_spell_are_still_read(tmp_path: Path, monkeypatch:
     logger.info(START_UP[0])
     assert idle.wait(30), "the worker never woke idle"
     logger.info(START_UP[1])
-    handler.close()
+    try:
+        wait_for(lambda: len(decoded(events)) == 2, what="the event of the record after the quiet spell")
+    finally:
+        handler.close()
     assert [event["event"] for event in decoded(events)] == ["weights.load_begin", "weights.load_end"]
