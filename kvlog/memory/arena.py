@@ -408,16 +408,14 @@ class VmmArena(ClosesOnExit):
         """
         mapped: list[Run] = []
         committed, backend_map, base = self._committed, self._backend.map, self._base
-        index = 0
         started = time.perf_counter()
         try:
-            for index, (start, end) in enumerate(aligned):  # noqa: B007 - the index names a failed range
+            for start, end in aligned:  # on a failure, start and end name the range that failed
                 for gap_start, gap_end in committed.gaps(start, end):
                     backend_map(base + gap_start, gap_end - gap_start)
                     mapped.append((gap_start, gap_end))
                     committed.add(gap_start, gap_end)
         except BackendError as exc:
-            start, end = aligned[index]
             message = self._undo(mapped, exc)
             for held_start, held_end in self._held(exc):  # what the backend could not give back stays counted
                 committed.add(held_start, held_end)
