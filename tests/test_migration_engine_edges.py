@@ -216,6 +216,9 @@ def test_only_events_writes_the_events_and_counts_every_other_line_as_changed() 
     out, report, _ = migrated(data, MigrateOptions(only_events=True))
     assert [orjson.loads(line)["event"] for line in out.splitlines()] == ["kv_pool.allocation"]
     assert (report.lines, report.changed_lines) == (4, 4)
+    unread = "[2026-07-24 08:00:33 TP0] KV Cache is allocated. K size: lots"  # a memory line, dropped too
+    out, report, _ = migrated(f"{unread}\n{POOL}\n{unread}\n".encode(), MigrateOptions(only_events=True))
+    assert (len(out.splitlines()), report.lines, report.changed_lines) == (1, 3, 3)
 
 
 def test_keep_original_keeps_each_lines_text() -> None:
