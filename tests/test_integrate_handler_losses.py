@@ -225,6 +225,17 @@ def _closing_while_another_thread_logs(handler: EventHandler, logger: logging.Lo
     return closing
 
 
+def _close_once_the_worker_is_held(
+    handler: EventHandler, logger: logging.Logger, busy: threading.Event, done: threading.Event
+) -> None:
+    """The first record held in the worker (``busy``), close while another thread logs the second, then release."""
+    logger.info(START_UP[0])
+    assert busy.wait(30)
+    closing = _closing_while_another_thread_logs(handler, logger, START_UP[1])
+    done.set()
+    closing.join(30)
+
+
 def test_records_logged_while_closing_waits_for_the_worker_are_read(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -240,11 +251,7 @@ def test_records_logged_while_closing_waits_for_the_worker_are_read(
 
     monkeypatch.setattr(handler_module, "_Reading", _Slow)
     logger, handler, events = attached(tmp_path)
-    logger.info(START_UP[0])
-    assert busy.wait(30)
-    closing = _closing_while_another_thread_logs(handler, logger, START_UP[1])
-    done.set()
-    closing.join(30)
+    _close_once_the_worker_is_held(handler, logger, busy, done)
     assert [event["event"] for event in decoded(events)] == ["weights.load_begin", "weights.load_end"]
     assert (handler.written, handler.dropped) == (2, 0)
 
@@ -261,11 +268,7 @@ def test_records_logged_while_closing_waits_are_counted_when_the_migrations_cann
 
     monkeypatch.setattr(handler_module, "load_chain", broken)
     logger, handler, _ = attached(tmp_path)
-    logger.info(START_UP[0])
-    assert busy.wait(30)
-    closing = _closing_while_another_thread_logs(handler, logger, START_UP[1])
-    done.set()
-    closing.join(30)
+    _close_once_the_worker_is_held(handler, logger, busy, done)
     assert handler.dropped == 2
     assert capsys.readouterr().err.splitlines()[-1] == (
         "kvlog: 2 records dropped (the queue was full or the events could not be written)"
