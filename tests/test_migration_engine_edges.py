@@ -158,6 +158,33 @@ def test_an_old_event_the_steps_make_invalid_is_rejected_with_the_violations() -
     assert dead[0]["line"] == 1
 
 
+@pytest.mark.parametrize(
+    ("provenance", "why"),
+    [
+        ({"inferred": "allocated"}, "'str' object does not support item assignment"),
+        ({"inferred": []}, "list indices must be integers or slices, not str"),
+        ({"steps": "sglang-text/2025-01"}, "migrated.steps='sglang-text/2025-01' is not a list of steps"),
+        ({"steps": 7}, "migrated.steps=7 is not a list of steps"),
+    ],
+)
+def test_an_old_event_its_upgrade_step_cannot_apply_to_is_rejected_and_copied_and_the_file_goes_on(
+    provenance: dict[str, Any], why: str
+) -> None:
+    """An old event whose provenance is not kvlog's shape (another tool wrote it): a dead letter, not a crash.
+
+    The step fails before the event reaches the target version: the line is copied as it was, counted
+    as rejected with the step's reason and its line number, and the lines after it are still migrated.
+    """
+    line = orjson.dumps({**POOL_V1, "migrated": {"source_format": "kvlog-json/v1", **provenance}}).decode()
+    out, report, dead = migrated(f"{line}\n{POOL}\n".encode())
+    copied, pool, end = lines_of(out)
+    assert (copied, end) == (line.encode(), b"")
+    assert orjson.loads(pool)["migrated"]["line"] == 2
+    assert (report.rejected, report.events) == (1, 1)
+    reason = f"kv_pool.allocation/v1-to-v2: cannot apply to this input: {why}"
+    assert dead == [{"file": "ctx.log", "line": 1, "reason": reason, "text": line}]
+
+
 def test_an_event_a_step_nests_deeper_than_json_is_written_is_rejected_and_copied(tmp_path: Path) -> None:
     """A step of ``--migrations`` sets ``ext`` 255 levels deep, past what orjson writes: a dead letter, not a crash."""
     deep = "{" + '"a": ' + "[" * jsonline.MAX_DEPTH + "]" * jsonline.MAX_DEPTH + "}"
