@@ -13,7 +13,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -205,18 +204,25 @@ def test_an_object_is_streamed_in_bounded_memory_whatever_its_size(s3: S3, tmp_p
 
 
 def test_a_run_stopped_mid_upload_leaves_no_object_and_no_upload(s3: S3, logs: list[Path]) -> None:
+    """Stopped while its output is on its way, a run aborts the upload: no object, no upload left to pay for.
+
+    The input comes through a pipe the test holds open, so the run cannot end before the signal.
+    """
     text = logs[0].read_bytes()
-    uri = s3.put("stopped/in/big.log", text * (40 * (1 << 20) // len(text)))
+    chunk = text * ((1 << 20) // len(text))
     run = subprocess.Popen(
-        [sys.executable, "-m", "kvlog", "migrate", uri, "-o", f"s3://{BUCKET}/stopped/out/big.log"],
+        [sys.executable, "-m", "kvlog", "migrate", "-", "-o", f"s3://{BUCKET}/stopped/out/big.log"],
+        stdin=subprocess.PIPE,
         stderr=subprocess.PIPE,
         env=os.environ,
     )
+    assert run.stdin is not None
     while run.poll() is None and not s3.uploads_in_progress():  # the first part of the output is on its way
-        time.sleep(0.02)
+        run.stdin.write(chunk)
+        run.stdin.flush()
     run.send_signal(signal.SIGINT)
-    _, stderr = run.communicate(timeout=120)
-    assert run.returncode == 130, stderr  # (had the run ended before the signal, it would have exited 0)
+    _, stderr = run.communicate(timeout=120)  # (closes the pipe after the signal)
+    assert run.returncode == 130, stderr
     assert s3.keys("stopped/out/") == []
     assert s3.uploads_in_progress() == []
 
