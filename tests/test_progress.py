@@ -8,6 +8,7 @@ The engine ``ray`` is tested on a real cluster in test_summarize_fleet.py.
 
 from __future__ import annotations
 
+import functools
 import gzip
 import io
 import subprocess
@@ -67,6 +68,33 @@ def test_a_run_nobody_watches_asks_no_inputs_size(
     with progress_reporter(list(map(str, logs)), wanted=None):  # the CLI's display where stderr is not a terminal
         pass
     assert asked == []
+
+
+@pytest.mark.parametrize("command", ["migrate", "validate"])
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_a_shown_run_asks_each_inputs_size_once(
+    command: str, jobs: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The display's totals and the run's tally share one lookup per input (on a store, one request)."""
+    logs = fleet_logs(tmp_path / "logs", CORPUS, 3, repeat=2)
+    inputs = logs if command == "migrate" else [events_file(tmp_path / f"events{n}.jsonl", 1) for n in range(3)]
+    asked: list[str] = []
+
+    def size_of(name: str) -> int:
+        asked.append(name)
+        return Path(name).stat().st_size
+
+    monkeypatch.setattr(progress, "input_size", size_of)
+    monkeypatch.setattr(cli_progress, "input_size", size_of)
+    shown = functools.partial(progress_reporter, wanted=True, command=command)
+    if command == "migrate":
+        done = commands.migrate(inputs, output=tmp_path / "out", jobs=jobs, progress=shown)
+    else:
+        done = commands.validate(inputs, jobs=jobs, progress=shown)
+    assert done.exit_status in (0, 2)
+    assert sorted(asked) == sorted(map(str, inputs))
+    total = BYTES.format(sizes(inputs))
+    assert f"{len(inputs)}/{len(inputs)} files, {total} of {total}" in capsys.readouterr().err
 
 
 def test_migrate_in_one_process_tells_a_large_files_bytes_as_it_reads_them(tmp_path: Path) -> None:

@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 
 import click
 
-from kvlog.io.progress import Advance, ignore, input_size
+from kvlog.io.progress import Advance, Shown, ignore, input_size
 from kvlog.text.units import BYTES
 
 #: below this much input, no bar unless asked for: the run is over before a bar would say anything
@@ -39,14 +39,15 @@ def progress_reporter(names: list[str], wanted: bool | None, command: str = "mig
     if wanted is False or (wanted is None and not terminal):  # nothing shown: no size asked (a store object: a request)
         yield ignore
         return
-    count = _Count(len(names), sum(input_size(name) for name in names))
+    sizes = {name: input_size(name) for name in names}
+    count = _Count(len(names), sum(sizes[name] for name in names))
     if wanted is None and count.total_bytes < AUTO_MIN_BYTES:
         yield ignore
     elif terminal:
-        yield from _bar(count, _DOING.get(command, command))
+        yield from _bar(count, _DOING.get(command, command), sizes)
     else:
         lines = _Lines(count, command)
-        yield lines.update
+        yield Shown(lines.update, sizes)
         lines.say()
 
 
@@ -77,7 +78,7 @@ class _Count:
         )
 
 
-def _bar(count: _Count, label: str) -> Iterator[Advance]:
+def _bar(count: _Count, label: str, sizes: Mapping[str, int]) -> Iterator[Advance]:
     """A click bar over the run's share in thousandths, showing the files and bytes beside it."""
 
     def shown_beside(_: int | None) -> str:
@@ -95,7 +96,7 @@ def _bar(count: _Count, label: str) -> Iterator[Advance]:
                 bar.render_progress()
             shown = now
 
-        yield update
+        yield Shown(update, sizes)
 
 
 class _Lines:

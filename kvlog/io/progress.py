@@ -15,7 +15,7 @@ the worker processes share).
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from pathlib import Path
@@ -45,6 +45,22 @@ def ignore(_files: int, _bytes: int) -> None:
     """An ``Advance`` for a run nobody watches."""
 
 
+class Shown:
+    """The ``Advance`` of a display that looked up the inputs' sizes for its totals.
+
+    The run's tally takes each size from it rather than asking again: on a store a size is a request.
+    """
+
+    __slots__ = ("_update", "sizes")
+
+    def __init__(self, update: Advance, sizes: Mapping[str, int]) -> None:
+        self._update = update
+        self.sizes = sizes
+
+    def __call__(self, files: int, count: int) -> None:
+        self._update(files, count)
+
+
 class InOrder:
     """Progress of files finished one after the other, in input order.
 
@@ -56,8 +72,7 @@ class InOrder:
     """
 
     def __init__(self, names: Iterable[str], advance: Advance) -> None:
-        watched = advance is not ignore  # unwatched, a size is not worth its lookup (a store's is a request)
-        self._sizes = deque(input_size(name) if watched else 0 for name in names)
+        self._sizes = deque(map(_size_for(advance), names))
         self._advance = advance
         self._read = 0
 
@@ -74,6 +89,16 @@ class InOrder:
         beyond = 0 if self._sizes else self._read
         self._read -= beyond
         self._advance(1, size - taken - beyond)
+
+
+def _size_for(advance: Advance) -> Callable[[str], int]:
+    """Where ``InOrder`` gets an input's size: unwatched, a size is not worth its lookup; shown, the display has it."""
+    if advance is ignore:
+        return lambda _name: 0
+    if isinstance(advance, Shown):
+        known = advance.sizes
+        return lambda name: known[name] if name in known else input_size(name)
+    return input_size
 
 
 def read_in_task(count: int) -> None:
