@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import re
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -445,6 +446,26 @@ def test_sleep_and_wake_are_one_event_each_and_say_what_changed() -> None:
         assert own_fields(captured[-1]) == batch(arena, "commit", count=2, offset=3 * P, nbytes=3 * P, requested=3 * P)
         assert woken == ArenaChange(3 * P, 3 * P, "smaps_rss", captured[-1]["duration_us"])
         assert arena.committed_runs == [(3 * P, 5 * P), (9 * P, 10 * P)] and not arena.asleep
+
+
+def test_each_duration_is_a_time_inside_its_call_and_above_zero() -> None:
+    """``duration_us`` of a commit, a decommit, a sleep and a wake is time the call spent: it lies
+    within the wall time measured around the whole call, in microseconds, and is above zero, since
+    each of these calls made system calls on real memory.
+    """
+    with validated_events() as captured, VmmArena.host(RESERVE) as arena:
+        calls: dict[str, Callable[[], object]] = {
+            "commit": lambda: arena.commit(3 * P, 8 * P),
+            "decommit": lambda: arena.decommit(5 * P, 2 * P),
+            "sleep": arena.sleep,
+            "wake": arena.wake,
+        }
+        for name, call in calls.items():
+            before = time.perf_counter()
+            call()
+            wall_us = (time.perf_counter() - before) * 1e6
+            duration = captured[-1]["duration_us"]
+            assert 0 < duration <= wall_us + 0.001, (name, duration, wall_us)  # + the rounding to a nanosecond
 
 
 def test_sleeping_and_waking_an_empty_arena_changes_nothing_and_emits_nothing() -> None:
