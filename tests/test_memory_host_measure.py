@@ -8,10 +8,17 @@ from __future__ import annotations
 
 import ctypes
 import errno
+import json
 import mmap
 import os
 import platform
+import shutil
+import subprocess
+import sys
+import threading
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack
 from mmap import MADV_DONTNEED, MADV_HUGEPAGE
 from pathlib import Path
 
@@ -278,3 +285,93 @@ def test_a_range_outside_every_reservation_is_measured_whole() -> None:
     finally:
         elsewhere.close()
         backend.release(base, 4 * PAGE_SIZE)
+
+
+@pytest.mark.usefixtures("scanning")
+def test_measuring_part_of_a_reservation_leaves_the_next_whole_measurement_its_walk_over_what_was_given_back(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The ranges given back are walked at the reservation's next *whole* measurement, whatever comes first.
+
+    A part measured in between, from the base or up to the end, does not reach them and must not
+    cancel that walk: the whole reservation's figure is then still the kernel's, pages left behind
+    by a replacement that did nothing included.
+    """
+    backend = HostBackend()
+    size = 64 * MIB
+    base = backend.reserve(size)
+    try:
+        backend.map(base + 8 * MIB, 2 * MIB)
+        monkeypatch.setattr(host_backend, "_libc", NoOpReplacement())
+        backend.unmap(base + 9 * MIB, MIB)  # says it gave the range back; its pages stay
+        monkeypatch.undo()
+        for start, end in ((base, base + 4 * MIB), (base + 32 * MIB, base + size)):
+            assert backend.measure(start, end - start) == Measurement(kernel_rss(start, end), "smaps_rss")
+        assert kernel_rss(base, base + size) == 2 * MIB
+        assert backend.measure(base, size) == Measurement(2 * MIB, "smaps_rss")
+    finally:
+        backend.release(base, size)
+
+
+def test_smaps_read_to_its_end_says_a_range_past_every_mapping_holds_nothing() -> None:
+    """No mapping starts at or past the range's end, so the reader reads the whole file, and finds none in it."""
+    top = max(
+        int(line.split("-", 1)[1].split(" ", 1)[0], 16) for line in Path("/proc/self/maps").read_text().splitlines()
+    )
+    assert smaps_rss(top, top + PAGE_SIZE) == Measurement(0, "smaps_rss")
+
+
+@pytest.mark.usefixtures("scanning")
+def test_arenas_measured_from_several_threads_at_once_each_get_their_own_exact_figure() -> None:
+    """Threads share the process's pagemap descriptor: none may close or replace it under another's scan.
+
+    The interpreter switches threads as often as it can, so that a few thousand measurements meet
+    the interleavings a busy server meets over hours.
+    """
+    threads = 4
+    interval = sys.getswitchinterval()
+    with validated_events(), ExitStack() as arenas_open:
+        arenas = [arenas_open.enter_context(VmmArena.host(64 * MIB)) for _ in range(threads)]
+        for index, arena in enumerate(arenas):  # more runs than one ioctl returns: several ioctls per scan
+            arena.commit_many([(2 * page * PAGE_SIZE, PAGE_SIZE) for page in range(20 + index)])
+        together = threading.Barrier(threads)
+
+        def measure_often(arena: VmmArena) -> set[Measurement | None]:
+            together.wait()
+            return {arena.measure() for _ in range(2000)}
+
+        sys.setswitchinterval(1e-6)
+        try:
+            with ThreadPoolExecutor(threads) as pool:
+                figures = list(pool.map(measure_often, arenas))
+        finally:
+            sys.setswitchinterval(interval)
+        assert figures == [{Measurement((20 + index) * PAGE_SIZE, "smaps_rss")} for index in range(threads)]
+
+
+def test_a_process_that_is_pid_1_measures_its_arenas() -> None:
+    """A container's entry point runs as PID 1: kvlog there opens its pagemap and measures like anywhere else."""
+    if shutil.which("unshare") is None:
+        pytest.skip("no unshare(1) to start a process as PID 1 of a new PID namespace")
+    program = (
+        "from kvlog.memory import VmmArena\n"
+        "with VmmArena.host(64 << 20) as arena:\n"
+        "    arena.commit(1 << 20, 3 << 20)\n"
+    )
+    done = subprocess.run(
+        ["unshare", "--user", "--map-root-user", "--pid", "--fork", sys.executable, "-c", program],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    if done.returncode and done.stderr.startswith("unshare:"):
+        pytest.skip(f"no new PID namespace here: {done.stderr.strip()}")
+    assert done.returncode == 0, done.stderr
+    events = [json.loads(line) for line in done.stderr.splitlines()]  # kvlog's events go to stderr
+    commit = next(event for event in events if event["event"] == "kv_arena.commit")
+    assert (commit["pid"], commit["measured_committed_bytes"], commit["measurement_source"]) == (
+        1,
+        3 * MIB,
+        "smaps_rss",
+    )
