@@ -28,6 +28,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from decimal import ROUND_CEILING, ROUND_HALF_EVEN, Decimal
 from functools import cache, cached_property
+from operator import call, is_
 from typing import Any, Literal
 
 from kvlog.text.units import BYTES, MICROSECONDS, Scale
@@ -197,42 +198,78 @@ def compiled_fits(template: Template) -> Callable[[Mapping[str, Any]], bool]:
 
 
 def _renderer(parts: list[Any]) -> Callable[[Mapping[str, Any]], str]:
-    """One ``str.format`` per event: the literal text, with a slot for each field and each optional section."""
-    text: list[str] = []
-    #: per slot: the field's name and formatter, or (None, the section's renderer)
-    slots: list[tuple[str | None, Callable[[Any], str]]] = []
-    for part in parts:
-        if isinstance(part, str):
-            position = 0
-            for m in PLACEHOLDER.finditer(part):
-                text += [_escaped(part[position : m.start()]), "{}"]
-                slots.append((m.group(1), formatter(m.group(2))))
-                position = m.end()
-            text.append(_escaped(part[position:]))
-        else:
-            text.append("{}")
-            slots.append((None, _section(tuple(_fields_in(part)), _renderer(part))))
-    layout, filled = "".join(text).format, tuple(slots)
+    """One ``str.format`` per event, with no Python loop: the layout of the sections the event sets.
+
+    A section is written when every field in it is set, and a section nested in a written one has its
+    fields set too: so which sections are written depends only on which of the sections' fields are
+    None. For each such pattern the renderer makes, once, the flat layout of what is written (the
+    literal text, a slot per placeholder) and its fields' formatters; an event then costs one look-up
+    of its pattern and one ``str.format``, the values read and formatted by ``map`` (every placeholder
+    outside a section is read with ``event[name]``, as before: a missing one raises ``KeyError``).
+    A layout depends on the template alone, never on a value, so nothing it holds can be stale.
+    """
+    optional = tuple(dict.fromkeys(name for part in parts if isinstance(part, list) for name in _fields_in(part)))
+    nones = (None,) * len(optional)
+    layouts: dict[tuple[bool, ...], tuple[Callable[..., str], tuple[str, ...], tuple[Callable[[Any], str], ...]]] = {}
 
     def render(event: Mapping[str, Any]) -> str:
-        return layout(*[write(event[name]) if name is not None else write(event) for name, write in filled])
+        unset = tuple(map(is_, map(event.get, optional), nones))
+        layout = layouts.get(unset)
+        if layout is None:
+            layout = _flat_layout(parts, {name for name, none in zip(optional, unset, strict=True) if none})
+            if len(layouts) < _MAX_LAYOUTS:
+                layouts[unset] = layout
+        text, names, writers = layout
+        return text(*map(call, writers, map(event.__getitem__, names)))
 
     return render
 
 
+#: layouts kept per template: one per pattern of unset optional fields that events actually show
+_MAX_LAYOUTS = 64
+
+
+def _flat_layout(
+    parts: list[Any], unset: set[str]
+) -> tuple[Callable[..., str], tuple[str, ...], tuple[Callable[[Any], str], ...]]:
+    """The ``str.format`` of what ``parts`` writes when the fields in ``unset`` are None, its fields and formatters."""
+    text: list[str] = []
+    names: list[str] = []
+    writers: list[Callable[[Any], str]] = []
+
+    def walk(parts: list[Any]) -> None:
+        for part in parts:
+            if isinstance(part, str):
+                position = 0
+                for m in PLACEHOLDER.finditer(part):
+                    slot, writer = _slot(m.group(2))
+                    text.extend((_escaped(part[position : m.start()]), slot))
+                    names.append(m.group(1))
+                    writers.append(writer)
+                    position = m.end()
+                text.append(_escaped(part[position:]))
+            elif unset.isdisjoint(_fields_in(part)):
+                walk(part)
+
+    walk(parts)
+    return "".join(text).format, tuple(names), tuple(writers)
+
+
+@cache
+def _slot(unit: str | None) -> tuple[str, Callable[[Any], Any]]:
+    """A placeholder's slot in a flat layout and what its value goes through first: ``formatter(unit)``, split.
+
+    A unit printed with a fixed number of decimals is the value scaled, then ``format``ted with
+    ``.<decimals>f``: ``str.format`` applies that spec itself, which is what ``formatter`` calls.
+    """
+    if unit in UNITS and unit != GIB_ROUND2 and UNITS[unit][1]:  # grouped: no decimals
+        per_unit, decimals = UNITS[unit]
+        return f"{{:.{decimals}f}}", lambda value: value / per_unit
+    return "{}", formatter(unit)
+
+
 def _escaped(literal: str) -> str:
     return literal.replace("{", "{{").replace("}", "}}")
-
-
-def _section(names: tuple[str, ...], inner: Callable[[Mapping[str, Any]], str]) -> Callable[[Mapping[str, Any]], str]:
-    def written(event: Mapping[str, Any]) -> str:
-        get = event.get
-        for name in names:
-            if get(name) is None:
-                return ""
-        return inner(event)
-
-    return written
 
 
 def _fields_in(parts: list[Any]) -> list[str]:

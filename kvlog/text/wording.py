@@ -218,7 +218,51 @@ class _Wording:
     printed: frozenset[str]  # a value a wording stands for (its ``when``) is said by it
 
 
-def _by_event(templates: Sequence[Template]) -> dict[str, tuple[_Wording, ...]]:
+@dataclass(frozen=True, slots=True)
+class _Wordings:
+    """An event name's wordings, and the few of them worth trying for each value of what they choose on.
+
+    Most wordings that are chosen by a value (``when``) choose on the same fields: every wording of
+    the name either has ``when`` on exactly ``keys``, or has none. Then only the wordings whose values
+    are the event's, and those without ``when``, can fit: they are listed, in the given order, per
+    tuple of values in ``by_value`` (``default``: the event's values are none of them). ``keys`` is
+    empty when the wordings choose otherwise; every wording is tried then.
+    """
+
+    wordings: tuple[_Wording, ...]
+    keys: tuple[str, ...]
+    by_value: dict[tuple[Any, ...], tuple[_Wording, ...]]
+    default: tuple[_Wording, ...]
+
+    def candidates(self, event: Mapping[str, Any]) -> tuple[_Wording, ...]:
+        """The wordings that may fit ``event``, in the given order: the others' ``when`` does not hold."""
+        if not self.keys:
+            return self.wordings
+        try:
+            return self.by_value.get(tuple(map(event.get, self.keys)), self.default)
+        except TypeError:  # a value that cannot be looked up (a list): every wording is tried, as fits() decides
+            return self.wordings
+
+
+#: the types of ``when`` values looked up by value: a dict finds exactly the values that compare equal to them
+_PLAIN = (str, int, type(None))
+
+
+def _wordings(wordings: tuple[_Wording, ...]) -> _Wordings:
+    whens = {tuple(w.template.when) for w in wordings if w.template.when}
+    values = [v for w in wordings for v in w.template.when.values()]
+    if len(whens) != 1 or not all(type(v) in _PLAIN for v in values):
+        return _Wordings(wordings, (), {}, wordings)
+    (keys,) = whens
+    by_value: dict[tuple[Any, ...], tuple[_Wording, ...]] = {}
+    for choice in dict.fromkeys(tuple(w.template.when[k] for k in keys) for w in wordings if w.template.when):
+        by_value[choice] = tuple(
+            w for w in wordings if not w.template.when or tuple(w.template.when[k] for k in keys) == choice
+        )
+    return _Wordings(wordings, keys, by_value, tuple(w for w in wordings if not w.template.when))
+
+
+def _by_event(templates: Sequence[Template]) -> dict[str, _Wordings]:
     """The wordings of each event name, in the order given."""
     index: dict[str, list[_Wording]] = {}
     for template in templates:
@@ -226,7 +270,7 @@ def _by_event(templates: Sequence[Template]) -> dict[str, tuple[_Wording, ...]]:
         printed = frozenset({*fields, *template.when})
         wording = _Wording(template, compiled_fits(template), template.renderer(), fields, printed)
         index.setdefault(template.event, []).append(wording)
-    return {name: tuple(wordings) for name, wordings in index.items()}
+    return {name: _wordings(tuple(wordings)) for name, wordings in index.items()}
 
 
 _CURRENT = _by_event(CURRENT)
@@ -240,11 +284,13 @@ def render_message(event: Mapping[str, Any], templates: Sequence[Template] = CUR
     """
     index = _CURRENT if templates is CURRENT else _by_event(templates)
     try:
-        candidates = index.get(event.get("event"), ())  # type: ignore[arg-type]
+        wordings = index.get(event.get("event"))  # type: ignore[arg-type]
     except TypeError:  # a name that is not a string (a caller's list) has no wording
         return None
+    if wordings is None:
+        return None
     fitting: list[_Wording] = []
-    for wording in candidates:  # a loop, not a comprehension: this runs for every event the console writes
+    for wording in wordings.candidates(event):  # a loop, not a comprehension: this runs for every console line
         if wording.fits(event):
             fitting.append(wording)
     if not fitting:
