@@ -129,6 +129,36 @@ def test_dtype_line_fills_older_allocation_lines_per_rank_and_run() -> None:
     assert out[4]["dtype"] is None  # type: ignore[index]
 
 
+#: the prefixes a rank's lines carry (sglang-log-formats.md, "Line prefix"): none (a pasted bare message),
+#: a timestamp alone (one process), one tag, and several tags, printed in an order other than sorted
+RANK_PREFIXES = [
+    "",
+    "[2025-01-01 00:00:00] ",
+    "[2025-01-01 00:00:00 TP0] ",
+    "[2025-01-01 00:00:00 PP1 TP10] ",
+    "[2025-01-01 00:00:00 DP0 TP0 EP0] ",
+    "[2025-01-01 00:00:00 ATTN_CP5 TP5] ",
+]
+OTHER_RANK = "[2025-01-01 00:00:00 TP7] "
+
+
+@pytest.mark.parametrize("prefix", RANK_PREFIXES)
+def test_a_dtype_line_fills_the_pool_printed_with_its_prefix_and_not_another_ranks(prefix: str) -> None:
+    """The dtype line is no event: the pool it belongs to is found by the rank its prefix names, however written."""
+    older = "KV Cache is allocated. K size: 1.00 GB, V size: 1.00 GB."
+    out = migrate(f"{prefix}Using KV cache dtype: torch.float8_e5m2", f"{OTHER_RANK}{older}", f"{prefix}{older}")
+    assert [event["dtype"] for event in out[1:]] == [None, "torch.float8_e5m2"]  # type: ignore[index]
+
+
+@pytest.mark.parametrize("prefix", RANK_PREFIXES)
+def test_a_post_capture_note_tells_the_pool_printed_with_its_prefix_and_not_another_ranks(prefix: str) -> None:
+    """A post-capture warning is no event either: it is evidence for its own rank's waiting pool only."""
+    note = "Post-capture KV sizing: max_running_requests 4096 -> 2048"
+    out = migrate(f"{prefix}{POOL}", f"{OTHER_RANK}{POOL}", f"{prefix}{note}")
+    assert state(out[0]) == ("va_upper_bound", "post-capture-after-pool", 3)
+    assert state(out[1]) == ("allocated", "v1-claims-allocated", None)
+
+
 def test_json_events_of_an_older_version_join_the_context() -> None:
     arena = {
         "event": "kv_arena.ready",
