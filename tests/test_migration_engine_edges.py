@@ -158,30 +158,86 @@ def test_an_old_event_the_steps_make_invalid_is_rejected_with_the_violations() -
     assert dead[0]["line"] == 1
 
 
-@pytest.mark.parametrize(
-    ("provenance", "why"),
-    [
-        ({"inferred": "allocated"}, "'str' object does not support item assignment"),
-        ({"inferred": []}, "list indices must be integers or slices, not str"),
-        ({"steps": "sglang-text/2025-01"}, "migrated.steps='sglang-text/2025-01' is not a list of steps"),
-        ({"steps": 7}, "migrated.steps=7 is not a list of steps"),
-    ],
-)
-def test_an_old_event_its_upgrade_step_cannot_apply_to_is_rejected_and_copied_and_the_file_goes_on(
-    provenance: dict[str, Any], why: str
-) -> None:
-    """An old event whose provenance is not kvlog's shape (another tool wrote it): a dead letter, not a crash.
+FOREIGN_PROVENANCE = [
+    ({"source_format": "kvlog-json/v1", "inferred": "allocated"}, "'allocated' is not of type 'object'"),
+    ({"source_format": "kvlog-json/v1", "inferred": {"allocation_state": 1}}, "1 is not of type 'object'"),
+    ({"source_format": "kvlog-json/v1", "steps": 7}, "7 is not of type 'array'"),
+    ({"steps": []}, "'source_format' is a required property"),
+    ("by another tool", "'by another tool' is not of type 'object'"),
+]
 
-    The step fails before the event reaches the target version: the line is copied as it was, counted
-    as rejected with the step's reason and its line number, and the lines after it are still migrated.
+
+def current_pool_event() -> dict[str, Any]:
+    """``POOL_V1`` migrated: the current kv_pool.allocation event."""
+    return dict(orjson.loads(migrated(orjson.dumps(POOL_V1) + b"\n")[0]))
+
+
+@pytest.mark.parametrize(("version", "to_catalog"), [(1, None), (1, 1), (2, 1)])
+@pytest.mark.parametrize(("given", "why"), FOREIGN_PROVENANCE)
+def test_an_event_a_step_would_fill_in_another_tools_provenance_of_is_rejected_whole(
+    version: int, to_catalog: int | None, given: object, why: str
+) -> None:
+    """Another tool's ``migrated`` on an event the steps change (up, or down with --to): a dead letter, not a crash.
+
+    A step adds its id and inferred fields to the provenance: it crashed on a string where an object
+    goes, or a missing source_format. The line is copied as it was, counted as rejected with its line
+    number, and the next lines are migrated.
     """
-    line = orjson.dumps({**POOL_V1, "migrated": {"source_format": "kvlog-json/v1", **provenance}}).decode()
-    out, report, dead = migrated(f"{line}\n{POOL}\n".encode())
+    event = POOL_V1 if version == 1 else current_pool_event()
+    line = orjson.dumps({**event, "migrated": given}).decode()
+    out, report, dead = migrated(f"{line}\n{POOL}\n".encode(), MigrateOptions(to_catalog=to_catalog))
     copied, pool, end = lines_of(out)
     assert (copied, end) == (line.encode(), b"")
     assert orjson.loads(pool)["migrated"]["line"] == 2
     assert (report.rejected, report.events) == (1, 1)
-    reason = f"kv_pool.allocation/v1-to-v2: cannot apply to this input: {why}"
+    [letter] = dead
+    assert letter["reason"].startswith(f"kv_pool.allocation@{version}: migrated is not kvlog's provenance: ")
+    assert why.replace("'", '"') in letter["reason"].replace("'", '"')
+    assert (letter["file"], letter["line"], letter["text"]) == ("ctx.log", 1, line)
+
+
+@pytest.mark.parametrize("output_format", ["jsonl", "text", "legacy"])
+@pytest.mark.parametrize(("given", "_why"), FOREIGN_PROVENANCE)
+def test_a_current_event_with_another_tools_provenance_is_copied_or_refused_as_invalid(
+    output_format: OutputFormat, given: object, _why: str
+) -> None:
+    """Nothing changes a current event: JSON lines copy it whatever its ``migrated`` holds (that crashed).
+
+    The wordings people read are written only for valid events: there it is refused with the schema's reason.
+    """
+    line = orjson.dumps({**current_pool_event(), "migrated": given})
+    out, report, dead = migrated(line + b"\n" + line + b"\n", MigrateOptions(output_format=output_format))
+    assert out == line + b"\n" + line + b"\n"
+    if output_format == "jsonl":
+        assert (report.events, report.rejected, dead) == (2, 0, [])
+    else:
+        assert (report.events, report.rejected) == (0, 2)
+        assert [letter["line"] for letter in dead] == [1, 2]
+        assert dead[0]["reason"].startswith("the migrated kv_pool.allocation@2 is invalid: $.migrated")
+
+
+def test_an_old_event_its_upgrade_step_cannot_apply_to_is_rejected_and_copied_and_the_file_goes_on(
+    tmp_path: Path,
+) -> None:
+    """A step of ``--migrations`` converts a field the old event holds as text: the step's reason, not a crash."""
+    edited_migrations(
+        tmp_path,
+        "kv_pool.allocation/v1-to-v2.toml",
+        '[[ops]]\nop = "default"\nfield = "pool"',
+        '[[ops]]\nop = "convert"\nfield = "num_tokens"\nfrom_unit = "gib"\nto_unit = "bytes"\n\n'
+        '[[ops]]\nop = "default"\nfield = "pool"',
+    )
+    line = orjson.dumps({**POOL_V1, "num_tokens": "many"}).decode()
+    good = orjson.dumps(POOL_V1).decode()
+    out, dead = io.BytesIO(), []
+    report = Migrator(load_chain(tmp_path / "migrations"), MigrateOptions()).migrate(
+        "ctx.log", io.BytesIO(f"{line}\n{good}\n".encode()), out, dead.append
+    )
+    copied, upgraded, end = lines_of(out.getvalue())
+    assert (copied, end) == (line.encode(), b"")
+    assert orjson.loads(upgraded)["schema_version"] == 2
+    assert (report.rejected, report.events) == (1, 1)
+    reason = "kv_pool.allocation/v1-to-v2: cannot apply to this input: num_tokens='many' is not a number"
     assert dead == [{"file": "ctx.log", "line": 1, "reason": reason, "text": line}]
 
 

@@ -44,7 +44,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kvlog.envelope import InferenceRule
-from kvlog.migration.ops import mark_inferred
+from kvlog.migration.ops import inferred, mark_inferred
 
 POOL = "kv_pool.allocation"
 SUMMARY = "kv_pool.swa_summary"
@@ -345,8 +345,7 @@ def _says_va(event: dict[str, Any], source_version: int) -> bool:
 
 
 def _state_inferred(event: dict[str, Any]) -> bool:
-    migrated = event.get("migrated")
-    return isinstance(migrated, dict) and STATE in migrated.get("inferred", {})
+    return STATE in inferred(event)
 
 
 def _mark_va(event: dict[str, Any], rule: InferenceRule, evidence: str, line: int) -> None:

@@ -37,7 +37,7 @@ from kvlog.migration.context import Context, Held
 from kvlog.migration.dating import DateContext, complete
 from kvlog.migration.grammar import Generation, Recognised
 from kvlog.migration.legacy import LegacyRenderer, current_line
-from kvlog.migration.ops import Op, mark_inferred, provenance
+from kvlog.migration.ops import Op, mark_inferred, provenance, source_format
 from kvlog.migration.report import MigrationReport
 from kvlog.migration.steps import Chain, MigrationError
 from kvlog.schema.validation import EventValidator
@@ -487,6 +487,11 @@ class FileRun:
         at_target = version == self.migrator.target(name)
         latest = version == self.migrator.catalog.latest(name)
         keep = self.migrator.options.output_format == "jsonl" and at_target and (latest or "migrated" in event)
+        if "migrated" in event and not (latest and at_target):  # steps fill in what kvlog's provenance holds
+            problem = self.migrator.validator.provenance_problem(event["migrated"])
+            if problem is not None:  # another tool's object under that name: refused whole, not half filled in
+                self._reject(raw, f"{name}@{version}: migrated is not kvlog's provenance: {problem}")
+                return None
         if latest:
             event["_source_version"] = version
             return Held(event, self.number, revisable=False, raw=raw, keep_raw=keep)
@@ -573,7 +578,7 @@ class FileRun:
     def _finalise(self, held: Held) -> bytes:
         """The output line of an event: validated, at the requested version, in the requested format."""
         event, options = held.event, self.migrator.options
-        source = str(event.pop("_source", "")) or str(event.get("migrated", {}).get("source_format", "kvlog-json"))
+        source = str(event.pop("_source", "")) or source_format(event)
         ending = b"\n" if options.only_events or held.raw.endswith(b"\n") else b""
         if held.keep_raw:
             self.report.counted_event(source, event)

@@ -14,6 +14,7 @@ from typing import Any
 
 from kvlog.envelope import TIMESTAMP_NOT_ON_LINE
 from kvlog.migration.grammar import Generation
+from kvlog.migration.ops import inferred
 from kvlog.migration.steps import Chain
 from kvlog.text.console import console_line
 from kvlog.text.prefix import SERVERS, ServerPrefix
@@ -83,8 +84,8 @@ def _prefixed(event: Mapping[str, Any], message: str, prefix: ServerPrefix) -> s
 
 
 def _without_invented_prefix(event: Mapping[str, Any]) -> Mapping[str, Any]:
-    migrated = event.get("migrated")
-    rule = migrated.get("inferred", {}).get("timestamp", {}).get("rule") if isinstance(migrated, dict) else None
+    note = inferred(event).get("timestamp")
+    rule = note.get("rule") if isinstance(note, dict) else None
     if rule in TIMESTAMP_NOT_ON_LINE:
         return {k: v for k, v in event.items() if k != "timestamp"}
     return event

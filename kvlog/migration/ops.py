@@ -76,6 +76,23 @@ def provenance(event: Event) -> dict[str, Any]:
     return migrated
 
 
+def inferred(event: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The event's inferred fields and their notes; none where ``migrated`` is not kvlog's shape.
+
+    A current event is copied as it is, unvalidated: its ``migrated`` may hold what another tool wrote.
+    """
+    migrated = event.get("migrated")
+    notes = migrated.get("inferred") if isinstance(migrated, dict) else None
+    return notes if isinstance(notes, dict) else {}
+
+
+def source_format(event: Mapping[str, Any]) -> str:
+    """The format the event says it was read from (``kvlog-json`` where its ``migrated`` says none)."""
+    migrated = event.get("migrated")
+    given = migrated.get("source_format") if isinstance(migrated, dict) else None
+    return given if isinstance(given, str) else "kvlog-json"
+
+
 def mark_inferred(event: Event, name: str, rule: str, evidence: str, evidence_line: int | None = None) -> None:
     """Record in the provenance that ``name`` was inferred, by which rule, from what evidence."""
     provenance(event).setdefault("inferred", {})[name] = inference(rule, evidence, evidence_line)

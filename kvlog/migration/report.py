@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kvlog.io.counts import add_counts
+from kvlog.migration.ops import inferred
 
 SAMPLE_SIZE = 20
 _SAMPLE_TEXT = 300
@@ -39,10 +40,8 @@ class MigrationReport:
         self.events += 1
         self.by_source[source] += 1
         self.by_event[f"{event['event']}@{event['schema_version']}"] += 1
-        migrated = event.get("migrated")
-        if isinstance(migrated, dict):
-            for name, note in migrated.get("inferred", {}).items():
-                self.inferred[f"{name}: {note.get('rule')}"] += 1
+        for name, note in inferred(event).items():
+            self.inferred[f"{name}: {note.get('rule') if isinstance(note, dict) else None}"] += 1
 
     def unparsed(self, file: str | None, line: int, reason: str, text: str) -> None:
         """Count a line that looks like a memory line but matched no rule, keeping the first few."""

@@ -22,6 +22,10 @@ if TYPE_CHECKING:
     from jsonschema.exceptions import ValidationError
 
 
+#: the shared definitions' id, where the provenance of a migrated event is defined
+_COMMON = "https://kvlog.dev/schemas/_common.json"
+
+
 @dataclass(frozen=True)
 class Violation:
     """One reason an event is invalid: where (a JSON path into the event) and what."""
@@ -43,6 +47,25 @@ class EventValidator:
         import jsonschema_rs  # noqa: PLC0415 - imported with the first validator: a log may hold no event
 
         return jsonschema_rs.Registry([(doc["$id"], dict(doc)) for doc in self.catalog.documents])
+
+    @cached_property
+    def provenance_problem(self) -> Callable[[object], str | None]:
+        """Why a ``migrated`` value is not kvlog's provenance (``_common.json#/$defs/migrated``), or None.
+
+        ``kvlog migrate`` fills in the provenance of the old events it upgrades: another tool's object
+        under that name must be refused whole, not half filled in (or crashed on).
+        """
+        import jsonschema_rs  # noqa: PLC0415
+
+        definition = default_catalog().shared[_COMMON]["$defs"]["migrated"]  # kvlog's, whatever the catalog
+        validator = jsonschema_rs.validator_for(dict(definition))
+
+        def problem(migrated: object) -> str | None:
+            for error in validator.iter_errors(migrated):
+                return str(error.message)
+            return None
+
+        return problem
 
     def is_valid(self, event: Mapping[str, Any]) -> bool:
         """Answer quickly whether ``event`` is valid; unknown events and versions are invalid."""
