@@ -296,6 +296,12 @@ class _Losses(_Locked):
         else:
             self.failing = False
 
+    def failed(self, exc: Exception) -> None:
+        """A failure of the write path: raised again when strict, else the event is lost (and counted)."""
+        if self.strict:
+            raise exc
+        self.lose(exc)
+
     def lose(self, exc: Exception) -> None:
         """Count one lost event; say why on stderr if the previous event got through."""
         with self.lock:
@@ -322,10 +328,8 @@ class _Guarded:
         try:
             for processor in self.processors:
                 event_dict = processor(logger, method, event_dict)
-        except Exception as exc:
-            if self.losses.strict:
-                raise
-            self.losses.lose(exc)
+        except Exception as exc:  # noqa: BLE001 - raised again when strict (_Losses.failed)
+            self.losses.failed(exc)
             raise structlog.DropEvent from None
         return event_dict
 
@@ -363,13 +367,15 @@ class _LineWriter(_Locked):
         return self.losses.count
 
     def msg(self, line: bytes | str) -> None:
-        """Write and flush one line."""
+        """Write and flush one line (``_Losses.attempt``, spelled out: this runs for every event written)."""
         with self.lock:
-            self.losses.attempt(self._write_line, line)
-
-    def _write_line(self, line: bytes | str) -> None:
-        self._write(line)
-        self._flush()
+            try:
+                self._write(line)
+                self._flush()
+            except Exception as exc:  # noqa: BLE001 - raised again when strict (_Losses.failed)
+                self.losses.failed(exc)
+            else:
+                self.losses.failing = False
 
     debug = info = warning = error = critical = exception = msg
 
@@ -470,10 +476,18 @@ class _Emitter:
 
     The chain structlog runs for ``get_logger()`` calls, after the envelope; driving it directly skips
     the bound logger's context copy and keyword re-packing, the largest cost left on the emission path.
+    Its three steps (envelope, validation, rendering) are called one after the other, under the
+    guard ``_Guarded`` puts around them (a failure raised when strict, else one lost event), rather
+    than by ``_Guarded``'s loop: a server pays for each call on its hot path.
     """
 
     def __init__(self, pipeline: _Guarded, target: Any, threshold: int, *, stdlib: bool) -> None:
         self.pipeline = pipeline
+        stamp, validate, finish = pipeline.processors
+        self.envelope: Callable[..., Any] = stamp
+        self.validate: Callable[..., Any] = validate
+        self.finish: Callable[..., Any] = finish
+        self.losses = pipeline.losses
         self.target = target
         self.stdlib = stdlib
         self.enabled = {name: _LEVEL_NUMBERS[name] >= threshold for name in LEVELS}
@@ -482,15 +496,21 @@ class _Emitter:
         if not self.enabled[level]:
             return
         target = self.target
+        event_dict = event.to_dict()  # outside the guard, as before: a broken event raises into its maker
         try:
-            event_dict = self.pipeline(target, level, event.to_dict())
+            rendered = self.finish(
+                target, level, self.validate(target, level, self.envelope(target, level, event_dict))
+            )
         except structlog.DropEvent:
             return
+        except Exception as exc:  # noqa: BLE001 - raised again when strict (_Losses.failed)
+            self.losses.failed(exc)
+            return
         if self.stdlib:
-            args, _ = event_dict
+            args, _ = rendered
             getattr(target, level)(*args)
         else:
-            target.msg(event_dict)
+            target.msg(rendered)
 
 
 @dataclass(frozen=True, slots=True, eq=False)

@@ -98,3 +98,38 @@ def test_an_event_whose_choosing_value_is_a_list_gets_the_plain_line_not_an_erro
     assert console_line(event) == (
         "kv_pool.allocation allocation_state=['allocated'] layout=mha k_bytes=1073741824 v_bytes=1073741824"
     )
+
+
+def chosen_by_the_rule(event: Mapping[str, Any]) -> str | None:
+    """render_message's documented rule, read off the templates: the reference a kept choice must agree with."""
+    fitting = [template for template in CURRENT if template.fits(event)]
+    for template in fitting[:-1]:
+        said = {*template.fields(), *template.when}
+        if all(name in said for other in fitting for name in other.fields() if event.get(name) is not None):
+            return template.render(event)
+    return fitting[-1].render(event) if fitting else None
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.sampled_from(CURRENT), st.data())
+def test_a_kept_choice_of_wording_is_the_one_the_rule_makes_for_every_event_of_its_kind(
+    template: Template, data: st.DataObject
+) -> None:
+    """Events of one name with other chosen-on values and other fields unset, each rendered twice (once
+    choosing, once from what was kept): every line is the one the rule picks for that very event."""
+    unset = data.draw(st.sets(st.sampled_from(template.fields())) if template.fields() else st.just(set()))
+    event = _event(template, unset)
+    for key in template.when:
+        other = [t.when[key] for t in CURRENT if t.event == template.event and key in t.when]
+        event[key] = data.draw(st.sampled_from([*other, None, "no wording has this"]))
+    expected = outcome(chosen_by_the_rule, event)
+    assert outcome(render_message, event) == expected
+    assert outcome(render_message, dict(event)) == expected
+
+
+def outcome(render: Any, event: Mapping[str, Any]) -> tuple[str, Any]:
+    """The line, or the type of error (a value a wording cannot print in its unit) rendering raises."""
+    try:
+        return "line", render(event)
+    except (TypeError, ValueError) as error:
+        return "error", type(error)

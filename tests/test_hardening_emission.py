@@ -26,6 +26,7 @@ import pytest
 import kvlog
 from kvlog import emission, events
 from kvlog.emission import configure, emit
+from kvlog.errors import SchemaViolationError
 from kvlog.testing import capture_events
 
 GOOD = events.KvArenaClosed(arena_id="1_0", released_bytes=5)
@@ -132,6 +133,10 @@ def test_a_renderer_that_always_fails_drops_the_event_and_does_not_raise(monkeyp
     emit(GOOD)
     emit(BAD)
     assert stream.getvalue() == b""
+    assert emission.lost_events() == 2  # each one lost, and counted as lost
+    configure(output="console", validation="raise", stream=stream)
+    with pytest.raises(SchemaViolationError, match="cannot be written: RuntimeError: renderer bug"):  # tests see it
+        emit(GOOD)
 
 
 def test_violation_reports_from_8_threads_are_rate_limited_and_add_up() -> None:

@@ -210,7 +210,7 @@ def _renderer(parts: list[Any]) -> Callable[[Mapping[str, Any]], str]:
     """
     optional = tuple(dict.fromkeys(name for part in parts if isinstance(part, list) for name in _fields_in(part)))
     nones = (None,) * len(optional)
-    layouts: dict[tuple[bool, ...], tuple[Callable[..., str], tuple[str, ...], tuple[Callable[[Any], str], ...]]] = {}
+    layouts: dict[tuple[bool, ...], Layout] = {}
 
     def render(event: Mapping[str, Any]) -> str:
         unset = tuple(map(is_, map(event.get, optional), nones))
@@ -229,13 +229,23 @@ def _renderer(parts: list[Any]) -> Callable[[Mapping[str, Any]], str]:
 _MAX_LAYOUTS = 64
 
 
-def _flat_layout(
-    parts: list[Any], unset: set[str]
-) -> tuple[Callable[..., str], tuple[str, ...], tuple[Callable[[Any], str], ...]]:
+#: a flat layout: the ``str.format`` of what a template writes, the fields it reads, what each goes through first
+Layout = tuple[Callable[..., str], tuple[str, ...], tuple[Callable[[Any], Any], ...]]
+
+
+def layout(text: str, unset: set[str]) -> Layout:
+    """The flat layout of template ``text`` for an event whose fields in ``unset`` are None.
+
+    Render with it as ``format(*map(call, writers, map(event.__getitem__, names)))``.
+    """
+    return _flat_layout(_sections(text), unset)
+
+
+def _flat_layout(parts: list[Any], unset: set[str]) -> Layout:
     """The ``str.format`` of what ``parts`` writes when the fields in ``unset`` are None, its fields and formatters."""
     text: list[str] = []
     names: list[str] = []
-    writers: list[Callable[[Any], str]] = []
+    writers: list[Callable[[Any], Any]] = []
 
     def walk(parts: list[Any]) -> None:
         for part in parts:

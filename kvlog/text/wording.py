@@ -11,9 +11,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from operator import call, is_
 from typing import Any
 
-from kvlog.text.template import Template, compiled_fits
+from kvlog.text.template import Layout, Template, compiled_fits, layout
 
 _KV_SIZES_MHA = "K size: {k_bytes:gib2} GB, V size: {v_bytes:gib2} GB"
 _KV_SIZES_MLA = "KV size: {kv_bytes:gib2} GB"
@@ -218,48 +219,71 @@ class _Wording:
     printed: frozenset[str]  # a value a wording stands for (its ``when``) is said by it
 
 
-@dataclass(frozen=True, slots=True)
-class _Wordings:
-    """An event name's wordings, and the few of them worth trying for each value of what they choose on.
+#: a plan not worked out yet (None is a plan: no wording fits)
+_UNKNOWN: Any = object()
+#: plans kept per event name: one per combination of chosen-on values and unset fields that events show
+_MAX_PLANS = 256
 
-    Most wordings that are chosen by a value (``when``) choose on the same fields: every wording of
-    the name either has ``when`` on exactly ``keys``, or has none. Then only the wordings whose values
-    are the event's, and those without ``when``, can fit: they are listed, in the given order, per
-    tuple of values in ``by_value`` (``default``: the event's values are none of them). ``keys`` is
-    empty when the wordings choose otherwise; every wording is tried then.
+
+class _Wordings:
+    """An event name's wordings, and which one writes an event, worked out once per kind of event.
+
+    Which wording fits, and which of the fitting ones is written, depends only on the values of the
+    fields wordings are chosen on (``when``) and on which of the fields they print are None; and
+    what a wording writes (which sections, in which units) on the same. So the choice and the chosen
+    wording's flat layout are a *plan*, made the first time an event of that kind is written and kept
+    by that kind: the next such event costs one look-up and one ``str.format``. A plan holds no value
+    of an event, so none can be stale. A chosen-on value that cannot be looked up (a list) is chosen
+    for from scratch every time, as are kinds beyond the ``_MAX_PLANS`` kept.
     """
 
-    wordings: tuple[_Wording, ...]
-    keys: tuple[str, ...]
-    by_value: dict[tuple[Any, ...], tuple[_Wording, ...]]
-    default: tuple[_Wording, ...]
+    __slots__ = ("fields", "keys", "nones", "plans", "wordings")
 
-    def candidates(self, event: Mapping[str, Any]) -> tuple[_Wording, ...]:
-        """The wordings that may fit ``event``, in the given order: the others' ``when`` does not hold."""
-        if not self.keys:
-            return self.wordings
+    def __init__(self, wordings: tuple[_Wording, ...]) -> None:
+        self.wordings = wordings
+        self.keys = tuple(dict.fromkeys(key for wording in wordings for key in wording.template.when))
+        self.fields = tuple(dict.fromkeys(name for wording in wordings for name in wording.fields))
+        self.nones = (None,) * len(self.fields)
+        self.plans: dict[tuple[tuple[Any, ...], tuple[bool, ...]], Layout | None] = {}
+
+    def render(self, event: Mapping[str, Any]) -> str | None:
+        """The line of the wording chosen for ``event``, None if no wording fits it."""
+        get = event.get
+        kind = (tuple(map(get, self.keys)), tuple(map(is_, map(get, self.fields), self.nones)))
         try:
-            return self.by_value.get(tuple(map(event.get, self.keys)), self.default)
-        except TypeError:  # a value that cannot be looked up (a list): every wording is tried, as fits() decides
-            return self.wordings
+            plan: Layout | None = self.plans.get(kind, _UNKNOWN)
+        except TypeError:  # a chosen-on value that cannot be a key: choose for this event alone
+            chosen = self.choose(event)
+            return None if chosen is None else chosen.render(event)
+        if plan is _UNKNOWN:
+            chosen = self.choose(event)
+            plan = None if chosen is None else layout(chosen.template.text, _unset(chosen.fields, event))
+            if len(self.plans) < _MAX_PLANS:
+                self.plans[kind] = plan
+        if plan is None:
+            return None
+        text, names, writers = plan
+        return text(*map(call, writers, map(event.__getitem__, names)))
+
+    def choose(self, event: Mapping[str, Any]) -> _Wording | None:
+        """The first wording that fits ``event`` and says all any fitting one could; None if none fits.
+
+        Wordings are listed most specific first (sglang's wording for a case before kvlog's general
+        one); a wording that would leave out a set field another fitting wording prints is passed over.
+        """
+        fitting = [wording for wording in self.wordings if wording.fits(event)]
+        if not fitting:
+            return None
+        for wording in fitting[:-1]:
+            if all(
+                name in wording.printed for other in fitting for name in other.fields if event.get(name) is not None
+            ):
+                return wording
+        return fitting[-1]
 
 
-#: the types of ``when`` values looked up by value: a dict finds exactly the values that compare equal to them
-_PLAIN = (str, int, type(None))
-
-
-def _wordings(wordings: tuple[_Wording, ...]) -> _Wordings:
-    whens = {tuple(w.template.when) for w in wordings if w.template.when}
-    values = [v for w in wordings for v in w.template.when.values()]
-    if len(whens) != 1 or not all(type(v) in _PLAIN for v in values):
-        return _Wordings(wordings, (), {}, wordings)
-    (keys,) = whens
-    by_value: dict[tuple[Any, ...], tuple[_Wording, ...]] = {}
-    for choice in dict.fromkeys(tuple(w.template.when[k] for k in keys) for w in wordings if w.template.when):
-        by_value[choice] = tuple(
-            w for w in wordings if not w.template.when or tuple(w.template.when[k] for k in keys) == choice
-        )
-    return _Wordings(wordings, keys, by_value, tuple(w for w in wordings if not w.template.when))
+def _unset(fields: tuple[str, ...], event: Mapping[str, Any]) -> set[str]:
+    return {name for name in fields if event.get(name) is None}
 
 
 def _by_event(templates: Sequence[Template]) -> dict[str, _Wordings]:
@@ -270,7 +294,7 @@ def _by_event(templates: Sequence[Template]) -> dict[str, _Wordings]:
         printed = frozenset({*fields, *template.when})
         wording = _Wording(template, compiled_fits(template), template.renderer(), fields, printed)
         index.setdefault(template.event, []).append(wording)
-    return {name: _wordings(tuple(wordings)) for name, wordings in index.items()}
+    return {name: _Wordings(tuple(wordings)) for name, wordings in index.items()}
 
 
 _CURRENT = _by_event(CURRENT)
@@ -287,15 +311,4 @@ def render_message(event: Mapping[str, Any], templates: Sequence[Template] = CUR
         wordings = index.get(event.get("event"))  # type: ignore[arg-type]
     except TypeError:  # a name that is not a string (a caller's list) has no wording
         return None
-    if wordings is None:
-        return None
-    fitting: list[_Wording] = []
-    for wording in wordings.candidates(event):  # a loop, not a comprehension: this runs for every console line
-        if wording.fits(event):
-            fitting.append(wording)
-    if not fitting:
-        return None
-    for wording in fitting[:-1]:
-        if all(name in wording.printed for other in fitting for name in other.fields if event.get(name) is not None):
-            return wording.render(event)
-    return fitting[-1].render(event)
+    return None if wordings is None else wordings.render(event)
