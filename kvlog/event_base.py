@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Callable
 from typing import Any, ClassVar
 
 
@@ -25,3 +27,14 @@ class Event:
         out = self.to_dict()
         del out["event"], out["schema_version"]
         return out
+
+
+def slot_setters(cls: Any) -> tuple[Callable[[Any, Any], None], ...]:
+    """The ``__set__`` of each field's slot of a frozen, slotted event class, in declaration order.
+
+    A frozen dataclass's own ``__init__`` sets each field through ``object.__setattr__``, looked up
+    by name for every field of every event: for a server emitting events on its hot path that was
+    the largest cost of building one (1.5 us for ``KvPoolAllocation``, 0.4 us unfrozen). The
+    generated ``__init__`` calls these instead: the same slots set, and the class stays frozen.
+    """
+    return tuple(getattr(cls, field.name).__set__ for field in dataclasses.fields(cls))

@@ -8,10 +8,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
-from kvlog.event_base import Event
+from kvlog.event_base import Event, slot_setters
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(frozen=True, slots=True, kw_only=True, init=False)
 class CudaGraphCaptured(Event):
     """CUDA graphs captured (``cuda_graph.captured`` v1).
 
@@ -27,6 +27,20 @@ class CudaGraphCaptured(Event):
     avail_bytes: int | None
     ext: dict[str, Any] | None = None
 
+    def __init__(
+        self,
+        *,
+        elapsed_s: float | None,
+        mem_usage_bytes: int | None,
+        avail_bytes: int | None,
+        ext: dict[str, Any] | None = None,
+    ) -> None:
+        setters = _SETTERS_CudaGraphCaptured
+        setters[0](self, elapsed_s)
+        setters[1](self, mem_usage_bytes)
+        setters[2](self, avail_bytes)
+        setters[3](self, ext)
+
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
             "event": "cuda_graph.captured",
@@ -40,7 +54,10 @@ class CudaGraphCaptured(Event):
         return out
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+_SETTERS_CudaGraphCaptured = slot_setters(CudaGraphCaptured)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True, init=False)
 class KvArenaClosed(Event):
     """KV arena closed (``kv_arena.closed`` v1).
 
@@ -54,6 +71,18 @@ class KvArenaClosed(Event):
     released_bytes: int
     ext: dict[str, Any] | None = None
 
+    def __init__(
+        self,
+        *,
+        arena_id: str,
+        released_bytes: int,
+        ext: dict[str, Any] | None = None,
+    ) -> None:
+        setters = _SETTERS_KvArenaClosed
+        setters[0](self, arena_id)
+        setters[1](self, released_bytes)
+        setters[2](self, ext)
+
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
             "event": "kv_arena.closed",
@@ -66,7 +95,10 @@ class KvArenaClosed(Event):
         return out
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+_SETTERS_KvArenaClosed = slot_setters(KvArenaClosed)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True, init=False)
 class KvArenaCommit(Event):
     """KV arena commit (``kv_arena.commit`` v2).
 
@@ -91,6 +123,32 @@ class KvArenaCommit(Event):
     measurement_source: Literal["smaps_rss", "cuMemGetInfo", "nvml"] | None = None
     ext: dict[str, Any] | None = None
 
+    def __init__(
+        self,
+        *,
+        arena_id: str,
+        range_count: int,
+        offset_bytes: int,
+        nbytes: int,
+        committed_bytes: int,
+        measured_committed_bytes: int | None,
+        duration_us: float,
+        requested_nbytes: int | None = None,
+        measurement_source: Literal["smaps_rss", "cuMemGetInfo", "nvml"] | None = None,
+        ext: dict[str, Any] | None = None,
+    ) -> None:
+        setters = _SETTERS_KvArenaCommit
+        setters[0](self, arena_id)
+        setters[1](self, range_count)
+        setters[2](self, offset_bytes)
+        setters[3](self, nbytes)
+        setters[4](self, committed_bytes)
+        setters[5](self, measured_committed_bytes)
+        setters[6](self, duration_us)
+        setters[7](self, requested_nbytes)
+        setters[8](self, measurement_source)
+        setters[9](self, ext)
+
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
             "event": "kv_arena.commit",
@@ -112,7 +170,10 @@ class KvArenaCommit(Event):
         return out
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+_SETTERS_KvArenaCommit = slot_setters(KvArenaCommit)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True, init=False)
 class KvArenaDecommit(Event):
     """KV arena decommit (``kv_arena.decommit`` v2).
 
@@ -137,6 +198,32 @@ class KvArenaDecommit(Event):
     measurement_source: Literal["smaps_rss", "cuMemGetInfo", "nvml"] | None = None
     ext: dict[str, Any] | None = None
 
+    def __init__(
+        self,
+        *,
+        arena_id: str,
+        range_count: int,
+        offset_bytes: int,
+        nbytes: int,
+        committed_bytes: int,
+        measured_committed_bytes: int | None,
+        duration_us: float,
+        requested_nbytes: int | None = None,
+        measurement_source: Literal["smaps_rss", "cuMemGetInfo", "nvml"] | None = None,
+        ext: dict[str, Any] | None = None,
+    ) -> None:
+        setters = _SETTERS_KvArenaDecommit
+        setters[0](self, arena_id)
+        setters[1](self, range_count)
+        setters[2](self, offset_bytes)
+        setters[3](self, nbytes)
+        setters[4](self, committed_bytes)
+        setters[5](self, measured_committed_bytes)
+        setters[6](self, duration_us)
+        setters[7](self, requested_nbytes)
+        setters[8](self, measurement_source)
+        setters[9](self, ext)
+
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
             "event": "kv_arena.decommit",
@@ -158,7 +245,10 @@ class KvArenaDecommit(Event):
         return out
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+_SETTERS_KvArenaDecommit = slot_setters(KvArenaDecommit)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True, init=False)
 class KvArenaError(Event):
     """KV arena operation failed (``kv_arena.error`` v1).
 
@@ -176,6 +266,26 @@ class KvArenaError(Event):
     offset_bytes: int | None = None
     nbytes: int | None = None
     ext: dict[str, Any] | None = None
+
+    def __init__(
+        self,
+        *,
+        arena_id: str,
+        operation: Literal["reserve", "commit", "decommit", "close", "sleep", "wake"],
+        error: str,
+        committed_bytes: int,
+        offset_bytes: int | None = None,
+        nbytes: int | None = None,
+        ext: dict[str, Any] | None = None,
+    ) -> None:
+        setters = _SETTERS_KvArenaError
+        setters[0](self, arena_id)
+        setters[1](self, operation)
+        setters[2](self, error)
+        setters[3](self, committed_bytes)
+        setters[4](self, offset_bytes)
+        setters[5](self, nbytes)
+        setters[6](self, ext)
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -195,7 +305,10 @@ class KvArenaError(Event):
         return out
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+_SETTERS_KvArenaError = slot_setters(KvArenaError)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True, init=False)
 class KvArenaReady(Event):
     """KV arena ready (``kv_arena.ready`` v2).
 
@@ -214,6 +327,26 @@ class KvArenaReady(Event):
     handle_type: str | None
     ext: dict[str, Any] | None = None
 
+    def __init__(
+        self,
+        *,
+        arena_id: str,
+        backend: Literal["cuda", "host"] | None,
+        device: int | None,
+        reserved_va_bytes: int,
+        granularity_bytes: int,
+        handle_type: str | None,
+        ext: dict[str, Any] | None = None,
+    ) -> None:
+        setters = _SETTERS_KvArenaReady
+        setters[0](self, arena_id)
+        setters[1](self, backend)
+        setters[2](self, device)
+        setters[3](self, reserved_va_bytes)
+        setters[4](self, granularity_bytes)
+        setters[5](self, handle_type)
+        setters[6](self, ext)
+
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
             "event": "kv_arena.ready",
@@ -230,7 +363,10 @@ class KvArenaReady(Event):
         return out
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+_SETTERS_KvArenaReady = slot_setters(KvArenaReady)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True, init=False)
 class KvHostPoolAllocation(Event):
     """Host KV pool allocation (``kv_host_pool.allocation`` v1).
 
@@ -248,6 +384,26 @@ class KvHostPoolAllocation(Event):
     mtp_draft_layers: int | None = None
     mtp_total_layers: int | None = None
     ext: dict[str, Any] | None = None
+
+    def __init__(
+        self,
+        *,
+        label: str | None,
+        num_tokens: int | None,
+        host_bytes: int,
+        mtp_target_layers: int | None = None,
+        mtp_draft_layers: int | None = None,
+        mtp_total_layers: int | None = None,
+        ext: dict[str, Any] | None = None,
+    ) -> None:
+        setters = _SETTERS_KvHostPoolAllocation
+        setters[0](self, label)
+        setters[1](self, num_tokens)
+        setters[2](self, host_bytes)
+        setters[3](self, mtp_target_layers)
+        setters[4](self, mtp_draft_layers)
+        setters[5](self, mtp_total_layers)
+        setters[6](self, ext)
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -268,7 +424,10 @@ class KvHostPoolAllocation(Event):
         return out
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+_SETTERS_KvHostPoolAllocation = slot_setters(KvHostPoolAllocation)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True, init=False)
 class KvMemoryPoolEnd(Event):
     """Memory pools created (``kv_memory.pool_end`` v1).
 
@@ -282,6 +441,16 @@ class KvMemoryPoolEnd(Event):
     avail_bytes: int
     ext: dict[str, Any] | None = None
 
+    def __init__(
+        self,
+        *,
+        avail_bytes: int,
+        ext: dict[str, Any] | None = None,
+    ) -> None:
+        setters = _SETTERS_KvMemoryPoolEnd
+        setters[0](self, avail_bytes)
+        setters[1](self, ext)
+
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
             "event": "kv_memory.pool_end",
@@ -293,7 +462,10 @@ class KvMemoryPoolEnd(Event):
         return out
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+_SETTERS_KvMemoryPoolEnd = slot_setters(KvMemoryPoolEnd)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True, init=False)
 class KvPoolAllocation(Event):
     """KV pool allocation (``kv_pool.allocation`` v2).
 
@@ -316,6 +488,36 @@ class KvPoolAllocation(Event):
     kv_bytes: int | None = None
     arena_ids: list[str] | None = None
     ext: dict[str, Any] | None = None
+
+    def __init__(
+        self,
+        *,
+        pool: str | None,
+        label: str | None,
+        layout: Literal["mha", "mla"],
+        dtype: str | None,
+        num_tokens: int | None,
+        allocation_state: Literal["va_upper_bound", "allocated"],
+        committed_bytes: int | None,
+        k_bytes: int | None = None,
+        v_bytes: int | None = None,
+        kv_bytes: int | None = None,
+        arena_ids: list[str] | None = None,
+        ext: dict[str, Any] | None = None,
+    ) -> None:
+        setters = _SETTERS_KvPoolAllocation
+        setters[0](self, pool)
+        setters[1](self, label)
+        setters[2](self, layout)
+        setters[3](self, dtype)
+        setters[4](self, num_tokens)
+        setters[5](self, allocation_state)
+        setters[6](self, committed_bytes)
+        setters[7](self, k_bytes)
+        setters[8](self, v_bytes)
+        setters[9](self, kv_bytes)
+        setters[10](self, arena_ids)
+        setters[11](self, ext)
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -342,7 +544,10 @@ class KvPoolAllocation(Event):
         return out
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+_SETTERS_KvPoolAllocation = slot_setters(KvPoolAllocation)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True, init=False)
 class KvPoolCapacity(Event):
     """KV cache capacity (``kv_pool.capacity`` v1).
 
@@ -362,6 +567,26 @@ class KvPoolCapacity(Event):
     device: str | None
     ext: dict[str, Any] | None = None
 
+    def __init__(
+        self,
+        *,
+        num_gpu_blocks: int | None,
+        num_cpu_blocks: int | None,
+        num_tokens: int | None,
+        max_model_len: int | None,
+        max_concurrency: float | None,
+        device: str | None,
+        ext: dict[str, Any] | None = None,
+    ) -> None:
+        setters = _SETTERS_KvPoolCapacity
+        setters[0](self, num_gpu_blocks)
+        setters[1](self, num_cpu_blocks)
+        setters[2](self, num_tokens)
+        setters[3](self, max_model_len)
+        setters[4](self, max_concurrency)
+        setters[5](self, device)
+        setters[6](self, ext)
+
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
             "event": "kv_pool.capacity",
@@ -378,7 +603,10 @@ class KvPoolCapacity(Event):
         return out
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+_SETTERS_KvPoolCapacity = slot_setters(KvPoolCapacity)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True, init=False)
 class KvPoolExtended(Event):
     """Extensible KV cache extended (``kv_pool.extended`` v1).
 
@@ -401,6 +629,32 @@ class KvPoolExtended(Event):
     torch_limit_bytes: int | None
     ext: dict[str, Any] | None = None
 
+    def __init__(
+        self,
+        *,
+        num_blocks: int | None,
+        committed_bytes: int,
+        free_bytes: int | None,
+        transient_bytes: int | None,
+        transient_peak_bytes: int | None,
+        torch_reserve_growth_bytes: int | None,
+        blocks_bytes: int | None,
+        requested_bytes: int | None,
+        torch_limit_bytes: int | None,
+        ext: dict[str, Any] | None = None,
+    ) -> None:
+        setters = _SETTERS_KvPoolExtended
+        setters[0](self, num_blocks)
+        setters[1](self, committed_bytes)
+        setters[2](self, free_bytes)
+        setters[3](self, transient_bytes)
+        setters[4](self, transient_peak_bytes)
+        setters[5](self, torch_reserve_growth_bytes)
+        setters[6](self, blocks_bytes)
+        setters[7](self, requested_bytes)
+        setters[8](self, torch_limit_bytes)
+        setters[9](self, ext)
+
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
             "event": "kv_pool.extended",
@@ -420,7 +674,10 @@ class KvPoolExtended(Event):
         return out
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+_SETTERS_KvPoolExtended = slot_setters(KvPoolExtended)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True, init=False)
 class KvPoolMemoryAvailable(Event):
     """Memory available for the KV cache (``kv_pool.memory_available`` v1).
 
@@ -434,6 +691,16 @@ class KvPoolMemoryAvailable(Event):
     available_bytes: int
     ext: dict[str, Any] | None = None
 
+    def __init__(
+        self,
+        *,
+        available_bytes: int,
+        ext: dict[str, Any] | None = None,
+    ) -> None:
+        setters = _SETTERS_KvPoolMemoryAvailable
+        setters[0](self, available_bytes)
+        setters[1](self, ext)
+
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
             "event": "kv_pool.memory_available",
@@ -445,7 +712,10 @@ class KvPoolMemoryAvailable(Event):
         return out
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+_SETTERS_KvPoolMemoryAvailable = slot_setters(KvPoolMemoryAvailable)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True, init=False)
 class KvPoolPostCaptureSized(Event):
     """Post-capture KV sizing (``kv_pool.post_capture_sized`` v2).
 
@@ -466,6 +736,28 @@ class KvPoolPostCaptureSized(Event):
     pool: str | None = None
     ext: dict[str, Any] | None = None
 
+    def __init__(
+        self,
+        *,
+        label: str | None,
+        dtype: str | None,
+        max_total_num_tokens: int,
+        free_bytes: int | None,
+        budget_bytes: int | None,
+        committed_bytes: int | None,
+        pool: str | None = None,
+        ext: dict[str, Any] | None = None,
+    ) -> None:
+        setters = _SETTERS_KvPoolPostCaptureSized
+        setters[0](self, label)
+        setters[1](self, dtype)
+        setters[2](self, max_total_num_tokens)
+        setters[3](self, free_bytes)
+        setters[4](self, budget_bytes)
+        setters[5](self, committed_bytes)
+        setters[6](self, pool)
+        setters[7](self, ext)
+
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
             "event": "kv_pool.post_capture_sized",
@@ -484,7 +776,10 @@ class KvPoolPostCaptureSized(Event):
         return out
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+_SETTERS_KvPoolPostCaptureSized = slot_setters(KvPoolPostCaptureSized)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True, init=False)
 class KvPoolSleep(Event):
     """KV pool asleep (``kv_pool.sleep`` v1).
 
@@ -507,6 +802,30 @@ class KvPoolSleep(Event):
     duration_us: float
     ext: dict[str, Any] | None = None
 
+    def __init__(
+        self,
+        *,
+        pool: str | None,
+        label: Literal["Full", "SWA"] | None,
+        arena_ids: list[str],
+        freed_bytes: int,
+        measured_freed_bytes: int | None,
+        measurement_source: Literal["smaps_rss", "cuMemGetInfo", "nvml"] | None,
+        discrepancy_bytes: int | None,
+        duration_us: float,
+        ext: dict[str, Any] | None = None,
+    ) -> None:
+        setters = _SETTERS_KvPoolSleep
+        setters[0](self, pool)
+        setters[1](self, label)
+        setters[2](self, arena_ids)
+        setters[3](self, freed_bytes)
+        setters[4](self, measured_freed_bytes)
+        setters[5](self, measurement_source)
+        setters[6](self, discrepancy_bytes)
+        setters[7](self, duration_us)
+        setters[8](self, ext)
+
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
             "event": "kv_pool.sleep",
@@ -525,7 +844,10 @@ class KvPoolSleep(Event):
         return out
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+_SETTERS_KvPoolSleep = slot_setters(KvPoolSleep)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True, init=False)
 class KvPoolSwaSummary(Event):
     """Hybrid SWA pool summary (``kv_pool.swa_summary`` v2).
 
@@ -543,6 +865,24 @@ class KvPoolSwaSummary(Event):
     committed_bytes: int | None = None
     ext: dict[str, Any] | None = None
 
+    def __init__(
+        self,
+        *,
+        allocation_state: Literal["va_upper_bound", "allocated"],
+        total_bytes: int,
+        swa_tokens: int,
+        full_tokens: int,
+        committed_bytes: int | None = None,
+        ext: dict[str, Any] | None = None,
+    ) -> None:
+        setters = _SETTERS_KvPoolSwaSummary
+        setters[0](self, allocation_state)
+        setters[1](self, total_bytes)
+        setters[2](self, swa_tokens)
+        setters[3](self, full_tokens)
+        setters[4](self, committed_bytes)
+        setters[5](self, ext)
+
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
             "event": "kv_pool.swa_summary",
@@ -559,7 +899,10 @@ class KvPoolSwaSummary(Event):
         return out
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+_SETTERS_KvPoolSwaSummary = slot_setters(KvPoolSwaSummary)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True, init=False)
 class KvPoolUnifiedAllocation(Event):
     """Unified KV pool allocated (``kv_pool.unified_allocation`` v1).
 
@@ -577,6 +920,22 @@ class KvPoolUnifiedAllocation(Event):
     committed_bytes: int | None
     ext: dict[str, Any] | None = None
 
+    def __init__(
+        self,
+        *,
+        allocation_state: Literal["va_upper_bound", "allocated"],
+        total_bytes: int,
+        sub_pools: int,
+        committed_bytes: int | None,
+        ext: dict[str, Any] | None = None,
+    ) -> None:
+        setters = _SETTERS_KvPoolUnifiedAllocation
+        setters[0](self, allocation_state)
+        setters[1](self, total_bytes)
+        setters[2](self, sub_pools)
+        setters[3](self, committed_bytes)
+        setters[4](self, ext)
+
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
             "event": "kv_pool.unified_allocation",
@@ -591,7 +950,10 @@ class KvPoolUnifiedAllocation(Event):
         return out
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+_SETTERS_KvPoolUnifiedAllocation = slot_setters(KvPoolUnifiedAllocation)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True, init=False)
 class KvPoolWake(Event):
     """KV pool awake (``kv_pool.wake`` v1).
 
@@ -614,6 +976,30 @@ class KvPoolWake(Event):
     duration_us: float
     ext: dict[str, Any] | None = None
 
+    def __init__(
+        self,
+        *,
+        pool: str | None,
+        label: Literal["Full", "SWA"] | None,
+        arena_ids: list[str],
+        restored_bytes: int,
+        measured_restored_bytes: int | None,
+        measurement_source: Literal["smaps_rss", "cuMemGetInfo", "nvml"] | None,
+        discrepancy_bytes: int | None,
+        duration_us: float,
+        ext: dict[str, Any] | None = None,
+    ) -> None:
+        setters = _SETTERS_KvPoolWake
+        setters[0](self, pool)
+        setters[1](self, label)
+        setters[2](self, arena_ids)
+        setters[3](self, restored_bytes)
+        setters[4](self, measured_restored_bytes)
+        setters[5](self, measurement_source)
+        setters[6](self, discrepancy_bytes)
+        setters[7](self, duration_us)
+        setters[8](self, ext)
+
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
             "event": "kv_pool.wake",
@@ -632,7 +1018,10 @@ class KvPoolWake(Event):
         return out
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+_SETTERS_KvPoolWake = slot_setters(KvPoolWake)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True, init=False)
 class KvlogSchemaViolation(Event):
     """Schema violation (``kvlog.schema_violation`` v1).
 
@@ -649,6 +1038,22 @@ class KvlogSchemaViolation(Event):
     suppressed: int | None = None
     ext: dict[str, Any] | None = None
 
+    def __init__(
+        self,
+        *,
+        violating_event: str | None,
+        violating_schema_version: int | None,
+        errors: list[dict[str, Any]],
+        suppressed: int | None = None,
+        ext: dict[str, Any] | None = None,
+    ) -> None:
+        setters = _SETTERS_KvlogSchemaViolation
+        setters[0](self, violating_event)
+        setters[1](self, violating_schema_version)
+        setters[2](self, errors)
+        setters[3](self, suppressed)
+        setters[4](self, ext)
+
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
             "event": "kvlog.schema_violation",
@@ -664,7 +1069,10 @@ class KvlogSchemaViolation(Event):
         return out
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+_SETTERS_KvlogSchemaViolation = slot_setters(KvlogSchemaViolation)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True, init=False)
 class MambaPoolAllocation(Event):
     """Mamba state pool allocation (``mamba_pool.allocation`` v2).
 
@@ -682,6 +1090,26 @@ class MambaPoolAllocation(Event):
     intermediate_ssm_state_bytes: int | None = None
     intermediate_conv_window_bytes: int | None = None
     ext: dict[str, Any] | None = None
+
+    def __init__(
+        self,
+        *,
+        label: str | None,
+        max_mamba_cache_size: int | None,
+        conv_state_bytes: int,
+        ssm_state_bytes: int,
+        intermediate_ssm_state_bytes: int | None = None,
+        intermediate_conv_window_bytes: int | None = None,
+        ext: dict[str, Any] | None = None,
+    ) -> None:
+        setters = _SETTERS_MambaPoolAllocation
+        setters[0](self, label)
+        setters[1](self, max_mamba_cache_size)
+        setters[2](self, conv_state_bytes)
+        setters[3](self, ssm_state_bytes)
+        setters[4](self, intermediate_ssm_state_bytes)
+        setters[5](self, intermediate_conv_window_bytes)
+        setters[6](self, ext)
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -701,7 +1129,10 @@ class MambaPoolAllocation(Event):
         return out
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+_SETTERS_MambaPoolAllocation = slot_setters(MambaPoolAllocation)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True, init=False)
 class MemoryProfile(Event):
     """Memory profiling results (``memory.profile`` v1).
 
@@ -721,6 +1152,28 @@ class MemoryProfile(Event):
     gpu_memory_utilization: float
     ext: dict[str, Any] | None = None
 
+    def __init__(
+        self,
+        *,
+        total_bytes: int,
+        initial_usage_bytes: int,
+        peak_torch_bytes: int,
+        post_profile_usage_bytes: int,
+        non_torch_bytes: int,
+        kv_cache_bytes: int,
+        gpu_memory_utilization: float,
+        ext: dict[str, Any] | None = None,
+    ) -> None:
+        setters = _SETTERS_MemoryProfile
+        setters[0](self, total_bytes)
+        setters[1](self, initial_usage_bytes)
+        setters[2](self, peak_torch_bytes)
+        setters[3](self, post_profile_usage_bytes)
+        setters[4](self, non_torch_bytes)
+        setters[5](self, kv_cache_bytes)
+        setters[6](self, gpu_memory_utilization)
+        setters[7](self, ext)
+
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
             "event": "memory.profile",
@@ -738,7 +1191,10 @@ class MemoryProfile(Event):
         return out
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+_SETTERS_MemoryProfile = slot_setters(MemoryProfile)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True, init=False)
 class MemoryProfileBudget(Event):
     """Memory profile: the engine's budget (``memory.profile_budget`` v1).
 
@@ -754,6 +1210,20 @@ class MemoryProfileBudget(Event):
     budget_bytes: int
     ext: dict[str, Any] | None = None
 
+    def __init__(
+        self,
+        *,
+        total_bytes: int,
+        gpu_memory_utilization: float,
+        budget_bytes: int,
+        ext: dict[str, Any] | None = None,
+    ) -> None:
+        setters = _SETTERS_MemoryProfileBudget
+        setters[0](self, total_bytes)
+        setters[1](self, gpu_memory_utilization)
+        setters[2](self, budget_bytes)
+        setters[3](self, ext)
+
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
             "event": "memory.profile_budget",
@@ -767,7 +1237,10 @@ class MemoryProfileBudget(Event):
         return out
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+_SETTERS_MemoryProfileBudget = slot_setters(MemoryProfileBudget)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True, init=False)
 class MemoryProfileUsage(Event):
     """Memory profile: where the budget goes (``memory.profile_usage`` v1).
 
@@ -785,6 +1258,22 @@ class MemoryProfileUsage(Event):
     kv_cache_bytes: int
     ext: dict[str, Any] | None = None
 
+    def __init__(
+        self,
+        *,
+        weights_bytes: int,
+        non_torch_bytes: int,
+        activation_peak_bytes: int,
+        kv_cache_bytes: int,
+        ext: dict[str, Any] | None = None,
+    ) -> None:
+        setters = _SETTERS_MemoryProfileUsage
+        setters[0](self, weights_bytes)
+        setters[1](self, non_torch_bytes)
+        setters[2](self, activation_peak_bytes)
+        setters[3](self, kv_cache_bytes)
+        setters[4](self, ext)
+
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
             "event": "memory.profile_usage",
@@ -799,7 +1288,10 @@ class MemoryProfileUsage(Event):
         return out
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+_SETTERS_MemoryProfileUsage = slot_setters(MemoryProfileUsage)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True, init=False)
 class MemorySleep(Event):
     """Engine memory put to sleep (``memory.sleep`` v1).
 
@@ -818,6 +1310,24 @@ class MemorySleep(Event):
     tags: str | None
     ext: dict[str, Any] | None = None
 
+    def __init__(
+        self,
+        *,
+        freed_bytes: int | None,
+        in_use_bytes: int | None,
+        offloaded_bytes: int | None,
+        discarded_bytes: int | None,
+        tags: str | None,
+        ext: dict[str, Any] | None = None,
+    ) -> None:
+        setters = _SETTERS_MemorySleep
+        setters[0](self, freed_bytes)
+        setters[1](self, in_use_bytes)
+        setters[2](self, offloaded_bytes)
+        setters[3](self, discarded_bytes)
+        setters[4](self, tags)
+        setters[5](self, ext)
+
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
             "event": "memory.sleep",
@@ -833,7 +1343,10 @@ class MemorySleep(Event):
         return out
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+_SETTERS_MemorySleep = slot_setters(MemorySleep)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True, init=False)
 class SchedulerLimits(Event):
     """Scheduler limits (``scheduler.limits`` v2).
 
@@ -854,6 +1367,28 @@ class SchedulerLimits(Event):
     available_cpu_mem_bytes: int | None
     ext: dict[str, Any] | None = None
 
+    def __init__(
+        self,
+        *,
+        max_total_num_tokens: int,
+        chunked_prefill_size: int | None,
+        max_prefill_tokens: int | None,
+        max_running_requests: int | None,
+        context_len: int | None,
+        available_gpu_mem_bytes: int | None,
+        available_cpu_mem_bytes: int | None,
+        ext: dict[str, Any] | None = None,
+    ) -> None:
+        setters = _SETTERS_SchedulerLimits
+        setters[0](self, max_total_num_tokens)
+        setters[1](self, chunked_prefill_size)
+        setters[2](self, max_prefill_tokens)
+        setters[3](self, max_running_requests)
+        setters[4](self, context_len)
+        setters[5](self, available_gpu_mem_bytes)
+        setters[6](self, available_cpu_mem_bytes)
+        setters[7](self, ext)
+
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
             "event": "scheduler.limits",
@@ -871,7 +1406,10 @@ class SchedulerLimits(Event):
         return out
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+_SETTERS_SchedulerLimits = slot_setters(SchedulerLimits)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True, init=False)
 class WeightsLoadBegin(Event):
     """Model weight loading began (``weights.load_begin`` v1).
 
@@ -885,6 +1423,16 @@ class WeightsLoadBegin(Event):
     avail_bytes: int
     ext: dict[str, Any] | None = None
 
+    def __init__(
+        self,
+        *,
+        avail_bytes: int,
+        ext: dict[str, Any] | None = None,
+    ) -> None:
+        setters = _SETTERS_WeightsLoadBegin
+        setters[0](self, avail_bytes)
+        setters[1](self, ext)
+
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
             "event": "weights.load_begin",
@@ -896,7 +1444,10 @@ class WeightsLoadBegin(Event):
         return out
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+_SETTERS_WeightsLoadBegin = slot_setters(WeightsLoadBegin)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True, init=False)
 class WeightsLoadEnd(Event):
     """Model weight loading ended (``weights.load_end`` v2).
 
@@ -916,6 +1467,26 @@ class WeightsLoadEnd(Event):
     quantization: str | None
     ext: dict[str, Any] | None = None
 
+    def __init__(
+        self,
+        *,
+        elapsed_s: float | None,
+        model_class: str | None,
+        dtype: str | None,
+        avail_bytes: int | None,
+        mem_usage_bytes: int | None,
+        quantization: str | None,
+        ext: dict[str, Any] | None = None,
+    ) -> None:
+        setters = _SETTERS_WeightsLoadEnd
+        setters[0](self, elapsed_s)
+        setters[1](self, model_class)
+        setters[2](self, dtype)
+        setters[3](self, avail_bytes)
+        setters[4](self, mem_usage_bytes)
+        setters[5](self, quantization)
+        setters[6](self, ext)
+
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
             "event": "weights.load_end",
@@ -930,6 +1501,9 @@ class WeightsLoadEnd(Event):
         if self.ext is not None:
             out["ext"] = self.ext
         return out
+
+
+_SETTERS_WeightsLoadEnd = slot_setters(WeightsLoadEnd)
 
 
 ALL_EVENTS: tuple[type[Event], ...] = (

@@ -146,6 +146,27 @@ def test_constructors_are_keyword_only_and_immutable() -> None:
         pool_end.avail_bytes = 2  # type: ignore[misc]
 
 
+@pytest.mark.parametrize("event", CATALOG.events())
+def test_each_field_holds_its_own_argument_and_the_event_stays_a_frozen_dataclass(event: str) -> None:
+    """The generated ``__init__`` sets slots by position in a table of setters: each must be its own field's."""
+    cls = CLASSES[event]
+    names = [field.name for field in dataclasses.fields(cls)]
+    values = {name: object() for name in names}  # a distinct value per field, so any mix-up shows
+    instance = cls(**values)
+    assert {name: getattr(instance, name) for name in names} == values
+    optional = [f.name for f in dataclasses.fields(cls) if f.default is None]
+    bare = cls(**{name: values[name] for name in names if name not in optional})
+    assert all(getattr(bare, name) is None for name in optional), "an optional field left out is None"
+    assert "ext" in optional
+    assert dataclasses.replace(instance, ext=None) == cls(**(values | {"ext": None}))
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        setattr(instance, names[0], 1)
+    missing = [name for name in names if name not in optional]
+    if missing:
+        with pytest.raises(TypeError, match=missing[0]):
+            cls(**{name: values[name] for name in names if name != missing[0]})
+
+
 def test_mypy_rejects_a_wrong_field_name_and_a_wrong_type(tmp_path: Path) -> None:
     probe = tmp_path / "probe.py"
     probe.write_text(

@@ -60,7 +60,7 @@ def render_module(catalog: Catalog) -> str:
         "from dataclasses import dataclass",
         "from typing import Any, ClassVar, Literal",
         "",
-        "from kvlog.event_base import Event",
+        "from kvlog.event_base import Event, slot_setters",
     ]
     names = []
     for event in catalog.events():
@@ -71,7 +71,7 @@ def render_module(catalog: Catalog) -> str:
         props = {k: f for k, f in catalog.fields(event, version).items() if k not in envelope.FIELDS}
         mandatory = [k for k, f in props.items() if f.required]
         optional = [k for k, f in props.items() if not f.required]
-        out += ["", "", "@dataclass(frozen=True, slots=True, kw_only=True)", f"class {name}(Event):"]
+        out += ["", "", "@dataclass(frozen=True, slots=True, kw_only=True, init=False)", f"class {name}(Event):"]
         doc = textwrap.wrap(schema["description"], 96)
         out += [
             f'    """{schema["title"]} (``{event}`` v{version}).',
@@ -81,12 +81,16 @@ def render_module(catalog: Catalog) -> str:
             "",
         ]
         out += [f"    EVENT: ClassVar[str] = {_quote(event)}", f"    VERSION: ClassVar[int] = {version}", ""]
-        for key in mandatory:
-            out.append(f"    {_attr(key)}: {python_type(props[key].facts)}")
+        declared = [f"{_attr(key)}: {python_type(props[key].facts)}" for key in mandatory]
         for key in optional:
             annotation = python_type(props[key].facts)
-            out.append(f"    {_attr(key)}: {annotation}{'' if annotation.endswith('None') else ' | None'} = None")
-        out.append("    ext: dict[str, Any] | None = None")
+            declared.append(f"{_attr(key)}: {annotation}{'' if annotation.endswith('None') else ' | None'} = None")
+        declared.append("ext: dict[str, Any] | None = None")
+        out += [f"    {line}" for line in declared]
+        attrs = [*(_attr(key) for key in mandatory), *(_attr(key) for key in optional), "ext"]
+        out += ["", "    def __init__(", "        self,", "        *,", *(f"        {line}," for line in declared)]
+        out += ["    ) -> None:", f"        setters = _SETTERS_{name}"]
+        out += [f"        setters[{i}](self, {a})" for i, a in enumerate(attrs)]
         out += ["", "    def to_dict(self) -> dict[str, Any]:", "        out: dict[str, Any] = {"]
         out += [f'            "event": {_quote(event)},', f'            "schema_version": {version},']
         out += [f"            {_quote(key)}: self.{_attr(key)}," for key in mandatory]
@@ -94,6 +98,7 @@ def render_module(catalog: Catalog) -> str:
         for key in [*optional, "ext"]:
             out += [f"        if self.{_attr(key)} is not None:", f"            out[{_quote(key)}] = self.{_attr(key)}"]
         out.append("        return out")
+        out += ["", "", f"_SETTERS_{name} = slot_setters({name})"]
     out += ["", "", "ALL_EVENTS: tuple[type[Event], ...] = (", *(f"    {name}," for name in names), ")", ""]
     return "\n".join(out)
 
