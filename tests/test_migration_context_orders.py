@@ -324,3 +324,28 @@ def test_a_pool_whose_state_no_line_tells_within_the_look_ahead_says_what_its_li
         evidence
         == "no later line on the same rank and run told more within 2 lines or 64 MiB; the line claims allocated"
     )
+
+
+def test_a_pool_given_up_on_leaves_the_next_pools_committed_bytes_to_the_next_pool(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A VA pool the look-ahead gave up on is no longer waiting: a later post-capture line is the later pool's."""
+    monkeypatch.setattr(engine, "LOOKAHEAD_LINES", 3)
+    out = migrate(ARENA_0, DRAFT, *["filler"] * 4, ARENA_1, DRAFT, COMMITTED)
+    assert committed(out[1]) == (None, "look-ahead-exhausted", None)
+    assert state(out[7]) == ("va_upper_bound", "arena-before-pool", 7)
+    assert committed(out[7]) == (round(49.58 * GIB), "post-capture-committed", 9)
+
+
+def test_a_unified_pool_printed_before_its_labelled_sub_pools_and_summary_is_one_group_with_them() -> None:
+    """The group a post-capture line sizes starts with the unified total as it does with a labelled sub-pool.
+
+    Its committed figure is the summary's (the group's total), and the unified line, in the group, is no
+    longer waiting: a group cut at the unified line left the summary unsized and sized the unified pool.
+    """
+    swa_va = SWA.replace("SWA KV Cache is allocated", "SWA KV Cache VA upper bound")
+    full_va = FULL.replace("Full KV Cache is allocated", "Full KV Cache VA upper bound")
+    out = migrate(UNIFIED_VA, swa_va, full_va, SUMMARY_VA, COMMITTED)
+    assert [state(event)[0] for event in out[:4]] == ["va_upper_bound"] * 4
+    assert committed(out[3]) == (round(49.58 * GIB), "post-capture-committed", 5)
+    assert [committed(event) for event in out[:3]] == [(None, None, None)] * 3
