@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import pickle
 import subprocess
 import sys
 import typing
@@ -115,6 +116,7 @@ def test_an_instance_built_with_sample_values_validates(event: str) -> None:
     instance = cls(**sample)
     assert isinstance(instance, Event)
     assert instance.to_dict() == {"event": event, "schema_version": cls.VERSION, **sample}
+    assert pickle.loads(pickle.dumps(instance)) == instance  # events cross processes (--jobs, Ray)
     complete = envelope(event, cls.VERSION, instance.fields())
     assert EventValidator().violations(complete) == []
     with_ext = cls(**sample, ext={"engine": "sglang"})
