@@ -7,6 +7,7 @@ Library calls (``Migrator``, ``FileRun``): the console contract is ``test_migrat
 from __future__ import annotations
 
 import io
+import json
 from pathlib import Path
 from typing import Any
 
@@ -162,7 +163,7 @@ FOREIGN_PROVENANCE = [
     ({"source_format": "kvlog-json/v1", "inferred": "allocated"}, "'allocated' is not of type 'object'"),
     ({"source_format": "kvlog-json/v1", "inferred": {"allocation_state": 1}}, "1 is not of type 'object'"),
     ({"source_format": "kvlog-json/v1", "steps": 7}, "7 is not of type 'array'"),
-    ({"steps": []}, "'source_format' is a required property"),
+    ({"steps": []}, "$.migrated.source_format: required field is missing"),
     ("by another tool", "'by another tool' is not of type 'object'"),
 ]
 
@@ -194,6 +195,52 @@ def test_an_event_a_step_would_fill_in_another_tools_provenance_of_is_rejected_w
     assert letter["reason"].startswith(f"kv_pool.allocation@{version}: migrated is not kvlog's provenance: ")
     assert why.replace("'", '"') in letter["reason"].replace("'", '"')
     assert (letter["file"], letter["line"], letter["text"]) == ("ctx.log", 1, line)
+
+
+WIDE = 2**70  # beyond 64 bits: read as a number that keeps its text, which the compiled validator cannot take
+
+
+@pytest.mark.parametrize(
+    ("given", "reason"),
+    [
+        ({"source_format": "kvlog-json/v1", "steps": [WIDE]}, f"$.migrated.steps[0]: {WIDE} is not of type 'string'"),
+        (
+            {"source_format": "kvlog-json/v1", "inferred": {"dtype": WIDE}},
+            f"$.migrated.inferred.dtype: {WIDE} is not of type 'object'",
+        ),
+        ({"source_format": WIDE}, f"$.migrated.source_format: {WIDE} is not of type 'string'"),
+        ({"source_format": "kvlog-json/v1", "line": WIDE}, None),  # a line number no schema bounds: kvlog's
+    ],
+)
+def test_provenance_with_an_integer_beyond_64_bits_is_judged_not_crashed_on(given: object, reason: str | None) -> None:
+    """The compiled validator refuses such numbers (ValueError): the reference engine decides and explains."""
+    line = json.dumps({**POOL_V1, "migrated": given})
+    out, report, dead = migrated(f"{line}\n{POOL}\n".encode())
+    first, pool, _ = lines_of(out)
+    assert orjson.loads(pool)["migrated"]["line"] == 2
+    if reason is None:
+        assert (report.rejected, dead) == (0, [])
+        assert orjson.loads(first)["schema_version"] == 2
+    else:
+        assert first == line.encode()
+        assert [letter["reason"] for letter in dead] == [
+            f"kv_pool.allocation@1: migrated is not kvlog's provenance: {reason}"
+        ]
+        assert report.rejected == 1
+
+
+@pytest.mark.parametrize("ranks", [{"tp": []}, {"tp": {"a": 1}}, {"dp": 0, "tp": [1]}, {"tp": [], "ep": {}}])
+def test_an_event_whose_ranks_are_not_numbers_is_rejected_as_invalid_and_the_file_goes_on(ranks: object) -> None:
+    """A rank that is a list or an object has no server run to belong to: it crashed the context (unhashable)."""
+    line = orjson.dumps({**POOL_V1, "ranks": ranks}).decode()
+    out, report, dead = migrated(f"{line}\n{POOL}\n".encode())
+    first, pool, _ = lines_of(out)
+    assert first == line.encode()
+    assert orjson.loads(pool)["migrated"]["line"] == 2
+    assert report.rejected == 1
+    [letter] = dead
+    assert letter["reason"].startswith("the migrated kv_pool.allocation@2 is invalid: $.ranks.")
+    assert "is not of type 'integer'" in letter["reason"]
 
 
 @pytest.mark.parametrize("output_format", ["jsonl", "text", "legacy"])

@@ -57,7 +57,8 @@ COMMITTED = "committed_bytes"
 STATE = "allocation_state"
 VA = "va_upper_bound"
 
-RankKey = tuple[tuple[str, int], ...]
+#: (tag, rank) pairs, each rank as read: an invalid event may give one that is not an int
+RankKey = tuple[tuple[str, object], ...]
 
 
 @dataclass(slots=True)
@@ -104,7 +105,12 @@ def rank_key(event: dict[str, Any]) -> RankKey:
     ranks = event.get("ranks")
     if not isinstance(ranks, dict):
         return ()
-    return tuple(sorted(ranks.items())) if len(ranks) > 1 else tuple(ranks.items())  # one rank: already in order
+    key = tuple(sorted(ranks.items())) if len(ranks) > 1 else tuple(ranks.items())  # one rank: already in order
+    try:
+        hash(key)
+    except TypeError:  # a rank that is a list or an object (an invalid event): the ranks as written are its key
+        return (("", repr(ranks)),)
+    return key
 
 
 class Context:

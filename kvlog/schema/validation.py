@@ -53,17 +53,25 @@ class EventValidator:
         """Why a ``migrated`` value is not kvlog's provenance (``_common.json#/$defs/migrated``), or None.
 
         ``kvlog migrate`` fills in the provenance of the old events it upgrades: another tool's object
-        under that name must be refused whole, not half filled in (or crashed on).
+        under that name must be refused whole, not half filled in (or crashed on). As for events, the
+        compiled validator answers and the reference one explains, with the path into the event.
         """
         import jsonschema_rs  # noqa: PLC0415
+        from jsonschema import Draft202012Validator  # noqa: PLC0415
 
-        definition = default_catalog().shared[_COMMON]["$defs"]["migrated"]  # kvlog's, whatever the catalog
-        validator = jsonschema_rs.validator_for(dict(definition))
+        definition = dict(default_catalog().shared[_COMMON]["$defs"]["migrated"])  # kvlog's, whatever the catalog
+        is_valid = jsonschema_rs.validator_for(definition).is_valid
+        reference = Draft202012Validator(definition)
 
         def problem(migrated: object) -> str | None:
-            for error in validator.iter_errors(migrated):
-                return str(error.message)
-            return None
+            with suppress(ValueError):  # a value the compiled validator cannot take (a number keeping its text)
+                if is_valid(migrated):
+                    return None
+            errors = sorted(reference.iter_errors(migrated), key=_error_order)
+            if not errors:
+                return None
+            first = _violations(errors[0])[0]
+            return f"$.migrated{first.path.removeprefix('$')}: {first.message}"
 
         return problem
 
