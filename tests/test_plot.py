@@ -16,14 +16,15 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
-from plot_helpers import DOCS_FIGURE, GIB, HYBRID, POSTCAPTURE, kvlog_plot, runs_of
+from plot_helpers import DOCS_FIGURE, GIB, HYBRID, POSTCAPTURE, events_of, kvlog_plot, runs_of
 
 from kvlog import commands
 from kvlog.commands._plot import plot
 from kvlog.plot import figure as names
 from kvlog.plot.figure import memory_figure
-from kvlog.plot.timeline import Sample, Timeline
+from kvlog.plot.timeline import Sample, Timeline, timelines
 
 #: the seed's lie: 208 GiB printed as allocated on a 139 GiB device; a later line states 49.58 GiB committed
 SEED_LOG = """\
@@ -304,3 +305,19 @@ def test_the_readme_figure_is_drawn_from_the_corpus_by_this_code() -> None:
         assert escape(run.title, quote=False) in svg
     for name in (names.WEIGHTS, names.COMMITTED, names.VA_BOUND, names.FREE, names.HOST, names.INFERRED):
         assert escape(name, quote=False) in svg
+
+
+def test_invalid_events_are_not_drawn_and_the_summary_line_counts_them(tmp_path: Path) -> None:
+    """kvlog migrate copies a current event as it is, so a file of events may hand the plot invalid ones."""
+    events = [dict(event) for event in events_of(POSTCAPTURE)]
+    pool = next(event for event in events if event["event"] == "kv_pool.allocation")
+    invalid = [pool | {"pool": []}, pool | {"arena_ids": 7}, pool | {"ranks": {"tp": [0]}}, pool | {"pool": {}}]
+    left_out: list[dict[str, Any]] = []
+    assert timelines([*events, *invalid], left_out.append) == timelines(events)
+    assert left_out == invalid
+    mixed = tmp_path / "mixed.jsonl"
+    mixed.write_bytes(b"".join(orjson.dumps(event) + b"\n" for event in [*events, *invalid]))
+    done = kvlog_plot(mixed, "-o", tmp_path / "mixed.html")
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.endswith("; 4 invalid event(s) left out (kvlog validate says why)\n")
+    assert "Traceback" not in done.stderr

@@ -200,3 +200,23 @@ def test_the_table_read_a_group_of_sources_at_a_time_is_the_table_of_all_events_
         status, table = summarized(*inputs, fmt=fmt)
         assert status == 0
         assert (json.dumps(table, indent=2) + "\n" if fmt == "json" else table) == render(whole, fmt), fmt
+
+
+def with_invalid_copies(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``events`` and, after them, invalid copies of its first pool: kvlog migrate copies such events as they are."""
+    pool = next(event for event in events if event["event"] == "kv_pool.allocation")
+    return [*events, pool | {"pool": []}, pool | {"arena_ids": 7}, pool | {"ranks": {"tp": [0]}}]
+
+
+def test_invalid_events_are_left_out_of_the_table_and_counted_not_crashed_on(tmp_path: Path) -> None:
+    """A file of kvlog events may hold invalid ones: the table is the valid events', and stderr says how many not."""
+    events = migrated(BEFORE_FIX)
+    valid, mixed = tmp_path / "valid.jsonl", tmp_path / "mixed.jsonl"
+    valid.write_bytes(b"".join(orjson.dumps(event) + b"\n" for event in events))
+    mixed.write_bytes(b"".join(orjson.dumps(event) + b"\n" for event in with_invalid_copies(events)))
+    expected = subprocess.run([KVLOG, "summarize", str(valid)], capture_output=True, text=True, check=True)
+    done = subprocess.run([KVLOG, "summarize", str(mixed)], capture_output=True, text=True, check=False)
+    assert (done.returncode, done.stdout) == (0, expected.stdout)
+    assert done.stderr == "kvlog summarize: 3 invalid event(s) left out of the table (kvlog validate says why)\n"
+    assert commands.summarize([str(mixed)], stdout=io.BytesIO()).invalid == 3
+    assert commands.summarize([str(valid)], stdout=io.BytesIO()).invalid == 0

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from kvlog.commands import EXIT_ERROR, EXIT_FINDINGS, EXIT_OK
 from kvlog.commands._migrate import migrated_events
@@ -30,13 +31,16 @@ class PlotOutcome:
     runs: int
     #: each input that could not be expanded or read, with the reason, in the order met
     problems: tuple[str, ...] = ()
+    #: events left out because the catalog does not validate them (``kvlog validate`` says why)
+    invalid: int = 0
 
     @property
     def summary(self) -> str:
         """One line: what was drawn where, or why nothing was."""
+        left_out = f"; {self.invalid} invalid event(s) left out (kvlog validate says why)" if self.invalid else ""
         if self.output is None:
-            return f"{self.events} event(s) read, none about memory: nothing to plot"
-        return f"{self.events} event(s), {self.runs} run(s) drawn to {self.output}"
+            return f"{self.events} event(s) read, none about memory: nothing to plot{left_out}"
+        return f"{self.events} event(s), {self.runs} run(s) drawn to {self.output}{left_out}"
 
 
 def plot(
@@ -72,12 +76,13 @@ def plot(
     events, migrated = migrated_events(
         inputs, source=source, migrations=migrations, on_notice=on_notice, keep_original=True
     )
-    runs = timelines(events)
+    invalid: list[dict[str, Any]] = []
+    runs = timelines(events, invalid.append)
     failed = EXIT_ERROR if migrated.problems else EXIT_OK
     if not runs:
-        return PlotOutcome(failed or EXIT_FINDINGS, None, len(events), 0, migrated.problems)
+        return PlotOutcome(failed or EXIT_FINDINGS, None, len(events), 0, migrated.problems, len(invalid))
     from kvlog.plot.figure import memory_figure  # noqa: PLC0415 - Plotly is imported only to draw
 
     figure = memory_figure(runs) if title is None else memory_figure(runs, title)
     write_figure(figure, target)
-    return PlotOutcome(failed, target, len(events), len(runs), migrated.problems)
+    return PlotOutcome(failed, target, len(events), len(runs), migrated.problems, len(invalid))

@@ -37,6 +37,8 @@ class SummarizeOutcome:
     events: int
     #: each input that could not be expanded or read, with the reason, in the order met
     problems: tuple[str, ...] = ()
+    #: events left out of the table because the catalog does not validate them (``kvlog validate`` says why)
+    invalid: int = 0
 
 
 def summarize(
@@ -84,7 +86,7 @@ def summarize(
                 progress=progress,
                 on_notice=on_notice,
             )
-        summary, count = _summarized(scratch_events, dead)
+        summary, count, invalid = _summarized(scratch_events, dead)
     text = render(summary, output_format).encode()
     if output is None or str(output) == "-":
         sink = stdout or stdout_binary()
@@ -95,7 +97,7 @@ def summarize(
             written.write(text)
     failed = EXIT_ERROR if migrated.problems else EXIT_OK
     status = failed or (EXIT_OK if summary.rows else EXIT_FINDINGS)
-    return SummarizeOutcome(status, summary, count, migrated.problems)
+    return SummarizeOutcome(status, summary, count, migrated.problems, invalid)
 
 
 def _events(path: Path) -> Iterator[dict[str, Any]]:
@@ -106,8 +108,8 @@ def _events(path: Path) -> Iterator[dict[str, Any]]:
                 yield event
 
 
-def _summarized(events: Path, dead_letters: Path) -> tuple[FleetSummary, int]:
-    """The summary of the events in ``events`` with the dead letters of ``dead_letters``, and how many events.
+def _summarized(events: Path, dead_letters: Path) -> tuple[FleetSummary, int, int]:
+    """The summary of ``events`` with the dead letters of ``dead_letters``; how many events, how many invalid.
 
     A first pass finds where each source's last event is; the second gives ``summarize_runs`` each
     shortest stretch of events that holds all the events of its sources, with the dead letters of
@@ -122,6 +124,7 @@ def _summarized(events: Path, dead_letters: Path) -> tuple[FleetSummary, int]:
         letters.setdefault(str(letter.get("file")), []).append(letter)
     rows: list[RunRow] = []
     outside = 0
+    invalid: list[dict[str, Any]] = []
     group: list[dict[str, Any]] = []
     sources: set[str] = set()
     end = 0
@@ -131,12 +134,14 @@ def _summarized(events: Path, dead_letters: Path) -> tuple[FleetSummary, int]:
         sources.add(source)
         end = max(end, last[source])
         if index == end:
-            part = summarize_runs(timelines(group), [one for name in sources for one in letters.pop(name, [])])
+            part = summarize_runs(
+                timelines(group, invalid.append), [one for name in sources for one in letters.pop(name, [])]
+            )
             rows.extend(part.rows)
             outside += part.unparsed_outside_runs
             group, sources = [], set()
     outside += sum(map(len, letters.values()))  # lines of files without an event: before any run of theirs
-    return FleetSummary(tuple(rows), outside), count
+    return FleetSummary(tuple(rows), outside), count, len(invalid)
 
 
 def _refuse_an_input(output: Path, inputs: tuple[str, ...]) -> None:

@@ -15,14 +15,16 @@ not at the pool's: before it, the memory was not committed.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import cache
 from pathlib import PurePath
 from typing import Any
 
 from kvlog.migration.context import RankKey, rank_key
 from kvlog.schema.readings import FREE_DEVICE_MEMORY
+from kvlog.schema.validation import EventValidator
 from kvlog.text.units import BYTES
 
 #: the fields whose inference changes what a sample counts as memory
@@ -111,17 +113,26 @@ class Timeline:
         return any(sample.host for sample in self.samples)
 
 
-def timelines(events: Iterable[dict[str, Any]]) -> list[Timeline]:
-    """Every rank's runs in ``events`` (current kvlog events, in the order of their inputs) with a sample each."""
+def timelines(
+    events: Iterable[dict[str, Any]], on_invalid: Callable[[dict[str, Any]], None] | None = None
+) -> list[Timeline]:
+    """Every rank's runs in ``events`` (current kvlog events, in the order of their inputs) with a sample each.
+
+    An event the catalog does not validate is left out and handed to ``on_invalid``: ``migrate`` copies
+    a current event as it is, so an invalid one reaches here, and what it says cannot be drawn.
+    """
     events = list(events)
     lines = _Lines(events)
     runs: list[_Run] = []
     current: dict[tuple[str, RankKey], _Run] = {}
     counts: dict[tuple[str, RankKey], int] = {}
+    valid = _validator().is_valid
     for event in events:
-        name = event.get("event")
-        if not isinstance(name, str):
+        if not valid(event):
+            if on_invalid is not None:
+                on_invalid(event)
             continue
+        name = event["event"]
         key = (event_source(event), rank_key(event))
         run = current.get(key)
         if run is None or name == "weights.load_begin":
@@ -130,6 +141,12 @@ def timelines(events: Iterable[dict[str, Any]]) -> list[Timeline]:
             runs.append(run)
         run.add(name, event)
     return [run.timeline() for run in runs if run.samples]
+
+
+@cache
+def _validator() -> EventValidator:
+    """The validator of kvlog's catalog, compiled once: summarize draws a timeline per input."""
+    return EventValidator()
 
 
 def event_source(event: Mapping[str, Any]) -> str:
