@@ -289,10 +289,8 @@ class _Losses(_Locked):
         """
         try:
             write(*args, **kwargs)
-        except Exception as exc:
-            if self.strict:
-                raise
-            self.lose(exc)
+        except Exception as exc:  # noqa: BLE001 - raised again when strict (failed)
+            self.failed(exc)
         else:
             self.failing = False
 
