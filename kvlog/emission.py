@@ -46,7 +46,7 @@ from kvlog.errors import SchemaViolationError
 from kvlog.event_base import Event
 from kvlog.schema.catalog import Catalog
 from kvlog.schema.validation import EventValidator, Violation
-from kvlog.text.console import console_renderer
+from kvlog.text.console import console_line, console_renderer
 
 ValidationMode = Literal["off", "warn", "drop", "raise"]
 Output = Literal["json", "console"]
@@ -450,8 +450,8 @@ class _StdlibWriter:
 _LEVEL_NUMBERS: dict[str, int] = {name: logging.getLevelNamesMapping()[name.upper()] for name in LEVELS}
 
 
-def _console_line(logger: WrappedLogger, method: str, event_dict: EventDict) -> str:
-    return f"{console_renderer(logger, method, event_dict)}\n"
+def _console_line(_logger: WrappedLogger, _method: str, event_dict: EventDict) -> str:
+    return console_line(event_dict) + "\n"
 
 
 def _target(stream: IO[str] | IO[bytes], output: Output) -> tuple[IO[Any], Processor]:

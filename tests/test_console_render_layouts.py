@@ -133,3 +133,36 @@ def outcome(render: Any, event: Mapping[str, Any]) -> tuple[str, Any]:
         return "line", render(event)
     except (TypeError, ValueError) as error:
         return "error", type(error)
+
+
+#: literal text that is code or format syntax in Python: a template writes it as it is, never runs it
+_CODE_LIKE = ["'", '"', "\\", "{", "}", "{{", "}}", "!r", ":>10", "{__import__('os').getpid()}", "f'", "\n", "%s"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.one_of(
+            st.sampled_from(_CODE_LIKE),
+            st.text(max_size=5),
+            st.just("{a}"),  # text, printed as it is
+            st.sampled_from(["{b}", "{b:gib2}", "{b:iec}", "{b:grouped}"]),
+            st.just("{["),
+            st.just("]}"),
+        ),
+        max_size=12,
+    ),
+    st.sampled_from([None, 5, 3 << 30]),
+)
+def test_a_template_whose_text_is_code_or_format_syntax_writes_that_text(pieces: list[str], b: int | None) -> None:
+    """The renderer is generated code: no text of a template (migration files come from pull requests) reaches it."""
+    text = "".join(pieces)
+    try:
+        parts = split_sections(text)
+    except ValueError:  # unbalanced sections: not a template
+        return
+    event = {"event": "x", "a": "{a} '}\\", "b": b}
+    template = Template("x", text)
+    if not template.fits(event):  # a required field is None: no wording is written with it
+        return
+    assert template.render(event) == walked(parts, event)

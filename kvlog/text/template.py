@@ -28,7 +28,6 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from decimal import ROUND_CEILING, ROUND_HALF_EVEN, Decimal
 from functools import cache, cached_property
-from operator import call, is_
 from typing import Any, Literal
 
 from kvlog.text.units import BYTES, MICROSECONDS, Scale
@@ -173,8 +172,8 @@ def _compiled(text: str) -> Callable[[Mapping[str, Any]], str]:
     text's parts and choosing each unit's formatter per event cost twice what the rest of emitting a
     validated event costs. The renderer does exactly what the walk did (a section is written when
     every field in it, nested ones included, is set; a placeholder's field is looked up with
-    ``event[name]``), from pieces built once; no code is generated from a template (migration files
-    are read from pull requests: nothing in them is ever executed).
+    ``event[name]``), from pieces built once; no text of a template is ever executed (migration files
+    are read from pull requests; see ``_generated``).
     """
     return _renderer(_sections(text))
 
@@ -198,29 +197,28 @@ def compiled_fits(template: Template) -> Callable[[Mapping[str, Any]], bool]:
 
 
 def _renderer(parts: list[Any]) -> Callable[[Mapping[str, Any]], str]:
-    """One ``str.format`` per event, with no Python loop: the layout of the sections the event sets.
+    """One f-string per event, with no Python loop: the layout of the sections the event sets.
 
     A section is written when every field in it is set, and a section nested in a written one has its
     fields set too: so which sections are written depends only on which of the sections' fields are
     None. For each such pattern the renderer makes, once, the flat layout of what is written (the
-    literal text, a slot per placeholder) and its fields' formatters; an event then costs one look-up
-    of its pattern and one ``str.format``, the values read and formatted by ``map`` (every placeholder
-    outside a section is read with ``event[name]``, as before: a missing one raises ``KeyError``).
+    literal text, a slot per placeholder, each field's formatter); an event then costs one look-up of
+    its pattern and one call of its layout (every placeholder outside a section is read with
+    ``event[name]``, as before: a missing one raises ``KeyError``).
     A layout depends on the template alone, never on a value, so nothing it holds can be stale.
     """
     optional = tuple(dict.fromkeys(name for part in parts if isinstance(part, list) for name in _fields_in(part)))
-    nones = (None,) * len(optional)
+    unset_of = kind_of((), optional)
     layouts: dict[tuple[bool, ...], Layout] = {}
 
     def render(event: Mapping[str, Any]) -> str:
-        unset = tuple(map(is_, map(event.get, optional), nones))
+        unset = unset_of(event.get)
         layout = layouts.get(unset)
         if layout is None:
             layout = _flat_layout(parts, {name for name, none in zip(optional, unset, strict=True) if none})
             if len(layouts) < _MAX_LAYOUTS:
                 layouts[unset] = layout
-        text, names, writers = layout
-        return text(*map(call, writers, map(event.__getitem__, names)))
+        return layout(event)
 
     return render
 
@@ -229,57 +227,98 @@ def _renderer(parts: list[Any]) -> Callable[[Mapping[str, Any]], str]:
 _MAX_LAYOUTS = 64
 
 
-#: a flat layout: the ``str.format`` of what a template writes, the fields it reads, what each goes through first
-Layout = tuple[Callable[..., str], tuple[str, ...], tuple[Callable[[Any], Any], ...]]
+#: a flat layout: renders, as one call, an event whose unset optional fields are those it was made for
+Layout = Callable[[Mapping[str, Any]], str]
 
 
 def layout(text: str, unset: set[str]) -> Layout:
-    """The flat layout of template ``text`` for an event whose fields in ``unset`` are None.
-
-    Render with it as ``format(*map(call, writers, map(event.__getitem__, names)))``.
-    """
+    """The flat layout of template ``text`` for an event whose fields in ``unset`` are None."""
     return _flat_layout(_sections(text), unset)
 
 
 def _flat_layout(parts: list[Any], unset: set[str]) -> Layout:
-    """The ``str.format`` of what ``parts`` writes when the fields in ``unset`` are None, its fields and formatters."""
-    text: list[str] = []
-    names: list[str] = []
-    writers: list[Callable[[Any], Any]] = []
+    """What ``parts`` writes when the fields in ``unset`` are None, as one function of the event.
+
+    The literal text and a slot per placeholder, in order; every placeholder is read with
+    ``event[name]`` (a missing one raises ``KeyError``), from left to right.
+    """
+    pieces: list[str | tuple[str, str | None]] = []
 
     def walk(parts: list[Any]) -> None:
         for part in parts:
             if isinstance(part, str):
                 position = 0
                 for m in PLACEHOLDER.finditer(part):
-                    slot, writer = _slot(m.group(2))
-                    text.extend((_escaped(part[position : m.start()]), slot))
-                    names.append(m.group(1))
-                    writers.append(writer)
+                    pieces.extend((part[position : m.start()], (m.group(1), m.group(2))))
                     position = m.end()
-                text.append(_escaped(part[position:]))
+                pieces.append(part[position:])
             elif unset.isdisjoint(_fields_in(part)):
                 walk(part)
 
     walk(parts)
-    return "".join(text).format, tuple(names), tuple(writers)
+    return _generated_layout(pieces)
 
 
-@cache
-def _slot(unit: str | None) -> tuple[str, Callable[[Any], Any]]:
-    """A placeholder's slot in a flat layout and what its value goes through first: ``formatter(unit)``, split.
+def _generated_layout(pieces: list[str | tuple[str, str | None]]) -> Layout:
+    """One f-string over the event, of literal text and ``(field, unit)`` slots in order, as a generated function.
 
-    A unit printed with a fixed number of decimals is the value scaled, then ``format``ted with
-    ``.<decimals>f``: ``str.format`` applies that spec itself, which is what ``formatter`` calls.
+    A server renders a console line on its hot path, and ``str.format`` with a formatter call per
+    value cost twice what one f-string does. No text of the template reaches the generated source
+    (templates come from migration files, which are read from pull requests): the literal text, the
+    field names and the formatters are arguments of the factory, bound as closure variables; the
+    source holds only their positions (``l0``, ``n1``, ``w1``), the ``!s`` conversion and a decimal
+    spec from ``UNITS``, kvlog's own table. A placeholder printed with a fixed number of decimals is
+    the value divided by its unit, formatted with that spec (what ``formatter(unit)`` returns, inlined);
+    a unit-less or text one is ``str(value)``; any other goes through its ``formatter``.
     """
-    if unit in UNITS and unit != GIB_ROUND2 and UNITS[unit][1]:  # grouped: no decimals
-        per_unit, decimals = UNITS[unit]
-        return f"{{:.{decimals}f}}", lambda value: value / per_unit
-    return "{}", formatter(unit)
+    bound: dict[str, object] = {}
+    source: list[str] = []
+    for index, piece in enumerate(pieces):
+        if isinstance(piece, str):
+            if piece:
+                bound[f"l{index}"] = piece
+                source.append(f"{{l{index}}}")
+            continue
+        name, unit = piece
+        bound[f"n{index}"] = name
+        value = f"e[n{index}]"
+        if unit is None or unit == WORDS:
+            source.append(f"{{{value}!s}}")
+        elif unit in UNITS and unit != GIB_ROUND2 and UNITS[unit][1]:
+            per_unit, decimals = UNITS[unit]
+            bound[f"p{index}"] = per_unit
+            source.append(f"{{{value} / p{index}:.{int(decimals)}f}}")
+        else:
+            bound[f"w{index}"] = formatter(unit)
+            source.append(f"{{w{index}({value})}}")
+    render: Layout = _generated(bound, f"f'{''.join(source)}'")
+    return render
 
 
-def _escaped(literal: str) -> str:
-    return literal.replace("{", "{{").replace("}", "}}")
+def kind_of(values: tuple[str, ...], nones: tuple[str, ...]) -> Callable[[Callable[[str], Any]], tuple[Any, ...]]:
+    """A function of an event's ``get``: the values of the fields ``values``, then whether each of ``nones`` is None.
+
+    What a wording or a layout is chosen on, as one flat tuple made by one generated expression
+    (building it with ``map`` cost a third of choosing); the field names are bound, never written
+    into the source (see ``_generated_layout``).
+    """
+    bound = {f"n{index}": name for index, name in enumerate((*values, *nones))}
+    items = [f"e(n{index})" for index in range(len(values))]
+    items += [f"e(n{index}) is None" for index in range(len(values), len(bound))]
+    return _generated(bound, f"({', '.join(items)},)" if items else "()")  # type: ignore[no-any-return]
+
+
+def _generated(bound: Mapping[str, object], expression: str) -> Any:
+    """``lambda e: <expression>`` with the names in ``bound`` as closure variables.
+
+    The one place kvlog generates code, for the console's hot path. Its callers write the expression
+    from the names of ``bound`` and kvlog's own tokens only: every text that came from a template or
+    a migration file is a value in ``bound``, so nothing read from a file is ever executed.
+    """
+    source = f"def factory({', '.join(bound)}):\n    return lambda e: {expression}\n"
+    namespace: dict[str, Any] = {}
+    exec(compile(source, "<kvlog.text.template>", "exec"), namespace)
+    return namespace["factory"](**bound)
 
 
 def _fields_in(parts: list[Any]) -> list[str]:

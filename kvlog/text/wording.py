@@ -11,10 +11,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from operator import call, is_
 from typing import Any
 
-from kvlog.text.template import Layout, Template, compiled_fits, layout
+from kvlog.text.template import Layout, Template, compiled_fits, kind_of, layout
 
 _KV_SIZES_MHA = "K size: {k_bytes:gib2} GB, V size: {v_bytes:gib2} GB"
 _KV_SIZES_MLA = "KV size: {kv_bytes:gib2} GB"
@@ -232,24 +231,23 @@ class _Wordings:
     fields wordings are chosen on (``when``) and on which of the fields they print are None; and
     what a wording writes (which sections, in which units) on the same. So the choice and the chosen
     wording's flat layout are a *plan*, made the first time an event of that kind is written and kept
-    by that kind: the next such event costs one look-up and one ``str.format``. A plan holds no value
+    by that kind: the next such event costs one look-up and one call of its layout. A plan holds no value
     of an event, so none can be stale. A chosen-on value that cannot be looked up (a list) is chosen
     for from scratch every time, as are kinds beyond the ``_MAX_PLANS`` kept.
     """
 
-    __slots__ = ("fields", "keys", "nones", "plans", "wordings")
+    __slots__ = ("kind", "plans", "wordings")
 
     def __init__(self, wordings: tuple[_Wording, ...]) -> None:
         self.wordings = wordings
-        self.keys = tuple(dict.fromkeys(key for wording in wordings for key in wording.template.when))
-        self.fields = tuple(dict.fromkeys(name for wording in wordings for name in wording.fields))
-        self.nones = (None,) * len(self.fields)
-        self.plans: dict[tuple[tuple[Any, ...], tuple[bool, ...]], Layout | None] = {}
+        keys = tuple(dict.fromkeys(key for wording in wordings for key in wording.template.when))
+        fields = tuple(dict.fromkeys(name for wording in wordings for name in wording.fields))
+        self.kind = kind_of(keys, fields)
+        self.plans: dict[tuple[Any, ...], Layout | None] = {}
 
     def render(self, event: Mapping[str, Any]) -> str | None:
         """The line of the wording chosen for ``event``, None if no wording fits it."""
-        get = event.get
-        kind = (tuple(map(get, self.keys)), tuple(map(is_, map(get, self.fields), self.nones)))
+        kind = self.kind(event.get)
         try:
             plan: Layout | None = self.plans.get(kind, _UNKNOWN)
         except TypeError:  # a chosen-on value that cannot be a key: choose for this event alone
@@ -260,10 +258,7 @@ class _Wordings:
             plan = None if chosen is None else layout(chosen.template.text, _unset(chosen.fields, event))
             if len(self.plans) < _MAX_PLANS:
                 self.plans[kind] = plan
-        if plan is None:
-            return None
-        text, names, writers = plan
-        return text(*map(call, writers, map(event.__getitem__, names)))
+        return None if plan is None else plan(event)
 
     def choose(self, event: Mapping[str, Any]) -> _Wording | None:
         """The first wording that fits ``event`` and says all any fitting one could; None if none fits.
