@@ -300,7 +300,7 @@ def kind_of(values: tuple[str, ...], nones: tuple[str, ...]) -> Callable[[Callab
 
     What a wording or a layout is chosen on, as one flat tuple made by one generated expression
     (building it with ``map`` cost a third of choosing); the field names are bound, never written
-    into the source (see ``_generated_layout``).
+    into the source (see ``_generated``).
     """
     bound = {f"n{index}": name for index, name in enumerate((*values, *nones))}
     items = [f"e(n{index})" for index in range(len(values))]
@@ -311,14 +311,26 @@ def kind_of(values: tuple[str, ...], nones: tuple[str, ...]) -> Callable[[Callab
 def _generated(bound: Mapping[str, object], expression: str) -> Any:
     """``lambda e: <expression>`` with the names in ``bound`` as closure variables.
 
-    The one place kvlog generates code, for the console's hot path. Its callers write the expression
-    from the names of ``bound`` and kvlog's own tokens only: every text that came from a template or
-    a migration file is a value in ``bound``, so nothing read from a file is ever executed.
+    The one place kvlog generates code, for the console's hot path (as ``dataclasses`` and
+    ``namedtuple`` do). Its callers write the expression from the names of ``bound`` and kvlog's own
+    tokens only: every text that came from a template or a migration file is a value in ``bound``, so
+    nothing read from a file is ever executed; ``GENERATED_SOURCE`` refuses any other source.
     """
     source = f"def factory({', '.join(bound)}):\n    return lambda e: {expression}\n"
+    if not GENERATED_SOURCE.fullmatch(source):  # enforced, not only promised: nothing else is ever compiled
+        raise ValueError(f"not made of kvlog's own tokens: {source!r}")
     namespace: dict[str, Any] = {}
-    exec(compile(source, "<kvlog.text.template>", "exec"), namespace)
+    exec(compile(source, "<kvlog.text.template>", "exec"), namespace)  # the package's one exec: see above
     return namespace["factory"](**bound)
+
+
+_SLOT = r"\{(?:l[0-9]+|e\[n[0-9]+\]!s|e\[n[0-9]+\] / p[0-9]+:\.[0-9]f|w[0-9]+\(e\[n[0-9]+\]\))\}"
+_ITEM = r"e\(n[0-9]+\)(?: is None)?"
+#: every source ``_generated`` may compile: positions, closure names and kvlog's tokens, no other character
+GENERATED_SOURCE = re.compile(
+    r"def factory\((?:[lnpw][0-9]+(?:, [lnpw][0-9]+)*)?\):\n    return lambda e: "
+    rf"(?:f'(?:{_SLOT})*'|\(\)|\((?:{_ITEM}, )*{_ITEM},\))\n"
+)
 
 
 def _fields_in(parts: list[Any]) -> list[str]:
