@@ -127,7 +127,7 @@ def test_a_renderer_that_always_fails_drops_the_event_and_does_not_raise(monkeyp
     def broken(*_args: object) -> str:
         raise RuntimeError("renderer bug")
 
-    monkeypatch.setattr(emission, "console_renderer", broken)
+    monkeypatch.setattr(emission, "console_line", broken)
     stream = io.BytesIO()
     configure(output="console", validation="warn", stream=stream)
     emit(GOOD)

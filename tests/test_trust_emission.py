@@ -36,7 +36,7 @@ import kvlog
 from kvlog import emission, events
 from kvlog.emission import configure, emit, lost_events
 from kvlog.schema.validation import EventValidator
-from kvlog.text.console import console_renderer
+from kvlog.text.console import console_line
 
 GOOD = events.KvArenaClosed(arena_id="1_0", released_bytes=5)
 BAD = events.KvMemoryPoolEnd(avail_bytes=-1)
@@ -348,13 +348,13 @@ def _configure_faulty(where: str, fault: Fault, logger: logging.Logger, monkeypa
         configure(validation="warn", stdlib=True)
         return handler
     if where == "renderer":
-        real = console_renderer
+        real = console_line
 
-        def renderer(*args: Any) -> str:
+        def renderer(event: Any) -> str:
             fault.check()
-            return real(*args)
+            return real(event)
 
-        monkeypatch.setattr(emission, "console_renderer", renderer)
+        monkeypatch.setattr(emission, "console_line", renderer)
     stream = FaultyStream(fault, where)
     configure(output="console", validation="warn", stream=stream)
     return stream
