@@ -44,7 +44,7 @@ from structlog.typing import EventDict, Processor, WrappedLogger
 from kvlog.envelope import envelope, ordered, utc_timestamp
 from kvlog.errors import SchemaViolationError
 from kvlog.event_base import Event
-from kvlog.schema.catalog import Catalog
+from kvlog.schema.catalog import Catalog, catalog_version
 from kvlog.schema.validation import EventValidator, Violation
 from kvlog.text.console import console_line, console_renderer
 
@@ -210,7 +210,7 @@ class ValidationProcessor:
         name, version = event_dict.get("event"), event_dict.get("schema_version")
         fields = {
             "violating_event": name if isinstance(name, str) else None,
-            "violating_schema_version": version if type(version) is int else None,
+            "violating_schema_version": catalog_version(version),
             "errors": [{"path": v.path, "message": v.message} for v in violations],
         }
         timestamp, pid, ranks = event_dict["timestamp"], event_dict.get("pid"), event_dict.get("ranks")

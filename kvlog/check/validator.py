@@ -16,7 +16,7 @@ from typing import Any
 
 import jsonschema_rs
 
-from kvlog.schema.catalog import Catalog
+from kvlog.schema.catalog import Catalog, catalog_version
 from kvlog.schema.validation import EventValidator, Violation
 
 _UNKNOWN_FIELD = "unknown field (not in this event's schema; engine-specific fields go under ext)"
@@ -48,13 +48,9 @@ class CheckValidator(EventValidator):
             self._linear[name, version] = compiled
         return compiled
 
-    def _compile_fast(self, name: object, version: object) -> Callable[[object], bool]:
-        if not isinstance(name, str) or type(version) is not int or version not in self.catalog.schemas.get(name, {}):
-            return super()._compile_fast(name, version)
+    def _compiled_check(self, name: str, version: int) -> Callable[[object], bool]:
         compiled = self._compiled(name, version)
-        check = compiled.is_valid if not isinstance(compiled, str) else _never_valid
-        self._fast[name, version] = check
-        return check
+        return compiled.is_valid if not isinstance(compiled, str) else _never_valid
 
     def violations(self, event: object) -> list[Violation]:
         """Every reason ``event`` is invalid, from jsonschema-rs; events of no catalog schema as the base says."""
@@ -75,7 +71,8 @@ def _claimed(event: object) -> tuple[str, int] | None:
     if not isinstance(event, dict):
         return None
     name, version = event.get("event"), event.get("schema_version")
-    return (name, version) if isinstance(name, str) and type(version) is int else None
+    number = catalog_version(version)
+    return (name, number) if isinstance(name, str) and number is not None else None
 
 
 def _never_valid(_event: object) -> bool:

@@ -40,6 +40,7 @@ from kvlog.migration.legacy import LegacyRenderer, current_line
 from kvlog.migration.ops import Op, mark_inferred, provenance, source_format
 from kvlog.migration.report import MigrationReport
 from kvlog.migration.steps import Chain, MigrationError
+from kvlog.schema.catalog import catalog_version
 from kvlog.schema.validation import EventValidator
 from kvlog.text.prefix import SERVERS, LinePrefix, ServerPrefix
 
@@ -475,8 +476,8 @@ class FileRun:
         except jsonline.LineError as exc:
             self._reject(raw, str(exc))
             return None
-        name, version = event.get("event"), event.get("schema_version")
-        if not isinstance(name, str) or name not in self.migrator.catalog.schemas or type(version) is not int:
+        name, version = event.get("event"), catalog_version(event.get("schema_version"))
+        if not isinstance(name, str) or name not in self.migrator.catalog.schemas or version is None:
             return None
         if version not in self.migrator.catalog.schemas[name]:
             self._unparsed(body.decode("utf-8", "replace"), f"{name}@{version}: the catalog has no such version")

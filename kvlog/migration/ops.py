@@ -19,6 +19,7 @@ import orjson
 from kvlog.envelope import inference
 from kvlog.io import jsonline
 from kvlog.migration.hooks import HOOKS
+from kvlog.schema.catalog import catalog_version
 
 Event = dict[str, Any]
 
@@ -71,7 +72,7 @@ def provenance(event: Event) -> dict[str, Any]:
     """The event's ``migrated`` object, created for an event that was emitted live (not migrated)."""
     migrated = event.get("migrated")
     if not isinstance(migrated, dict):
-        migrated = {"source_format": f"kvlog-json/v{event.get('schema_version')}"}
+        migrated = {"source_format": f"kvlog-json/v{catalog_version(event.get('schema_version'))}"}
         event["migrated"] = migrated
     return migrated
 

@@ -32,6 +32,21 @@ _VERSION_FILE = re.compile(r"^v([1-9][0-9]*)\.json$")
 Schema = Mapping[str, Any]
 
 
+def catalog_version(value: object) -> int | None:
+    """The catalog version an event's ``schema_version`` value names, or None when it names none.
+
+    JSON Schema compares numbers by value: every version's ``"const": 1`` accepts ``1.0``, so a
+    line the schema of version 1 accepts is version 1 however its writer spelt the number, for
+    ``validate``, ``migrate`` and ``check`` alike. ``true`` is not a number in JSON (the constant
+    refuses it), although Python's ``True == 1`` lets it pass for one in a dict.
+    """
+    if type(value) is int:
+        return value
+    if type(value) is float and value.is_integer():
+        return int(value)
+    return None
+
+
 def version_in(file_name: str) -> int | None:
     """The version an event schema's file name gives (``v3.json`` -> 3); None when it is not such a name."""
     match = _VERSION_FILE.match(file_name)

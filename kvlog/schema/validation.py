@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, cast
 
-from kvlog.schema.catalog import Catalog, default_catalog
+from kvlog.schema.catalog import Catalog, catalog_version, default_catalog
 
 if TYPE_CHECKING:
     import jsonschema_rs
@@ -86,7 +86,10 @@ class EventValidator:
         """The compiled "valid?" test for events claiming ``name@version`` (never-valid when unknown).
 
         Hot loops keep these by ``(name, version)`` so that each event costs one dict lookup and one
-        call into the compiled validator.
+        call into the compiled validator. Versions Python finds equal (``1``, ``1.0``, ``True``) are
+        one key there, so they get one check: that of the catalog version, whose ``schema_version``
+        constant then accepts ``1.0`` and refuses ``True`` as JSON Schema says. A check that
+        depended on which of them came first would judge a valid event by an invalid one's verdict.
         """
         try:
             check = self._fast.get((name, version))  # type: ignore[arg-type]
@@ -110,21 +113,36 @@ class EventValidator:
             return [Violation("$.event", "missing or not a string: every event needs a name")]
         if name not in self.catalog.schemas:
             return [Violation("$.event", f"unknown event {name!r}")]
-        if type(version) is not int or version not in self.catalog.schemas[name]:
+        number = catalog_version(version)
+        if number is None or number not in self.catalog.schemas[name]:
             known = ", ".join(str(v) for v in self.catalog.versions(name))
             return [Violation("$.schema_version", f"unknown version {version!r} of {name} (known: {known})")]
-        validator = self._reference_validator(name, version)
+        validator = self._reference_validator(name, number)
         errors = sorted(validator.iter_errors(event), key=_error_order)
         return [violation for error in errors for violation in _violations(error)]
 
     def _compile_fast(self, name: object, version: object) -> Callable[[object], bool]:
-        if not isinstance(name, str) or type(version) is not int or version not in self.catalog.schemas.get(name, {}):
+        key = self._catalog_key(name, version)
+        if key is None:
             return _never_valid
+        check = self._fast.get(key)
+        if check is None:
+            check = self._fast[key] = self._compiled_check(*key)
+        return check
+
+    def _catalog_key(self, name: object, version: object) -> tuple[str, int] | None:
+        """The catalog schema whose check judges ``name@version`` (see ``fast_check``); None for none."""
+        number = catalog_version(int(version) if type(version) is bool else version)
+        if not isinstance(name, str) or number is None or number not in self.catalog.schemas.get(name, {}):
+            return None
+        return name, number
+
+    def _compiled_check(self, name: str, version: int) -> Callable[[object], bool]:
+        """The compiled "valid?" test of one catalog schema."""
         import jsonschema_rs  # noqa: PLC0415
 
         schema = self.catalog.schema(name, version)
         check: Callable[[object], bool] = jsonschema_rs.validator_for(dict(schema), registry=self._rs_registry).is_valid
-        self._fast[name, version] = check
         return check
 
     def _reference_validator(self, name: str, version: int) -> Draft202012Validator:
