@@ -82,8 +82,8 @@ class Summary:
 
     @property
     def ok(self) -> bool:
-        """True when nothing was wrong."""
-        return self.findings == 0
+        """True when nothing was wrong: no finding, and no event counted invalid."""
+        return self.findings == 0 and self.invalid_events == 0
 
     def add(self, other: Summary) -> None:
         """Fold another part's counts into this one."""
