@@ -87,7 +87,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from kvlog.schema.readings import FREE_DEVICE_MEMORY
+from kvlog.schema.readings import FREE_DEVICE_MEMORY, json_integer
 
 RANK_KINDS = ("tp", "dp", "pp", "ep")
 #: the labels that name a rank: without ``other_ranks``, two vLLM workers (``rank=0``, ``rank=1``, no
@@ -311,10 +311,11 @@ def _rank_of(event: Mapping[str, Any]) -> _Rank | None:
         ranks = {}
     if not isinstance(ranks, Mapping):
         return None
-    if not all(isinstance(rank, int) and not isinstance(rank, bool) for rank in ranks.values() if rank is not None):
+    numbers = {kind: json_integer(rank) for kind, rank in ranks.items() if rank is not None}  # 1.0 is rank 1
+    if None in numbers.values():
         return None
-    values = ["" if ranks.get(kind) is None else str(ranks[kind]) for kind in RANK_KINDS]
-    others = sorted(f"{kind}={rank}" for kind, rank in ranks.items() if kind not in RANK_KINDS and rank is not None)
+    values = ["" if numbers.get(kind) is None else str(numbers[kind]) for kind in RANK_KINDS]
+    others = sorted(f"{kind}={rank}" for kind, rank in numbers.items() if kind not in RANK_KINDS)
     return values[0], values[1], values[2], values[3], ",".join(others)
 
 

@@ -45,6 +45,7 @@ from typing import Any
 
 from kvlog.envelope import InferenceRule
 from kvlog.migration.ops import inferred, mark_inferred
+from kvlog.schema.readings import json_integer
 
 POOL = "kv_pool.allocation"
 SUMMARY = "kv_pool.swa_summary"
@@ -105,12 +106,22 @@ def rank_key(event: dict[str, Any]) -> RankKey:
     ranks = event.get("ranks")
     if not isinstance(ranks, dict):
         return ()
+    if any(type(rank) is not int for rank in ranks.values()):  # 1.0 is rank 1; true is no rank, though True == 1
+        ranks = {tag: _rank(rank) for tag, rank in ranks.items()}
     key = tuple(sorted(ranks.items())) if len(ranks) > 1 else tuple(ranks.items())  # one rank: already in order
     try:
         hash(key)
     except TypeError:  # a rank that is a list or an object (an invalid event): the ranks as written are its key
         return (("", repr(ranks)),)
     return key
+
+
+def _rank(value: object) -> object:
+    """A rank as JSON means it: the integer a number is, a boolean kept apart from 0 and 1, else as written."""
+    number = json_integer(value)
+    if number is not None:
+        return number
+    return (bool, value) if isinstance(value, bool) else value
 
 
 class Context:

@@ -23,7 +23,7 @@ from pathlib import PurePath
 from typing import Any
 
 from kvlog.migration.context import RankKey, rank_key
-from kvlog.schema.readings import FREE_DEVICE_MEMORY
+from kvlog.schema.readings import FREE_DEVICE_MEMORY, json_integer
 from kvlog.schema.validation import EventValidator
 from kvlog.text.units import BYTES
 
@@ -161,7 +161,8 @@ def event_source(event: Mapping[str, Any]) -> str:
         return str(file)
     pid = event.get("pid")  # kvlog's own events, and a live handler's (``kvlog integrate``): one process's lines
     if pid is not None:
-        return f"(events of process {pid})"
+        number = json_integer(pid)  # 7.0 is process 7
+        return f"(events of process {pid if number is None else number})"
     return "(standard input)" if isinstance(migrated, Mapping) else "(events)"
 
 
@@ -416,8 +417,7 @@ def _original(event: Mapping[str, Any]) -> str | None:
 
 
 def _bytes(event: Mapping[str, Any], name: str) -> int | None:
-    value = event.get(name)
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
+    return json_integer(event.get(name))  # 5.0 is 5 bytes to the schema that accepted it
 
 
 def _shaped(event: Mapping[str, Any]) -> int:

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from kvlog.schema.fields import Field
 
 from kvlog.errors import CatalogError, UnknownEventError
+from kvlog.schema.readings import json_integer
 from kvlog.schema.resources import data_dir
 
 SCHEMA_BASE_URI = "https://kvlog.dev/schemas/"
@@ -40,11 +41,7 @@ def catalog_version(value: object) -> int | None:
     ``validate``, ``migrate`` and ``check`` alike. ``true`` is not a number in JSON (the constant
     refuses it), although Python's ``True == 1`` lets it pass for one in a dict.
     """
-    if type(value) is int:
-        return value
-    if type(value) is float and value.is_integer():
-        return int(value)
-    return None
+    return json_integer(value)
 
 
 def version_in(file_name: str) -> int | None:

@@ -24,3 +24,20 @@ FREE_DEVICE_MEMORY: Mapping[str, str] = MappingProxyType(
         "scheduler.limits": "available_gpu_mem_bytes",
     }
 )
+
+
+def json_integer(value: object) -> int | None:
+    """The integer a JSON value is, or None: an integer, or a number with no fractional part (``5.0``).
+
+    JSON Schema's ``integer`` is any number whose fractional part is zero, and numbers compare by
+    value, so ``5.0`` is the integer 5 to every schema and every reader of events; ``true`` is not
+    a number, although Python's ``bool`` is an ``int``. Numbers that keep their text
+    (``kvlog.io.jsonline.exact``) count by their value.
+    """
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return int(value)
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return None
