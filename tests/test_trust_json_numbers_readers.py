@@ -19,6 +19,7 @@ import pytest
 
 from kvlog import commands
 from kvlog.metrics.series import MemorySeries
+from kvlog.plot.timeline import timelines
 
 WEIGHTS: dict[str, Any] = {
     "event": "weights.load_end",
@@ -147,3 +148,41 @@ def test_migrate_takes_an_event_of_rank_1_0_as_rank_1(tmp_path: Path) -> None:
     same = migrated_pool(tmp_path, 1, 1)
     assert same["allocation_state"] == "va_upper_bound"  # the arena before the pool is evidence for it
     assert migrated_pool(tmp_path, 1.0, 1) == same
+
+
+def _from_a_log(event: dict[str, Any], line: object, original: str, **migrated: Any) -> dict[str, Any]:
+    provenance = {"source_format": "sglang-text/2025-01", "file": "server.log", "line": line, "original": original}
+    return {**event, "migrated": {**provenance, **migrated}}
+
+
+def _pool_inference(events: list[dict[str, Any]]) -> tuple[str | None, str | None, str]:
+    """Where the picture says the pool's inference rests, the line it quotes there, and the sample's ``at``."""
+    invalid: list[dict[str, Any]] = []
+    (timeline,) = timelines(events, invalid.append)
+    (sample,) = [sample for sample in timeline.samples if sample.event == "kv_pool.allocation"]
+    (inference,) = sample.inferred
+    return inference.evidence_at, inference.evidence_original, sample.at
+
+
+@pytest.mark.parametrize(("line", "evidence_line"), [(2.0, 1), (2, 1.0), (2.0, 1.0)])
+def test_the_picture_reads_a_line_number_written_as_a_whole_float_as_that_line(
+    line: float, evidence_line: float
+) -> None:
+    inferred = {"allocation_state": {"rule": "arena before the pool", "evidence": "arena 0", "evidence_line": 1}}
+    weights = _from_a_log(WEIGHTS, 1, "Load weight end. mem usage=4.58 GB")
+    expected = _pool_inference([weights, _from_a_log(POOL, 2, "KV Cache is allocated", inferred=inferred)])
+    assert expected == ("server.log:1", "Load weight end. mem usage=4.58 GB", "server.log:2")
+    inferred["allocation_state"]["evidence_line"] = evidence_line
+    pool = _from_a_log(POOL, line, "KV Cache is allocated", inferred=inferred)
+    assert _pool_inference([weights, pool]) == expected
+
+
+@pytest.mark.parametrize("forged_line", [1, True])
+@pytest.mark.parametrize("forged_first", [False, True])
+def test_an_invalid_event_never_stands_in_for_the_line_an_inference_quotes(forged_line: object, forged_first: bool) -> None:
+    inferred = {"allocation_state": {"rule": "arena before the pool", "evidence": "arena 0", "evidence_line": 1}}
+    weights = _from_a_log(WEIGHTS, 1, "Load weight end. mem usage=4.58 GB")
+    pool = _from_a_log(POOL, 2, "KV Cache is allocated", inferred=inferred)
+    forged = _from_a_log({**WEIGHTS, "level": 7}, forged_line, "not what line 1 said")  # invalid: left out
+    events = [forged, weights, pool] if forged_first else [weights, forged, pool]
+    assert _pool_inference(events)[1] == "Load weight end. mem usage=4.58 GB"

@@ -121,17 +121,18 @@ def timelines(
     An event the catalog does not validate is left out and handed to ``on_invalid``: ``migrate`` copies
     a current event as it is, so an invalid one reaches here, and what it says cannot be drawn.
     """
-    events = list(events)
-    lines = _Lines(events)
+    valid = _validator().is_valid
+    drawn: list[dict[str, Any]] = []
+    for event in events:
+        if valid(event):
+            drawn.append(event)
+        elif on_invalid is not None:
+            on_invalid(event)
+    lines = _Lines(drawn)  # an invalid event's line number or quote must not stand in for a valid one's
     runs: list[_Run] = []
     current: dict[tuple[str, RankKey], _Run] = {}
     counts: dict[tuple[str, RankKey], int] = {}
-    valid = _validator().is_valid
-    for event in events:
-        if not valid(event):
-            if on_invalid is not None:
-                on_invalid(event)
-            continue
+    for event in drawn:
         name = event["event"]
         key = (event_source(event), rank_key(event))
         run = current.get(key)
@@ -178,12 +179,13 @@ class _Lines:
         self.originals: dict[tuple[str, int], str] = {}
         self.with_events: set[tuple[str, int]] = set()
         for event in events:
-            migrated = event.get("migrated")
-            if isinstance(migrated, Mapping) and isinstance(migrated.get("line"), int):
-                where = (event_source(event), migrated["line"])
+            line = _line(event)
+            if line is not None:
+                where = (event_source(event), line)
                 self.with_events.add(where)
-                if isinstance(migrated.get("original"), str):
-                    self.originals[where] = migrated["original"]
+                original = _original(event)
+                if original is not None:
+                    self.originals[where] = original
 
 
 @dataclass
@@ -315,9 +317,9 @@ class _Run:
     def _stated_later(self, event: Mapping[str, Any]) -> int | None:
         """The later line whose event states the committed size (it takes effect there), if it is one."""
         inferred = _inferred(event).get("committed_bytes")
-        line = inferred.get("evidence_line") if inferred else None
+        line = json_integer(inferred.get("evidence_line")) if inferred else None
         own = _line(event)
-        if isinstance(line, int) and own is not None and line > own and (self.source, line) in self.lines.with_events:
+        if line is not None and own is not None and line > own and (self.source, line) in self.lines.with_events:
             return line
         return None
 
@@ -371,9 +373,9 @@ class _Run:
         for name, inference in _inferred(event).items():
             if name not in INFERRED_FIELDS or not isinstance(inference, Mapping):
                 continue
-            line = inference.get("evidence_line")
-            at = f"{self.source}:{line}" if isinstance(line, int) else None
-            original = self.lines.originals.get((self.source, line)) if isinstance(line, int) else None
+            line = json_integer(inference.get("evidence_line"))  # 3.0 is line 3
+            at = f"{self.source}:{line}" if line is not None else None
+            original = self.lines.originals.get((self.source, line)) if line is not None else None
             found.append(Inference(name, str(inference.get("rule")), str(inference.get("evidence")), at, original))
         return tuple(found)
 
@@ -400,8 +402,7 @@ def _time(event: Mapping[str, Any]) -> datetime | None:
 
 def _line(event: Mapping[str, Any]) -> int | None:
     migrated = event.get("migrated")
-    line = migrated.get("line") if isinstance(migrated, Mapping) else None
-    return line if isinstance(line, int) else None
+    return json_integer(migrated.get("line")) if isinstance(migrated, Mapping) else None  # 3.0 is line 3
 
 
 def _inferred(event: Mapping[str, Any]) -> Mapping[str, Any]:
