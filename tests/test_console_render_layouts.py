@@ -14,9 +14,11 @@ import itertools
 from collections.abc import Mapping
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from kvlog.text import template as template_module
 from kvlog.text.console import console_line
 from kvlog.text.template import PLACEHOLDER, Template, formatter, split_sections
 from kvlog.text.wording import CURRENT, render_message
@@ -166,3 +168,45 @@ def test_a_template_whose_text_is_code_or_format_syntax_writes_that_text(pieces:
     if not template.fits(event):  # a required field is None: no wording is written with it
         return
     assert template.render(event) == walked(parts, event)
+
+
+def _counting_generated(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The number of names of every function the renderer compiles from now on."""
+    compiled: list[int] = []
+    generate = template_module._generated
+
+    def counted(bound: Mapping[str, object], expression: str) -> Any:
+        compiled.append(len(bound))
+        return generate(bound, expression)
+
+    monkeypatch.setattr(template_module, "_generated", counted)
+    return compiled
+
+
+def test_a_template_of_many_placeholders_renders_what_its_text_says_without_compiling_code_of_its_size(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Compiling a function of n closure variables costs time quadratic in n: 10,000 placeholders took seconds."""
+    compiled = _counting_generated(monkeypatch)
+    count = 4 * template_module.MAX_GENERATED_PIECES
+    text = "[" + " ".join(f"{{f{i}:gib2}}{{[ ({{o{i}:iec}})]}}" for i in range(count)) + "]"
+    event: dict[str, Any] = {f"f{i}": (i + 1) << 30 for i in range(count)} | {f"o{i}": 1024 for i in range(0, count, 2)}
+    template = Template("x.many", text)
+    for _ in range(2):
+        assert template.render(event) == walked(split_sections(text), event)
+    assert max(compiled, default=0) <= template_module.MAX_GENERATED_PIECES
+
+
+def test_patterns_past_those_the_renderer_compiles_render_without_compiling_code_for_each_event(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A stream cycling through more patterns than are kept compiled one layout per event: 5x the cost of a walk."""
+    names = [f"f{i}" for i in range(8)]
+    template = Template("x.z", "start" + "".join(f"{{[ {name}={{{name}:iec}}]}}" for name in names) + " end")
+    compiled = _counting_generated(monkeypatch)
+    patterns = [set(itertools.compress(names, mask)) for mask in itertools.product((0, 1), repeat=len(names))]
+    for _ in range(3):
+        for unset in patterns:
+            event = {name: None if name in unset else 2048 for name in names}
+            assert template.render(event) == walked(split_sections(template.text), event)
+    assert len(compiled) <= template_module._MAX_GENERATED_LAYOUTS + 1  # + the chooser of layouts

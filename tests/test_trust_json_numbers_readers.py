@@ -179,7 +179,9 @@ def test_the_picture_reads_a_line_number_written_as_a_whole_float_as_that_line(
 
 @pytest.mark.parametrize("forged_line", [1, True])
 @pytest.mark.parametrize("forged_first", [False, True])
-def test_an_invalid_event_never_stands_in_for_the_line_an_inference_quotes(forged_line: object, forged_first: bool) -> None:
+def test_an_invalid_event_never_stands_in_for_the_line_an_inference_quotes(
+    forged_line: object, forged_first: bool
+) -> None:
     inferred = {"allocation_state": {"rule": "arena before the pool", "evidence": "arena 0", "evidence_line": 1}}
     weights = _from_a_log(WEIGHTS, 1, "Load weight end. mem usage=4.58 GB")
     pool = _from_a_log(POOL, 2, "KV Cache is allocated", inferred=inferred)

@@ -205,7 +205,10 @@ def _renderer(parts: list[Any]) -> Callable[[Mapping[str, Any]], str]:
     literal text, a slot per placeholder, each field's formatter); an event then costs one look-up of
     its pattern and one call of its layout (every placeholder outside a section is read with
     ``event[name]``, as before: a missing one raises ``KeyError``).
-    A layout depends on the template alone, never on a value, so nothing it holds can be stale.
+    A layout depends on the template alone, never on a value, so nothing it holds can be stale. Both
+    bounds are on what a hostile template or event stream can cost: a pattern past ``_MAX_LAYOUTS`` is
+    laid out for its event alone, and one past ``_MAX_GENERATED_LAYOUTS`` walks its pieces rather
+    than compiling code for a pattern that rare.
     """
     optional = tuple(dict.fromkeys(name for part in parts if isinstance(part, list) for name in _fields_in(part)))
     unset_of = kind_of((), optional)
@@ -215,7 +218,9 @@ def _renderer(parts: list[Any]) -> Callable[[Mapping[str, Any]], str]:
         unset = unset_of(event.get)
         layout = layouts.get(unset)
         if layout is None:
-            layout = _flat_layout(parts, {name for name, none in zip(optional, unset, strict=True) if none})
+            unset_names = {name for name, none in zip(optional, unset, strict=True) if none}
+            # the patterns events show first are the common ones; compiling a rarer one costs more than it saves
+            layout = _flat_layout(parts, unset_names, generate=len(layouts) < _MAX_GENERATED_LAYOUTS)
             if len(layouts) < _MAX_LAYOUTS:
                 layouts[unset] = layout
         return layout(event)
@@ -224,7 +229,12 @@ def _renderer(parts: list[Any]) -> Callable[[Mapping[str, Any]], str]:
 
 
 #: layouts kept per template: one per pattern of unset optional fields that events actually show
-_MAX_LAYOUTS = 64
+_MAX_LAYOUTS = 1024
+#: of those, the first ones are generated code; the others walk their pieces
+_MAX_GENERATED_LAYOUTS = 64
+#: the most pieces (literal texts and slots) a generated layout has: compiling a function of n closure
+#: variables costs time quadratic in n, and no wording comes near this (today's longest has 19)
+MAX_GENERATED_PIECES = 256
 
 
 #: a flat layout: renders, as one call, an event whose unset optional fields are those it was made for
@@ -236,11 +246,13 @@ def layout(text: str, unset: set[str]) -> Layout:
     return _flat_layout(_sections(text), unset)
 
 
-def _flat_layout(parts: list[Any], unset: set[str]) -> Layout:
+def _flat_layout(parts: list[Any], unset: set[str], *, generate: bool = True) -> Layout:
     """What ``parts`` writes when the fields in ``unset`` are None, as one function of the event.
 
     The literal text and a slot per placeholder, in order; every placeholder is read with
-    ``event[name]`` (a missing one raises ``KeyError``), from left to right.
+    ``event[name]`` (a missing one raises ``KeyError``), from left to right. The function is generated
+    code (``_generated_layout``) when ``generate`` and the template is not too long to compile
+    (``MAX_GENERATED_PIECES``), else it walks the pieces (``_walked_layout``); both write the same line.
     """
     pieces: list[str | tuple[str, str | None]] = []
 
@@ -256,7 +268,19 @@ def _flat_layout(parts: list[Any], unset: set[str]) -> Layout:
                 walk(part)
 
     walk(parts)
-    return _generated_layout(pieces)
+    if generate and len(pieces) <= MAX_GENERATED_PIECES:
+        return _generated_layout(pieces)
+    return _walked_layout(pieces)
+
+
+def _walked_layout(pieces: list[str | tuple[str, str | None]]) -> Layout:
+    """The layout of ``pieces`` as a loop over them, each slot printed by its unit's ``formatter``: nothing compiled."""
+    steps = tuple(piece if isinstance(piece, str) else (piece[0], formatter(piece[1])) for piece in pieces)
+
+    def render(event: Mapping[str, Any]) -> str:
+        return "".join([step if isinstance(step, str) else step[1](event[step[0]]) for step in steps])
+
+    return render
 
 
 def _generated_layout(pieces: list[str | tuple[str, str | None]]) -> Layout:
@@ -302,6 +326,8 @@ def kind_of(values: tuple[str, ...], nones: tuple[str, ...]) -> Callable[[Callab
     (building it with ``map`` cost a third of choosing); the field names are bound, never written
     into the source (see ``_generated``).
     """
+    if len(values) + len(nones) > MAX_GENERATED_PIECES:  # too many names to compile: a loop over them
+        return lambda e: (*map(e, values), *[e(name) is None for name in nones])
     bound = {f"n{index}": name for index, name in enumerate((*values, *nones))}
     items = [f"e(n{index})" for index in range(len(values))]
     items += [f"e(n{index}) is None" for index in range(len(values), len(bound))]
