@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import fcntl
+import gzip
 import os
 import random
 import shutil
 import signal
+import struct
 import subprocess
 import sys
+import termios
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -324,3 +329,95 @@ def test_with_a_state_a_stop_leaves_what_waits_to_the_restart(tmp_path: Path) ->
     pool = orjson.loads(lines_of(out)[1])
     assert pool["allocation_state"] == "va_upper_bound"  # the restart saw the evidence the stop did not wait for
     assert len(lines_of(out)) == 3
+
+
+def test_new_only_restarted_with_its_state_writes_a_file_that_appeared_while_stopped_whole(tmp_path: Path) -> None:
+    """The restart's start is not the follow's: a file the state has no mark of was not there when it began."""
+    logs, out, state = tmp_path / "logs", tmp_path / "events.jsonl", tmp_path / "state.json"
+    logs.mkdir()
+    first, later = logs / "tp0.log", logs / "tp1.log"
+    first.write_text(corpus_text("gen2_2025.log"))
+    old = len(migrated(first))
+    with following(str(logs / "*.log"), out, state=state, new_only=True) as run:
+        wait_for(lambda: state.exists() and str(first) in state.read_text(), what="the state's mark of tp0.log")
+        assert run.events() == []
+    later.write_text(corpus_text("gen3_dtype_2026.log"))  # while nobody follows
+    append(first, corpus_text("hybrid_swa_2026.log"))
+    expected = Counter([*migrated(first)[old:], *migrated(later)])
+    with following(str(logs / "*.log"), out, state=state, new_only=True) as run:
+        run.wait_events(sum(expected.values()))
+        time.sleep(0.3)
+    assert Counter(lines_of(out)) == expected
+    assert run.notices == [f"{later}: not in the state (it appeared while not followed): read from its start"]
+
+
+@pytest.mark.parametrize("name", ["server.log.1.gz", "*.log.zst"])
+def test_a_compressed_file_named_to_follow_is_said_not_to_be_followed(tmp_path: Path, name: str) -> None:
+    (tmp_path / "server.log.1.gz").write_bytes(gzip.compress(corpus_text("gen2_2025.log").encode()))
+    (tmp_path / "server.log.zst").write_bytes(b"(\xb5/\xfd")
+    with following(str(tmp_path / name), tmp_path / "events.jsonl") as run:
+        wait_for(lambda: bool(run.notices), what="a notice")
+    assert run.events() == []
+    assert run.notices == [
+        f"{tmp_path / name}: compressed files are finished rotations, not followed (kvlog migrate reads them)"
+    ]
+
+
+def test_without_a_state_a_stop_says_the_last_line_it_leaves_unread_for_want_of_a_newline(tmp_path: Path) -> None:
+    log, out = tmp_path / "server.log", tmp_path / "events.jsonl"
+    unended = f"[2026-07-21 09:00:01 TP0] {POOL}"
+    log.write_text(f"{LOAD}\n{unended}")
+    with following(str(log), out) as run:
+        run.wait_events(1)
+        time.sleep(0.3)
+    assert len(lines_of(out)) == 1  # the weights; the pool's line may be half-written
+    assert run.notices == [
+        f"{log}: its last {len(unended)} bytes end no line yet (still being written?): "
+        "not read; kvlog migrate reads them as a line"
+    ]
+
+
+def _pipe_holds(read_end: int) -> int:
+    """How many bytes wait in the pipe whose read end is ``read_end``."""
+    return struct.unpack("i", fcntl.ioctl(read_end, termios.FIONREAD, b"\0\0\0\0"))[0]
+
+
+def test_a_stop_while_nobody_reads_the_events_ends_the_run_naming_why_and_the_restart_writes_the_rest(
+    tmp_path: Path,
+) -> None:
+    """Writing to a full pipe blocks; a stop that waited for the write would wait for ever (or for SIGKILL)."""
+    log, state, stderr = tmp_path / "server.log", tmp_path / "state.json", tmp_path / "stderr"
+    log.write_text(corpus_text(*DATED_LOGS) * 8)
+    expected = Counter(migrated(log))
+    read_end, write_end = os.pipe()
+    capacity = fcntl.fcntl(write_end, fcntl.F_GETPIPE_SZ)
+    assert sum(map(len, expected.elements())) > 2 * capacity  # more events than the pipe holds
+    with stderr.open("wb") as errors:
+        process = subprocess.Popen([*KVLOG, "follow", str(log), "--state", str(state)], stdout=write_end, stderr=errors)
+    os.close(write_end)
+    try:
+        wait_for(lambda: _pipe_holds(read_end) > capacity // 2, what="the pipe to fill")
+        time.sleep(0.5)  # the pipe's pages are full: the follower blocks in its write
+        assert process.poll() is None
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=30) == 2
+        delivered = b""
+        while chunk := os.read(read_end, 1 << 16):
+            delivered += chunk
+    finally:
+        process.kill()
+        os.close(read_end)
+    assert stderr.read_text() == (
+        "kvlog follow: standard output: not being read (writing blocked) when a stop came: "
+        "the events not yet written are dropped; a restart with the same --state writes them\n"
+    )
+    restart = run_cli(str(log), "--state", str(state))
+    assert restart.stdout is not None
+    written = Counter(delivered.splitlines()[:-1] if not delivered.endswith(b"\n") else delivered.splitlines())
+    while not all(written[event] for event in expected):
+        written[restart.stdout.readline().rstrip(b"\n")] += 1
+    restart.send_signal(signal.SIGTERM)
+    rest, _ = restart.communicate(timeout=30)
+    written.update(rest.splitlines())
+    assert set(written) - set(expected) <= {b""}  # no event but those of the log (a cut line is not one)
+    assert restart.returncode == 0

@@ -10,10 +10,14 @@ import contextlib
 import errno
 import io
 import os
+import subprocess
+import sys
+import threading
 from pathlib import Path
 
 import pytest
 
+from kvlog import commands
 from kvlog.follow import runner
 from kvlog.follow.runner import EventOutput
 from kvlog.io.outputs import OutputError
@@ -96,3 +100,19 @@ def test_a_commit_the_disk_refuses_stops_the_follower_with_the_reason(
         assert str(raised.value) == f"{out}: cannot write: {os.strerror(errno.EIO)}"
     finally:
         output.close()
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="no /dev/full: a device whose writes fail for real")
+def test_an_events_output_that_fails_every_write_stops_the_follower_with_its_name_and_no_traceback(
+    tmp_path: Path,
+) -> None:
+    """The write fails at the commit's flush, and again when the output is closed: both must name the file."""
+    log = tmp_path / "server.log"
+    log.write_text((Path(__file__).parent / "corpus" / "gen2_2025.log").read_text())
+    kvlog = str(Path(sys.executable).with_name("kvlog"))
+    command = [kvlog, "follow", str(log), "-o", "/dev/full"]
+    done = subprocess.run(command, check=False, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr == "kvlog follow: /dev/full: cannot write: No space left on device\n"
+    with pytest.raises(OutputError, match=r"^/dev/full: cannot write: "):
+        commands.follow(str(log), output="/dev/full", stop=threading.Event())

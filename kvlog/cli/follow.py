@@ -26,7 +26,7 @@ from kvlog.errors import KvlogError, worded
     "--new-only",
     is_flag=True,
     help="Write only the events of lines written after the start (earlier lines are still read, for context "
-    "and metrics).",
+    "and metrics); with --state, the first run's start: files that appeared while stopped are written whole.",
 )
 @click.option(
     "--source",

@@ -18,7 +18,8 @@ from kvlog.errors import OptionError
 from kvlog.follow import state as saved
 from kvlog.follow.runner import EventOutput, Follower, Observer
 from kvlog.follow.waking import Waker
-from kvlog.io.outputs import stdout_binary
+from kvlog.io.compression import is_compressed
+from kvlog.io.outputs import OutputError, stdout_binary
 from kvlog.io.stopping import STOP_SIGNALS
 from kvlog.io.tailing import FileKey, Tailer
 from kvlog.migration.candidates import MAX_LINE_BYTES
@@ -26,6 +27,8 @@ from kvlog.migration.engine import MigrateOptions
 
 #: how often the follower wakes with nothing written, to let held events' time run out and see new files
 TICK_S = 1.0
+#: how long a stop waits for an output that takes no byte (a reader that stopped reading) before dropping it
+BLOCKED_PATIENCE_S = 2.0
 
 
 @dataclass(frozen=True)
@@ -96,6 +99,9 @@ def follow(
         events = EventOutput(None if output is None else str(output), stdout or stdout_binary())
         stack.callback(events.close)
         say = on_notice or (lambda _: None)
+        for pattern in patterns:
+            if is_compressed(pattern):  # the tailer skips what it names: say so, not wait for ever in silence
+                say(f"{pattern}: compressed files are finished rotations, not followed (kvlog migrate reads them)")
         if previous is not None:
             _resume_output(previous, events, say)
         watching = [*observers, *_exports(stack, metrics_port, metrics_host, otlp_endpoint, say)]
@@ -115,7 +121,7 @@ def follow(
         waker = Waker(tailer, stopping, tick_s=TICK_S, poll_s=poll_s or 0.5, force_polling=poll_s is not None)
         stack.callback(waker.close)
         if stop is None:
-            stack.enter_context(_stopped_by_signals(stopping, waker.wake))
+            stack.enter_context(_stopped_by_signals(stopping, waker.wake, events, resumable=state_path is not None))
         if previous is not None:
             _adopt_rotated(previous, tailer, follower, say)
         _until_stopped(
@@ -252,11 +258,16 @@ def _with_inode(directory: Path, key: FileKey) -> Path | None:
 
 
 @contextmanager
-def _stopped_by_signals(stop: threading.Event, wake: Callable[[], None]) -> Iterator[None]:
+def _stopped_by_signals(
+    stop: threading.Event, wake: Callable[[], None], events: EventOutput, *, resumable: bool
+) -> Iterator[None]:
     """The stop signals set ``stop`` and end the current wait (instead of stopping at once).
 
     The run then ends where it can save its state. Signals reach the main thread only: a run in
-    another thread is stopped by its caller's ``stop``.
+    another thread is stopped by its caller's ``stop``. A signal that finds the run blocked writing
+    events nobody reads (a full pipe) ends it at once: the events not yet written are dropped, the
+    state is not saved again, so the one on disk counts only events that were written (``resumable``:
+    a restart writes the rest).
     """
     if threading.current_thread() is not threading.main_thread():
         yield
@@ -265,6 +276,13 @@ def _stopped_by_signals(stop: threading.Event, wake: Callable[[], None]) -> Iter
     def stopped(_signum: int, _frame: object) -> None:
         stop.set()
         wake()
+        if events.blocked(BLOCKED_PATIENCE_S):
+            events.abandon()
+            restart = "; a restart with the same --state writes them" if resumable else ""
+            raise OutputError(
+                f"{events.name}: not being read (writing blocked) when a stop came: "
+                f"the events not yet written are dropped{restart}"
+            )
 
     before = {signum: signal.getsignal(signum) for signum in STOP_SIGNALS}
     for signum in STOP_SIGNALS:

@@ -7,7 +7,8 @@ was read; then it is written as it stands, with the look-ahead rule in ``migrate
 
 Lines can be *quiet*: read, so that the context and the gauges learn from them, but their events not
 written. A restart makes the lines its state counts quiet (they were written before); ``new_only``
-makes the lines present at start quiet. Observers (the gauges, an OpenTelemetry export) see every
+makes the lines present at the follow's start quiet (a restart's files the state has no mark of came
+later, and are read whole). Observers (the gauges, an OpenTelemetry export) see every
 event, quiet or not: a gauge must show the state of the run, which earlier lines set.
 """
 
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import select
 import stat
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
@@ -61,6 +63,8 @@ class EventOutput:
                 raise OutputError(f"{path}: cannot open: {exc.strerror}") from None
             self._stream = self._file
         self._sink = NamedSink(self._stream, self.name)
+        #: inside a write or flush of events: where a stop may find the run blocked on a reader that does not read
+        self.writing = False
         #: a regular file is put on disk at each commit; a device (``/dev/null``) or a FIFO has no disk
         self._durable = self._file is not None and stat.S_ISREG(os.fstat(self._file.fileno()).st_mode)
         if self._file is not None and self._durable:
@@ -100,11 +104,19 @@ class EventOutput:
 
     def write(self, data: bytes) -> None:
         """One event line."""
-        self._sink.write(data)
+        self.writing = True
+        try:
+            self._sink.write(data)
+        finally:
+            self.writing = False
 
     def commit(self) -> int | None:
         """Put what was written where a restart finds it (flushed; on disk for a file); the file's size."""
-        self._sink.flush()
+        self.writing = True
+        try:
+            self._sink.flush()
+        finally:
+            self.writing = False
         if self._file is None or not self._durable:
             return None
         try:
@@ -114,10 +126,40 @@ class EventOutput:
         except OSError as exc:
             raise OutputError(f"{self.name}: cannot write: {exc.strerror}") from None
 
+    def blocked(self, patience_s: float) -> bool:
+        """Whether a write in progress cannot go on: the output takes no byte within ``patience_s``.
+
+        A pipe whose reader stopped reading (``kvlog follow | consumer`` with a stalled consumer) blocks
+        a write for as long as it likes; a stop must not wait for it.
+        """
+        if not self.writing:
+            return False
+        try:
+            descriptor = self._stream.fileno()
+        except (OSError, ValueError):  # a stream with no descriptor (io.UnsupportedOperation is both) never blocks
+            return False
+        waiting = select.poll()
+        waiting.register(descriptor, select.POLLOUT)
+        return not waiting.poll(patience_s * 1000)
+
+    def abandon(self) -> None:
+        """Drop what cannot be written: the descriptor leads to /dev/null, so no later flush blocks again.
+
+        (Ours at ``close``, or the interpreter's of standard output at exit.)
+        """
+        null = os.open(os.devnull, os.O_WRONLY)
+        try:
+            os.dup2(null, self._stream.fileno())
+        finally:
+            os.close(null)
+
     def close(self) -> None:
-        """Close the file (standard output is the caller's)."""
+        """Close the file (standard output is the caller's); what a failed write left buffered fails again, named."""
         if self._file is not None:
-            self._file.close()
+            try:
+                self._file.close()
+            except OSError as exc:
+                raise OutputError(f"{self.name}: cannot write: {exc.strerror or exc}") from None
 
 
 @dataclass
@@ -169,6 +211,8 @@ class Follower(Reader):
         self.clock = clock
         self.say = on_notice
         self.marks = {(mark.device, mark.inode): mark for mark in (state.files if state else ())}
+        #: a restart: its own start is not the follow's, and a file the state has no mark of came meanwhile
+        self.resuming = state is not None
         self.started = False
         self.written = 0
         self._files: dict[tuple[int, int], _Followed] = {}
@@ -192,7 +236,10 @@ class Follower(Reader):
                     f"{source.path}: changed while it was not followed (truncated or replaced): read from its start"
                 )
         elif self.new_only and not self.started:
-            followed.quiet_offset = size
+            if self.resuming:  # its lines were written after the follow began: new, all of them
+                self.say(f"{source.path}: not in the state (it appeared while not followed): read from its start")
+            else:
+                followed.quiet_offset = size
         self._files[key] = followed
 
     def lines(self, source: Source, data: bytes, end: int) -> None:
@@ -231,10 +278,17 @@ class Follower(Reader):
         """The end of following without a state: what still waits is written as it stands, as at a file's end.
 
         (With a state it stays unwritten: the restart reads its lines again and may yet see its evidence.)
+        A last line with no newline yet may be half-written: it is not read, and said.
         """
         for followed in self._files.values():
             followed.run.finish()
             self._count(followed)
+            unended = len(followed.source.partial)
+            if unended:
+                self.say(
+                    f"{followed.source.path}: its last {unended} bytes end no line yet (still being written?): "
+                    "not read; kvlog migrate reads them as a line"
+                )
 
     # -- time, and marks ------------------------------------------------------------------------
 
