@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from kvlog.emission import VIOLATION_EVENT, configure, get_config, restore
+from kvlog.schema.readings import json_text
 from kvlog.testing import capture_events
 
 
@@ -58,7 +59,7 @@ def violations_report(events: list[dict[str, Any]]) -> str | None:
         return None
     lines = [f"kvlog: the test emitted {len(reports)} invalid event(s):"]
     for report in reports:
-        name = f"{report.get('violating_event')}@{report.get('violating_schema_version')}"
+        name = f"{report.get('violating_event')}@{json_text(report.get('violating_schema_version'))}"
         lines += [f"  {name}: {error['path']}: {error['message']}" for error in report.get("errors", [])]
         if report.get("suppressed"):
             lines.append(f"  (and {report['suppressed']} more invalid events, not reported: rate limit)")

@@ -31,6 +31,7 @@ from kvlog.io.jsonline import problems
 from kvlog.io.progress import InOrder
 from kvlog.io.workers import Engine, WorkerDied, in_order
 from kvlog.schema.catalog import Catalog
+from kvlog.schema.readings import json_text
 from kvlog.schema.validation import EventValidator, Violation
 from kvlog.text.printable import printable, printable_name
 
@@ -61,7 +62,7 @@ class LineProblem:
     def __str__(self) -> str:
         """One line, whatever the file name or the log holds (see ``kvlog.text.printable``)."""
         event = self.event if self.event is not None else "?"
-        version = self.version if self.version is not None else "?"
+        version = json_text(self.version) if self.version is not None else "?"
         where = f"{printable_name(self.file)}:{self.line}: "
         return where + printable(f"{event}@{version}: {self.violation.path}: {self.violation.message}")
 

@@ -115,3 +115,15 @@ POOL_V1: dict[str, Any] = {
     "num_tokens": 1,
     "kv_bytes": 1 << 29,
 }
+
+#: a kv_arena.ready event of schema version 1 (no ranks), as old kvlog JSON logs hold it
+READY_V1: dict[str, Any] = {
+    "event": "kv_arena.ready",
+    "schema_version": 1,
+    "timestamp": "2026-07-20T10:00:00Z",
+    "level": "info",
+    "arena_id": "0",
+    "device": 0,
+    "reserved_bytes": 21582210662,
+    "granularity_bytes": 2097152,
+}

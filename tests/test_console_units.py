@@ -245,7 +245,7 @@ def test_consecutive_lines_get_their_own_prefix_whatever_the_last_line_was() -> 
         "[2026-12-03 10:00:00 DP0 TP1] ",
         "[2026-12-03 10:00:00 TP1 DP0] ",
         "[2026-12-03 10:00:01 TP1 DP0] ",
-        "[2026-12-03 10:00:01 TPTrue DP0] ",
+        "[2026-12-03 10:00:01 TPtrue DP0] ",  # a rank no JSON integer: as JSON writes it
         "[2026-12-03 10:00:01] ",
         "",
     ]

@@ -284,7 +284,7 @@ def test_an_old_event_its_upgrade_step_cannot_apply_to_is_rejected_and_copied_an
     assert (copied, end) == (line.encode(), b"")
     assert orjson.loads(upgraded)["schema_version"] == 2
     assert (report.rejected, report.events) == (1, 1)
-    reason = "kv_pool.allocation/v1-to-v2: cannot apply to this input: num_tokens='many' is not a number"
+    reason = 'kv_pool.allocation/v1-to-v2: cannot apply to this input: num_tokens="many" is not a number'
     assert dead == [{"file": "ctx.log", "line": 1, "reason": reason, "text": line}]
 
 

@@ -16,10 +16,13 @@ from typing import Any
 
 import orjson
 import pytest
+from migration_helpers import READY_V1
 
 from kvlog import commands
 from kvlog.metrics.series import MemorySeries
 from kvlog.plot.timeline import timelines
+from kvlog.text.console import console_line
+from kvlog.text.prefix import VLLM
 
 WEIGHTS: dict[str, Any] = {
     "event": "weights.load_end",
@@ -100,16 +103,6 @@ def test_the_metrics_keep_an_event_whose_rank_is_a_whole_float_and_label_it_as_t
     assert _series({**POOL, "ranks": {"tp": True}}) == []
 
 
-READY_V1: dict[str, Any] = {
-    "event": "kv_arena.ready",
-    "schema_version": 1,
-    "timestamp": "2026-07-20T10:00:00Z",
-    "level": "info",
-    "arena_id": "0",
-    "device": 0,
-    "reserved_bytes": 21582210662,
-    "granularity_bytes": 2097152,
-}
 POOL_V1: dict[str, Any] = {
     "event": "kv_pool.allocation",
     "schema_version": 1,
@@ -188,3 +181,24 @@ def test_an_invalid_event_never_stands_in_for_the_line_an_inference_quotes(
     forged = _from_a_log({**WEIGHTS, "level": 7}, forged_line, "not what line 1 said")  # invalid: left out
     events = [forged, weights, pool] if forged_first else [weights, forged, pool]
     assert _pool_inference(events)[1] == "Load weight end. mem usage=4.58 GB"
+
+
+@pytest.mark.parametrize("rank", [1.0, 1])
+def test_a_line_prefix_prints_a_rank_written_as_a_whole_float_as_the_integer(tmp_path: Path, rank: float) -> None:
+    """A prefix ``TP1.0`` is read back by no parser of sglang's or vLLM's lines: the rank is 1."""
+    event = {**WEIGHTS, "ranks": {"dp": 0, "tp": rank}}
+    assert console_line(event).startswith("[2025-06-03 11:21:30 DP0 TP1] ")
+    assert VLLM.build(event["timestamp"], {**event["ranks"], "rank": rank}) == (
+        "(Worker_DP0_TP1 rank=1 pid=0) INFO 06-03 11:21:30 [kvlog:0] "
+    )
+    log, out = tmp_path / "events.jsonl", io.BytesIO()
+    log.write_bytes(orjson.dumps(event) + b"\n")
+    assert commands.migrate(str(log), output_format="legacy", stdout=out).exit_status == 0
+    assert out.getvalue().startswith(b"[2025-06-03 11:21:30 DP0 TP1] ")
+
+
+def test_the_migration_report_counts_a_version_written_as_a_whole_float_with_that_version(tmp_path: Path) -> None:
+    log, report = tmp_path / "events.jsonl", tmp_path / "report.json"
+    log.write_bytes(orjson.dumps(WEIGHTS) + b"\n" + orjson.dumps({**WEIGHTS, "schema_version": 2.0}) + b"\n")
+    assert commands.migrate(str(log), report=str(report), stdout=io.BytesIO()).exit_status == 0
+    assert orjson.loads(report.read_bytes())["events_by_event"] == {"weights.load_end@2": 2}

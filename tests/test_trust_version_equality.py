@@ -22,6 +22,7 @@ import orjson
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from migration_helpers import READY_V1
 
 import kvlog
 from kvlog import commands, events
@@ -95,7 +96,9 @@ def test_kvlog_validate_passes_a_valid_event_after_one_whose_version_is_true(tmp
         [sys.executable, "-m", "kvlog", "validate", str(log)], capture_output=True, text=True, check=False
     )
     assert result.returncode == 1, result.stderr
-    assert result.stdout.splitlines()[0].startswith(f"{log}:1: kv_arena.closed@True: $.schema_version: unknown version")
+    assert result.stdout.splitlines()[0].startswith(
+        f"{log}:1: kv_arena.closed@true: $.schema_version: unknown version true"
+    )
     assert len(result.stdout.splitlines()) == 1
     assert "3 events, 1 invalid" in result.stderr
 
@@ -116,15 +119,7 @@ def test_an_emitted_event_with_a_wrong_version_does_not_sink_the_valid_events_af
 
 
 def test_migrate_takes_a_version_written_as_1_0_for_version_1_and_true_for_none(tmp_path: Path) -> None:
-    ready = {
-        "event": "kv_arena.ready",
-        "timestamp": "2026-07-20T10:00:00Z",
-        "level": "info",
-        "arena_id": "0",
-        "device": 0,
-        "reserved_bytes": 21582210662,
-        "granularity_bytes": 2097152,
-    }
+    ready = {key: value for key, value in READY_V1.items() if key != "schema_version"}
     lines = [orjson.dumps({"schema_version": version, **ready}) for version in (True, 1.0, 1)]
     log = tmp_path / "old.jsonl"
     log.write_bytes(b"\n".join(lines) + b"\n")

@@ -47,7 +47,23 @@ def test_a_valid_event_has_no_violations_and_is_valid(validator: EventValidator)
         ),
         (
             {**ALLOCATION, "schema_version": True},  # True == 1 in Python, but a JSON boolean is no version
-            [Violation("$.schema_version", "unknown version True of kv_pool.allocation (known: 1, 2)")],
+            [Violation("$.schema_version", "unknown version true of kv_pool.allocation (known: 1, 2)")],
+        ),
+        (  # the message quotes the value as the line holds it, not as Python prints it
+            {**ALLOCATION, "schema_version": None},
+            [Violation("$.schema_version", "unknown version null of kv_pool.allocation (known: 1, 2)")],
+        ),
+        (
+            {**ALLOCATION, "schema_version": "2"},
+            [Violation("$.schema_version", 'unknown version "2" of kv_pool.allocation (known: 1, 2)')],
+        ),
+        (
+            {k: v for k, v in ALLOCATION.items() if k != "schema_version"},
+            [
+                Violation(
+                    "$.schema_version", "missing: every event names its version of kv_pool.allocation (known: 1, 2)"
+                )
+            ],
         ),
         (
             {**ALLOCATION, "schema_version": [2]},

@@ -31,6 +31,7 @@ import orjson
 
 from kvlog.errors import KvlogError
 from kvlog.io.outputs import OutputError, atomic_output
+from kvlog.schema.readings import json_text
 
 FORMAT = "kvlog-follow-state"
 VERSION = 1
@@ -118,13 +119,14 @@ def load(path: Path) -> FollowState | None:
         if not isinstance(document, dict) or document.get("format") != FORMAT:
             raise ValueError(f'not a kvlog follow state (no "format": "{FORMAT}")')
         if document.get("version") != VERSION:
-            raise ValueError(f"state version {document.get('version')!r}; this kvlog reads version {VERSION}")
+            written = json_text(document["version"]) if "version" in document else "missing"
+            raise ValueError(f"state version {written}; this kvlog reads version {VERSION}")
         return FollowState(
             files=tuple(_mark(entry) for entry in document["files"]),
-            output=_optional(document.get("output"), str),
-            output_size=_optional(document.get("output_size"), int),
-            output_device=_optional(document.get("output_device"), int),
-            output_inode=_optional(document.get("output_inode"), int),
+            output=_optional(document, "output", str),
+            output_size=_optional(document, "output_size", int),
+            output_device=_optional(document, "output_device", int),
+            output_inode=_optional(document, "output_inode", int),
         )
     except (orjson.JSONDecodeError, ValueError, KeyError, TypeError) as exc:
         raise StateError(f"{path}: cannot use the state: {exc}; remove it to follow from the start") from None
@@ -159,15 +161,16 @@ def _mark(entry: Any) -> FileMark:
     for name in ("device", "inode", "line", "offset", "head_bytes"):
         value = getattr(mark, name)
         if type(value) is not int or value < 0:
-            raise ValueError(f"{mark.path}: {name} is {value!r}, not a count")
+            raise ValueError(f"{mark.path}: {name} is {json_text(value)}, not a count")
     if not isinstance(mark.path, str) or not isinstance(mark.head_sha256, str):
         raise ValueError("a file entry's path and head_sha256 are strings")
     if type(mark.draining) is not bool:
-        raise ValueError(f"{mark.path}: draining is {mark.draining!r}, not true or false")
+        raise ValueError(f"{mark.path}: draining is {json_text(mark.draining)}, not true or false")
     return mark
 
 
-def _optional(value: Any, kind: type) -> Any:
+def _optional(document: dict[str, Any], name: str, kind: type) -> Any:
+    value = document.get(name)
     if value is not None and type(value) is not kind:
-        raise ValueError(f"{value!r} is not a {kind.__name__}")
+        raise ValueError(f"{name} is {json_text(value)}, not {'a string' if kind is str else 'an integer'}")
     return value

@@ -20,6 +20,7 @@ from kvlog.envelope import inference
 from kvlog.io import jsonline
 from kvlog.migration.hooks import HOOKS
 from kvlog.schema.catalog import catalog_version
+from kvlog.schema.readings import json_text
 
 Event = dict[str, Any]
 
@@ -186,7 +187,7 @@ def _map(spec: Mapping[str, Any]) -> Op:
             return
         key = event[name] if isinstance(event[name], str) else jsonline.dumps(event[name]).decode()
         if key not in mapping:
-            raise ApplyError(f"{name}={event[name]!r} has no mapping (known: {', '.join(sorted(mapping))})")
+            raise ApplyError(f"{name}={json_text(event[name])} has no mapping (known: {', '.join(sorted(mapping))})")
         event[name] = mapping[key]
 
     return Op("map", (name,), (name,), (), run)
@@ -207,7 +208,7 @@ def _convert(spec: Mapping[str, Any]) -> Op:
         if value is None:
             return
         if isinstance(value, bool) or not isinstance(value, int | float):
-            raise ApplyError(f"{name}={value!r} is not a number")
+            raise ApplyError(f"{name}={json_text(value)} is not a number")
         converted = Decimal(str(value)) * factor
         event[name] = int(converted.to_integral_value()) if dimension == "bytes" else float(converted)
 

@@ -9,6 +9,8 @@ from typing import Any
 
 from kvlog.io.counts import add_counts
 from kvlog.migration.ops import inferred
+from kvlog.schema.catalog import catalog_version
+from kvlog.schema.readings import json_text
 
 SAMPLE_SIZE = 20
 _SAMPLE_TEXT = 300
@@ -39,7 +41,9 @@ class MigrationReport:
         """Count one event written, with the fields it carries as inferred."""
         self.events += 1
         self.by_source[source] += 1
-        self.by_event[f"{event['event']}@{event['schema_version']}"] += 1
+        written = event["schema_version"]
+        version = catalog_version(written)  # 2.0 counts with 2, as the schema reads it
+        self.by_event[f"{event['event']}@{json_text(written) if version is None else version}"] += 1
         for name, note in inferred(event).items():
             self.inferred[f"{name}: {note.get('rule') if isinstance(note, dict) else None}"] += 1
 

@@ -1,4 +1,7 @@
-"""What some event fields measure, for every reader of events that shows memory (gauges, pictures).
+"""How every reader of events reads JSON values, and what some event fields measure.
+
+Numbers are read and quoted as JSON means them (``json_integer``, ``json_text``, ``rank_text``): a
+reader that asked Python would take ``true`` for 1 and print ``1.0`` where the schema sees 1.
 
 The catalog says each field's type; it does not say that ``avail_bytes`` of a pool-end line and
 ``free_bytes`` of a post-capture line are the same reading, free device memory, while
@@ -9,6 +12,7 @@ a dashboard and a picture of the same log, so the decision lives here.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from types import MappingProxyType
 
@@ -41,3 +45,18 @@ def json_integer(value: object) -> int | None:
     if isinstance(value, float) and value.is_integer():
         return int(value)
     return None
+
+
+def json_text(value: object) -> str:
+    """How a message quotes a value read from JSON: as JSON writes it (``true``, ``null``, ``1.0``), not as Python does.
+
+    A user reads ``schema_version@true`` in the file they are told about; ``True`` or ``None`` is not
+    in it. A value no JSON holds (a caller's own object) is quoted by its ``repr``.
+    """
+    return json.dumps(value, ensure_ascii=False, default=repr)
+
+
+def rank_text(rank: object) -> str:
+    """A rank as a prefix prints it: the integer it is (``1.0`` is rank 1, printed ``1``), else its JSON text."""
+    number = rank if type(rank) is int else json_integer(rank)
+    return str(number) if number is not None else json_text(rank)

@@ -15,6 +15,7 @@ from functools import cache, cached_property
 from typing import TYPE_CHECKING, Any, cast
 
 from kvlog.schema.catalog import Catalog, catalog_version, default_catalog
+from kvlog.schema.readings import json_text
 
 if TYPE_CHECKING:
     import jsonschema_rs
@@ -118,7 +119,11 @@ class EventValidator:
         number = catalog_version(version)
         if number is None or number not in self.catalog.schemas[name]:
             known = ", ".join(str(v) for v in self.catalog.versions(name))
-            return [Violation("$.schema_version", f"unknown version {version!r} of {name} (known: {known})")]
+            if "schema_version" not in event:
+                return [
+                    Violation("$.schema_version", f"missing: every event names its version of {name} (known: {known})")
+                ]
+            return [Violation("$.schema_version", f"unknown version {json_text(version)} of {name} (known: {known})")]
         validator = self._reference_validator(name, number)
         errors = sorted(validator.iter_errors(event), key=_error_order)
         found = [violation for error in errors for violation in _violations(error)]

@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Protocol
 
+from kvlog.schema.readings import rank_text
+
 #: the start of another logger's line, glued after a message that lacked its newline
 FOREIGN_START = re.compile(r"\[?[0-9]{4}-[0-9]{2}-[0-9]{2}[ T][0-9]{2}:[0-9]{2}|INFO:|WARNING:|ERROR:")
 _TRAILING = " \t\r\n"
@@ -115,7 +117,8 @@ def rank_tags(ranks: Mapping[str, int] | None) -> str:
     """``{"dp": 0, "tp": 1}`` -> ``" DP0 TP1"``, the way sglang tags a rank's lines."""
     if not ranks:
         return ""
-    return "".join([f" {tag.upper()}{rank}" for tag, rank in ranks.items()])  # a list: half a generator's cost
+    # a list: half a generator's cost; an int as it is (a live event's), anything else as JSON reads it
+    return "".join([f" {tag.upper()}{rank if type(rank) is int else rank_text(rank)}" for tag, rank in ranks.items()])
 
 
 def sglang_timestamp(timestamp: str | None) -> str:
@@ -151,8 +154,8 @@ class VllmPrefix:
         when = f"{timestamp[5:10]} {timestamp[11:19]}" if timestamp else "01-01 00:00:00"
         process = ""
         if ranks:
-            tags = "".join(f"_{tag.upper()}{rank}" for tag, rank in ranks.items() if tag != "rank")
-            worker_rank = f" rank={ranks['rank']}" if "rank" in ranks else ""
+            tags = "".join(f"_{tag.upper()}{rank_text(rank)}" for tag, rank in ranks.items() if tag != "rank")
+            worker_rank = f" rank={rank_text(ranks['rank'])}" if "rank" in ranks else ""
             process = f"(Worker{tags}{worker_rank} pid=0) "
         return f"{process}INFO {when} [kvlog:0] "
 
