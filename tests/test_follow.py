@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import gzip
 import os
@@ -21,6 +22,7 @@ import orjson
 import pytest
 from follow_helpers import DATED_LOGS, RUN_END, append, corpus_text, following, lines_of, migrated, wait_for
 
+from kvlog.follow.state import FollowState, save
 from kvlog.io.tailing import Source, Tailer
 from kvlog.migration.candidates import MAX_LINE_BYTES
 
@@ -348,7 +350,7 @@ def test_new_only_restarted_with_its_state_writes_a_file_that_appeared_while_sto
         run.wait_events(sum(expected.values()))
         time.sleep(0.3)
     assert Counter(lines_of(out)) == expected
-    assert run.notices == [f"{later}: not in the state (it appeared while not followed): read from its start"]
+    assert run.notices == [f"{later}: not in the state (new since the last run, or newly named): read from its start"]
 
 
 @pytest.mark.parametrize("name", ["server.log.1.gz", "*.log.zst"])
@@ -408,7 +410,7 @@ def test_a_stop_while_nobody_reads_the_events_ends_the_run_naming_why_and_the_re
         process.kill()
         os.close(read_end)
     assert stderr.read_text() == (
-        "kvlog follow: standard output: not being read (writing blocked) when a stop came: "
+        "kvlog follow: standard output: its reader took no byte for 2 s after a stop: "
         "the events not yet written are dropped; a restart with the same --state writes them\n"
     )
     restart = run_cli(str(log), "--state", str(state))
@@ -421,3 +423,89 @@ def test_a_stop_while_nobody_reads_the_events_ends_the_run_naming_why_and_the_re
     written.update(rest.splitlines())
     assert set(written) - set(expected) <= {b""}  # no event but those of the log (a cut line is not one)
     assert restart.returncode == 0
+
+
+def _full_pipe() -> tuple[int, int]:
+    """A pipe (read end, write end) whose write end takes no byte more: nobody reads it."""
+    read_end, write_end = os.pipe()
+    os.set_blocking(write_end, False)
+    with contextlib.suppress(BlockingIOError):
+        while True:
+            os.write(write_end, b"x" * 4096)
+    with contextlib.suppress(BlockingIOError):
+        while True:
+            os.write(write_end, b"x")
+    os.set_blocking(write_end, True)
+    return read_end, write_end
+
+
+@pytest.mark.parametrize("stderr_too", [False, True])
+def test_a_stop_finding_the_pipe_already_full_ends_the_run_when_its_last_write_stalls(
+    tmp_path: Path, stderr_too: bool
+) -> None:
+    """Idle at the stop (the pool waits for a later line), the stop's own write of it blocks: that one too ends.
+
+    With standard error on the same pipe (``2>&1``), the message would block as well: it is dropped, the exit
+    status still says why.
+    """
+    log = tmp_path / "server.log"
+    log.write_text(f"[2026-07-21 09:00:01 TP0] {POOL}\n")
+    read_end, write_end = _full_pipe()
+    errors = write_end if stderr_too else subprocess.PIPE
+    process = subprocess.Popen([*KVLOG, "follow", str(log)], stdout=write_end, stderr=errors)
+    os.close(write_end)
+    try:
+        time.sleep(1.0)  # read, and the pool held: idle
+        assert process.poll() is None
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=30) == 2
+        stderr = b"" if stderr_too else process.communicate(timeout=30)[1]
+    finally:
+        process.kill()
+        os.close(read_end)
+    if not stderr_too:
+        assert stderr.decode() == (
+            "kvlog follow: standard output: its reader took no byte for 2 s after a stop: "
+            "the events not yet written are dropped\n"
+        )
+
+
+def test_a_stop_waits_for_a_reader_that_reads_slowly_and_loses_none_of_its_events(tmp_path: Path) -> None:
+    """A reader taking 1 KB a second frees no whole page of the pipe for seconds: it is still reading."""
+    log = tmp_path / "server.log"
+    log.write_text(corpus_text(*DATED_LOGS) * 2)
+    expected = b"".join(line + b"\n" for line in migrated(log))
+    process = subprocess.Popen([*KVLOG, "follow", str(log)], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert process.stdout is not None
+    read_end = process.stdout.fileno()
+    capacity = fcntl.fcntl(read_end, fcntl.F_GETPIPE_SZ)
+    assert len(expected) > 2 * capacity
+    delivered = b""
+    try:
+        wait_for(lambda: _pipe_holds(read_end) > capacity // 2, what="the pipe to fill")
+        process.send_signal(signal.SIGTERM)
+        slow_until = time.monotonic() + 4.0  # twice the patience: a stall would be judged meanwhile
+        while time.monotonic() < slow_until:
+            delivered += os.read(read_end, 100)
+            time.sleep(0.1)
+        while chunk := os.read(read_end, 1 << 16):
+            delivered += chunk
+        assert process.wait(timeout=30) == 0
+    finally:
+        process.kill()
+    assert delivered == expected
+
+
+def test_new_only_restarted_after_a_first_run_that_never_opened_its_files_starts_anew(tmp_path: Path) -> None:
+    """A first run killed before its first pass saved marks leaves a state naming no file: not a restart's history."""
+    log, out, state = tmp_path / "server.log", tmp_path / "events.jsonl", tmp_path / "state.json"
+    log.write_text(corpus_text("gen2_2025.log"))
+    old = len(migrated(log))
+    save(state, FollowState(files_opened=False))  # what a fresh run saves before its first pass
+    with following(str(log), out, state=state, new_only=True) as run:
+        wait_for(lambda: str(log) in state.read_text(), what="the state's mark of the log")
+        assert run.events() == []
+        append(log, corpus_text("hybrid_swa_2026.log"))
+        expected = migrated(log)[old:]
+        assert run.wait_events(len(expected)) == expected
+    assert run.notices == []

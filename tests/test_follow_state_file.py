@@ -45,6 +45,7 @@ def test_a_state_saved_is_read_back_exactly(tmp_path: Path) -> None:
         123,
         2049,
         77,
+        files_opened=False,
     )
     save(tmp_path / "state.json", state)
     assert load(tmp_path / "state.json") == state
@@ -71,6 +72,7 @@ def test_the_saved_document_names_its_format_and_every_field(tmp_path: Path) -> 
         output_size=None,
         output_device=None,
         output_inode=None,
+        files_opened=True,
     )
 
 
@@ -123,6 +125,11 @@ def test_counts_of_zero_are_counts(tmp_path: Path) -> None:
         ({"files": []}, 'not a kvlog follow state (no "format": "kvlog-follow-state")'),
         ({"format": "kvlog-follow-state", "files": []}, "state version missing; this kvlog reads version 1"),
         ({"format": "kvlog-follow-state", "version": 2, "files": []}, "state version 2; this kvlog reads version 1"),
+        (
+            {"format": "kvlog-follow-state", "version": True, "files": []},
+            "state version true; this kvlog reads version 1",
+        ),
+        (state_with([], files_opened=1), "files_opened is 1, not true or false"),
         ({"format": "kvlog-follow-state", "version": 1}, "'files'"),
         (state_with(["server.log"]), "a file entry is str, not an object"),
         (state_with([{"path": "x.log"}]), "a file entry has no device, inode, line, offset, head_sha256, head_bytes"),

@@ -21,6 +21,7 @@ from migration_helpers import READY_V1
 from kvlog import commands
 from kvlog.metrics.series import MemorySeries
 from kvlog.plot.timeline import timelines
+from kvlog.schema.validation import EventValidator
 from kvlog.text.console import console_line
 from kvlog.text.prefix import VLLM
 
@@ -202,3 +203,12 @@ def test_the_migration_report_counts_a_version_written_as_a_whole_float_with_tha
     log.write_bytes(orjson.dumps(WEIGHTS) + b"\n" + orjson.dumps({**WEIGHTS, "schema_version": 2.0}) + b"\n")
     assert commands.migrate(str(log), report=str(report), stdout=io.BytesIO()).exit_status == 0
     assert orjson.loads(report.read_bytes())["events_by_event"] == {"weights.load_end@2": 2}
+
+
+def test_a_message_about_a_value_no_json_holds_still_says_what_is_wrong() -> None:
+    """A library caller may hand any Python object: quoting it must not be what fails."""
+    cycle: list[Any] = []
+    cycle.append(cycle)
+    for version in ({(1,): 2}, cycle, object()):
+        (violation,) = EventValidator().violations({"event": "kv_arena.ready", "schema_version": version})
+        assert violation.message.startswith("unknown version "), violation

@@ -17,6 +17,7 @@ from kvlog.commands._migrate import migrator_for
 from kvlog.errors import OptionError
 from kvlog.follow import state as saved
 from kvlog.follow.runner import EventOutput, Follower, Observer
+from kvlog.follow.stall import StallWatch
 from kvlog.follow.waking import Waker
 from kvlog.io.compression import is_compressed
 from kvlog.io.outputs import OutputError, stdout_binary
@@ -27,8 +28,8 @@ from kvlog.migration.engine import MigrateOptions
 
 #: how often the follower wakes with nothing written, to let held events' time run out and see new files
 TICK_S = 1.0
-#: how long a stop waits for an output that takes no byte (a reader that stopped reading) before dropping it
-BLOCKED_PATIENCE_S = 2.0
+#: how long a stop waits for a write that moves no byte (a reader that stopped reading) before dropping it
+STALL_PATIENCE_S = 2.0
 
 
 @dataclass(frozen=True)
@@ -149,8 +150,9 @@ def _until_stopped(
     """Passes until stopped; after each, the events written are committed, then the state that counts them."""
     last_saved: saved.FollowState | None = None
     if state_path is not None:  # before any event is written: one the state cannot count is written again
-        marks = previous.files if previous else ()
-        last_saved = saved.FollowState(marks, events.path, events.commit(), *events.identity)
+        marks, opened = (previous.files, previous.files_opened) if previous else ((), False)
+        device, inode = events.identity
+        last_saved = saved.FollowState(marks, events.path, events.commit(), device, inode, files_opened=opened)
         saved.save(state_path, last_saved)
     while True:
         behind = tailer.poll(follower, stopping.is_set)
@@ -264,23 +266,26 @@ def _stopped_by_signals(
     """The stop signals set ``stop`` and end the current wait (instead of stopping at once).
 
     The run then ends where it can save its state. Signals reach the main thread only: a run in
-    another thread is stopped by its caller's ``stop``. A signal that finds the run blocked writing
-    events nobody reads (a full pipe) ends it at once: the events not yet written are dropped, the
-    state is not saved again, so the one on disk counts only events that were written (``resumable``:
-    a restart writes the rest).
+    another thread is stopped by its caller's ``stop``. After a stop, a write of events that moves no
+    byte for ``STALL_PATIENCE_S`` (a reader that stopped reading; ``kvlog.follow.stall``) ends the run
+    with an ``OutputError``: the events not yet written are dropped and the state is not saved again,
+    so the one on disk counts only events that were written (``resumable``: a restart writes the rest).
     """
     if threading.current_thread() is not threading.main_thread():
         yield
         return
 
-    def stopped(_signum: int, _frame: object) -> None:
+    watch = StallWatch(events.descriptor, lambda: events.writing, STALL_PATIENCE_S)
+
+    def stopped(signum: int, _frame: object) -> None:
         stop.set()
         wake()
-        if events.blocked(BLOCKED_PATIENCE_S):
+        watch.start(signum)
+        if watch.stalled_write():
             events.abandon()
             restart = "; a restart with the same --state writes them" if resumable else ""
             raise OutputError(
-                f"{events.name}: not being read (writing blocked) when a stop came: "
+                f"{events.name}: its reader took no byte for {STALL_PATIENCE_S:g} s after a stop: "
                 f"the events not yet written are dropped{restart}"
             )
 
@@ -290,5 +295,6 @@ def _stopped_by_signals(
     try:
         yield
     finally:
+        watch.close()
         for signum, handler in before.items():
             signal.signal(signum, handler)

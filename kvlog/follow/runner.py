@@ -14,9 +14,9 @@ event, quiet or not: a gauge must show the state of the run, which earlier lines
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
-import select
 import stat
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
@@ -65,6 +65,8 @@ class EventOutput:
         self._sink = NamedSink(self._stream, self.name)
         #: inside a write or flush of events: where a stop may find the run blocked on a reader that does not read
         self.writing = False
+        #: standard output's own descriptor, kept while ``abandon`` points it at /dev/null
+        self._given_back: int | None = None
         #: a regular file is put on disk at each commit; a device (``/dev/null``) or a FIFO has no disk
         self._durable = self._file is not None and stat.S_ISREG(os.fstat(self._file.fileno()).st_mode)
         if self._file is not None and self._durable:
@@ -126,35 +128,49 @@ class EventOutput:
         except OSError as exc:
             raise OutputError(f"{self.name}: cannot write: {exc.strerror}") from None
 
-    def blocked(self, patience_s: float) -> bool:
-        """Whether a write in progress cannot go on: the output takes no byte within ``patience_s``.
-
-        A pipe whose reader stopped reading (``kvlog follow | consumer`` with a stalled consumer) blocks
-        a write for as long as it likes; a stop must not wait for it.
-        """
-        if not self.writing:
-            return False
+    @property
+    def descriptor(self) -> int | None:
+        """The events' file descriptor; None for a stream that has none (a library caller's ``BytesIO``)."""
         try:
-            descriptor = self._stream.fileno()
-        except (OSError, ValueError):  # a stream with no descriptor (io.UnsupportedOperation is both) never blocks
-            return False
-        waiting = select.poll()
-        waiting.register(descriptor, select.POLLOUT)
-        return not waiting.poll(patience_s * 1000)
+            return self._stream.fileno()
+        except (OSError, ValueError):  # io.UnsupportedOperation is both
+            return None
 
     def abandon(self) -> None:
-        """Drop what cannot be written: the descriptor leads to /dev/null, so no later flush blocks again.
+        """Drop what cannot be written (its reader stopped reading): no later write or flush may block on it.
 
-        (Ours at ``close``, or the interpreter's of standard output at exit.)
+        The descriptor is pointed at /dev/null, and so is standard output or error where it is the same
+        pipe (``2>&1``: a message written there would block too). Standard output is given back at
+        ``close``, once what was buffered for it has gone to /dev/null; a descriptor that only shared
+        the pipe stays on /dev/null, as anything written to it would block.
         """
+        descriptor = self.descriptor
+        if descriptor is None:
+            return
+        stalled = os.fstat(descriptor)
         null = os.open(os.devnull, os.O_WRONLY)
         try:
-            os.dup2(null, self._stream.fileno())
+            if self._file is None:
+                self._given_back = os.dup(descriptor)
+            for shared in (1, 2):
+                with contextlib.suppress(OSError):  # closed: nothing to protect
+                    status = os.fstat(shared)
+                    if shared != descriptor and (status.st_dev, status.st_ino) == (stalled.st_dev, stalled.st_ino):
+                        os.dup2(null, shared)
+            os.dup2(null, descriptor)
         finally:
             os.close(null)
 
     def close(self) -> None:
         """Close the file (standard output is the caller's); what a failed write left buffered fails again, named."""
+        if self._given_back is not None:  # standard output, abandoned: its buffer is dropped, its descriptor restored
+            with contextlib.suppress(OSError, ValueError):
+                self._stream.flush()
+            descriptor = self.descriptor
+            if descriptor is not None:
+                os.dup2(self._given_back, descriptor)
+            os.close(self._given_back)
+            self._given_back = None
         if self._file is not None:
             try:
                 self._file.close()
@@ -212,7 +228,8 @@ class Follower(Reader):
         self.say = on_notice
         self.marks = {(mark.device, mark.inode): mark for mark in (state.files if state else ())}
         #: a restart: its own start is not the follow's, and a file the state has no mark of came meanwhile
-        self.resuming = state is not None
+        #: (unless the first run stopped before it had opened its files: then this start is the follow's)
+        self.resuming = state is not None and state.files_opened
         self.started = False
         self.written = 0
         self._files: dict[tuple[int, int], _Followed] = {}
@@ -237,7 +254,9 @@ class Follower(Reader):
                 )
         elif self.new_only and not self.started:
             if self.resuming:  # its lines were written after the follow began: new, all of them
-                self.say(f"{source.path}: not in the state (it appeared while not followed): read from its start")
+                self.say(
+                    f"{source.path}: not in the state (new since the last run, or newly named): read from its start"
+                )
             else:
                 followed.quiet_offset = size
         self._files[key] = followed

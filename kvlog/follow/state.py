@@ -74,6 +74,9 @@ class FollowState:
     #: the output file's device and inode: a file put in its place meanwhile is not cut to ``output_size``
     output_device: int | None = None
     output_inode: int | None = None
+    #: the marks name every file the follow had opened; false in the state a fresh run saves before its
+    #: first pass (``--new-only`` on restart: a file with no mark was there at the start only if this is false)
+    files_opened: bool = True
 
 
 def digest(head: bytes) -> str:
@@ -118,7 +121,7 @@ def load(path: Path) -> FollowState | None:
         document = orjson.loads(data)
         if not isinstance(document, dict) or document.get("format") != FORMAT:
             raise ValueError(f'not a kvlog follow state (no "format": "{FORMAT}")')
-        if document.get("version") != VERSION:
+        if type(document.get("version")) is not int or document["version"] != VERSION:  # true == 1 in Python
             written = json_text(document["version"]) if "version" in document else "missing"
             raise ValueError(f"state version {written}; this kvlog reads version {VERSION}")
         return FollowState(
@@ -127,6 +130,7 @@ def load(path: Path) -> FollowState | None:
             output_size=_optional(document, "output_size", int),
             output_device=_optional(document, "output_device", int),
             output_inode=_optional(document, "output_inode", int),
+            files_opened=_flag(document, "files_opened", default=True),
         )
     except (orjson.JSONDecodeError, ValueError, KeyError, TypeError) as exc:
         raise StateError(f"{path}: cannot use the state: {exc}; remove it to follow from the start") from None
@@ -142,6 +146,7 @@ def save(path: Path, state: FollowState) -> None:
         "output_device": state.output_device,
         "output_inode": state.output_inode,
         "files": [vars(mark) for mark in state.files],
+        "files_opened": state.files_opened,
     }
     try:
         with atomic_output(path) as stream:
@@ -167,6 +172,13 @@ def _mark(entry: Any) -> FileMark:
     if type(mark.draining) is not bool:
         raise ValueError(f"{mark.path}: draining is {json_text(mark.draining)}, not true or false")
     return mark
+
+
+def _flag(document: dict[str, Any], name: str, *, default: bool) -> bool:
+    value = document.get(name, default)
+    if type(value) is not bool:
+        raise ValueError(f"{name} is {json_text(value)}, not true or false")
+    return value
 
 
 def _optional(document: dict[str, Any], name: str, kind: type) -> Any:

@@ -51,9 +51,13 @@ def json_text(value: object) -> str:
     """How a message quotes a value read from JSON: as JSON writes it (``true``, ``null``, ``1.0``), not as Python does.
 
     A user reads ``schema_version@true`` in the file they are told about; ``True`` or ``None`` is not
-    in it. A value no JSON holds (a caller's own object) is quoted by its ``repr``.
+    in it. A value no JSON holds (a caller's own object, a key that is no string, a cycle) is quoted by
+    its ``repr``: a message about a bad value must not fail on it.
     """
-    return json.dumps(value, ensure_ascii=False, default=repr)
+    try:
+        return json.dumps(value, ensure_ascii=False, default=repr)
+    except (TypeError, ValueError, RecursionError):
+        return repr(value)
 
 
 def rank_text(rank: object) -> str:

@@ -229,12 +229,14 @@ def _renderer(parts: list[Any]) -> Callable[[Mapping[str, Any]], str]:
 
 
 #: layouts kept per template: one per pattern of unset optional fields that events actually show
-_MAX_LAYOUTS = 1024
+_MAX_LAYOUTS = 256
 #: of those, the first ones are generated code; the others walk their pieces
 _MAX_GENERATED_LAYOUTS = 64
 #: the most pieces (literal texts and slots) a generated layout has: compiling a function of n closure
 #: variables costs time quadratic in n, and no wording comes near this (today's longest has 19)
 MAX_GENERATED_PIECES = 256
+#: the most field names a generated chooser (``kind_of``) reads, for the same reason
+MAX_GENERATED_NAMES = 256
 
 
 #: a flat layout: renders, as one call, an event whose unset optional fields are those it was made for
@@ -326,7 +328,7 @@ def kind_of(values: tuple[str, ...], nones: tuple[str, ...]) -> Callable[[Callab
     (building it with ``map`` cost a third of choosing); the field names are bound, never written
     into the source (see ``_generated``).
     """
-    if len(values) + len(nones) > MAX_GENERATED_PIECES:  # too many names to compile: a loop over them
+    if len(values) + len(nones) > MAX_GENERATED_NAMES:  # too many names to compile: a loop over them
         return lambda e: (*map(e, values), *[e(name) is None for name in nones])
     bound = {f"n{index}": name for index, name in enumerate((*values, *nones))}
     items = [f"e(n{index})" for index in range(len(values))]
