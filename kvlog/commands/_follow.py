@@ -76,6 +76,8 @@ def follow(
     (in the main thread): what is written is flushed, the state saved, and the outcome's status is 0.
     Events still waiting for a later line are written as they stand when there is no state (as at the
     end of a migrated file); with one, they are left to the restart, which reads their lines again.
+    After such a stop, a write of events that moves no byte for 2 s (a reader that stopped reading)
+    raises ``OutputError``: the events not yet written are dropped (see ``EventOutput.abandon``).
 
     Raises ``OptionError`` for options that cannot work, ``StateError`` for a state file that cannot be
     read or saved, ``OutputError`` when the events cannot be written, ``BrokenMigrations``,
