@@ -9,10 +9,8 @@ import os
 import random
 import shutil
 import signal
-import struct
 import subprocess
 import sys
-import termios
 import time
 from collections import Counter
 from pathlib import Path
@@ -22,6 +20,7 @@ import orjson
 import pytest
 from follow_helpers import DATED_LOGS, RUN_END, append, corpus_text, following, lines_of, migrated, wait_for
 
+from kvlog.follow.stall import queued_bytes
 from kvlog.follow.state import FollowState, save
 from kvlog.io.tailing import Source, Tailer
 from kvlog.migration.candidates import MAX_LINE_BYTES
@@ -379,11 +378,6 @@ def test_without_a_state_a_stop_says_the_last_line_it_leaves_unread_for_want_of_
     ]
 
 
-def _pipe_holds(read_end: int) -> int:
-    """How many bytes wait in the pipe whose read end is ``read_end``."""
-    return struct.unpack("i", fcntl.ioctl(read_end, termios.FIONREAD, b"\0\0\0\0"))[0]
-
-
 def test_a_stop_while_nobody_reads_the_events_ends_the_run_naming_why_and_the_restart_writes_the_rest(
     tmp_path: Path,
 ) -> None:
@@ -398,7 +392,7 @@ def test_a_stop_while_nobody_reads_the_events_ends_the_run_naming_why_and_the_re
         process = subprocess.Popen([*KVLOG, "follow", str(log), "--state", str(state)], stdout=write_end, stderr=errors)
     os.close(write_end)
     try:
-        wait_for(lambda: _pipe_holds(read_end) > capacity // 2, what="the pipe to fill")
+        wait_for(lambda: queued_bytes(read_end) > capacity // 2, what="the pipe to fill")
         time.sleep(0.5)  # the pipe's pages are full: the follower blocks in its write
         assert process.poll() is None
         process.send_signal(signal.SIGTERM)
@@ -482,7 +476,7 @@ def test_a_stop_waits_for_a_reader_that_reads_slowly_and_loses_none_of_its_event
     assert len(expected) > 2 * capacity
     delivered = b""
     try:
-        wait_for(lambda: _pipe_holds(read_end) > capacity // 2, what="the pipe to fill")
+        wait_for(lambda: queued_bytes(read_end) > capacity // 2, what="the pipe to fill")
         process.send_signal(signal.SIGTERM)
         slow_until = time.monotonic() + 4.0  # twice the patience: a stall would be judged meanwhile
         while time.monotonic() < slow_until:

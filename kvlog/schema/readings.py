@@ -62,5 +62,5 @@ def json_text(value: object) -> str:
 
 def rank_text(rank: object) -> str:
     """A rank as a prefix prints it: the integer it is (``1.0`` is rank 1, printed ``1``), else its JSON text."""
-    number = rank if type(rank) is int else json_integer(rank)
+    number = json_integer(rank)
     return str(number) if number is not None else json_text(rank)
