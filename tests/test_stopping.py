@@ -79,3 +79,31 @@ def test_a_signal_held_back_in_the_parent_stops_the_parent_alone() -> None:
         worker.join(60)
         assert worker.exitcode == 0
     assert stopped.value.signum == signal.SIGTERM
+
+
+def _idle_child(ready: Connection) -> None:
+    """A forked child that installs no handler of its own, as a pool worker of ``kvlog validate``."""
+    ready.send("ready")
+    ready.recv()
+
+
+@pytest.mark.usefixtures("stop_handlers")
+@pytest.mark.parametrize("signum", STOP_SIGNALS)
+def test_a_child_forked_by_a_stopping_run_exits_on_a_stop_signal_without_unwinding_its_parents_stack(
+    signum: int, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """Ctrl-C reaches the whole process group: a worker idle in its pool's loop raised ``Stopped`` there,
+    and multiprocessing printed its traceback (``Process ForkProcess-4: Traceback ...``) to the user."""
+    stop_on_signals()
+    parent_end, child_end = FORK.Pipe()
+    worker = FORK.Process(target=_idle_child, args=(child_end,))
+    worker.start()
+    try:
+        os.kill(_ready(worker, parent_end), signum)
+        worker.join(60)
+        assert worker.exitcode == 128 + signum
+    finally:
+        if worker.is_alive():
+            worker.kill()
+            worker.join()
+    assert "Traceback" not in capfd.readouterr().err

@@ -111,11 +111,17 @@ def _forked() -> None:
     The blocks open at the fork are on the parent's stack; a pool worker forked inside one (the pool
     starts its workers as tasks are submitted, in ``held_back``) never leaves it, so an inherited count
     held every stop signal back for the worker's life. Python 3.12's pool, when a worker dies, SIGTERMs
-    the others and waits for them: it waited for ever.
+    the others and waits for them: it waited for ever. For the same reason a child of a run that turns
+    stop signals into ``Stopped`` stops as a worker does (``_exit_worker``) from its first instruction:
+    unwinding its parent's stack from the pool's loop printed a traceback (Ctrl-C reaches the whole
+    process group), and a worker whose start installs no handler of its own was never protected.
     """
     global _held  # noqa: PLW0603 - see held_back
     _held = 0
     _pending.clear()
+    for signum in STOP_SIGNALS:
+        if signal.getsignal(signum) is _stop:
+            signal.signal(signum, _exit_worker)
 
 
 os.register_at_fork(after_in_child=_forked)
