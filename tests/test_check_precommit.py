@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -19,9 +20,22 @@ PRE_COMMIT = Path(sys.executable).with_name("pre-commit")
 pytestmark = pytest.mark.slow
 
 
-def pre_commit(project: Path, home: Path) -> subprocess.CompletedProcess[str]:
+#: the release the README's pre-commit snippet names (``rev:``), as a user's config pins it
+README_REV = re.search(r"^\s+rev: (\S+)$", (SOURCE / "README.md").read_text(), flags=re.MULTILINE)
+
+
+def pre_commit(project: Path, home: Path, ref: str | None = None) -> subprocess.CompletedProcess[str]:
+    """``pre-commit try-repo`` of kvlog's checkout: its working tree, or the commit ``ref`` names."""
     env = {**os.environ, **GIT_ENV, "PRE_COMMIT_HOME": str(home)}
-    command = [str(PRE_COMMIT), "try-repo", str(SOURCE), "--all-files", "--color", "never"]
+    command = [
+        str(PRE_COMMIT),
+        "try-repo",
+        str(SOURCE),
+        *(["--ref", ref] if ref else []),
+        "--all-files",
+        "--color",
+        "never",
+    ]
     return subprocess.run(command, cwd=project, env=env, capture_output=True, text=True, timeout=600, check=False)
 
 
@@ -34,7 +48,9 @@ def test_the_hooks_pass_a_clean_catalog_and_stop_broken_commits(tmp_path: Path) 
     commit_all(project, "acme.alloc v1")
     home = tmp_path / "pre-commit-home"
 
-    clean = pre_commit(project, home)
+    # the README's snippet as a user pins it: the hooks at the release it names
+    assert README_REV is not None
+    clean = pre_commit(project, home, ref=README_REV.group(1))
     assert clean.returncode == 0, clean.stdout + clean.stderr
     assert "kvlog check (released versions)" in clean.stdout
 
