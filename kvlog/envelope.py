@@ -43,6 +43,7 @@ class InferenceRule(StrEnum):
     POST_CAPTURE_COMMITTED = "post-capture-committed"
     LOOKAHEAD_EXHAUSTED = "look-ahead-exhausted"
     NO_POST_CAPTURE_BEFORE_START_UP_END = "no-post-capture-before-start-up-end"
+    DEVICE_MEMORY_BOUND = "device-memory-bound"
 
 
 #: the evidence of the rules that always rest on the same fact (the others quote the line they read)

@@ -848,6 +848,72 @@ _SETTERS_KvPoolSleep = slot_setters(KvPoolSleep)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True, init=False)
+class KvPoolStateCorrected(Event):
+    """KV pool state corrected (``kv_pool.state_corrected`` v1).
+
+    A pool event written earlier (kv_pool.allocation, kv_pool.swa_summary,
+    kv_pool.unified_allocation) stated an allocation_state that a later line contradicts: this one
+    holds from now on. Written by kvlog when evidence came after the event was written (a post-
+    capture line later than follow's --hold); migrated.inferred.allocation_state gives the rule and
+    the evidence line. The corrected event is the one in the same file (migrated.file) with the same
+    ranks whose migrated.line is corrected_line.
+    """
+
+    EVENT: ClassVar[str] = "kv_pool.state_corrected"
+    VERSION: ClassVar[int] = 1
+
+    corrected_event: Literal["kv_pool.allocation", "kv_pool.swa_summary", "kv_pool.unified_allocation"]
+    corrected_line: int
+    pool: str | None
+    label: str | None
+    allocation_state: Literal["va_upper_bound", "allocated"]
+    previous_allocation_state: Literal["va_upper_bound", "allocated"]
+    committed_bytes: int | None
+    ext: dict[str, Any] | None = None
+
+    def __init__(
+        self,
+        *,
+        corrected_event: Literal["kv_pool.allocation", "kv_pool.swa_summary", "kv_pool.unified_allocation"],
+        corrected_line: int,
+        pool: str | None,
+        label: str | None,
+        allocation_state: Literal["va_upper_bound", "allocated"],
+        previous_allocation_state: Literal["va_upper_bound", "allocated"],
+        committed_bytes: int | None,
+        ext: dict[str, Any] | None = None,
+    ) -> None:
+        setters = _SETTERS_KvPoolStateCorrected
+        setters[0](self, corrected_event)
+        setters[1](self, corrected_line)
+        setters[2](self, pool)
+        setters[3](self, label)
+        setters[4](self, allocation_state)
+        setters[5](self, previous_allocation_state)
+        setters[6](self, committed_bytes)
+        setters[7](self, ext)
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "event": "kv_pool.state_corrected",
+            "schema_version": 1,
+            "corrected_event": self.corrected_event,
+            "corrected_line": self.corrected_line,
+            "pool": self.pool,
+            "label": self.label,
+            "allocation_state": self.allocation_state,
+            "previous_allocation_state": self.previous_allocation_state,
+            "committed_bytes": self.committed_bytes,
+        }
+        if self.ext is not None:
+            out["ext"] = self.ext
+        return out
+
+
+_SETTERS_KvPoolStateCorrected = slot_setters(KvPoolStateCorrected)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True, init=False)
 class KvPoolSwaSummary(Event):
     """Hybrid SWA pool summary (``kv_pool.swa_summary`` v2).
 
@@ -1521,6 +1587,7 @@ ALL_EVENTS: tuple[type[Event], ...] = (
     KvPoolMemoryAvailable,
     KvPoolPostCaptureSized,
     KvPoolSleep,
+    KvPoolStateCorrected,
     KvPoolSwaSummary,
     KvPoolUnifiedAllocation,
     KvPoolWake,

@@ -210,7 +210,7 @@ def test_dry_run_writes_nothing_but_the_report(old: Path, tmp_path: Path) -> Non
     assert report["events"] == OLD_EVENTS
     assert report["events_by_source_format"]["sglang-text/2026-07-postcapture"] == 4
     assert report["inferred_fields"]["allocation_state: arena-before-pool"] == 2
-    assert report["inferred_fields"]["allocation_state: post-capture-after-pool"] == 1
+    assert report["inferred_fields"]["allocation_state: device-memory-bound"] == 1
     assert report["inferred_fields"]["allocation_state: v1-claims-allocated"] == 1
     assert report["companion_lines"] == {"known": 1, "post_capture": 1, "run_start": 2}
 

@@ -81,7 +81,7 @@ def test_a_committed_size_a_later_line_states_takes_effect_at_that_line(tmp_path
     assert (pool.kv_committed, pool.kv_va_bound) == (0, bound)  # not committed before capture
     assert (sized.kv_committed, sized.kv_va_bound, sized.free) == (committed, bound - committed, round(3.21 * GIB))
     assert [(i.field, i.rule, i.evidence_at) for i in pool.inferred] == [
-        ("allocation_state", "post-capture-after-pool", f"{log}:5"),
+        ("allocation_state", "device-memory-bound", f"{log}:1"),  # 208 GiB cannot be held by 139.06 GiB free
         ("committed_bytes", "post-capture-committed", f"{log}:6"),
     ]
     assert "KV size: 49.58 GB" in str(pool.inferred[1].evidence_original)

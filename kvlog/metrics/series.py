@@ -47,6 +47,10 @@ Mapping (event -> metric; an event not listed only counts in ``kvlog_events_tota
 - ``memory.profile``, ``memory.profile_budget``, ``memory.profile_usage`` (vLLM) and
   ``kv_pool.memory_available`` -> ``kvlog_memory_profile_bytes{quantity}``: the engine's plan before
   sizing the KV cache (``kv_cache`` is memory set aside, not a pool's allocation).
+- ``kv_pool.state_corrected`` -> moves the corrected pool's ``kvlog_kv_pool_bytes`` (or its summary's
+  ``kvlog_kv_pool_swa_total_bytes``) to the ``allocation_state`` that holds, and sets its
+  ``kvlog_kv_pool_committed_bytes`` as a pool event of that state would (``committed_bytes``; an
+  ``allocated`` pool's size, else no series): the earlier event's series never stay beside it.
 - ``kvlog.schema_violation`` -> ``kvlog_schema_violations_total`` (1 plus its ``suppressed``).
 - every event -> ``kvlog_events_total{event}``.
 
@@ -345,6 +349,8 @@ class MemorySeries:
         self._positions: dict[tuple[str, _Rank, Metric], int] = {}
         #: the position of the run's last pool that named neither pool nor label, per server_instance and rank
         self._drafts: dict[tuple[str, _Rank], int] = {}
+        #: the pool each pool event's ``migrated.line`` set, per server_instance and rank: what a correction names
+        self._pools_by_line: dict[tuple[str, _Rank, int], _Key] = {}
         self._handlers: dict[str, Callable[[Mapping[str, Any], _Scope], None]] = {
             "weights.load_begin": self._load_begin,
             "weights.load_end": self._load_end,
@@ -364,6 +370,7 @@ class MemorySeries:
             "cuda_graph.captured": self._cuda_graph,
             "mamba_pool.allocation": self._mamba,
             "kv_host_pool.allocation": self._host_pool,
+            "kv_pool.state_corrected": self._state_corrected,
             "kvlog.schema_violation": self._violation,
         }
 
@@ -467,6 +474,8 @@ class MemorySeries:
         for counter in [c for c in self._positions if c[:2] == (scope.instance, scope.rank)]:
             del self._positions[counter]
         self._drafts.pop((scope.instance, scope.rank), None)
+        for line in [k for k in self._pools_by_line if k[:2] == (scope.instance, scope.rank)]:
+            del self._pools_by_line[line]
 
     def _load_end(self, event: Mapping[str, Any], scope: _Scope) -> None:
         self._set(WEIGHTS, scope.labels, _number(event.get("mem_usage_bytes")))
@@ -492,6 +501,9 @@ class MemorySeries:
         self._set(KV_POOL_TOKENS, key, _number(event.get("num_tokens")))
         committed = _number(event.get("committed_bytes"))
         self._set(KV_POOL_COMMITTED, key, size if committed is None and state == "allocated" else committed)
+        line = _line_of(event)
+        if line is not None:
+            self._pools_by_line[(scope.instance, scope.rank, line)] = pool
 
     def _swa_summary(self, event: Mapping[str, Any], scope: _Scope) -> None:
         state = _text(event.get("allocation_state"))
@@ -568,8 +580,31 @@ class MemorySeries:
         position = self._next_position(scope, metric)
         return _text(event.get("label")) or f"#{position}"
 
+    def _state_corrected(self, event: Mapping[str, Any], scope: _Scope) -> None:
+        """A pool event's state, corrected: its series as the pool event would have set them, had it said so."""
+        state, before = _text(event.get("allocation_state")), _text(event.get("previous_allocation_state"))
+        line = json_integer(event.get("corrected_line"))
+        if state is None or before is None or line is None:
+            return
+        if event.get("corrected_event") == "kv_pool.swa_summary":
+            total = self._values[KV_POOL_SWA_TOTAL].pop((before, *scope.labels), None)
+            self._set(KV_POOL_SWA_TOTAL, (state, *scope.labels), total)
+            return
+        pool = self._pools_by_line.get((scope.instance, scope.rank, line))
+        size = None if pool is None else self._values[KV_POOL_BYTES].get((before, *pool, *scope.labels))
+        if pool is None or size is None:
+            return
+        tokens = self._values[KV_POOL_TOKENS].get((*pool, *scope.labels))  # a post-capture line may have set them
+        self._pool(pool, state, size, {"num_tokens": tokens, "committed_bytes": event.get("committed_bytes")}, scope)
+
     def _violation(self, event: Mapping[str, Any], scope: _Scope) -> None:
         self._add(VIOLATIONS, (scope.instance,), 1.0 + (_number(event.get("suppressed")) or 0.0))
+
+
+def _line_of(event: Mapping[str, Any]) -> int | None:
+    """The line a migrated event was read from (None for a live one)."""
+    migrated = event.get("migrated")
+    return json_integer(migrated.get("line")) if isinstance(migrated, Mapping) else None
 
 
 def _exported(metric: Metric, key: _Key) -> dict[str, str]:

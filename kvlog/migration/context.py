@@ -32,9 +32,19 @@ ends the wait of the other ranks. When warmup fails it is not printed, and the p
 Of a multi-node server only the first node prints it, once its own schedulers are ready (the other
 nodes' logs never show it): one file is one node's log, as ``server_args=`` already assumes.
 
+A pool larger than the device memory its rank stated in the same run cannot be allocated: it is a VA
+upper bound, whatever its line claims (``device-memory-bound``). The figures that bound it are the free
+memory at ``Load weight begin`` (the run has allocated nothing yet) and a device's total
+(``kvlog.schema.readings.DEVICE_MEMORY``); the smallest one stated counts, and only if the pool exceeds
+it even with both printed figures rounded against the rule. The line comes before the pools, so the
+state is decided as the pool is read: a follower never publishes such a pool as allocated.
+
 Only events this migration produced are revised, and each revision is recorded in
 ``migrated.inferred`` with its rule and the line it rests on. Events that waited for a later line
-are released when the evidence comes, when their run ends, or after a bounded look-ahead.
+are released when the evidence comes, when their run ends, or after a bounded look-ahead. Evidence
+that comes after the look-ahead gave up on a pool (a post-capture line later than ``--hold`` in a
+live log) can no longer revise it, as it was written: it makes a ``kv_pool.state_corrected`` event
+instead (``take_corrections``), naming the pool's event by its line, the state that holds, and the rule.
 """
 
 from __future__ import annotations
@@ -43,9 +53,9 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
-from kvlog.envelope import InferenceRule
+from kvlog.envelope import InferenceRule, envelope
 from kvlog.migration.ops import inferred, mark_inferred
-from kvlog.schema.readings import json_integer
+from kvlog.schema.readings import DEVICE_MEMORY, json_integer, pool_size_fields
 
 POOL = "kv_pool.allocation"
 SUMMARY = "kv_pool.swa_summary"
@@ -57,6 +67,9 @@ UNIFIED = "kv_pool.unified_allocation"
 COMMITTED = "committed_bytes"
 STATE = "allocation_state"
 VA = "va_upper_bound"
+CORRECTION = "kv_pool.state_corrected"
+#: the version of ``CORRECTION`` the context builds: its newest (a test holds the two together)
+CORRECTION_VERSION = 1
 
 #: (tag, rank) pairs, each rank as read: an invalid event may give one that is not an int
 RankKey = tuple[tuple[str, object], ...]
@@ -83,6 +96,16 @@ class Evidence:
     text: str
 
 
+@dataclass(frozen=True)
+class _Device:
+    """The least device memory a rank stated in its run: no pool of the run can hold more."""
+
+    bytes: int
+    #: half the rounding step of the printed figure (``migrated.uncertainty_bytes``)
+    spread: int
+    evidence: Evidence
+
+
 @dataclass(slots=True)
 class _Run:
     arenas: deque[Evidence] = field(default_factory=deque)
@@ -99,6 +122,11 @@ class _Run:
     uncommitted: list[Held] = field(default_factory=list)
     #: the target's committed line came: a ``draft`` one now speaks of the next group
     target_committed: bool = False
+    device: _Device | None = None
+    #: a pool of the run was told a VA bound by the device memory: the pools after it are drafts, allocated
+    device_bound_seen: bool = False
+    #: pools written as their line claimed when the look-ahead ran out: a later post-capture line corrects them
+    given_up: list[Held] = field(default_factory=list)
 
 
 def rank_key(event: dict[str, Any]) -> RankKey:
@@ -129,6 +157,13 @@ class Context:
 
     def __init__(self) -> None:
         self._runs: dict[RankKey, _Run] = {}
+        #: ``kv_pool.state_corrected`` events made since the caller last took them (``take_corrections``)
+        self._corrections: list[dict[str, Any]] = []
+
+    def take_corrections(self) -> list[dict[str, Any]]:
+        """The corrections of events already written that the last line made, to be written after its own event."""
+        made, self._corrections = self._corrections, []
+        return made
 
     def start_all_runs(self) -> None:
         """``server_args=``: a new server run for every rank."""
@@ -155,6 +190,7 @@ class Context:
         for run in self._runs.values():
             if held in run.waiting:
                 run.waiting.remove(held)
+                run.given_up.append(held)
                 claimed = held.event.get(STATE)
                 evidence = f"no later line on the same rank and run told more within {bound}; the line claims {claimed}"
                 mark_inferred(held.event, STATE, rule, evidence)
@@ -164,9 +200,9 @@ class Context:
                 mark_inferred(held.event, COMMITTED, rule, evidence)
         held.resolved = True
 
-    def post_capture_note(self, key: RankKey, line: int) -> None:
+    def post_capture_note(self, key: RankKey, line: int, timestamp: str | None) -> None:
         """A post-capture line that is not an event (a warning, the resized token split): evidence only."""
-        self._evidence(self._run(key), line)
+        self._evidence(self._run(key), line, timestamp)
 
     def start_up_end(self, line: int) -> None:
         """The server's ready line: every post-capture line of every rank of the run came before it."""
@@ -197,6 +233,34 @@ class Context:
             self._pool(self._run(key), held, source_version)
         elif name == SUMMARY:
             self._summary(self._run(key), held, source_version)
+        if name in DEVICE_MEMORY:
+            self._device(self._run(key), held)
+
+    def _device(self, run: _Run, held: Held) -> None:
+        """A line stating the rank's device memory: the run's bound, if lower than what it stated before."""
+        event = held.event
+        name = str(event.get("event"))
+        figure = json_integer(event.get(DEVICE_MEMORY[name]))
+        if figure is None:
+            return
+        spread = _spread(event, (DEVICE_MEMORY[name],))
+        if run.device is None or figure + spread < run.device.bytes + run.device.spread:
+            text = f"{name} states {figure} bytes of device memory ({DEVICE_MEMORY[name]}) on the same rank and run"
+            run.device = _Device(figure, spread, Evidence(held.line, text))
+
+    def _beyond_device(self, run: _Run, held: Held) -> bool:
+        """Whether the pool of ``held`` exceeds its run's device memory: if so it is told a VA bound here."""
+        device, event = run.device, held.event
+        names = pool_size_fields(event)
+        if device is None or names is None:
+            return False
+        size = sum(json_integer(event[name]) or 0 for name in names)
+        if size - _spread(event, names) <= device.bytes + device.spread:
+            return False
+        evidence = f"the pool's {size} bytes cannot be allocated: {device.evidence.text}"
+        _mark_va(event, InferenceRule.DEVICE_MEMORY_BOUND, evidence, device.evidence.line)
+        run.device_bound_seen = True
+        return True
 
     def _run(self, key: RankKey) -> _Run:
         run = self._runs.get(key)
@@ -228,6 +292,16 @@ class Context:
                 Evidence(held.line, f"a sub-pool of this run is a VA upper bound (arena line {arena.line})")
             )
             self._await_committed(run, held)
+        elif self._beyond_device(run, held):
+            run.va_pools.append(
+                Evidence(held.line, f"a sub-pool of this run is a VA upper bound (its size, line {held.line})")
+            )
+            self._await_committed(run, held)
+            self._bound_group(run, held)
+        elif event.get("label") is not None and run.device_bound_seen and run.va_pools:
+            evidence = run.va_pools[0]  # a later sub-pool of the group a sub-pool's size told
+            _mark_va(event, InferenceRule.SUB_POOLS_ARE_VA_BOUND, evidence.text, evidence.line)
+            self._await_committed(run, held)
         elif _may_learn_more(run):
             held.resolved = False
             run.waiting.append(held)
@@ -246,10 +320,26 @@ class Context:
             evidence = run.va_pools[0] if run.va_pools else run.arenas[0]
             _mark_va(event, InferenceRule.SUB_POOLS_ARE_VA_BOUND, evidence.text, evidence.line)
             self._await_committed(run, held)
+        elif self._beyond_device(run, held):
+            self._await_committed(run, held)
+            self._bound_group(run, held)
         elif _may_learn_more(run):
             held.resolved = False
             run.waiting.append(held)
         run.va_pools.clear()
+
+    def _bound_group(self, run: _Run, held: Held) -> None:
+        """The sub-pools still waiting of a group one of whose pools is too large for the device: VA bounds too.
+
+        sglang sizes a whole group (a hybrid pool's sub-pools and its summary) before capture, as the
+        post-capture line tells of the whole group.
+        """
+        evidence = f"a pool of the same group (line {held.line}) is larger than the device memory of the rank and run"
+        for sibling in [waiting for waiting in run.waiting if waiting.event.get("label") is not None]:
+            run.waiting.remove(sibling)
+            _mark_va(sibling.event, InferenceRule.SUB_POOLS_ARE_VA_BOUND, evidence, held.line)
+            sibling.resolved = True
+            self._await_committed(run, sibling)
 
     def _await_committed(self, run: _Run, held: Held) -> None:
         """A VA pool of this migration's: held until a post-capture line states what it commits.
@@ -262,19 +352,30 @@ class Context:
             held.resolved = False
             run.uncommitted.append(held)
 
-    def _evidence(self, run: _Run, line: int) -> None:
+    def _evidence(self, run: _Run, line: int, timestamp: str | None, committed: int | None = None) -> None:
         """A post-capture line: the first pool group still waiting was sized before capture.
 
         The group is the first pool printed (or hybrid sub-pools and their summary): VA upper bounds,
         now held for their committed bytes. Pools printed after it (speculative drafts before sglang
-        0.5.22, which never used the VA path) are real allocations.
+        0.5.22, which never used the VA path) are real allocations. Where the look-ahead gave up on
+        the first group, it was written as allocated: it is corrected (with the ``committed`` bytes
+        the line states, for the event that owns the group's total), and what waits after it is a draft.
         """
-        if run.waiting:
-            for held in _group(run.waiting):
+        pending = [*run.given_up, *run.waiting]  # the look-ahead gives up on the oldest first
+        if pending:
+            group = _group(pending)
+            owner = _committed_owner(group)
+            for held in group:
+                if held in run.given_up:
+                    stated = committed if held is owner else None
+                    when = timestamp or held.event.get("timestamp")
+                    self._corrections.append(_correction(held, line, when, stated))
+                    continue
                 evidence = "a later Post-capture KV sizing line on the same rank and run"
                 _mark_va(held.event, InferenceRule.POST_CAPTURE_AFTER_POOL, evidence, line)
                 run.uncommitted.append(held)
                 run.waiting.remove(held)
+        run.given_up.clear()
         run.post_capture_seen = True
         _release_all(run.waiting)
 
@@ -293,13 +394,15 @@ class Context:
             )
             mark_inferred(held.event, COMMITTED, InferenceRule.NO_POST_CAPTURE_BEFORE_START_UP_END, evidence, line)
         _release(run)
+        run.given_up.clear()
         run.started = True
 
     def _post_capture(self, run: _Run, held: Held) -> None:
         """A post-capture event: evidence, and the committed bytes of the group it speaks of."""
-        self._evidence(run, held.line)
         event = held.event
         committed = event.get(COMMITTED)
+        stated = json_integer(committed) if event.get("label") is None else None  # a draft's line: not the target's
+        self._evidence(run, held.line, event.get("timestamp"), stated)
         if committed is None:  # sglang 0.5.16 said no more than this: nothing further will come
             _release_all(run.uncommitted)
             return
@@ -325,7 +428,37 @@ class Context:
 
 def _may_learn_more(run: _Run) -> bool:
     """Whether a later line of the run may still tell that a pool claiming allocation is a VA bound."""
-    return not (run.arena_seen or run.post_capture_seen or run.started)
+    return not (run.arena_seen or run.post_capture_seen or run.started or run.device_bound_seen)
+
+
+def _spread(event: dict[str, Any], names: tuple[str, ...]) -> int:
+    """How far the true sum of the figures ``names`` may lie from the printed one (their rounding)."""
+    migrated = event.get("migrated")
+    spreads = migrated.get("uncertainty_bytes") if isinstance(migrated, dict) else None
+    if not isinstance(spreads, dict):
+        return 0
+    return sum(json_integer(spreads.get(name)) or 0 for name in names)
+
+
+def _correction(held: Held, line: int, timestamp: Any, committed: int | None) -> dict[str, Any]:
+    """The ``kv_pool.state_corrected`` of a pool event already written that the post-capture ``line`` tells a VA bound.
+
+    It names the corrected event as that event names itself (its ``migrated.line`` in its file, its ranks,
+    pool and label) and records the rule and the evidence in ``migrated.inferred``, as a revision would.
+    """
+    corrected = held.event
+    migrated = corrected.get("migrated")
+    provenance: dict[str, Any] = migrated if isinstance(migrated, dict) else {}
+    event = envelope(CORRECTION, CORRECTION_VERSION, timestamp, "info", corrected.get("pid"), corrected.get("ranks"))
+    event["corrected_event"] = corrected.get("event")
+    event["corrected_line"] = provenance.get("line", held.line)
+    event["pool"], event["label"] = corrected.get("pool"), corrected.get("label")
+    event["allocation_state"], event["previous_allocation_state"] = VA, corrected.get(STATE)
+    event[COMMITTED] = committed
+    event["migrated"] = {"source_format": provenance.get("source_format"), "file": provenance.get("file"), "line": line}
+    evidence = "a later Post-capture KV sizing line on the same rank and run, after the look-ahead was exhausted"
+    mark_inferred(event, STATE, InferenceRule.POST_CAPTURE_AFTER_POOL, evidence, line)
+    return event
 
 
 def _group(helds: list[Held]) -> list[Held]:

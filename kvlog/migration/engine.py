@@ -295,6 +295,12 @@ class FileRun:
             self._emit(data[start:end], lines)
 
     def line(self, raw: bytes) -> None:
+        self._line(raw)
+        corrections = self.context.take_corrections()
+        if corrections and self.migrator.options.only_events and self.migrator.options.output_format == "jsonl":
+            self._correct(corrections)
+
+    def _line(self, raw: bytes) -> None:
         self.number += 1
         body = raw[:-1] if raw.endswith(b"\n") else raw
         if len(body) > MAX_LINE_BYTES:
@@ -345,7 +351,7 @@ class FileRun:
             elif role == "kv_dtype":
                 self.context.kv_dtype(tuple(sorted(ranks.items())), recognised.parsed.fields["dtype"], self.number)
             elif role == "post_capture":
-                self.context.post_capture_note(tuple(sorted(ranks.items())), self.number)
+                self.context.post_capture_note(tuple(sorted(ranks.items())), self.number, timestamp)
             elif role == "start_up_end":
                 self.context.start_up_end(self.number)
             return None
@@ -538,6 +544,22 @@ class FileRun:
             self.dead({"file": self.file, "line": number, "reason": reason, "text": text})
 
     # -- writing --------------------------------------------------------------------------------
+
+    def _correct(self, corrections: list[dict[str, Any]]) -> None:
+        """Write the corrections a line made after its own output, into a stream of events (``--only-events``).
+
+        They are events no input line stands for: output that keeps one line per input line has no
+        place for them, a text or legacy rendering no wording. Nor has a catalog release whose corrected
+        event carries no ``allocation_state`` (catalog 1's pools): there the earlier event never claimed
+        a state, so there is nothing to correct.
+        """
+        for event in corrections:
+            corrected = self.migrator.target(str(event["corrected_event"]))
+            if corrected is None:
+                continue
+            schema = self.migrator.catalog.schema(str(event["corrected_event"]), corrected)
+            if "allocation_state" in schema.get("properties", {}):
+                self._emit(Held(event, self.number, revisable=False, raw=b"\n"), 0)
 
     def _emit(self, item: bytes | Held, lines: int) -> None:
         if not self.held and (isinstance(item, bytes) or item.resolved):

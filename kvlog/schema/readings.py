@@ -7,7 +7,8 @@ The catalog says each field's type; it does not say that ``avail_bytes`` of a po
 ``free_bytes`` of a post-capture line are the same reading, free device memory, while
 ``kv_pool.memory_available``'s ``available_bytes`` is not (it is the budget set aside for the KV
 cache, memory the pool is about to take). Two readers deciding that apart would one day disagree on
-a dashboard and a picture of the same log, so the decision lives here.
+a dashboard and a picture of the same log, so the decision lives here. So does which fields state
+the device memory a rank has at most (``DEVICE_MEMORY``), and which fields are a KV pool's size.
 """
 
 from __future__ import annotations
@@ -28,6 +29,27 @@ FREE_DEVICE_MEMORY: Mapping[str, str] = MappingProxyType(
         "scheduler.limits": "available_gpu_mem_bytes",
     }
 )
+
+#: each event that states how much device memory its rank has at most, and the field: free memory before
+#: the weights load (nothing of the run is allocated yet) or the device's total. No pool of the rank and
+#: run can hold more; the migration context reads it (``kvlog.migration.context``)
+DEVICE_MEMORY: Mapping[str, str] = MappingProxyType(
+    {
+        "weights.load_begin": "avail_bytes",
+        "memory.profile": "total_bytes",
+        "memory.profile_budget": "total_bytes",
+    }
+)
+#: the fields that together are a KV pool's size: K and V of an MHA pool, ``kv_bytes`` of an MLA one, a total
+POOL_SIZE_FIELDS: tuple[tuple[str, ...], ...] = (("kv_bytes",), ("k_bytes", "v_bytes"), ("total_bytes",))
+
+
+def pool_size_fields(event: Mapping[str, object]) -> tuple[str, ...] | None:
+    """The fields whose sum is the pool's size in ``event``, the first complete set; None when none is."""
+    for names in POOL_SIZE_FIELDS:
+        if all(json_integer(event.get(name)) is not None for name in names):
+            return names
+    return None
 
 
 def json_integer(value: object) -> int | None:
