@@ -21,7 +21,7 @@ from plotly import graph_objects as go
 from plotly.subplots import make_subplots
 
 from kvlog.plot.timeline import VA, Sample, Timeline
-from kvlog.text.units import BYTES
+from kvlog.text.units import BYTES, byte_figure
 
 GIB = float(1 << 30)
 #: legend names, which also name the traces
@@ -108,7 +108,7 @@ def _traces(run: Timeline) -> list[tuple[Any, bool]]:
     span = run.samples[-1].time - run.samples[0].time
     times = [sample.time for sample in run.samples] + [run.samples[-1].time + max(span / 25, _LEAST_TAIL)]
     hover = [_hover(sample) for sample in samples]
-    weights = [sample.weights for sample in samples]
+    weights = [sample.weights or 0 for sample in samples]  # unknown weights: the stack starts at 0, the hover says
     committed = [w + sample.kv_committed for w, sample in zip(weights, samples, strict=True)]
     bound = [c + sample.kv_va_bound for c, sample in zip(committed, samples, strict=True)]
     traces: list[tuple[Any, bool]] = []
@@ -196,7 +196,8 @@ def _hover(sample: Sample) -> str:
     """The sample in words: the event, what it says, the state it leaves, each inference and its evidence."""
     lines = [f"<b>{escape(sample.event)}</b> at {escape(sample.at)}", escape(sample.says)]
     state = (
-        f"weights {BYTES.format(sample.weights)} · KV committed {BYTES.format(sample.kv_committed)}"
+        f"weights {byte_figure(sample.weights, inferred=sample.weights_inferred)}"
+        f" · KV committed {BYTES.format(sample.kv_committed)}"
         f" · KV VA upper bound {BYTES.format(sample.kv_va_bound)} (not memory)"
     )
     lines.append(state)
