@@ -484,3 +484,26 @@ def test_legacy_never_writes_an_inferred_value_so_every_rank_of_a_run_reads_alik
     assert tp0 == tp1 and "dtype" not in tp0
     if generation is None:
         assert legacy == TWO_RANKS.splitlines()
+
+
+def test_text_marks_the_values_it_says_that_were_inferred_and_reads_the_mark_back(tmp_path: Path) -> None:
+    """``--format text`` ends a line ``(inferred: …)``, naming what it says that no line stated; it reads back."""
+    log = tmp_path / "ranks.log"
+    log.write_text(TWO_RANKS)
+    text = migrated(log, output_format="text")
+    tp0, tp1 = text.decode().splitlines()[1:]
+    assert tp0.endswith(
+        "KV Cache is allocated. dtype: torch.float8_e5m2, #tokens: 2371584, K size: 56.57 GB, "
+        "V size: 56.58 GB (inferred: allocation_state, dtype)"
+    )
+    assert tp1.endswith(
+        "KV Cache is allocated. #tokens: 2371584, K size: 56.57 GB, V size: 56.58 GB (inferred: allocation_state)"
+    )  # old sglang could not tell memory from address space
+    again = tmp_path / "text.log"
+    again.write_bytes(text)
+    assert migrated(again, output_format="text") == text  # the mark is read back as the same inferences
+    event = json.loads(lines(migrated(again, only_events=True))[0])
+    assert (event["dtype"], event["migrated"]["inferred"]["dtype"]["rule"]) == ("torch.float8_e5m2", "marked-inferred")
+    assert migrated(again, output_format="legacy").decode().splitlines()[1:] == [
+        line.replace("dtype: torch.float8_e5m2, ", "") for line in TWO_RANKS.splitlines()[1:]
+    ]  # an inferred value is not written back in the old wording either

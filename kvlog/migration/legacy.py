@@ -22,11 +22,27 @@ from kvlog.migration.ops import inferred
 from kvlog.migration.steps import Chain
 from kvlog.text.console import console_line
 from kvlog.text.prefix import SERVERS, ServerPrefix
+from kvlog.text.units import INFERRED_FIELDS_MARK
+from kvlog.text.wording import printed_fields
 
 
 def current_line(event: Mapping[str, Any]) -> str:
     """Today's line for an event at its newest version."""
     return console_line(_without_invented_prefix(event))
+
+
+def text_line(event: Mapping[str, Any]) -> str:
+    """Today's line (``--format text``), ending `` (inferred: dtype)`` when values it says were inferred.
+
+    The timestamp is not marked: a prefix the line did not print is left out, one it printed is its own.
+    The migration reads the ending back as the same inferences, so text of text is the same text.
+    """
+    said = printed_fields(event)
+    marked = sorted(
+        name for name in inferred(event) if name != "timestamp" and name in said and event.get(name) is not None
+    )
+    line = current_line(event)
+    return line + INFERRED_FIELDS_MARK.format(fields=", ".join(marked)) if marked else line
 
 
 class LegacyRenderer:
@@ -82,7 +98,7 @@ class LegacyRenderer:
             for template, template_version in generation.templates():
                 if template_version == old["schema_version"] and template.fits(old):
                     return _prefixed(old, template.render(old), SERVERS[generation.server])
-        return current_line(event)
+        return current_line(said)
 
 
 def _source_format(event: Mapping[str, Any]) -> str | None:

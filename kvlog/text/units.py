@@ -112,6 +112,10 @@ MICROSECONDS = Scale(
 
 #: how kvlog's text marks a value no line stated, that kvlog worked out (a migration's inference, a load's drop)
 INFERRED_MARK = "(inferred)"
+#: how a line of ``kvlog migrate --format text`` ends when some of the values it says were inferred, and
+#: how the migration reads that ending back (the fields' names, bounded: parsers stay linear)
+INFERRED_FIELDS_MARK = " (inferred: {fields})"
+INFERRED_FIELDS_READ = re.compile(r" \(inferred: ([a-z_]{1,64}(?:, [a-z_]{1,64}){0,31})\)\Z")
 
 
 def byte_figure(value: int | None, *, inferred: bool = False) -> str:
