@@ -44,6 +44,7 @@ class InferenceRule(StrEnum):
     LOOKAHEAD_EXHAUSTED = "look-ahead-exhausted"
     NO_POST_CAPTURE_BEFORE_START_UP_END = "no-post-capture-before-start-up-end"
     DEVICE_MEMORY_BOUND = "device-memory-bound"
+    MARKED_INFERRED = "marked-inferred"
 
 
 #: the evidence of the rules that always rest on the same fact (the others quote the line they read)
@@ -51,6 +52,7 @@ EVIDENCE: Final[Mapping[InferenceRule, str]] = {
     InferenceRule.NO_TIMESTAMP: "the line has no timestamp",
     InferenceRule.NAIVE_TIME_AS_UTC: "sglang prints local time without a zone; read as UTC",
     InferenceRule.PREVIOUS_LINE_TIMESTAMP: "the line has no timestamp; the last one printed before it",
+    InferenceRule.MARKED_INFERRED: "the line marks it (inferred: ...), as kvlog migrate --format text writes",
 }
 #: rules under which the timestamp was not on the line: writing the line back must not invent one
 TIMESTAMP_NOT_ON_LINE: Final = frozenset({InferenceRule.NO_TIMESTAMP, InferenceRule.PREVIOUS_LINE_TIMESTAMP})

@@ -456,3 +456,54 @@ def test_in_place_refuses_a_symlink_and_leaves_both_link_and_file(old: Path, tmp
     assert result.problems[0].startswith(f"{link}: is a symbolic link")
     assert link.is_symlink() and real.read_bytes() == old.read_bytes()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["link.log", "real.log", "src"]
+
+
+#: two ranks of one run; only TP0 logged its KV-cache dtype, which the migration infers into its pool
+TWO_RANKS = """\
+[2025-09-10 14:22:00 TP0] Using KV cache dtype: torch.float8_e5m2
+[2025-09-10 14:22:01 TP0] KV Cache is allocated. #tokens: 2371584, K size: 56.57 GB, V size: 56.58 GB
+[2025-09-10 14:22:01 TP1] KV Cache is allocated. #tokens: 2371584, K size: 56.57 GB, V size: 56.58 GB
+"""
+
+
+@pytest.mark.parametrize("generation", [None, "sglang-text/2026-06", "sglang-text/2026-08"])
+def test_legacy_never_writes_an_inferred_value_so_every_rank_of_a_run_reads_alike(
+    tmp_path: Path, generation: str | None
+) -> None:
+    """The dtype was inferred from TP0's other line: no rank's pool line printed it, and none gets it back.
+
+    By default each line is written in the wording of the generation it was read from (the log itself);
+    a chosen generation whose pool line prints a dtype cannot print this pool, so both ranks fall back alike.
+    """
+    log = tmp_path / "ranks.log"
+    log.write_text(TWO_RANKS)
+    events = [json.loads(line) for line in lines(migrated(log, only_events=True))]
+    assert [event["dtype"] for event in events] == ["torch.float8_e5m2", None]  # the inference legacy leaves out
+    legacy = migrated(log, output_format="legacy", legacy_generation=generation).decode().splitlines()
+    tp0, tp1 = (line.split("] ", 1)[1] for line in legacy[1:])
+    assert tp0 == tp1 and "dtype" not in tp0
+    if generation is None:
+        assert legacy == TWO_RANKS.splitlines()
+
+
+def test_text_marks_the_values_it_says_that_were_inferred_and_reads_the_mark_back(tmp_path: Path) -> None:
+    """``--format text`` ends a line ``(inferred: …)``, naming what it says that no line stated; it reads back."""
+    log = tmp_path / "ranks.log"
+    log.write_text(TWO_RANKS)
+    text = migrated(log, output_format="text")
+    tp0, tp1 = text.decode().splitlines()[1:]
+    assert tp0.endswith(
+        "KV Cache is allocated. dtype: torch.float8_e5m2, #tokens: 2371584, K size: 56.57 GB, "
+        "V size: 56.58 GB (inferred: allocation_state, dtype)"
+    )
+    assert tp1.endswith(
+        "KV Cache is allocated. #tokens: 2371584, K size: 56.57 GB, V size: 56.58 GB (inferred: allocation_state)"
+    )  # old sglang could not tell memory from address space
+    again = tmp_path / "text.log"
+    again.write_bytes(text)
+    assert migrated(again, output_format="text") == text  # the mark is read back as the same inferences
+    event = json.loads(lines(migrated(again, only_events=True))[0])
+    assert (event["dtype"], event["migrated"]["inferred"]["dtype"]["rule"]) == ("torch.float8_e5m2", "marked-inferred")
+    assert migrated(again, output_format="legacy").decode().splitlines()[1:] == [
+        line.replace("dtype: torch.float8_e5m2, ", "") for line in TWO_RANKS.splitlines()[1:]
+    ]  # an inferred value is not written back in the old wording either

@@ -321,3 +321,32 @@ def test_invalid_events_are_not_drawn_and_the_summary_line_counts_them(tmp_path:
     assert done.returncode == 0, done.stderr
     assert done.stderr.endswith("; 4 invalid event(s) left out (kvlog validate says why)\n")
     assert "Traceback" not in done.stderr
+
+
+#: sglang before 0.4.x printed the free memory before and after the load, and no ``mem usage=``
+UNSTATED_WEIGHTS = """\
+[2025-02-01 10:00:00 TP0] Load weight begin. avail mem=139.06 GB
+[2025-02-01 10:01:00 TP0] Load weight end. type=LlamaForCausalLM, dtype=torch.bfloat16, avail mem=72.91 GB
+[2025-02-01 10:02:00 TP0] KV Cache is allocated. K size: 20.00 GB, V size: 20.00 GB.
+[2025-02-01 10:02:00 TP1] Load weight end. type=LlamaForCausalLM, dtype=torch.bfloat16, avail mem=72.91 GB
+[2025-02-01 10:02:01 TP1] KV Cache is allocated. K size: 20.00 GB, V size: 20.00 GB.
+"""
+
+
+def test_weights_no_line_states_are_the_loads_drop_marked_inferred_or_unknown_never_zero(tmp_path: Path) -> None:
+    """TP0 printed the free memory before and after its load: the drop, inferred; TP1 only after: unknown."""
+    log = tmp_path / "old.log"
+    log.write_text(UNSTATED_WEIGHTS)
+    tp0, tp1 = runs_of(log)
+    loaded = at_line(tp0, 2)
+    assert (loaded.weights, loaded.weights_inferred) == (round(139.06 * GIB) - round(72.91 * GIB), True)
+    (inference,) = loaded.inferred
+    assert (inference.field, inference.rule, inference.evidence_at) == ("weights", "load-free-memory-drop", f"{log}:1")
+    assert tp0.samples[-1].weights == loaded.weights and tp0.samples[-1].weights_inferred
+    assert {sample.weights for sample in tp1.samples} == {None}
+    figure = memory_figure([tp0, tp1])
+    hover = {trace.name: trace.hovertext for trace in figure.data}
+    assert "weights 66.1 GiB (inferred)" in hover[names.WEIGHTS][-1]
+    tp1_hover = " ".join(str(trace.hovertext) for trace in traces_of_row(figure, 2))
+    assert "weights unknown" in tp1_hover and "weights 0 B" not in tp1_hover
+    assert names.WEIGHTS not in {trace.name for trace in traces_of_row(figure, 2)}  # nothing drawn as weights

@@ -5,23 +5,30 @@ from a file:// URL with every host unresolvable and every request sent to a clos
 drawn DOM (Plotly's SVG, its traces, the legend) and the console (silent) are checked. A control
 proves the harness would notice: the same figure with plotly.js from the CDN does not draw. A
 screenshot is kept as a CI artifact (``$KVLOG_ARTIFACTS/memory.png``, default ``build/artifacts``).
-PNG and SVG are rendered by Chromium too (through Kaleido), so they are tested here.
+PNG and SVG are rendered by Chromium too (through Kaleido), so they are tested here. Every subset of
+the kinds of memory events is drawn as a run of its own, in one figure, and the pixels of the HTML's
+screenshot and of the PNG show each panel painting its own series and no other run's.
 """
 
 from __future__ import annotations
 
+import itertools
 import os
 import re
 import shutil
 import struct
 import subprocess
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from html.parser import HTMLParser
 from pathlib import Path
+from typing import Any
 
 import pytest
 from plot_helpers import HYBRID, POSTCAPTURE, kvlog_plot, runs_of
 
 from kvlog import commands
+from kvlog.commands._plot import plot
 from kvlog.plot import figure as names
 from kvlog.plot.figure import memory_figure
 
@@ -175,3 +182,125 @@ def test_an_image_without_a_browser_says_what_to_install(tmp_path: Path) -> None
     assert result.stderr.startswith(f"kvlog plot: {out}: kvlog plot renders PNG with Chrome or Chromium, and none was")
     assert "apt-get install chromium" in result.stderr and "Traceback" not in result.stderr
     assert not out.exists()
+
+
+# -- every subset of event kinds, each run in a panel of its own, as the browser drew it --------------------
+
+#: one rank's lines of each kind of memory event (a weights load also measures free memory)
+KINDS = {
+    "weights": [
+        "Load weight begin. avail mem=139.06 GB",
+        "Load weight end. type=LlamaForCausalLM, dtype=torch.bfloat16, avail mem=72.91 GB, mem usage=66.15 GB.",
+    ],
+    "kv": ["KV Cache is allocated. dtype: torch.bfloat16, #tokens: 1703936, K size: 20.00 GB, V size: 20.00 GB"],
+    "va": ["KV Cache VA upper bound. dtype: torch.bfloat16, #tokens: 1523712, K size: 25.00 GB, V size: 25.00 GB"],
+    "host": ["Allocating full hierarchical KV host pool: 2652800 tokens, 21.73 GB host memory."],
+    "free": ["Memory pool end. avail mem=18.80 GB"],
+}
+#: the series each kind draws (an allocation that old sglang printed is an inferred state)
+SERIES = {
+    "weights": {names.WEIGHTS, names.FREE},
+    "kv": {names.COMMITTED, names.INFERRED},
+    "va": {names.VA_BOUND},
+    "host": {names.HOST},
+    "free": {names.FREE},
+}
+#: every non-empty subset of the kinds that draw a series of their own (free memory alone, once); a host-only
+#: run first and again among the others, where it took a neighbour's axes
+SUBSETS = [
+    ("host",),
+    *(subset for size in range(1, 5) for subset in itertools.combinations(list(KINDS)[:4], size)),
+    ("free",),
+]
+#: the page's body margin in Chromium (the figure is drawn that far from the screenshot's corner)
+BODY_MARGIN = 8
+
+
+@dataclass(frozen=True)
+class Drawn:
+    """The figure of every subset's run (one panel each) and its pixels, as Chromium drew the HTML and the PNG."""
+
+    figure: Any
+    pixels: dict[str, Any]
+
+
+@pytest.fixture(scope="module")
+def every_subset(chromium: str, tmp_path_factory: pytest.TempPathFactory) -> Drawn:
+    """One log per subset, each on a day of its own (no two runs share a time axis), drawn once in one figure."""
+    from PIL import Image  # noqa: PLC0415 - the pixels of a screenshot, for these tests only
+
+    folder = tmp_path_factory.mktemp("subsets")
+    logs = []
+    for day, subset in enumerate(SUBSETS):
+        start = datetime(2026, 8, 1, 10, tzinfo=UTC) + timedelta(days=day)
+        lines = [line for kind in subset for line in KINDS[kind]]
+        log = folder / f"{day:02}-{'-'.join(subset)}.log"
+        log.write_text(
+            "".join(
+                f"[{start + timedelta(seconds=30 * n):%Y-%m-%d %H:%M:%S} TP0] {line}\n" for n, line in enumerate(lines)
+            )
+        )
+        logs.append(log)
+    figure = memory_figure(runs_of(*logs))
+    assert len(figure.layout.annotations) == len(SUBSETS)  # a run, and so a panel, per subset
+    html, png = folder / "memory.html", folder / "memory.png"
+    for out in (html, png):
+        assert plot(logs, output=out).exit_status == commands.EXIT_OK
+    shot = folder / "screenshot.png"
+    width, height = figure.layout.width + 2 * BODY_MARGIN, figure.layout.height + 2 * BODY_MARGIN
+    result = headless(
+        chromium, html.as_uri(), f"--screenshot={shot}", f"--window-size={width},{height}", profile=folder / "profile"
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert console(result.stderr) == []
+    pixels = {}
+    for medium, image, margin in (("html", shot, BODY_MARGIN), ("png", png, 0)):
+        with Image.open(image) as opened:
+            drawn = opened.convert("RGB").crop(
+                (margin, margin, margin + figure.layout.width, margin + figure.layout.height)
+            )
+        assert drawn.size == (figure.layout.width, figure.layout.height)
+        pixels[medium] = drawn
+    return Drawn(figure, pixels)
+
+
+def colour_of(trace: Any) -> tuple[int, int, int]:
+    """The colour a trace is drawn in: its line's, or its markers' where it draws only markers."""
+    colour = trace.marker.color if trace.mode == "markers" else trace.line.color
+    return int(colour[1:3], 16), int(colour[3:5], 16), int(colour[5:7], 16)
+
+
+def plot_area(figure: Any, row: int) -> tuple[int, int, int, int]:
+    """Panel ``row``'s plot area in pixels (left, top, right, bottom), from the axes' domains and the margins."""
+    layout = figure.layout
+    x = layout["xaxis" if row == 1 else f"xaxis{row}"]
+    y = layout["yaxis" + x.anchor[1:]]
+    inner_width = layout.width - layout.margin.l - layout.margin.r
+    inner_height = layout.height - layout.margin.t - layout.margin.b
+    left, right = (round(layout.margin.l + end * inner_width) for end in x.domain)
+    top, bottom = (round(layout.margin.t + (1 - end) * inner_height) for end in reversed(y.domain))
+    return left, top, right, bottom
+
+
+def painted(colours: list[tuple[int, tuple[int, int, int]]], colour: tuple[int, int, int]) -> int:
+    """How many pixels (``Image.getcolors``' counts) are ``colour``, give or take the blending of an edge."""
+    return sum(count for count, seen in colours if max(abs(a - b) for a, b in zip(seen, colour, strict=True)) <= 12)
+
+
+@pytest.mark.parametrize("medium", ["html", "png"])
+@pytest.mark.parametrize(
+    "row", range(1, len(SUBSETS) + 1), ids=[f"{n}-{'-'.join(s)}" for n, s in enumerate(SUBSETS, 1)]
+)
+def test_every_subset_of_event_kinds_is_drawn_in_its_own_panel(every_subset: Drawn, row: int, medium: str) -> None:
+    """Each run's series are painted inside its own panel, and no other run's: in the browser's HTML and the PNG."""
+    figure = every_subset.figure
+    area = every_subset.pixels[medium].crop(plot_area(figure, row))
+    panel = area.getcolors(area.width * area.height)
+    axis = "x" if row == 1 else f"x{row}"
+    traces = [trace for trace in figure.data if trace.xaxis == axis]
+    assert {trace.name for trace in traces} == set().union(*(SERIES[kind] for kind in SUBSETS[row - 1]))
+    own = {colour_of(trace) for trace in traces}
+    for colour in own:
+        assert painted(panel, colour) >= 8, f"{medium}: panel {row} does not show its series {colour}"
+    for colour in {colour_of(trace) for trace in figure.data} - own:
+        assert painted(panel, colour) <= 2, f"{medium}: panel {row} shows another run's series {colour}"

@@ -22,6 +22,7 @@ from kvlog.summary import render, summarize_runs
 CORPUS = Path(__file__).resolve().parent / "corpus"
 BEFORE_FIX = CORPUS / "postcapture_before_fix_2026_07.log"
 KVLOG = str(Path(sys.executable).with_name("kvlog"))
+GIB = 1 << 30
 
 
 def migrated(path: Path) -> list[dict[str, Any]]:
@@ -220,3 +221,26 @@ def test_invalid_events_are_left_out_of_the_table_and_counted_not_crashed_on(tmp
     assert done.stderr == "kvlog summarize: 3 invalid event(s) left out of the table (kvlog validate says why)\n"
     assert commands.summarize([str(mixed)], stdout=io.BytesIO()).invalid == 3
     assert commands.summarize([str(valid)], stdout=io.BytesIO()).invalid == 0
+
+
+def test_weights_no_line_states_are_unknown_or_the_loads_drop_marked_inferred_never_zero(tmp_path: Path) -> None:
+    """A load whose free memory before and after was printed: the drop, inferred; neither: unknown, not ``0 B``."""
+    log = tmp_path / "old.log"
+    log.write_text(
+        "[2025-02-01 10:00:00 TP0] Load weight begin. avail mem=139.06 GB\n"
+        "[2025-02-01 10:01:00 TP0] Load weight end. type=LlamaForCausalLM, dtype=torch.bfloat16, avail mem=72.91 GB\n"
+        "[2025-02-01 10:02:00 TP1] KV Cache is allocated. K size: 20.00 GB, V size: 20.00 GB.\n"
+    )
+    _, document = summarized(log)
+    drop = round(139.06 * GIB) - round(72.91 * GIB)
+    assert [(run["weights_bytes"], run["weights_inferred"]) for run in document["runs"]] == [
+        (drop, True),
+        (None, False),
+    ]
+    assert (document["totals"]["weights_bytes"], document["totals"]["weights_unknown_runs"]) == (drop, 1)
+    _, text = summarized(log, fmt="text")
+    tp0, tp1, total = (line for line in text.splitlines() if line.startswith((str(log), "total")))
+    assert "66.1 GiB (inferred)" in tp0 and " unknown " in tp1 and "66.1 GiB + unknown (1 run(s))" in total
+    _, table = summarized(log, fmt="csv")
+    *rows, totals = csv.DictReader(io.StringIO(table))
+    assert [row["weights_bytes"] for row in rows] == [str(drop), ""] and totals["weights_bytes"] == ""

@@ -495,7 +495,9 @@ def _says_va(event: dict[str, Any], source_version: int) -> bool:
 
 
 def _state_inferred(event: dict[str, Any]) -> bool:
-    return STATE in inferred(event)
+    """Whether the state is the migration's to revise: not one a line of kvlog's text says was inferred before."""
+    note = inferred(event).get(STATE)
+    return note is not None and not (isinstance(note, dict) and note.get("rule") == InferenceRule.MARKED_INFERRED)
 
 
 def _mark_va(event: dict[str, Any], rule: InferenceRule, evidence: str, line: int) -> None:

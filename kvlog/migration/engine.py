@@ -35,14 +35,15 @@ from kvlog.io.inputs import InputError
 from kvlog.migration.candidates import JSON_EVENT, MAX_LINE_BYTES, Readable, carries_memory_figure, segments
 from kvlog.migration.context import Context, Held
 from kvlog.migration.dating import DateContext, complete
-from kvlog.migration.grammar import Generation, Recognised
-from kvlog.migration.legacy import LegacyRenderer, current_line
+from kvlog.migration.grammar import MARKED, Generation, Recognised
+from kvlog.migration.legacy import LegacyRenderer, text_line
 from kvlog.migration.ops import Op, mark_inferred, provenance, source_format
 from kvlog.migration.report import MigrationReport
 from kvlog.migration.steps import Chain, MigrationError
 from kvlog.schema.catalog import catalog_version
 from kvlog.schema.validation import EventValidator
 from kvlog.text.prefix import SERVERS, LinePrefix, ServerPrefix
+from kvlog.text.units import INFERRED_FIELDS_READ
 
 OutputFormat = Literal["jsonl", "text", "legacy"]
 DeadLetter = Callable[[dict[str, Any]], None]
@@ -96,19 +97,25 @@ class Family:
         """
         if message in self.read:
             return self.read[message]
-        found = None
-        for glued_after in (False, True):
-            for generation in self.generations:
-                found = generation.recognise(message, glued=glued_after)
-                if found is not None:
-                    break
+        found = self._first(message)
+        marked = INFERRED_FIELDS_READ.search(message) if found is None else None
+        if marked is not None:  # kvlog's --format text: the line names the values it says that were inferred
+            found = self._first(message[: marked.start()])
             if found is not None:
-                break
+                found = found.marked(marked.group(1).split(", "))
         if len(self.read) >= RECOGNISED_MESSAGES:
             self.read.clear()
             self.shapes.clear()
         self.read[message] = found
         return found
+
+    def _first(self, message: str) -> Recognised | None:
+        for glued_after in (False, True):
+            for generation in self.generations:
+                found = generation.recognise(message, glued=glued_after)
+                if found is not None:
+                    return found
+        return None
 
 
 def _file_modified(file: str | None) -> str | None:
@@ -405,6 +412,8 @@ class FileRun:
 
     def _keep_shape(self, family: Family, shape: Shape, event: dict[str, Any], rule_ops: tuple[Op, ...]) -> None:
         """Remember ``event`` at its newest version for the lines of ``shape``, where that is valid (see ``_event``)."""
+        if MARKED in event:  # its marks are applied at the newest version, by ``_upgrade``: it is built each time
+            return
         name, version = str(event["event"]), int(event["schema_version"])
         try:
             steps = self.migrator.chain.path(name, version, self.migrator.catalog.latest(name))
@@ -520,6 +529,9 @@ class FileRun:
         except MigrationError as exc:
             self._reject(raw, str(exc))
             return None
+        for marked in event.pop(MARKED, ()):  # kvlog's --format text said these were inferred before
+            if marked != "timestamp" and event.get(marked) is not None:
+                mark_inferred(event, marked, InferenceRule.MARKED_INFERRED, EVIDENCE[InferenceRule.MARKED_INFERRED])
         event["_source_version"] = version
         event["_source"] = source
         return Held(event, self.number, revisable=True, raw=raw)
@@ -610,7 +622,7 @@ class FileRun:
             before, after = held.glue
             if options.output_format == "text":
                 self._check(event)
-                out = f"{before}{current_line(event)}{after}".encode()
+                out = f"{before}{text_line(event)}{after}".encode()
             elif options.output_format == "legacy":
                 self._check(event)
                 out = f"{before}{self.migrator.legacy.line(event)}{after}".encode()  # type: ignore[union-attr]

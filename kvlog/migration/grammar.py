@@ -13,8 +13,8 @@ KV-cache dtype of older logs, warnings. They feed the per-rank context or are me
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from functools import cache, cached_property
 from typing import Any
 
@@ -31,6 +31,8 @@ from kvlog.text.wording import CURRENT
 #: that the run's pools were sized before capture), the server's start-up ended on every rank, a known memory
 #: line of an era, or one of ``known.toml``
 ROLES = ("run_start", "kv_dtype", "post_capture", "start_up_end", "note", "known")
+#: the key under which an event read from kvlog's text carries the fields its line marks inferred, until upgraded
+MARKED = "_marked"
 #: the timestamp of a line that has none and follows none that had one
 _NO_TIME = "1970-01-01T00:00:00Z"
 
@@ -55,6 +57,12 @@ class Recognised:
     generation: Generation
     rule: Rule
     parsed: Parsed
+    #: fields the line marks as inferred (kvlog's ``--format text``), which the event keeps as inferred
+    inferred: tuple[str, ...] = ()
+
+    def marked(self, names: Sequence[str]) -> Recognised:
+        """The same reading, with ``names`` marked as inferred (once the event is at its latest version)."""
+        return replace(self, inferred=tuple(names))
 
     def event(self, prefix: LinePrefix) -> dict[str, Any]:
         """The event the message stands for, with its envelope and provenance (no file or line yet).
@@ -77,6 +85,8 @@ class Recognised:
             migrated["uncertainty_bytes"] = dict(self.parsed.uncertainty_bytes)
         for op in rule.ops:
             op.run(event)
+        if self.inferred:  # a field may exist only in the latest version (an old wording's allocation_state)
+            event[MARKED] = list(self.inferred)
         return event
 
 

@@ -21,7 +21,7 @@ from plotly import graph_objects as go
 from plotly.subplots import make_subplots
 
 from kvlog.plot.timeline import VA, Sample, Timeline
-from kvlog.text.units import BYTES
+from kvlog.text.units import BYTES, byte_figure
 
 GIB = float(1 << 30)
 #: legend names, which also name the traces
@@ -38,31 +38,41 @@ _LEAST_TAIL = timedelta(seconds=2)
 
 
 def memory_figure(runs: Sequence[Timeline], title: str = "KV-cache memory over time") -> Any:
-    """The figure of ``runs`` (a ``plotly.graph_objects.Figure``), one panel per run, in order."""
+    """The figure of ``runs`` (a ``plotly.graph_objects.Figure``), one panel per run, in order.
+
+    Each panel has the axes of what its run drew, and no other: the device axis (left) when it drew
+    device memory, the host axis (right) when it drew host pools, overlaid only when it drew both.
+    plotly.js draws an overlaying axis whose base axis holds no trace over another panel, with that
+    panel's time axis, so a run of host pools alone gets its host axis as its only one.
+    """
     rows = len(runs)
+    panels = [_traces(run) for run in runs]
+    both = [_draws_device(panel) and run.has_host for run, panel in zip(runs, panels, strict=True)]
     figure = make_subplots(
         rows=rows,
         cols=1,
-        specs=[[{"secondary_y": True}] for _ in runs],
+        specs=[[{"secondary_y": overlaid}] for overlaid in both],
         subplot_titles=[escape(run.title) for run in runs],
         vertical_spacing=min(0.12, 0.45 / rows),
     )
     shown: set[str] = set()
-    for row, run in enumerate(runs, start=1):
-        for trace, secondary in _traces(run):
+    for row, (run, panel, overlaid) in enumerate(zip(runs, panels, both, strict=True), start=1):
+        for trace, host in panel:
             trace.showlegend = trace.name not in shown
             shown.add(trace.name)
-            figure.add_trace(trace, row=row, col=1, secondary_y=secondary)
-        figure.update_yaxes(title_text="device memory (GiB)", rangemode="tozero", row=row, col=1, secondary_y=False)
-        figure.update_yaxes(
-            title_text="host memory (GiB)" if run.has_host else None,
-            rangemode="tozero",
-            showgrid=False,
-            visible=run.has_host,
-            row=row,
-            col=1,
-            secondary_y=True,
-        )
+            figure.add_trace(trace, row=row, col=1, secondary_y=host and overlaid)
+        if _draws_device(panel):
+            figure.update_yaxes(title_text="device memory (GiB)", rangemode="tozero", row=row, col=1)
+        if run.has_host:
+            figure.update_yaxes(
+                title_text="host memory (GiB)",
+                rangemode="tozero",
+                side="right",
+                showgrid=not overlaid,
+                row=row,
+                col=1,
+                secondary_y=overlaid,
+            )
     figure.update_xaxes(type="date")
     height = _ROW_HEIGHT * rows + _TOP + 40
     figure.update_layout(
@@ -83,14 +93,22 @@ def memory_figure(runs: Sequence[Timeline], title: str = "KV-cache memory over t
     return figure
 
 
+def _draws_device(panel: Sequence[tuple[Any, bool]]) -> bool:
+    return any(not host for _, host in panel)
+
+
 def _traces(run: Timeline) -> list[tuple[Any, bool]]:
-    """The traces of one panel, in drawing order: each stacked area fills down to the one before it."""
+    """The traces of one panel, in drawing order, each with whether it is host memory (drawn on the host axis).
+
+    Each stacked area fills down to the one before it. A panel always has a trace: a run whose events
+    changed nothing drawn (an arena closed, a pool slept freeing nothing) shows its committed memory, 0.
+    """
     # the state after the last event holds on: drawn a little past it, so that the last step shows
     samples = (*run.samples, run.samples[-1])
     span = run.samples[-1].time - run.samples[0].time
     times = [sample.time for sample in run.samples] + [run.samples[-1].time + max(span / 25, _LEAST_TAIL)]
     hover = [_hover(sample) for sample in samples]
-    weights = [sample.weights for sample in samples]
+    weights = [sample.weights or 0 for sample in samples]  # unknown weights: the stack starts at 0, the hover says
     committed = [w + sample.kv_committed for w, sample in zip(weights, samples, strict=True)]
     bound = [c + sample.kv_va_bound for c, sample in zip(committed, samples, strict=True)]
     traces: list[tuple[Any, bool]] = []
@@ -146,6 +164,8 @@ def _traces(run: Timeline) -> list[tuple[Any, bool]]:
                 False,
             )
         )
+    if not traces:
+        traces.append((_step(COMMITTED, times, committed, hover, fill="tozeroy", **_COMMITTED_STYLE), False))
     return traces
 
 
@@ -176,7 +196,8 @@ def _hover(sample: Sample) -> str:
     """The sample in words: the event, what it says, the state it leaves, each inference and its evidence."""
     lines = [f"<b>{escape(sample.event)}</b> at {escape(sample.at)}", escape(sample.says)]
     state = (
-        f"weights {BYTES.format(sample.weights)} · KV committed {BYTES.format(sample.kv_committed)}"
+        f"weights {byte_figure(sample.weights, inferred=sample.weights_inferred)}"
+        f" · KV committed {BYTES.format(sample.kv_committed)}"
         f" · KV VA upper bound {BYTES.format(sample.kv_va_bound)} (not memory)"
     )
     lines.append(state)

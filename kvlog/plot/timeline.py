@@ -25,13 +25,15 @@ from typing import Any
 from kvlog.migration.context import RankKey, rank_key
 from kvlog.schema.readings import FREE_DEVICE_MEMORY, json_integer
 from kvlog.schema.validation import EventValidator
-from kvlog.text.units import BYTES
+from kvlog.text.units import byte_figure
 
 #: the fields whose inference changes what a sample counts as memory
 INFERRED_FIELDS = ("allocation_state", "committed_bytes")
 VA = "va_upper_bound"
 #: events stating the weights' size (sglang's is the drop in free memory across the load), and the field
 _WEIGHTS = {"weights.load_end": "mem_usage_bytes", "memory.profile_usage": "weights_bytes"}
+#: the rule of weights worked out from the free memory a load's begin and end lines printed
+WEIGHTS_FROM_FREE_DROP = "load-free-memory-drop"
 _POOLS = ("kv_pool.allocation", "kv_pool.unified_allocation", "kv_pool.swa_summary")
 #: the label of the speculative draft's post-capture sizing, which names no pool
 _DRAFT = "draft"
@@ -63,7 +65,8 @@ class Sample:
     says: str
     #: free device memory measured by this event (None: it measured none)
     free: int | None
-    weights: int
+    #: device memory the weights take (None: unknown, no line stated it yet)
+    weights: int | None
     #: physical memory backing the KV pools
     kv_committed: int
     #: address space reserved for KV pools beyond what is committed: an upper bound, not memory
@@ -74,6 +77,8 @@ class Sample:
     host: int
     #: the allocation state a pool event states (None: the event is not a pool's)
     state: str | None = None
+    #: the weights are the drop in free memory across their load, not a figure a line stated
+    weights_inferred: bool = False
     inferred: tuple[Inference, ...] = ()
     original: str | None = None
 
@@ -211,7 +216,12 @@ class _Run:
     arenas: dict[str, int] = field(default_factory=dict)
     #: line -> (pool, committed bytes, the pool's line) that take effect when that line's event comes
     pending: dict[int, list[tuple[object, int, int | None]]] = field(default_factory=dict)
-    weights: int = 0
+    weights: int | None = None
+    weights_inferred: bool = False
+    #: the free memory ``weights.load_begin`` measured, and its line: the load's drop tells the weights
+    load_free: tuple[int, int | None] | None = None
+    #: what the run itself inferred from the event being taken in (not the migration): shown on its sample
+    noted: tuple[Inference, ...] = ()
     host: int = 0
     #: pools printed as allocated that were upper bounds (their allocation state was inferred): size, peak
     #: backing, and whether a line states what was committed
@@ -231,29 +241,32 @@ class _Run:
             pool = self.pools.get(key)
             if pool is not None:  # not given back meanwhile
                 pool.committed = committed
-                said.append(f"KV memory committed: {_size(committed)} of the VA pool of line {pool_line}")
+                said.append(f"KV memory committed: {byte_figure(committed)} of the VA pool of line {pool_line}")
+        self.noted = ()
         change = self._change(name, event, line)
         if change is not None:
             said.append(change)
         free = _bytes(event, FREE_DEVICE_MEMORY[name]) if name in FREE_DEVICE_MEMORY else None
         if free is not None:
-            said.append(f"free device memory {_size(free)}")
+            said.append(f"free device memory {byte_figure(free)}")
         if said:
             self.samples.append(self._sample(name, event, time=time, line=line, free=free, says=", ".join(said)))
 
     def _change(self, name: str, event: Mapping[str, Any], line: int | None) -> str | None:
         """Take what ``event`` changes into the state, and say it (None: it changes nothing drawn)."""
-        weights = _bytes(event, _WEIGHTS[name]) if name in _WEIGHTS else None
-        if weights is not None:
-            self.weights = weights
-            return f"weights {_size(weights)}"
+        if name in _WEIGHTS:
+            return self._weights(name, event, line)
+        if name == "weights.load_begin":
+            free = _bytes(event, "avail_bytes")
+            self.load_free = None if free is None else (free, line)
+            return None
         if name in _POOLS:
             return self._pool(name, event, line)
         arena = str(event.get("arena_id"))
         committed = _bytes(event, "committed_bytes")
         if name in _ARENA_BOOKKEEPING and committed is not None:
             self.arenas[arena] = committed
-            return f"arena {arena}: {_size(committed)} committed"
+            return f"arena {arena}: {byte_figure(committed)} committed"
         if name == "kv_arena.closed":  # its memory and its address space are given back
             self.arenas[arena] = 0
             self.pools = {key: pool for key, pool in self.pools.items() if arena not in pool.arena_ids}
@@ -264,12 +277,33 @@ class _Run:
             return self._draft_sized(committed, line)
         if name == "kv_pool.extended" and committed is not None:
             self.pools[name] = _Pool(False, 0, committed)
-            return f"KV cache extended: {_size(committed)} committed"
+            return f"KV cache extended: {byte_figure(committed)} committed"
         host = _bytes(event, "host_bytes")
         if name == "kv_host_pool.allocation" and host is not None:
             self.host += host
-            return f"host pool {event.get('label') or ''} {_size(host)} of pinned host memory".replace("  ", " ")
+            return f"host pool {event.get('label') or ''} {byte_figure(host)} of pinned host memory".replace("  ", " ")
         return None
+
+    def _weights(self, name: str, event: Mapping[str, Any], line: int | None) -> str:
+        """The weights a line states; else, for sglang's load lines, the drop in free memory they printed.
+
+        sglang's ``mem usage=`` is that drop; older releases printed only the free memory before and after
+        the load. With neither, the weights stay unknown: never 0, which would read as a model of no size.
+        """
+        stated = _bytes(event, _WEIGHTS[name])
+        if stated is not None:
+            self.weights, self.weights_inferred = stated, False
+            return f"weights {byte_figure(stated)}"
+        after = _bytes(event, "avail_bytes") if name == "weights.load_end" else None
+        if after is None or self.load_free is None or self.load_free[0] < after:
+            return "weights unknown: no line states them"
+        before, begin = self.load_free
+        self.weights, self.weights_inferred = before - after, True
+        evidence = f"free device memory fell from {byte_figure(before)} to {byte_figure(after)} across the load"
+        at = f"{self.source}:{begin}" if begin is not None else None
+        said = self.lines.originals.get((self.source, begin)) if begin is not None else None
+        self.noted = (Inference("weights", WEIGHTS_FROM_FREE_DROP, evidence, at, said),)
+        return f"weights {byte_figure(self.weights, inferred=True)}"
 
     def _pool(self, name: str, event: Mapping[str, Any], line: int | None) -> str:
         size = _shaped(event)
@@ -281,7 +315,7 @@ class _Run:
         if name == "kv_pool.swa_summary":
             # the total of sub-pools already counted: it adds only a committed size they did not state
             if state != VA or any(other.bound and other.stated for other in self.pools.values()):
-                return f"hybrid pool total {_size(size)}, {state} (counted in its sub-pools)"
+                return f"hybrid pool total {byte_figure(size)}, {state} (counted in its sub-pools)"
             size = 0
         if state == VA:
             self.pools[pool] = _Pool(True, size, 0, arena_ids)
@@ -290,16 +324,16 @@ class _Run:
             later = self._stated_later(event) if committed is not None else None
             if later is not None:
                 self.pending.setdefault(later, []).append((pool, committed or 0, line))
-                backing = f"{_size(committed)} committed at line {later}"
+                backing = f"{byte_figure(committed)} committed at line {later}"
             else:
                 self.pools[pool].committed = committed or 0
                 self.pools[pool].stated = committed is not None
-                backing = "committed unknown" if committed is None else f"{_size(committed)} committed"
-            shown = f"{label}KV {_size(size)}" if size else f"{label}hybrid pool total"
+                backing = "committed unknown" if committed is None else f"{byte_figure(committed)} committed"
+            shown = f"{label}KV {byte_figure(size)}" if size else f"{label}hybrid pool total"
             return f"{shown}: VA upper bound (address space, not memory), {backing}"
         held = committed if committed is not None else size
         self.pools[pool] = _Pool(False, 0, held, arena_ids)
-        return f"{label}KV {_size(held)} allocated"
+        return f"{label}KV {byte_figure(held)} allocated"
 
     def _draft_sized(self, committed: int, line: int | None) -> str:
         """The draft's pool after post-capture sizing: the last pool allocated unnamed after the first, or a new one.
@@ -312,7 +346,7 @@ class _Run:
         if draft is None or self.pools[draft].bound:
             draft = ("kv_pool.post_capture_sized", line)
         self.pools[draft] = _Pool(False, 0, committed)
-        return f"draft KV {_size(committed)} committed after CUDA-graph capture"
+        return f"draft KV {byte_figure(committed)} committed after CUDA-graph capture"
 
     def _stated_later(self, event: Mapping[str, Any]) -> int | None:
         """The later line whose event states the committed size (it takes effect there), if it is one."""
@@ -329,7 +363,7 @@ class _Run:
         change = _bytes(event, "freed_bytes" if name == "kv_pool.sleep" else "restored_bytes") or 0
         if pool is not None and not self._arena_backed(pool):  # arena events already told the change
             pool.committed = max(0, pool.committed + (-change if name == "kv_pool.sleep" else change))
-        return f"pool {'slept, freeing' if name == 'kv_pool.sleep' else 'woke, restoring'} {_size(change)}"
+        return f"pool {'slept, freeing' if name == 'kv_pool.sleep' else 'woke, restoring'} {byte_figure(change)}"
 
     def _arena_backed(self, pool: _Pool) -> bool:
         return any(arena in self.arenas for arena in pool.arena_ids)
@@ -364,7 +398,8 @@ class _Run:
             kv_reserved=sum(pool.upper for pool in bounded),
             host=self.host,
             state=str(event.get("allocation_state")) if name in _POOLS else None,
-            inferred=self._inferences(event),
+            weights_inferred=self.weights_inferred,
+            inferred=self._inferences(event) + self.noted,
             original=_original(event),
         )
 
@@ -425,7 +460,3 @@ def _shaped(event: Mapping[str, Any]) -> int:
     """A pool's size as shaped: K + V, the one KV buffer (MLA), or a total."""
     parts = [_bytes(event, name) for name in ("k_bytes", "v_bytes", "kv_bytes", "total_bytes")]
     return sum(part for part in parts if part is not None)
-
-
-def _size(value: int | None) -> str:
-    return "unknown" if value is None else BYTES.format(value)

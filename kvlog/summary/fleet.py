@@ -38,7 +38,10 @@ class RunRow:
     committed_unknown_bytes: int
     #: what the log overstated at most: ``overstated_bytes`` plus all of ``committed_unknown_bytes``
     overstated_max_bytes: int
-    weights_bytes: int
+    #: the weights' size (None: no line states it, nor the free memory before and after their load)
+    weights_bytes: int | None
+    #: ``weights_bytes`` is the drop in free memory across the load, no line's ``mem usage=``
+    weights_inferred: bool
     #: the last free device memory the run measured (None: it measured none)
     free_bytes: int | None
     host_kv_bytes: int
@@ -54,13 +57,17 @@ class FleetSummary:
     unparsed_outside_runs: int = 0
 
     def total(self, column: str) -> int:
-        """The sum of an integer column over every row (an unknown free memory counts as none).
+        """The sum of an integer column over every row (an unknown free memory or weights counts as none).
 
         Each run counts: a GPU restarted three times is three runs, so a total is over runs, not GPUs.
         The unparsed lines also count those before any run of their ranks.
         """
         extra = self.unparsed_outside_runs if column == "unparsed_memory_lines" else 0
         return extra + sum(getattr(row, column) or 0 for row in self.rows)
+
+    def unknown(self, column: str) -> int:
+        """How many rows do not know ``column`` (their total is of the others)."""
+        return sum(1 for row in self.rows if getattr(row, column) is None)
 
 
 def summarize_runs(timelines: Iterable[Timeline], dead_letters: Iterable[Mapping[str, Any]] = ()) -> FleetSummary:
@@ -90,6 +97,7 @@ def _row(index: int, timeline: Timeline, unparsed: int) -> RunRow:
         committed_unknown_bytes=timeline.claimed_unknown_bytes,
         overstated_max_bytes=timeline.overstated_bytes + timeline.claimed_unknown_bytes,
         weights_bytes=samples[-1].weights,
+        weights_inferred=samples[-1].weights_inferred,
         free_bytes=free[-1] if free else None,
         host_kv_bytes=max(sample.host for sample in samples),
         unparsed_memory_lines=unparsed,

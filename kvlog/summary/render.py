@@ -8,7 +8,7 @@ import io
 import json
 
 from kvlog.summary.fleet import FleetSummary, RunRow
-from kvlog.text.units import BYTES
+from kvlog.text.units import byte_figure
 
 FORMATS = ("text", "json", "csv")
 #: the byte columns, in table order, with their text heading
@@ -36,7 +36,9 @@ def render(summary: FleetSummary, fmt: str) -> str:
 
 
 def _totals(summary: FleetSummary) -> dict[str, int]:
-    return {name: summary.total(name) for name in _TOTALS} | {"runs": len(summary.rows)}
+    """The totals, with how many runs' weights are unknown (the total weights are the others')."""
+    totals = {name: summary.total(name) for name in _TOTALS} | {"runs": len(summary.rows)}
+    return totals | {"weights_unknown_runs": summary.unknown("weights_bytes")}
 
 
 def _json(summary: FleetSummary) -> str:
@@ -57,7 +59,8 @@ def _csv(summary: FleetSummary) -> str:
     for row in summary.rows:
         writer.writerow(dataclasses.asdict(row))
     totals = _totals(summary)
-    writer.writerow({"source": "(total)", "run": totals["runs"], **{name: totals[name] for name in _TOTALS}})
+    known = {name: totals[name] for name in _TOTALS if name != "weights_bytes" or not totals["weights_unknown_runs"]}
+    writer.writerow({"source": "(total)", "run": totals["runs"], **known})
     return out.getvalue()
 
 
@@ -65,7 +68,7 @@ def _text(summary: FleetSummary) -> str:
     headings = ["source", "ranks", "run", "start", *(heading for _, heading in _BYTES), "unparsed"]
     table = [headings]
     for row in summary.rows:
-        sizes = [_size(getattr(row, name)) for name, _ in _BYTES]
+        sizes = [_cell(row, name) for name, _ in _BYTES]
         table.append([row.source, row.ranks or "-", str(row.run), row.start, *sizes, str(row.unparsed_memory_lines)])
     totals = _totals(summary)
     table.append(
@@ -74,7 +77,7 @@ def _text(summary: FleetSummary) -> str:
             "",
             str(len(summary.rows)),
             "",
-            *(_size(totals.get(name)) for name, _ in _BYTES),
+            *(_total(totals, name) for name, _ in _BYTES),
             str(totals["unparsed_memory_lines"]),
         ]
     )
@@ -103,4 +106,18 @@ def _text(summary: FleetSummary) -> str:
 
 
 def _size(value: int | None) -> str:
-    return "-" if value is None else BYTES.format(value)
+    return "-" if value is None else byte_figure(value)
+
+
+def _cell(row: RunRow, name: str) -> str:
+    """A row's figure: weights no line stated are ``unknown``, never ``0 B``; inferred ones say so."""
+    if name == "weights_bytes":
+        return byte_figure(row.weights_bytes, inferred=row.weights_inferred)
+    return _size(getattr(row, name))
+
+
+def _total(totals: dict[str, int], name: str) -> str:
+    unknown = totals["weights_unknown_runs"] if name == "weights_bytes" else 0
+    if unknown:
+        return f"{_size(totals[name])} + unknown ({unknown} run(s))"
+    return _size(totals.get(name))

@@ -108,3 +108,18 @@ MICROSECONDS = Scale(
     whole=False,
     pattern=f"[0-9]{{1,20}}(?:[.][0-9]{{1,20}})?(?:e[-+]?[0-9]{{1,3}})? (?:{_alternatives(_DURATION_STEPS)})",
 )
+
+
+#: how kvlog's text marks a value no line stated, that kvlog worked out (a migration's inference, a load's drop)
+INFERRED_MARK = "(inferred)"
+#: how a line of ``kvlog migrate --format text`` ends when some of the values it says were inferred, and
+#: how the migration reads that ending back (the fields' names, bounded: parsers stay linear)
+INFERRED_FIELDS_MARK = " (inferred: {fields})"
+INFERRED_FIELDS_READ = re.compile(r" \(inferred: ([a-z_]{1,64}(?:, [a-z_]{1,64}){0,31})\)\Z")
+
+
+def byte_figure(value: int | None, *, inferred: bool = False) -> str:
+    """A byte count for people: ``unknown`` when no line stated it (never ``0 B``), marked when it was inferred."""
+    if value is None:
+        return "unknown"
+    return f"{BYTES.format(value)} {INFERRED_MARK}" if inferred else BYTES.format(value)

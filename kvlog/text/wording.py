@@ -295,6 +295,18 @@ def _by_event(templates: Sequence[Template]) -> dict[str, _Wordings]:
 _CURRENT = _by_event(CURRENT)
 
 
+def printed_fields(event: Mapping[str, Any]) -> frozenset[str]:
+    """The fields today's line of ``event`` says (its wording's fields and the values it is chosen on)."""
+    try:
+        wordings = _CURRENT.get(event.get("event"))  # type: ignore[arg-type]
+    except TypeError:
+        return frozenset()
+    chosen = None if wordings is None else wordings.choose(event)
+    if chosen is None:  # no wording: the line is ``name key=value ...`` of every set field
+        return frozenset(name for name, value in event.items() if value is not None)
+    return chosen.printed
+
+
 def render_message(event: Mapping[str, Any], templates: Sequence[Template] = CURRENT) -> str | None:
     """The line for ``event`` in the first template that fits it and says all any fitting one could.
 
