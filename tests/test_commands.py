@@ -206,10 +206,11 @@ def test_two_inputs_of_one_name_cannot_share_an_output_directory(tmp_path: Path)
         (tmp_path / part).mkdir()
         (tmp_path / part / "app.log").write_bytes(OLD)
     out = tmp_path / "out"
+    a, b = tmp_path / "a" / "app.log", tmp_path / "b" / "app.log"
     with pytest.raises(PlanError) as raised:
-        commands.migrate([tmp_path / "a" / "app.log", tmp_path / "b" / "app.log"], output=out)
-    assert raised.value.worded(MIGRATE_FLAGS) == f"-o {out}: two inputs have the same file name"
-    assert str(raised.value) == f"output {out}: two inputs have the same file name"
+        commands.migrate([a, b], output=out)
+    assert raised.value.worded(MIGRATE_FLAGS) == f"-o {out}: {a} and {b} would both be written to {out / 'app.log'}"
+    assert str(raised.value) == f"output {out}: {a} and {b} would both be written to {out / 'app.log'}"
     assert not out.exists()
 
 
@@ -377,20 +378,24 @@ def test_validate_collects_findings_without_a_callback_and_streams_them_with_one
 def test_validate_of_valid_logs_exits_0(tmp_path: Path) -> None:
     log = tmp_path / "a.jsonl.gz"
     log.write_bytes(gzip.compress(f"{GOOD}\n".encode() * 3))
-    outcome = commands.validate([log, log])
+    second = tmp_path / "b.jsonl"
+    second.write_bytes(f"{GOOD}\n".encode() * 3)
+    outcome = commands.validate([log, second])
     assert (outcome.exit_status, outcome.summary.events, outcome.input_failures) == (commands.EXIT_OK, 6, ())
 
 
 def test_an_unreadable_input_is_a_failure_and_the_others_are_still_validated(tmp_path: Path) -> None:
     bad = tmp_path / "bad.jsonl"
     bad.write_text(f"{BAD}\n")
+    empty = tmp_path / "empty"
+    empty.mkdir()
     failures: list[commands.InputFailure] = []
-    outcome = commands.validate([tmp_path / "missing.jsonl", tmp_path, bad], on_input_failure=failures.append)
+    outcome = commands.validate([tmp_path / "missing.jsonl", empty, bad], on_input_failure=failures.append)
     assert outcome.exit_status == commands.EXIT_ERROR, "an unreadable input wins over an invalid event"
     assert list(outcome.input_failures) == failures
-    assert [str(f) for f in failures] == [
+    assert [str(f) for f in failures] == [  # what expansion finds is said before anything is read
+        f"{empty}: no files in this directory",
         f"{tmp_path / 'missing.jsonl'}: cannot open: No such file or directory",
-        f"{tmp_path}: is a directory",
     ]
     assert [f.line for f in outcome.findings] == [1]
 

@@ -111,3 +111,24 @@ def test_a_node_killed_mid_run_loses_and_duplicates_nothing(cluster: Cluster, tm
     local = {path.name: path.read_bytes() for path in (tmp_path / "local").iterdir()}
     remote = {path.name: path.read_bytes() for path in out.iterdir()}
     assert remote == local
+
+
+def test_a_directory_is_expanded_and_mirrored_under_the_output_as_locally(cluster: Cluster, tmp_path: Path) -> None:
+    """One expansion for every engine: ``-o DIR/`` keeps each node's path, and validate walks a directory."""
+    fleet = tmp_path / "fleet"
+    for node in ("node1", "node2"):
+        (fleet / node).mkdir(parents=True)
+        (fleet / node / "server.log").write_bytes((CORPUS / "gen2_2025.log").read_bytes())
+    for engine, options in (("local", []), ("ray", on_the(cluster))):
+        done = kvlog("migrate", fleet, "-o", f"{tmp_path / engine}/", "--format", "text", *options)
+        assert done.returncode == 0, done.stderr
+    local = {str(p.relative_to(tmp_path / "local")): p.read_bytes() for p in (tmp_path / "local").rglob("*.log")}
+    remote = {str(p.relative_to(tmp_path / "ray")): p.read_bytes() for p in (tmp_path / "ray").rglob("*.log")}
+    assert remote == local
+    assert sorted(local) == ["node1/server.log", "node2/server.log"]
+    events = tmp_path / "events" / "deeper"
+    events.mkdir(parents=True)
+    (events / "a.jsonl").write_bytes(kvlog("migrate", fleet, "--only-events").stdout)
+    walked = [kvlog("validate", tmp_path / "events", *options) for options in ([], on_the(cluster))]
+    assert walked[0].returncode == 0 and b" events, 0 invalid" in walked[0].stderr
+    assert (walked[1].returncode, walked[1].stdout, walked[1].stderr) == (0, walked[0].stdout, walked[0].stderr)

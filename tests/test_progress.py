@@ -127,7 +127,9 @@ def test_validate_counts_every_file_and_byte_once_an_unreadable_input_included(j
     events = events_file(tmp_path / "events.jsonl", repeat=40)  # split in byte ranges: told range by range
     packed = tmp_path / "events.jsonl.gz"
     packed.write_bytes(gzip.compress(events.read_bytes()[:5000]))
-    inputs = [events, packed, tmp_path / "missing.jsonl", events]
+    again = tmp_path / "again.jsonl"
+    again.write_bytes(events.read_bytes())
+    inputs = [events, packed, tmp_path / "missing.jsonl", again]
     recorder = Recorder()
     done = commands.validate(inputs, jobs=jobs, progress=recorder, on_finding=lambda _: None)
     assert done.exit_status == 2 and [failure.name for failure in done.input_failures] == [str(inputs[2])]
@@ -138,7 +140,9 @@ def test_validate_counts_every_file_and_byte_once_an_unreadable_input_included(j
 def test_the_plain_lines_count_files_and_bytes_where_stderr_is_not_a_terminal(tmp_path: Path) -> None:
     logs = fleet_logs(tmp_path / "logs", CORPUS, 4)
     events = events_file(tmp_path / "events.jsonl", repeat=2)
-    for command, inputs in (("migrate", logs), ("validate", [events, events])):
+    again = tmp_path / "again.jsonl"
+    again.write_bytes(events.read_bytes())
+    for command, inputs in (("migrate", logs), ("validate", [events, again])):
         done = subprocess.run(
             [sys.executable, "-m", "kvlog", command, *map(str, inputs), "--progress", "--jobs", "2"],
             stdout=subprocess.DEVNULL,

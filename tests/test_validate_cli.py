@@ -184,8 +184,9 @@ def test_unreadable_inputs_exit_2_with_a_clear_message(tmp_path: Path, kind: str
     good.write_text(jsonl(GOOD))
     if kind == "missing":
         target, reason = tmp_path / "nope.jsonl", "cannot open: No such file or directory"
-    elif kind == "directory":
-        target, reason = tmp_path, "is a directory"
+    elif kind == "directory":  # one with files is walked, as migrate walks it
+        target, reason = tmp_path / "empty", "no files in this directory"
+        target.mkdir()
     elif kind == "corrupt gzip":
         target, reason = tmp_path / "bad.jsonl.gz", "cannot read: Not a gzipped file"
         target.write_text("this is not gzip\n")
@@ -246,7 +247,9 @@ def test_parallel_validation_prints_exactly_what_the_serial_path_prints(tmp_path
 def test_parallel_validation_of_a_file_without_problems(tmp_path: Path) -> None:
     log = tmp_path / "clean.jsonl"
     log.write_text(jsonl(GOOD * 3000))
-    status, _, summary = validated(log, log, jobs=2)
+    copy = tmp_path / "copy.jsonl"
+    copy.write_bytes(log.read_bytes())
+    status, _, summary = validated(log, copy, jobs=2)
     assert status == 0
     assert summary.startswith(f"{len(GOOD) * 6000} events, 0 invalid")
 

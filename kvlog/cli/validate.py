@@ -58,7 +58,7 @@ def validate(  # noqa: PLR0917 - click passes every option as a parameter
     ray_address: str | None,
     progress: bool | None,
 ) -> None:
-    """Validate JSON-lines event logs (FILE... or - for standard input; .gz and .zst too).
+    """Validate JSON-lines event logs (FILE...: files, quoted globs, directories, - for stdin; .gz and .zst too).
 
     A FILE may be an s3://, gs:// or file:// URI (the fleet extra); a store glob ('s3://b/logs/*.jsonl',
     quoted) or prefix ending in / is listed.

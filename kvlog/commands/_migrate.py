@@ -15,7 +15,8 @@ import orjson
 from kvlog.commands import EXIT_BROKEN_MIGRATIONS, EXIT_ERROR, EXIT_FINDINGS, EXIT_OK
 from kvlog.commands._engine import cluster_for
 from kvlog.errors import KvlogError, OptionError, worded
-from kvlog.io.outputs import OutputError, atomic_output, expand_inputs
+from kvlog.io.expansion import expand_inputs
+from kvlog.io.outputs import OutputError, atomic_output
 from kvlog.io.progress import Advance, ignore
 from kvlog.io.store import targets
 from kvlog.migration.engine import MigrateOptions, Migrator, OutputFormat
@@ -133,15 +134,15 @@ def migrate(
         allowed_unparsed=allowed_unparsed(tuple(allow_unparsed), tuple(map(str, allow_unparsed_from))),
     )
     found = expand_inputs(tuple(map(str, names)), (backup_suffix,) if in_place else (), follow_links=not in_place)
-    tasks = plan(Request(found.names, _str(output), in_place, backup_suffix, dry_run, _str(report), _str(dead_letter)))
+    tasks = plan(Request(found.inputs, _str(output), in_place, backup_suffix, dry_run, _str(report), _str(dead_letter)))
     say = on_notice or (lambda _: None)
     spelling = dict(option_names or {})
-    for problem in found.problems:
-        say(problem)
+    for notice in [*map(str, found.problems), *found.notices()]:
+        say(notice)
     directory = Path(migrations) if migrations is not None else None
     migrator = migrator_for(directory, options)
     total = MigrationReport()
-    problems = list(found.problems)
+    problems = list(map(str, found.problems))
     notes: Counter[str] = Counter()
     with ExitStack() as stack:
         cluster = stack.enter_context(cluster_for(engine, jobs=jobs, ray_address=ray_address, on_notice=say))

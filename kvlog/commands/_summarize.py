@@ -21,8 +21,9 @@ import orjson
 from kvlog.commands import EXIT_ERROR, EXIT_FINDINGS, EXIT_OK
 from kvlog.commands._migrate import Progress, migrate
 from kvlog.errors import OptionError
+from kvlog.io.expansion import expand_inputs
 from kvlog.io.inputs import STDIN
-from kvlog.io.outputs import atomic_output, expand_inputs, stdout_binary
+from kvlog.io.outputs import atomic_output, stdout_binary
 from kvlog.plot.timeline import event_source, timelines
 from kvlog.summary import FORMATS, FleetSummary, RunRow, render, summarize_runs
 

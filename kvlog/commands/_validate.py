@@ -12,9 +12,9 @@ from typing import cast
 from kvlog.commands import EXIT_ERROR, EXIT_FINDINGS, EXIT_OK
 from kvlog.commands._engine import cluster_for
 from kvlog.errors import OptionError
+from kvlog.io.expansion import expand_inputs
 from kvlog.io.inputs import STDIN, InputError
 from kvlog.io.progress import Advance, InOrder, ignore
-from kvlog.io.store import expand_uris
 from kvlog.schema.validation import EventValidator
 from kvlog.text.printable import printable, printable_name
 from kvlog.validate import LineProblem, Skips, Summary, Unreadable, unreadable_reason, validate_input, validate_on
@@ -61,7 +61,7 @@ def validate(
     on_notice: Callable[[str], None] | None = None,
     progress: Callable[[list[str]], AbstractContextManager[Advance]] | None = None,
 ) -> ValidateOutcome:
-    """Validate ``inputs`` (paths, ``-`` for standard input; ``.gz`` and ``.zst`` too) as ``kvlog validate`` does.
+    """Validate ``inputs`` (files, globs, directories, ``-`` for standard input, as ``migrate`` takes them).
 
     Each finding goes to ``on_finding`` as it is found, in input and line order (``jobs`` worker
     processes per plain file of 16 MiB or more, by default one per CPU, change nothing in it); without
@@ -77,7 +77,7 @@ def validate(
     """
     if jobs is not None and jobs < 1:
         raise OptionError("{jobs} {given}: at least one worker is needed", given=jobs)
-    names, unlisted = expand_uris(map(str, [inputs] if isinstance(inputs, (str, Path)) else inputs))
+    expansion = expand_inputs(tuple(map(str, [inputs] if isinstance(inputs, (str, Path)) else inputs)))
     validator = EventValidator()
     skips = Skips(non_json=skip_non_json, unknown_events=skip_unknown_events)
     summary = Summary()
@@ -90,10 +90,12 @@ def validate(
         if on_input_failure is not None:
             on_input_failure(failure)
 
-    for name, reason in unlisted:  # a store's pattern or prefix that lists nothing (kvlog.io.store)
-        failed(InputFailure(name, reason))
+    for problem in expansion.problems:  # a directory, pattern or store prefix that lists nothing
+        failed(InputFailure(problem.name, problem.reason))
     say = on_notice or (lambda _: None)
-    paths = list(map(str, names))
+    for notice in expansion.notices():
+        say(notice)
+    paths = expansion.names
     with (
         cluster_for(engine, jobs=jobs, ray_address=ray_address, on_notice=say) as cluster,
         progress(paths) if progress is not None else nullcontext(ignore) as advance,

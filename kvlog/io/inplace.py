@@ -10,6 +10,8 @@ retry, twice at once). The rules, each closing a way the original was once lost:
 - Runs on one file take turns (``flock`` on it); the second then finds the result of the first.
 - A backup is never overwritten. An existing backup that is not this very file stops the
   replacement, unless the migration changes nothing: a file that is already current is left alone.
+- A backup is never an input: each is marked as it is made (``kvlog.io.backups``), and a marked one
+  (whatever its suffix) is refused, named or met in a directory.
 - A file that changed while it was migrated (a server still appending) is left untouched: the
   lines written after it was read would otherwise exist only in the backup.
 """
@@ -27,6 +29,7 @@ from pathlib import Path
 from typing import IO
 
 from kvlog.errors import NamesOptions
+from kvlog.io import backups
 from kvlog.io.inputs import InputError, open_raw
 from kvlog.io.outputs import (
     OutputError,
@@ -68,6 +71,13 @@ class InPlace:
         self.path = Path(name)
         self.backup = self.path.with_name(self.path.name + backup_suffix)
         self.source = _open_locked(name)
+        if backups.is_backup(self.path):
+            self.source.close()
+            raise ReplaceRefused(
+                "{file}: not replaced: it is a backup {in_place} kept, and a backup is never rewritten "
+                "(it may be the only copy of the original); migrate a copy of it with {output}",
+                file=name,
+            )
         self.seen = _Seen.of(os.fstat(self.source.fileno()))
         self._temporary: Path | None = None
         #: hidden temporaries a killed run left beside the log (its output, its backup's copy), removed now
@@ -191,6 +201,7 @@ class InPlace:
             return
         if status == "foreign":
             raise self._backup_in_the_way()
+        backups.mark(self.source.fileno(), self.backup)
         try:
             _link_descriptor(self.source.fileno(), self.backup)
             return
@@ -204,6 +215,8 @@ class InPlace:
             shutil.copyfileobj(self.source, staging.handle, 1 << 20)
             staging.complete()
             copy_owner_and_mode(os.fstat(self.source.fileno()), staging.path)
+            with staging.path.open("rb") as copy:
+                backups.mark(copy.fileno(), self.backup)
             os.link(staging.path, self.backup)
         except FileExistsError:
             raise self._backup_in_the_way() from None

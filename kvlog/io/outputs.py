@@ -1,4 +1,4 @@
-"""Where ``kvlog migrate`` writes, and what it reads: input expansion, atomic replacement, temporaries.
+"""Where ``kvlog migrate`` writes: atomic replacement, temporaries (what it reads: ``kvlog.io.expansion``).
 
 An output file is never half-written: it is written to a temporary file in the same directory,
 flushed to disk (fsync), and renamed over the target (``os.replace``), so a reader or a crash sees
@@ -11,20 +11,17 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import glob
 import os
 import re
 import stat
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
 from kvlog.errors import KvlogError
 from kvlog.io.compression import compressed
-from kvlog.io.inputs import STDIN
 from kvlog.io.stopping import held_back, off_the_books, on_the_books
 
 TEMP_SUFFIX = ".kvlog-tmp"
@@ -33,89 +30,6 @@ _STALE_NAME = re.compile(r"\.[0-9a-f]{16}" + re.escape(TEMP_SUFFIX))
 
 class OutputError(KvlogError):
     """An output (a migrated file, the report, the dead letters) cannot be written; the message names it."""
-
-
-@dataclass
-class Expansion:
-    """The files a command line names, and what could not be expanded (each names the path and the reason)."""
-
-    names: list[str] = field(default_factory=list)
-    problems: list[str] = field(default_factory=list)
-    skipped_links: list[str] = field(default_factory=list)
-
-
-def expand_inputs(
-    names: tuple[str, ...], skip_suffixes: tuple[str, ...] = (), *, follow_links: bool = True
-) -> Expansion:
-    """Files as given, globs expanded, directories walked (sorted, hidden and temporary files skipped).
-
-    A directory or pattern that cannot be read is a problem of its own, and the other names still
-    count. Without ``follow_links`` (a run that replaces files), symbolic links met in a directory
-    or through a pattern are skipped and listed: replacing through one would rewrite a file outside
-    the tree and break its other hard links.
-    """
-    found = Expansion()
-    for name in names:
-        if name == STDIN:
-            found.names.append(name)
-            continue
-        if "://" in name:
-            from kvlog.io import store  # noqa: PLC0415 - object storage (the fleet extra), only once a URI is met
-
-            resolved = store.resolve(name, (TEMP_SUFFIX, *skip_suffixes))
-            if not isinstance(resolved, str):
-                found.names += resolved[0]
-                found.problems += [f"{uri}: {reason}" for uri, reason in resolved[1]]
-                continue
-            name = resolved  # noqa: PLW2901 - file://: the path it names, expanded as paths are
-        try:
-            is_directory = stat.S_ISDIR(Path(name).stat().st_mode)
-            exists = True
-        except OSError:
-            is_directory, exists = False, False
-        if is_directory:
-            _walk(name, skip_suffixes, follow_links, found)
-        elif not exists and glob.has_magic(name):
-            matches = sorted(glob.glob(name, recursive=True))  # noqa: PTH207 - the pattern may be absolute
-            if not matches:
-                found.problems.append(f"{name}: no file matches this pattern")
-            for match in matches:
-                if not match.endswith((TEMP_SUFFIX, *skip_suffixes)):
-                    _add_entry(match, follow_links, found)
-        else:
-            found.names.append(name)
-    return found
-
-
-def _walk(directory: str, skip_suffixes: tuple[str, ...], follow_links: bool, found: Expansion) -> None:
-    before = len(found.names)
-
-    def unreadable(error: OSError) -> None:
-        found.problems.append(f"{error.filename}: cannot read the directory: {error.strerror}")
-
-    problems = len(found.problems)
-    for root, directories, files in os.walk(directory, onerror=unreadable):
-        directories[:] = sorted(d for d in directories if not d.startswith("."))
-        for file in sorted(files):
-            if file.startswith(".") or file.endswith((TEMP_SUFFIX, *skip_suffixes)):
-                continue
-            _add_entry(str(Path(root) / file), follow_links, found)
-    found.names[before:] = sorted(found.names[before:], key=Path)
-    if len(found.names) == before and len(found.problems) == problems:
-        found.problems.append(f"{directory}: no files in this directory")
-
-
-def _add_entry(path: str, follow_links: bool, found: Expansion) -> None:
-    """A file met in a directory or through a pattern: a regular file counts, a link only when followed."""
-    try:
-        status = Path(path).stat(follow_symlinks=follow_links)
-    except OSError as exc:
-        found.problems.append(f"{path}: cannot open: {exc.strerror}")
-        return
-    if stat.S_ISLNK(status.st_mode):
-        found.skipped_links.append(path)
-    elif stat.S_ISREG(status.st_mode):
-        found.names.append(path)
 
 
 class NamedSink:

@@ -21,7 +21,7 @@ import importlib
 import io
 import os
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import IO, Any
@@ -137,18 +137,11 @@ def resolve(name: str, skip_suffixes: tuple[str, ...] = ()) -> str | tuple[list[
     return local if local != name else expand(name, skip_suffixes)
 
 
-def expand_uris(names: Iterable[str]) -> tuple[list[str], list[tuple[str, str]]]:
-    """``names`` with each store URI expanded and each ``file://`` URI as its path; paths as they are."""
-    expanded: list[str] = []
-    problems: list[tuple[str, str]] = []
-    for name in names:
-        resolved = resolve(name)
-        if isinstance(resolved, str):
-            expanded.append(resolved)
-        else:
-            expanded += resolved[0]
-            problems += resolved[1]
-    return expanded, problems
+def identity(uri: str) -> str:
+    """The canonical URI of an object, for telling inputs apart: one scheme per store, no repeated ``/``."""
+    scheme, _, rest = uri.partition("://")
+    canonical = {"s3a": "s3", "gcs": "gs"}.get(scheme.lower(), scheme.lower())
+    return f"{canonical}://{re.sub('/+', '/', rest)}"
 
 
 def size(uri: str) -> int:

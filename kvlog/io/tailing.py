@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Protocol
 
 from kvlog.io.compression import is_compressed
-from kvlog.io.outputs import expand_inputs
+from kvlog.io.expansion import expand_inputs, pattern_root
 
 #: read at most this much of one file per pass, so that one busy file does not starve the others
 READ_BYTES = 4 << 20
@@ -178,9 +178,7 @@ class Tailer:
             if path.is_dir():
                 roots.append(pattern)
             elif glob.has_magic(pattern):
-                parts = path.parts
-                first = next(index for index, part in enumerate(parts) if glob.has_magic(part))
-                roots.append(str(Path(*parts[:first])) if first else ".")
+                roots.append(pattern_root(pattern))
             else:
                 roots.append(str(path.parent))
         return tuple(dict.fromkeys(roots))

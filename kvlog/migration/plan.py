@@ -14,12 +14,18 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 from kvlog.errors import OptionError
+from kvlog.io.expansion import Input
 from kvlog.io.inputs import STDIN, InputError
 from kvlog.io.store import is_uri
+
+#: where an output goes: a path, or a store object's URI
+_Target = TypeVar("_Target", str, Path)
 
 
 class PlanError(OptionError):
@@ -49,7 +55,7 @@ class Task:
 class Request:
     """The paths a migration run was asked to read and write."""
 
-    inputs: list[str]
+    inputs: list[Input]
     output: str | None = None
     in_place: bool = False
     backup_suffix: str = ".orig"
@@ -60,7 +66,7 @@ class Request:
 
 def plan(request: Request) -> list[Task]:
     """One task per input, or PlanError when the request conflicts with itself."""
-    names, output = request.inputs, request.output
+    names, output = [one.name for one in request.inputs], request.output
     if request.in_place:
         if output is not None:
             raise PlanError("{in_place} and {output} exclude each other")
@@ -92,7 +98,8 @@ def plan(request: Request) -> list[Task]:
 
 
 def _tasks(request: Request) -> list[Task]:
-    names, output = request.inputs, request.output
+    inputs, output = request.inputs, request.output
+    names = [one.name for one in inputs]
     if not names:
         return []
     if request.dry_run:
@@ -103,18 +110,35 @@ def _tasks(request: Request) -> list[Task]:
         return [Task(name, Destination("stdout")) for name in names]
     if is_uri(output):  # objects of a store: a bucket, a prefix ending in / (or several inputs) holds one per input
         many = len(names) > 1 or output.endswith("/") or "/" not in output.partition("://")[2]
-        uris = [f"{output.rstrip('/')}/{Path(name).name}" for name in names] if many else [output]
-        if len(set(uris)) != len(uris):
-            raise PlanError("{output} {path}: two inputs have the same file name", path=output)
+        uris = _mirrored(output, inputs, lambda relative: f"{output.rstrip('/')}/{relative}") if many else [output]
         return [Task(name, Destination("store", uri=uri)) for name, uri in zip(names, uris, strict=True)]
     destination = Path(output)
     if len(names) > 1 or destination.is_dir() or output.endswith(("/", os.sep)):
-        paths = [destination / Path(name).name for name in names]
-        if len(set(paths)) != len(paths):
-            raise PlanError("{output} {path}: two inputs have the same file name", path=output)
+        paths = _mirrored(output, inputs, lambda relative: destination / relative)
     else:
         paths = [destination]
     return [Task(name, Destination("file", path)) for name, path in zip(names, paths, strict=True)]
+
+
+def _mirrored(output: str, inputs: list[Input], place: Callable[[str], _Target]) -> list[_Target]:
+    """Each input's output below ``output``, at its path below the directory or pattern that found it.
+
+    As ``cp -r`` and rsync do: ``fleet/`` with ``node1/server.log`` and ``node2/server.log`` writes both.
+    Two inputs that would still write one output are refused, naming both.
+    """
+    targets: dict[_Target, str] = {}
+    for one in inputs:
+        target = place(one.relative)
+        if target in targets:
+            raise PlanError(
+                "{output} {path}: {first} and {second} would both be written to {target}",
+                path=output,
+                first=targets[target],
+                second=one.name,
+                target=str(target),
+            )
+        targets[target] = one.name
+    return list(targets)
 
 
 #: what a written path is: ("output" | "report" | "dead_letter", None), or ("backup", the input it backs up)

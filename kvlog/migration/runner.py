@@ -22,7 +22,7 @@ from typing import IO, TYPE_CHECKING, Any
 import orjson
 
 from kvlog.errors import KvlogError, NamesOptions
-from kvlog.io.compression import compressed, decompressed
+from kvlog.io.compression import codec_of, decompressed
 from kvlog.io.inplace import InPlace
 from kvlog.io.inputs import STDIN, InputError, open_raw
 from kvlog.io.outputs import NamedSink, OutputError, atomic_output, remove_stale_temporaries, stdout_binary
@@ -198,10 +198,11 @@ def _run_in_place(
     assert task.destination.backup_suffix is not None
     replacement = InPlace(task.name, task.destination.backup_suffix)
     try:
+        codec = codec_of(replacement.source, task.name)  # written back as it was read: gzip stays gzip
         with (
             replacement.output() as temporary,
-            decompressed(replacement.source, task.name) as stream,
-            compressed(NamedSink(temporary, task.name), task.name) as out,  # type: ignore[arg-type]
+            codec.read(replacement.source, task.name) as stream,
+            codec.write(NamedSink(temporary, task.name), task.name) as out,  # type: ignore[arg-type]
         ):
             report = migrator.migrate(task.name, _Counting(task.name, stream, progress, replacement.source), out, dead)
         return report, replacement.replace(changed=report.changed_lines > 0)
@@ -265,7 +266,7 @@ def _unstage(outcome: Outcome, stdout: IO[bytes] | None, dead_letter: IO[bytes] 
 
 @contextmanager
 def _opened(name: str) -> Iterator[tuple[IO[bytes] | None, IO[bytes]]]:
-    """The file as it is on disk (``None`` for standard input) and its content, decompressed by its suffix."""
+    """The file as it is on disk (``None`` for standard input) and its content, decompressed."""
     if name == STDIN:
         yield None, sys.stdin.buffer
         return
