@@ -16,7 +16,7 @@ import os
 import re
 import stat
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -70,12 +70,11 @@ def expand_inputs(
             name = resolved  # noqa: PLW2901 - file://: the path it names, expanded as paths are
         try:
             is_directory = stat.S_ISDIR(Path(name).stat().st_mode)
-            exists = True
         except OSError:
-            is_directory, exists = False, False
+            is_directory = False
         if is_directory:
             _walk(name, skip_suffixes, follow_links, found)
-        elif not exists and glob.has_magic(name):
+        elif is_pattern(name, os.path.exists):
             matches = sorted(glob.glob(name, recursive=True))  # noqa: PTH207 - the pattern may be absolute
             if not matches:
                 found.problems.append(f"{name}: no file matches this pattern")
@@ -85,6 +84,15 @@ def expand_inputs(
         else:
             found.names.append(name)
     return found
+
+
+def is_pattern(name: str, exists: Callable[[str], bool]) -> bool:
+    """Whether ``name`` is read as a glob: it has ``*``, ``?`` or ``[`` and nothing has that very name.
+
+    The exact name wins, for paths and store keys alike: a pattern read in its place would read another
+    file (``run[1].log`` read as ``run1.log``), and a file or object with such a name could never be named.
+    """
+    return glob.has_magic(name) and not exists(name)
 
 
 def _walk(directory: str, skip_suffixes: tuple[str, ...], follow_links: bool, found: Expansion) -> None:
