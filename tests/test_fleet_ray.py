@@ -111,3 +111,25 @@ def test_a_node_killed_mid_run_loses_and_duplicates_nothing(cluster: Cluster, tm
     local = {path.name: path.read_bytes() for path in (tmp_path / "local").iterdir()}
     remote = {path.name: path.read_bytes() for path in out.iterdir()}
     assert remote == local
+
+
+def test_a_worker_killed_mid_task_changes_no_byte_of_any_stream(cluster: Cluster, tmp_path: Path) -> None:
+    """The driver printed the raylet's "A worker died or was killed" onto standard output, the events stream."""
+    logs = fleet_logs(tmp_path / "logs", CORPUS, 8, repeat=400)[:-1]
+    expected = kvlog("migrate", *logs, "--jobs", "1")
+    assert expected.returncode == 0, expected.stderr
+    stdout, stderr = tmp_path / "stdout", tmp_path / "stderr"  # files: a full pipe would stop the run
+    with stdout.open("wb") as out, stderr.open("wb") as err:
+        run = subprocess.Popen(
+            [sys.executable, "-m", "kvlog", "migrate", *map(str, logs), *on_the(cluster)],
+            stdout=out,
+            stderr=err,
+            env=ENVIRONMENT,
+        )
+        killed = False
+        while run.poll() is None and not killed:
+            killed = cluster.kill_a_task_worker()
+            time.sleep(0.05)
+        run.wait(timeout=600)
+    assert killed, "the run ended before a task was seen running: nothing was tested"
+    assert (run.returncode, stdout.read_bytes(), stderr.read_bytes()) == (0, expected.stdout, expected.stderr)

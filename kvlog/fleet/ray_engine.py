@@ -102,6 +102,7 @@ def connected(address: str | None, on_notice: Callable[[str], None]) -> Iterator
         yield RayCluster()
     finally:
         ray.shutdown()
+        _driver_prints(enabled=True)
 
 
 def _init(address: str | None) -> None:
@@ -112,6 +113,20 @@ def _init(address: str | None) -> None:
         include_dashboard=False,
         configure_logging=True,
     )
+    _driver_prints(enabled=False)
+
+
+def _driver_prints(*, enabled: bool) -> None:
+    """Let Ray's driver print the cluster's error messages, or not (while kvlog runs on the cluster).
+
+    ``log_to_driver=False`` stops the workers' output, not the thread by which the driver prints what
+    the raylets publish (``listen_error_messages``: "A worker died or was killed ...", in yellow) to
+    ``sys.stdout``, which is kvlog's events stream: written in 4 MiB blocks cut at any byte, a message
+    could land inside an event line. kvlog says itself what a lost task cost (Ray retries it; a file
+    lost for good is named in the report), so the output stays that of ``--jobs 1``; the message is
+    still in the raylet's log on its node. Ray's own switch for its debugger is the one used here.
+    """
+    ray._private.worker._worker_logs_enabled = enabled  # the only switch Ray has for it (private)
 
 
 def _addresses_in_use(given: str | None) -> list[tuple[str, str | None]]:
