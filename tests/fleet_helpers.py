@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -82,6 +83,19 @@ class Cluster:
             time.sleep(1)
         logs = "\n".join(path.read_text(errors="replace")[-2000:] for path in sorted(self._logs.glob("node-*.log")))
         raise AssertionError(f"the Ray cluster at {self.address} did not reach {count} live nodes:\n{logs}")
+
+    def kill_a_task_worker(self, title: str = "ray::_run") -> bool:
+        """SIGKILL one of the nodes' Ray workers whose process title is ``title`` (running that task now)."""
+        import psutil  # noqa: PLC0415 - Ray's dependency
+
+        for node in self._nodes:
+            with contextlib.suppress(psutil.Error):
+                for process in psutil.Process(node.pid).children(recursive=True):
+                    with contextlib.suppress(psutil.Error):
+                        if process.cmdline()[:1] == [title]:
+                            process.send_signal(signal.SIGKILL)
+                            return True
+        return False
 
     @staticmethod
     def kill(node: subprocess.Popen[bytes]) -> None:

@@ -132,3 +132,25 @@ def test_a_directory_is_expanded_and_mirrored_under_the_output_as_locally(cluste
     walked = [kvlog("validate", tmp_path / "events", *options) for options in ([], on_the(cluster))]
     assert walked[0].returncode == 0 and b" events, 0 invalid" in walked[0].stderr
     assert (walked[1].returncode, walked[1].stdout, walked[1].stderr) == (0, walked[0].stdout, walked[0].stderr)
+
+
+def test_a_worker_killed_mid_task_changes_no_byte_of_any_stream(cluster: Cluster, tmp_path: Path) -> None:
+    """The driver printed the raylet's "A worker died or was killed" onto standard output, the events stream."""
+    logs = fleet_logs(tmp_path / "logs", CORPUS, 8, repeat=400)[:-1]
+    expected = kvlog("migrate", *logs, "--jobs", "1")
+    assert expected.returncode == 0, expected.stderr
+    stdout, stderr = tmp_path / "stdout", tmp_path / "stderr"  # files: a full pipe would stop the run
+    with stdout.open("wb") as out, stderr.open("wb") as err:
+        run = subprocess.Popen(
+            [sys.executable, "-m", "kvlog", "migrate", *map(str, logs), *on_the(cluster)],
+            stdout=out,
+            stderr=err,
+            env=ENVIRONMENT,
+        )
+        killed = False
+        while run.poll() is None and not killed:
+            killed = cluster.kill_a_task_worker()
+            time.sleep(0.05)
+        run.wait(timeout=600)
+    assert killed, "the run ended before a task was seen running: nothing was tested"
+    assert (run.returncode, stdout.read_bytes(), stderr.read_bytes()) == (0, expected.stdout, expected.stderr)

@@ -23,6 +23,8 @@ from kvlog import commands
 from kvlog.errors import OptionError
 from kvlog.io.progress import input_size
 
+CORPUS = Path(__file__).resolve().parent / "corpus"
+
 
 @pytest.fixture(scope="module")
 def s3() -> Iterator[S3]:
@@ -310,3 +312,46 @@ def test_a_local_run_never_imports_the_store_libraries(logs: list[Path], tmp_pat
     )
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, timeout=120, check=True)
     assert done.stdout.strip() == b"[]"
+
+
+#: key -> the log it holds: each name with a glob character is also a pattern matching another object
+LOOKALIKE_KEYS = {
+    "run[1].log": "gen1_early_2025.log",
+    "run1.log": "gen2_2025.log",
+    "only[2].log": "gen3_dtype_2026.log",  # no only2.log: as a pattern it named nothing, and so could not be named
+    "star*.log": "hybrid_swa_2026.log",
+    "starry.log": "kvlog_json_v1.log",
+    "what?.log": "postcapture_before_fix_2026_07.log",
+    "whatx.log": "postcapture_after_fix_2026_09.log",
+}
+
+
+@pytest.mark.parametrize(
+    "names",
+    [
+        pytest.param(list(LOOKALIKE_KEYS), id="exact-keys"),
+        pytest.param(["run[1x].log", "on?y[[]2].log", "st*y.log", "w*[!?].log", "no[3].log"], id="patterns"),
+    ],
+)
+def test_a_key_with_glob_characters_is_that_object_and_a_pattern_only_when_no_object_has_that_name(
+    s3: S3, tmp_path: Path, names: list[str]
+) -> None:
+    """The rule of local paths: the same names in a directory migrate to the same events and failures."""
+    directory = tmp_path / "logs"
+    directory.mkdir()
+    for key, log in LOOKALIKE_KEYS.items():
+        s3.put(f"lookalike/{key}", (CORPUS / log).read_bytes())
+        (directory / key).write_bytes((CORPUS / log).read_bytes())
+    runs = []
+    for inputs in ([str(directory / name) for name in names], [f"s3://{BUCKET}/lookalike/{name}" for name in names]):
+        stdout = io.BytesIO()
+        outcome = commands.migrate(inputs, stdout=stdout)
+        runs.append((outcome.exit_status, outcome.problems, outcome.report.files, stdout.getvalue()))
+    local, stored = runs
+    uri = f"s3://{BUCKET}/lookalike/"
+    renamed = tuple(problem.replace(f"{directory}/", uri).replace("file", "object") for problem in local[1])
+    assert stored == (local[0], renamed, local[2], as_stored(local[3], directory, uri))  # each event names its object
+    if names == list(LOOKALIKE_KEYS):
+        assert local[:3] == (0, (), len(names))  # every object read by its name: only2.log never existed
+    else:  # run1.log, only[2].log, starry.log and whatx.log; no[3].log names nothing
+        assert local[:3] == (2, (f"{directory}/no[3].log: no file matches this pattern",), 4)

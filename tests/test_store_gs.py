@@ -6,6 +6,7 @@ gcp-storage-emulator runs on loopback for the module; gcsfs reaches it through t
 
 from __future__ import annotations
 
+import io
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -60,3 +61,17 @@ def test_migrate_and_validate_of_gs_objects_give_what_local_files_give(gs: str, 
     assert [(failure.name, failure.reason) for failure in checked.input_failures] == [
         (f"{gs}out/no-such-object.log", "cannot open: no such object")
     ]
+
+
+def test_a_gs_key_with_glob_characters_is_that_object_before_it_is_a_pattern(gs: str) -> None:
+    from gcsfs import GCSFileSystem  # noqa: PLC0415
+
+    store = GCSFileSystem()
+    corpus = Path(__file__).resolve().parent / "corpus"
+    store.pipe(f"{BUCKET}/lookalike/run[1].log", (corpus / "gen1_early_2025.log").read_bytes())
+    store.pipe(f"{BUCKET}/lookalike/run1.log", (corpus / "gen2_2025.log").read_bytes())
+    for name, read in (("run[1].log", "run[1].log"), ("run[1x].log", "run1.log"), ("r?n[[]1].log", "run[1].log")):
+        stdout = io.BytesIO()
+        outcome = commands.migrate(f"{gs}lookalike/{name}", stdout=stdout)
+        assert (outcome.exit_status, outcome.report.files) == (0, 1)
+        assert f'"file":"{gs}lookalike/{read}"'.encode() in stdout.getvalue(), name  # each event names its object

@@ -17,6 +17,7 @@ has its blocks at the same places, and the driver reads each item once.
 from __future__ import annotations
 
 import logging
+import os
 import secrets
 import shutil
 import socket
@@ -32,7 +33,7 @@ from typing import IO, Any
 import ray
 from ray.exceptions import RayError, RayTaskError
 
-from kvlog.errors import KvlogError
+from kvlog.errors import NamesOptions
 from kvlog.io.progress import task_reads_to
 
 #: how often Ray runs a task again whose worker or node died
@@ -45,15 +46,17 @@ _AHEAD_PER_CPU = 2
 READ_REPORT_BYTES = 4 << 20
 #: how often a task reporting its reads looks up from its work to pass them on
 _WAKE_S = 0.1
-#: how long an explicit address may take to accept a connection before it is called unreachable
+#: how long an address may take to accept a connection before it is called unreachable
 CONNECT_TIMEOUT_S = 10.0
+#: the variable ``ray.init`` reads an address from when none is given
+RAY_ADDRESS = "RAY_ADDRESS"
 
 #: in a Ray worker process: what ``start`` built, for the run whose token is the key (one run at a time)
 _states: dict[str, object] = {}
 
 
-class ClusterError(KvlogError):
-    """The Ray cluster cannot be reached or started."""
+class ClusterError(NamesOptions):
+    """The Ray cluster cannot be reached or started; the message names the address and where it came from."""
 
 
 @dataclass(frozen=True)
@@ -84,19 +87,22 @@ def connected(address: str | None, on_notice: Callable[[str], None]) -> Iterator
     if ray.is_initialized():  # a library caller's own connection: used as it is
         yield RayCluster()
         return
-    if address is not None and address != "auto":
-        _reachable(address)
+    used = _addresses_in_use(address)
+    for found, source in used:
+        _reachable(found, source)
     try:
         _init(address or "auto")
     except ConnectionError:
-        if address is not None:
-            raise ClusterError(f"cannot connect to the Ray cluster at {address}") from None
+        if address is not None or used:  # a cluster was named or found: never swapped for a new one
+            named = ", ".join(found if source is None else f"{found} (from {source})" for found, source in used)
+            raise ClusterError("cannot connect to the Ray cluster at {named}", named=named or address) from None
         on_notice("no Ray cluster is running on this machine: started a local one")
         _init(None)
     try:
         yield RayCluster()
     finally:
         ray.shutdown()
+        _driver_prints(enabled=True)
 
 
 def _init(address: str | None) -> None:
@@ -107,17 +113,65 @@ def _init(address: str | None) -> None:
         include_dashboard=False,
         configure_logging=True,
     )
+    _driver_prints(enabled=False)
 
 
-def _reachable(address: str) -> None:
-    """Refuse an address nothing listens at: ``ray.init`` would retry it for minutes, printing warnings."""
+def _driver_prints(*, enabled: bool) -> None:
+    """Let Ray's driver print the cluster's error messages, or not (while kvlog runs on the cluster).
+
+    ``log_to_driver=False`` stops the workers' output, not the thread by which the driver prints what
+    the raylets publish (``listen_error_messages``: "A worker died or was killed ...", in yellow) to
+    ``sys.stdout``, which is kvlog's events stream: written in 4 MiB blocks cut at any byte, a message
+    could land inside an event line. kvlog says itself what a lost task cost (Ray retries it; a file
+    lost for good is named in the report), so the output stays that of ``--jobs 1``; the message is
+    still in the raylet's log on its node. Ray's own switch for its debugger is the one used here.
+    """
+    ray._private.worker._worker_logs_enabled = enabled  # the only switch Ray has for it (private)
+
+
+def _addresses_in_use(given: str | None) -> list[tuple[str, str | None]]:
+    """The addresses ``ray.init(address=given or "auto")`` may connect to, each with where it came from.
+
+    Ray's own order (``ray._private.services.get_ray_address_from_environment``): an address given,
+    else ``RAY_ADDRESS``, else the file the last ``ray start`` here wrote (left behind by a head that
+    died without ``ray stop``), else the GCS of any raylet running here. None at all: ``ray.init``
+    starts a local cluster. Each of them is checked, since ``ray.init`` retries a dead one for minutes
+    whatever told it the address. The source of ``given`` is ``None``: the option itself.
+    """
+    if given not in {None, "auto"}:
+        return [(str(given), None)]
+    if environment := os.environ.get(RAY_ADDRESS):
+        return [(environment, RAY_ADDRESS)] if environment != "local" else []  # local: a new cluster, as ray does
+    from ray._private import services, utils  # noqa: PLC0415 - where ray's "auto" looks; private, so read here only
+
+    if recorded := utils.read_ray_address():
+        file = utils.get_ray_address_file(None)  # type: ignore[attr-defined]  # Ray 2.40 defines it here, 2.5x imports it
+        return [(recorded, f"{file}, written by the last `ray start` here")]
+    running = services.find_gcs_addresses()  # type: ignore[no-untyped-call]
+    return [(address, "a raylet running on this machine") for address in sorted(running)]
+
+
+def _reachable(address: str, source: str | None) -> None:
+    """Refuse an address nothing listens at: ``ray.init`` would retry it for minutes, printing warnings.
+
+    The message says where the address came from (``source``; ``None``: the option), so that it points
+    at what to change: the option, the variable, or a stale file (``ray stop`` removes it).
+    """
+    origin = "{ray_address}" if source is None else "{source}"
     host, separator, port = address.removeprefix("ray://").rpartition(":")
     if not separator or not host or not port.isdigit():
-        raise ClusterError(f"--ray-address {address!r}: expected HOST:PORT or ray://HOST:PORT")
+        raise ClusterError(
+            origin + " {address}: expected HOST:PORT or ray://HOST:PORT", address=repr(address), source=source
+        )
     try:
         socket.create_connection((host.strip("[]"), int(port)), timeout=CONNECT_TIMEOUT_S).close()
     except OSError as exc:
-        raise ClusterError(f"cannot connect to the Ray cluster at {address}: {exc.strerror or exc}") from None
+        raise ClusterError(
+            "cannot connect to the Ray cluster at {address} (from " + origin + "): {error}",
+            address=address,
+            source=source,
+            error=exc.strerror or str(exc),
+        ) from None
 
 
 class RayCluster:

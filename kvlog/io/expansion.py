@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kvlog.io.backups import is_backup
-from kvlog.io.inputs import STDIN
+from kvlog.io.inputs import STDIN, is_pattern
 from kvlog.io.outputs import TEMP_SUFFIX
 
 #: how many names a notice lists before ``...``
@@ -118,12 +118,11 @@ def expand_inputs(
             name = resolved  # noqa: PLW2901 - file://: the path it names, expanded as paths are
         try:
             is_directory = stat.S_ISDIR(Path(name).stat().st_mode)
-            exists = True
         except OSError:
-            is_directory, exists = False, False
+            is_directory = False
         if is_directory:
             _walk(name, skip_suffixes, follow_links, found)
-        elif not exists and glob.has_magic(name):
+        elif is_pattern(name, os.path.exists):
             matches = sorted(glob.glob(name, recursive=True))  # noqa: PTH207 - the pattern may be absolute
             if not matches:
                 found.problems.append(Problem(name, "no file matches this pattern"))

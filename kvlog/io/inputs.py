@@ -7,9 +7,10 @@ reported or passed through untouched instead of crashing a decoder.
 from __future__ import annotations
 
 import errno
+import glob
 import os
 import stat
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import IO
 
 from kvlog.errors import KvlogError
@@ -23,6 +24,15 @@ RANGE_BLOCK_BYTES = 1 << 20
 
 class InputError(KvlogError):
     """An input cannot be opened or read; the message names it and says why."""
+
+
+def is_pattern(name: str, exists: Callable[[str], bool]) -> bool:
+    """Whether ``name`` is read as a glob: it has ``*``, ``?`` or ``[`` and nothing has that very name.
+
+    The exact name wins, for paths and store keys alike: a pattern read in its place would read another
+    file (``run[1].log`` read as ``run1.log``), and a file or object with such a name could never be named.
+    """
+    return glob.has_magic(name) and not exists(name)
 
 
 def open_raw(name: str, *, follow_symlinks: bool = True) -> IO[bytes]:

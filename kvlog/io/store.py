@@ -28,7 +28,7 @@ from typing import IO, Any
 from urllib.parse import unquote, urlsplit
 
 from kvlog.errors import OptionError
-from kvlog.io.inputs import InputError
+from kvlog.io.inputs import InputError, is_pattern
 from kvlog.io.outputs import OutputError
 
 #: the URI schemes kvlog reads and writes, and the fsspec package each needs
@@ -38,7 +38,6 @@ READ_BLOCK_BYTES = 8 << 20
 #: the part of a multipart upload held in memory before it is sent (S3 needs 5 MiB or more a part)
 WRITE_BLOCK_BYTES = 8 << 20
 _URI = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")
-_MAGIC = re.compile(r"[*?[]")
 
 
 def is_uri(name: str) -> bool:
@@ -102,12 +101,13 @@ def expand(name: str, skip_suffixes: tuple[str, ...] = ()) -> tuple[list[str], l
 
     A pattern goes through the store's listing; a prefix ending in ``/`` is walked like a directory
     (sorted, hidden names and ``skip_suffixes`` skipped); anything else is one object, opened (and found
-    missing) later: a long list of objects costs no listing.
+    missing) later: a long list of objects costs no listing. A name with ``*``, ``?`` or ``[`` is a
+    pattern only where no object or prefix has that very name (``is_pattern``: one request more).
     """
     filesystem, path = _filesystem(name)
     scheme = name.partition("://")[0]
     try:
-        if _MAGIC.search(path):
+        if is_pattern(path, filesystem.exists):
             found = filesystem.glob(path, detail=True)
             matches = sorted(key for key, info in found.items() if info.get("type") == "file")
             nothing = "no object matches this pattern"
