@@ -308,11 +308,15 @@ def test_an_event_a_step_nests_deeper_than_json_is_written_is_rejected_and_copie
     assert dead[0]["reason"].startswith("the migrated event cannot be written: ")
 
 
-def test_a_line_longer_than_any_memory_line_is_copied_unread() -> None:
+def test_a_line_longer_than_any_memory_line_is_copied_unread_and_reported() -> None:
+    """README: a line over 64 KiB is never parsed, nor passes unseen: counted, dead-lettered (cut), with its length."""
     long = POOL + " " * engine.MAX_LINE_BYTES
     out, report, dead = migrated(f"{long}\n{POOL}\n".encode())
     assert lines_of(out)[0] == long.encode()
-    assert (report.events, report.lines, dead) == (1, 2, [])
+    assert (report.events, report.lines, report.unparsed_memory_lines, report.overlong_lines) == (1, 2, 1, 1)
+    assert [(letter["line"], letter["length"]) for letter in dead] == [(1, len(long) + 1)]
+    assert dead[0]["reason"] == f"a line of {len(long) + 1} bytes, over the 64 KiB a memory line may take: not read"
+    assert dead[0]["text"] == long[: engine.OVERLONG_TEXT_BYTES]
 
 
 def test_a_line_of_64_kib_is_still_read() -> None:
@@ -321,7 +325,8 @@ def test_a_line_of_64_kib_is_still_read() -> None:
     out, report, dead = migrated(f"{longest}\n{longest} \n".encode())
     assert orjson.loads(lines_of(out)[0])["event"] == "kv_pool.allocation"
     assert lines_of(out)[1] == f"{longest} ".encode()
-    assert (report.events, report.lines, dead) == (1, 2, [])
+    assert (report.events, report.lines) == (1, 2)
+    assert [(letter["line"], letter["length"]) for letter in dead] == [(2, engine.MAX_LINE_BYTES + 2)]
 
 
 @pytest.mark.parametrize("ending", [b"\nb\n", b""])
@@ -330,7 +335,31 @@ def test_a_line_streamed_through_in_pieces_is_counted_once(ending: bytes) -> Non
     data = b"x\n" + POOL.encode() + b" " * (3 * engine.MAX_LINE_BYTES) + ending
     out, report, dead = migrated(data)
     assert out == data
-    assert (report.lines, report.events, dead) == (2 + (ending != b""), 0, [])
+    assert (report.lines, report.events) == (2 + (ending != b""), 0)
+    length = len(POOL) + 3 * engine.MAX_LINE_BYTES + (ending != b"")
+    assert [(letter["line"], letter["length"], letter["text"]) for letter in dead] == [
+        (2, length, (POOL + " " * 1024)[: engine.OVERLONG_TEXT_BYTES])
+    ]
+
+
+@pytest.mark.parametrize("where", ["start", "middle", "end"])
+@pytest.mark.parametrize("size", [engine.MAX_LINE_BYTES + 1, engine.MAX_LINE_BYTES + 5000, 50 << 20])
+@pytest.mark.parametrize("only_events", [False, True])
+def test_every_line_too_long_to_read_is_reported_whatever_its_words_length_or_padding(
+    where: str, size: int, only_events: bool
+) -> None:
+    """The class of issue 30 item 6: a memory line padded past the cap (before, inside or after its words, just
+    over the cap or 50 MB, joined across blocks or streamed) is one dead letter and one unparsed line, never lost.
+    """
+    padding = "x" * (size - len(POOL))
+    long = {"start": padding + " " + POOL, "middle": POOL[:40] + padding + POOL[40:], "end": POOL + " " + padding}
+    data = f"{ARENA}\n{long[where]}\n{POOL}\n".encode()
+    out, report, dead = migrated(data, engine.MigrateOptions(only_events=only_events))
+    assert [(letter["line"], letter["length"]) for letter in dead] == [(2, len(long[where]) + 1)]
+    assert (report.unparsed_memory_lines, report.overlong_lines, report.lines) == (1, 1, 3)
+    if not only_events:
+        assert lines_of(out)[1] == long[where].encode()  # copied byte for byte
+    assert len(out.splitlines()) == (2 if only_events else 3)
 
 
 def test_a_log_without_a_final_newline_keeps_it_missing_and_counts_every_line() -> None:

@@ -66,7 +66,8 @@ def test_check_with_standard_output_closed_is_an_output_error() -> None:
     assert b"cannot write the report: standard output is closed" in result.stderr
 
 
-def test_check_into_a_closed_pipe_is_an_output_error() -> None:
+def test_check_into_a_closed_pipe_ends_quietly_as_sigpipe_would() -> None:
+    """A reader gone is no output error: 141, as for ``cat`` (0 when the report fit in the pipe first)."""
     check = subprocess.Popen(
         [sys.executable, "-m", "kvlog", "check", "--format", "json"],
         stdin=subprocess.DEVNULL,
@@ -76,5 +77,5 @@ def test_check_into_a_closed_pipe_is_an_output_error() -> None:
     assert check.stdout is not None
     check.stdout.close()  # the reader is gone before the report is written
     _, err = check.communicate(timeout=120)
-    assert b"Traceback" not in err
-    assert check.returncode in {0, 2}
+    assert b"Traceback" not in err and b"cannot write" not in err
+    assert check.returncode in {0, 141}

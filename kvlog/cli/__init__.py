@@ -7,15 +7,19 @@ and the check rules (about 0.1 s a run). Register a command with one line in ``C
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import signal
+import sys
 from typing import Any
 
 import click
 
 from kvlog import __version__
+from kvlog.cli.examples import examples
+from kvlog.cli.stdout import abandon_out
 from kvlog.commands import EXIT_ERROR
-from kvlog.io.stopping import STOP_SIGNALS, Stopped, remove_leftovers, stop_on_signals, swallowed
+from kvlog.io.stopping import STOP_SIGNALS, ReaderGone, Stopped, remove_leftovers, stop_on_signals, swallowed
 
 #: command name -> "module:attribute" of its click command
 COMMANDS = {
@@ -48,6 +52,12 @@ class _LazyGroup(click.Group):
                 lost = swallowed()
                 if lost is not None:  # a signal whose Stopped a GC callback swallowed still stops the run
                     raise Stopped(lost)
+        except (ReaderGone, BrokenPipeError):  # standard output's reader is gone (`| head`): quiet, as SIGPIPE is
+            remove_leftovers()
+            abandon_out()
+            with contextlib.suppress(OSError):  # standard error may be that pipe too (`2>&1`)
+                sys.stderr.flush()
+            ctx.exit(ReaderGone().exit_status)
         except Stopped as stopped:
             remove_leftovers()
             for signum in STOP_SIGNALS:  # a second signal must not cut the exit short
@@ -70,7 +80,16 @@ class _LazyGroup(click.Group):
         return super().get_command(ctx, cmd_name)
 
 
-@click.group(cls=_LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(
+    cls=_LazyGroup,
+    context_settings={"help_option_names": ["-h", "--help"]},
+    epilog=examples(
+        "kvlog migrate --only-events server.log > server.jsonl",
+        "kvlog validate server.jsonl",
+        "kvlog follow 'logs/*.log' -o events.jsonl",
+        "kvlog COMMAND --help",
+    ),
+)
 @click.version_option(__version__, prog_name="kvlog")
 def main() -> None:
     """Truthful KV-cache memory events: validate, migrate and check logs."""

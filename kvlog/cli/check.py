@@ -11,13 +11,21 @@ import click
 from kvlog import commands
 from kvlog.check.evolution import MODES
 from kvlog.check.report import Format, format_report, summary
+from kvlog.cli.examples import examples
 from kvlog.cli.failing import fail, message
 from kvlog.cli.stdout import abandon_out, flush_out, write_out
 from kvlog.errors import KvlogError
-from kvlog.text.printable import CATALOG_REPORT, printable, printable_name
+from kvlog.text.printable import CATALOG_REPORT, printable_name
 
 
-@click.command()
+@click.command(
+    epilog=examples(
+        "kvlog check",
+        "kvlog check --against origin/main",
+        "kvlog check --against HEAD~1 --mode full --format github",
+        "kvlog check --format junit --output kvlog-check.xml",
+    )
+)
 @click.argument("path", required=False, type=click.Path(path_type=Path, file_okay=False))
 @click.option(
     "--against",
@@ -68,20 +76,22 @@ def check(  # noqa: PLR0917 - click passes every option positionally
     try:
         outcome = commands.check(path, against=against, mode=mode, corpus=corpus)
     except KvlogError as exc:
-        fail("check", printable(message(exc, check), escaping=CATALOG_REPORT), commands.exit_status_of(exc))
+        fail("check", message(exc, check), commands.exit_status_of(exc), escaping=CATALOG_REPORT)
     text = format_report(outcome.report, cast(Format, output_format))
     if output is not None:
         try:
             output.write_text(text, encoding="utf-8")
         except OSError as exc:
             shown = printable_name(str(output), escaping=CATALOG_REPORT)
-            fail("check", f"cannot write {shown}: {exc.strerror}", commands.EXIT_ERROR)
+            fail("check", f"cannot write {shown}: {exc.strerror}", commands.EXIT_ERROR, escaping=CATALOG_REPORT)
     else:
         try:
             write_out(text)
             flush_out()
         except OSError as exc:  # closed at start, a closed pipe, a full disk
             abandon_out()
-            fail("check", f"cannot write the report: {exc.strerror or exc}", commands.EXIT_ERROR)
+            fail(
+                "check", f"cannot write the report: {exc.strerror or exc}", commands.EXIT_ERROR, escaping=CATALOG_REPORT
+            )
     click.echo(summary(outcome.report), err=True)
     sys.exit(outcome.exit_status)

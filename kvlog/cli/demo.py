@@ -6,10 +6,13 @@ import sys
 
 import click
 
+from kvlog.cli.examples import examples
+from kvlog.cli.failing import fail, say
+from kvlog.commands import EXIT_ERROR
 from kvlog.demo import migration_tour, run_demo
 
 
-@click.command()
+@click.command(epilog=examples("kvlog demo", "kvlog demo --format json | kvlog validate -"))
 @click.option(
     "--format",
     "output",
@@ -29,9 +32,7 @@ def demo(output: str) -> None:
     except ModuleNotFoundError as exc:
         if exc.name != "torch":
             raise
-        raise click.ClickException(
-            "the demo runs the memory runtime, which needs torch: pip install 'kvlog[torch]'"
-        ) from exc
-    click.echo(f"kvlog demo: {count} events emitted, all valid against the catalog", err=True)
+        fail("demo", "the demo runs the memory runtime, which needs torch: pip install 'kvlog[torch]'", EXIT_ERROR)
+    say("demo", f"{count} events emitted, all valid against the catalog")
     migrated = migration_tour(sys.stderr)
-    click.echo(f"kvlog demo: {migrated} old sglang lines migrated (kvlog migrate does this to whole logs)", err=True)
+    say("demo", f"{migrated} old sglang lines migrated (kvlog migrate does this to whole logs)")

@@ -9,11 +9,18 @@ import click
 
 from kvlog import commands
 from kvlog.cli import live
-from kvlog.cli.failing import fail, flags
+from kvlog.cli.examples import examples
+from kvlog.cli.failing import fail, flags, say
 from kvlog.errors import KvlogError, worded
 
 
-@click.command()
+@click.command(
+    epilog=examples(
+        "kvlog follow server.log",
+        "kvlog follow 'logs/*.log' --state follow.state -o events.jsonl --metrics-port 9400",
+        "kvlog follow logs/ --new-only --poll 2",
+    )
+)
 @click.argument("paths", nargs=-1, required=True)
 @click.option("-o", "--output", metavar="FILE", help="Append the events to FILE (default: standard output).")
 @click.option(
@@ -101,4 +108,4 @@ def follow(  # noqa: PLR0917 - click passes every option as a parameter
 
 
 def _say(notice: str) -> None:
-    click.echo(f"kvlog follow: {notice}", err=True)
+    say("follow", notice)

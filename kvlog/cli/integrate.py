@@ -8,11 +8,17 @@ import click
 
 from kvlog import commands
 from kvlog.cli import live
+from kvlog.cli.examples import examples
 from kvlog.cli.failing import fail, message
 from kvlog.errors import KvlogError
 
 
-@click.command()
+@click.command(
+    epilog=examples(
+        "kvlog integrate sglang --events 'kv-{pid}.jsonl' > kvlog-logging.json",
+        "kvlog integrate vllm --metrics-port 9400 > kvlog-logging.json",
+    )
+)
 @click.argument("server", type=click.Choice(["sglang", "vllm"]))
 @click.option(
     "--events",

@@ -14,12 +14,22 @@ import click
 
 from kvlog import commands
 from kvlog.cli import engine as engine_options
-from kvlog.cli.failing import fail, flags, message
+from kvlog.cli.examples import examples
+from kvlog.cli.failing import fail, flags, message, say
 from kvlog.cli.progress import progress_reporter
 from kvlog.errors import KvlogError
 
 
-@click.command()
+@click.command(
+    epilog=examples(
+        "kvlog migrate --only-events server.log > server.jsonl",
+        "kvlog migrate server.log -o server.migrated.log",
+        "kvlog migrate --only-events 'logs/*.log.gz' | kvlog validate -",
+        "kvlog migrate --in-place --backup-suffix .orig logs/",
+        "kvlog migrate logs/ -o migrated/ --jobs 4 --report report.json --dead-letter unparsed.jsonl --strict",
+        "kvlog migrate --format legacy events.jsonl -o sglang-legacy.log",
+    )
+)
 @click.argument("inputs", nargs=-1, required=True)
 @click.option(
     "--format",
@@ -138,9 +148,11 @@ def migrate(  # noqa: PLR0917 - click passes every option as a parameter
         fail("migrate", message(exc, migrate), commands.exit_status_of(exc))
     except (OSError, ValueError) as exc:  # an I/O failure no step foresaw (the working directory gone)
         fail("migrate", str(exc), commands.EXIT_ERROR)
-    click.echo(f"kvlog migrate: {outcome.summary}", err=True)
+    _say(outcome.summary)
+    if outcome.strict_failure is not None:
+        _say(outcome.strict_failure)
     sys.exit(outcome.exit_status)
 
 
 def _say(notice: str) -> None:
-    click.echo(f"kvlog migrate: {notice}", err=True)
+    say("migrate", notice)

@@ -7,11 +7,12 @@ import sys
 import click
 
 from kvlog import commands
-from kvlog.cli.failing import fail, message
+from kvlog.cli.examples import examples
+from kvlog.cli.failing import fail, message, say
 from kvlog.errors import KvlogError
 
 
-@click.command()
+@click.command(epilog=examples("kvlog plot server.log -o memory.html", "kvlog plot logs/ events.jsonl -o memory.svg"))
 @click.argument("inputs", nargs=-1, required=True)
 @click.option(
     "-o",
@@ -44,9 +45,9 @@ def plot(inputs: tuple[str, ...], output: str, source: str | None, title: str | 
         fail("plot", message(exc, plot), commands.exit_status_of(exc))
     except (OSError, ValueError) as exc:  # an I/O failure no step foresaw (the working directory gone)
         fail("plot", str(exc), commands.EXIT_ERROR)
-    click.echo(f"kvlog plot: {outcome.summary}", err=True)
+    _say(outcome.summary)
     sys.exit(outcome.exit_status)
 
 
 def _say(notice: str) -> None:
-    click.echo(f"kvlog plot: {notice}", err=True)
+    say("plot", notice)

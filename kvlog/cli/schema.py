@@ -2,19 +2,28 @@
 
 from __future__ import annotations
 
+import difflib
+
 import click
 import orjson
 
+from kvlog.cli.examples import examples
+from kvlog.cli.failing import fail
+from kvlog.commands import EXIT_ERROR
 from kvlog.errors import UnknownEventError
 from kvlog.schema.catalog import default_catalog
 
 
-@click.group()
+@click.group(
+    epilog=examples(
+        "kvlog schema list", "kvlog schema show kv_pool.allocation", "kvlog schema show kv_pool.allocation@1"
+    )
+)
 def schema() -> None:
     """Inspect the event catalog."""
 
 
-@schema.command("list")
+@schema.command("list", epilog=examples("kvlog schema list", "kvlog schema list | grep kv_pool"))
 def list_schemas() -> None:
     """Every event with its versions; the current one is marked."""
     catalog = default_catalog()
@@ -25,17 +34,22 @@ def list_schemas() -> None:
         click.echo(f"{event:28} {marked:22} {title}")
 
 
-@schema.command("show")
+@schema.command("show", epilog=examples("kvlog schema show kv_pool.allocation", "kvlog schema show kv_arena.ready@1"))
 @click.argument("spec", metavar="EVENT[@VERSION]")
 def show(spec: str) -> None:
-    """Print the JSON Schema of EVENT (its current version unless @VERSION is given)."""
+    """Print the JSON Schema of EVENT (its current version unless @VERSION is given).
+
+    Exit status: 0 printed; 2 no such event or version.
+    """
     catalog = default_catalog()
     event, at, version = spec.partition("@")
     try:
         number = int(version.removeprefix("v")) if at else catalog.latest(event)
         document = catalog.schema(event, number)
     except ValueError:
-        raise click.BadParameter(f"version must be an integer, not {version!r}", param_hint="EVENT[@VERSION]") from None
+        fail("schema show", f"{spec}: the version must be an integer, not {version!r}", EXIT_ERROR)
     except UnknownEventError as exc:
-        raise click.ClickException(str(exc)) from None
+        close = difflib.get_close_matches(event, catalog.events(), n=1)
+        hint = f"; did you mean {close[0]}?" if close and close[0] != event else "; kvlog schema list names them all"
+        fail("schema show", f"{exc}{hint}", EXIT_ERROR)
     click.echo(orjson.dumps(document, option=orjson.OPT_INDENT_2).decode())

@@ -9,12 +9,19 @@ import click
 
 from kvlog import commands
 from kvlog.cli import engine as engine_options
-from kvlog.cli.failing import fail, message
+from kvlog.cli.examples import examples
+from kvlog.cli.failing import fail, message, say
 from kvlog.cli.progress import progress_reporter
 from kvlog.errors import KvlogError
 
 
-@click.command()
+@click.command(
+    epilog=examples(
+        "kvlog summarize 'logs/**/*.log'",
+        "kvlog summarize logs/ --format csv -o fleet.csv",
+        "kvlog summarize /shared/logs/ --engine ray",
+    )
+)
 @click.argument("inputs", nargs=-1, required=True)
 @click.option(
     "--format",
@@ -54,7 +61,7 @@ def summarize(  # noqa: PLR0917 - click passes every option as a parameter
     lines no rule read. The totals say how many bytes the logs overstated as memory.
 
     Exit status: 0 the table was written; 1 the inputs hold no memory event (an empty table is written);
-    2 an input could not be read (the others are summarized) or the output could not be written;
+    2 an input could not be read (the others are summarized; none: no table) or the output could not be written;
     128+N when stopped by signal N. The table is the same on every engine (--jobs, --engine ray).
     """
     try:
@@ -77,4 +84,4 @@ def summarize(  # noqa: PLR0917 - click passes every option as a parameter
 
 
 def _say(notice: str) -> None:
-    click.echo(f"kvlog summarize: {notice}", err=True)
+    say("summarize", notice)

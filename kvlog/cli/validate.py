@@ -10,7 +10,8 @@ import click
 
 from kvlog import commands
 from kvlog.cli import engine as engine_options
-from kvlog.cli.failing import fail, message
+from kvlog.cli.examples import examples
+from kvlog.cli.failing import fail, message, say
 from kvlog.cli.progress import progress_reporter
 from kvlog.cli.stdout import abandon_out, flush_out, write_out
 from kvlog.commands import InputFailure
@@ -25,7 +26,14 @@ class _OutputError(Exception):
         super().__init__(error.strerror or str(error))
 
 
-@click.command()
+@click.command(
+    epilog=examples(
+        "kvlog validate server.jsonl events.jsonl.gz",
+        "kvlog migrate --only-events server.log | kvlog validate -",
+        "kvlog validate --skip-non-json --skip-unknown-events mixed.log",
+        "kvlog validate 's3://events/2026-12/' --engine ray",
+    )
+)
 @click.argument("files", nargs=-1, required=True)
 @click.option(
     "--skip-non-json", is_flag=True, help="Skip lines that are not JSON objects (mixed logs) instead of reporting them."
@@ -113,9 +121,9 @@ def _write(text: str) -> None:
 
 
 def _say(notice: str) -> None:
-    click.echo(f"kvlog validate: {notice}", err=True)
+    say("validate", notice)
 
 
 def _input_failure(failure: InputFailure) -> None:
     _write("")  # the findings of earlier inputs first
-    click.echo(f"kvlog validate: {failure}", err=True)
+    _say(str(failure))

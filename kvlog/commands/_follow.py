@@ -25,6 +25,7 @@ from kvlog.io.stopping import STOP_SIGNALS
 from kvlog.io.tailing import FileKey, Tailer
 from kvlog.migration.candidates import MAX_LINE_BYTES
 from kvlog.migration.engine import MigrateOptions
+from kvlog.text.printable import printable_name
 
 #: how often the follower wakes with nothing written, to let held events' time run out and see new files
 TICK_S = 1.0
@@ -104,7 +105,12 @@ def follow(
         say = on_notice or (lambda _: None)
         for pattern in patterns:
             if is_compressed(pattern):  # the tailer skips what it names: say so, not wait for ever in silence
-                say(f"{pattern}: compressed files are finished rotations, not followed (kvlog migrate reads them)")
+                say(
+                    f"{printable_name(pattern)}: compressed files are finished rotations, not followed "
+                    "(kvlog migrate reads them)"
+                )
+            elif not Tailer((pattern,), max_line_bytes=MAX_LINE_BYTES).matching():  # as tail -F: waited for, said
+                say(f"{printable_name(pattern)}: no file there yet: waiting for one to appear (Ctrl-C stops)")
         if previous is not None:
             _resume_output(previous, events, say)
         watching = [*observers, *_exports(stack, metrics_port, metrics_host, otlp_endpoint, say)]
@@ -196,20 +202,21 @@ def _exports(
 
 def _resume_output(previous: saved.FollowState, events: EventOutput, say: Callable[[str], None]) -> None:
     """Cut the output back to what the state counts; say where the events it counts are not there to be found."""
+    shown = printable_name(events.name)
     if previous.output != events.path:
         if previous.files:  # their events are not written again here
-            written = previous.output or "standard output"
-            say(f"{events.name}: the state counts the events written to {written}; only later ones are written here")
+            written = "standard output" if previous.output is None else printable_name(previous.output)
+            say(f"{shown}: the state counts the events written to {written}; only later ones are written here")
         return
     if previous.output_size is None:
         return
     if previous.output_inode is not None and (previous.output_device, previous.output_inode) != events.identity:
         say(
-            f"{events.name}: not the file the state counted events in (replaced?): nothing cut; "
+            f"{shown}: not the file the state counted events in (replaced?): nothing cut; "
             "the events it counts are not written again"
         )
     elif not events.cut_to(previous.output_size):
-        say(f"{events.name}: shorter than when the state was saved; events are appended to what is there")
+        say(f"{shown}: shorter than when the state was saved; events are appended to what is there")
 
 
 def _own_files(events: EventOutput, state: Path | None) -> tuple[str, ...]:
@@ -236,12 +243,13 @@ def _adopt_rotated(previous: saved.FollowState, tailer: Tailer, follower: Follow
         except OSError:
             found = None
         if found is not None and not mark.draining:
-            say(f"{mark.path}: no pattern names it any more: not followed")
+            say(f"{printable_name(mark.path)}: no pattern names it any more: not followed")
             continue
         found = found or _with_inode(where.parent, key)
         if found is None or tailer.adopt(str(found), follower, key) is None:
             say(
-                f"{mark.path}: renamed away while it was not followed, and not found beside it: lines after line "
+                f"{printable_name(mark.path)}: renamed away while it was not followed, and not found beside it: "
+                "lines after line "
                 f"{mark.line} were not read"
             )
 

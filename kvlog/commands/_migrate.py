@@ -16,6 +16,7 @@ from kvlog.commands import EXIT_BROKEN_MIGRATIONS, EXIT_ERROR, EXIT_FINDINGS, EX
 from kvlog.commands._engine import cluster_for
 from kvlog.errors import KvlogError, OptionError, worded
 from kvlog.io.expansion import expand_inputs
+from kvlog.io.inputs import STDIN
 from kvlog.io.outputs import OutputError, atomic_output
 from kvlog.io.progress import Advance, ignore
 from kvlog.io.store import targets
@@ -31,6 +32,9 @@ if TYPE_CHECKING:
 #: given the inputs (after expansion), a context that yields the callback taking the files and bytes just done
 Progress = Callable[[list[str]], AbstractContextManager[Advance]]
 _FORMATS: tuple[OutputFormat, ...] = ("jsonl", "text", "legacy")
+#: how many of the lines that failed ``strict`` its message names
+_STRICT_SHOWN = 3
+_SPELLED_AS_KEYWORDS = {"strict": "strict", "dead_letter": "dead_letter"}
 
 
 class BrokenMigrations(MigrationError):
@@ -54,6 +58,8 @@ class MigrateOutcome:
     skipped_links: tuple[str, ...] = ()
     #: how the text of this outcome spells options (``migrate``'s ``option_names``)
     option_names: Mapping[str, str] = field(default_factory=dict)
+    #: where the dead letters went (``migrate``'s ``dead_letter``), for ``strict_failure`` to point to
+    dead_letter: str | None = None
 
     @property
     def summary(self) -> str:
@@ -63,6 +69,25 @@ class MigrateOutcome:
             shown = ", ".join(self.skipped_links[:3]) + (", ..." if len(self.skipped_links) > 3 else "")
             parts.append(f"{len(self.skipped_links)} symbolic link(s) skipped, not replaced ({shown})")
         return self.report.summary(self.option_names) + (f"; {'; '.join(parts)}" if parts else "")
+
+    @property
+    def strict_failure(self) -> str | None:
+        """Why ``strict`` failed the run (None where it did not): the first lines it failed on, and where all are.
+
+        An exit status alone sends whoever reads a CI log looking for the lines; the first few, and the
+        file (or the option) that lists every one, end the search.
+        """
+        if self.exit_status != EXIT_FINDINGS:
+            return None
+        named = {**_SPELLED_AS_KEYWORDS, **self.option_names}
+        count, sample = self.report.unparsed_memory_lines, self.report.unparsed_sample[:_STRICT_SHOWN]
+        first = "; ".join(f"{letter['file'] or STDIN}:{letter['line']}: {letter['reason']}" for letter in sample)
+        every = (
+            f"all {count} are in {self.dead_letter}"
+            if self.dead_letter is not None
+            else f"{named['dead_letter']} FILE lists all {count}, with why"
+        )
+        return f"{named['strict']}: {count} line(s) left unparsed or not migrated; the first: {first}; {every}"
 
 
 def migrate(
@@ -178,7 +203,9 @@ def migrate(
         status = EXIT_FINDINGS
     else:
         status = EXIT_OK
-    return MigrateOutcome(status, total, tuple(problems), dict(notes), tuple(found.skipped_links), spelling)
+    return MigrateOutcome(
+        status, total, tuple(problems), dict(notes), tuple(found.skipped_links), spelling, _str(dead_letter)
+    )
 
 
 def _processes(jobs: int, files: int) -> Engine | None:

@@ -61,7 +61,8 @@ def summarize(
     The table (``output_format``: ``text``, ``json`` or ``csv``) goes to ``output`` (written whole, or not
     at all) or to ``stdout`` (default the process's standard output). The exit status is ``EXIT_OK``;
     ``EXIT_FINDINGS`` when the inputs hold no memory event (an empty table is still written);
-    ``EXIT_ERROR`` when an input could not be read (the others are still summarized). Raises
+    ``EXIT_ERROR`` when an input could not be read (the others are still summarized; when none could
+    be, no table is written). Raises
     ``OptionError`` for a format it does not write, ``OutputError``, and what ``migrate`` raises.
     ``jobs``, ``engine``, ``ray_address`` and ``progress`` run the inputs as ``migrate`` runs them:
     the table is the same, byte for byte, on every engine.
@@ -88,6 +89,8 @@ def summarize(
                 on_notice=on_notice,
             )
         summary, count, invalid = _summarized(scratch_events, dead)
+    if migrated.problems and not migrated.report.files:  # no input was read: a table of nothing would say all is well
+        return SummarizeOutcome(EXIT_ERROR, summary, count, migrated.problems, invalid)
     text = render(summary, output_format).encode()
     if output is None or str(output) == "-":
         sink = stdout or stdout_binary()

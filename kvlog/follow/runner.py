@@ -32,6 +32,7 @@ from kvlog.io.outputs import NamedSink, OutputError
 from kvlog.io.tailing import Reader, Source
 from kvlog.migration.engine import NO_OUTPUT, FileRun, Migrator
 from kvlog.migration.report import MigrationReport
+from kvlog.text.printable import printable, printable_name
 
 
 class Observer(Protocol):
@@ -250,12 +251,14 @@ class Follower(Reader):
                 followed.quiet_lines, followed.resumed = mark.line, mark
             else:
                 self.say(
-                    f"{source.path}: changed while it was not followed (truncated or replaced): read from its start"
+                    f"{printable_name(source.path)}: changed while it was not followed (truncated or replaced): "
+                    "read from its start"
                 )
         elif self.new_only and not self.started:
             if self.resuming:  # its lines were written after the follow began: new, all of them
                 self.say(
-                    f"{source.path}: not in the state (new since the last run, or newly named): read from its start"
+                    f"{printable_name(source.path)}: not in the state (new since the last run, or newly named): "
+                    "read from its start"
                 )
             else:
                 followed.quiet_offset = size
@@ -282,7 +285,7 @@ class Follower(Reader):
         key = (source.key.device, source.key.inode)
         self._files[key].run.finish()
         self._count(self._files.pop(key))
-        self.say(f"{source.path}: truncated (rotated by copytruncate?): following it from its start")
+        self.say(f"{printable_name(source.path)}: truncated (rotated by copytruncate?): following it from its start")
         self.opened(source)
 
     def closed(self, source: Source) -> None:
@@ -291,7 +294,7 @@ class Follower(Reader):
         self._count(followed)
 
     def unreadable(self, path: str, reason: str) -> None:
-        self.say(f"{path}: cannot open: {reason}; not followed until it can be read")
+        self.say(f"{printable_name(path)}: cannot open: {reason}; not followed until it can be read")
 
     def finish(self) -> None:
         """The end of following without a state: what still waits is written as it stands, as at a file's end.
@@ -305,8 +308,8 @@ class Follower(Reader):
             unended = len(followed.source.partial)
             if unended:
                 self.say(
-                    f"{followed.source.path}: its last {unended} bytes end no line yet (still being written?): "
-                    "not read; kvlog migrate reads them as a line"
+                    f"{printable_name(followed.source.path)}: its last {unended} bytes end no line yet "
+                    "(still being written?): not read; kvlog migrate reads them as a line"
                 )
 
     # -- time, and marks ------------------------------------------------------------------------
@@ -363,8 +366,8 @@ class Follower(Reader):
 
     def _unparsed(self, followed: _Followed, letter: dict[str, Any]) -> None:
         if followed.quiet_lines is None or letter["line"] > followed.quiet_lines:
-            text = "".join(c if c.isprintable() else ascii(c)[1:-1] for c in letter["text"][:200])
-            self.say(f"{letter['file']}:{letter['line']}: {letter['reason']}: {text}")  # no log byte drives a terminal
+            where = f"{printable_name(followed.source.path)}:{letter['line']}"
+            self.say(f"{where}: {letter['reason']}: {printable(letter['text'][:200])}")  # no log byte drives a terminal
 
     def _count(self, followed: _Followed) -> None:
         report = followed.run.report

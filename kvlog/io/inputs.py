@@ -70,14 +70,20 @@ def open_raw(name: str, *, follow_symlinks: bool = True) -> IO[bytes]:
 
 
 class OverlongLine(bytes):
-    """Stands for a line longer than ``MAX_LINE_BYTES``, which was read past, never held: empty, with its length."""
+    """Stands for a line too long to hold, which was read past: empty, with its length (newline included).
+
+    ``head`` keeps its first bytes where the reader had them (``kvlog follow``'s tailer), for the report
+    that quotes it; ``content`` is what the line stands as among the others (the tailer's: a newline).
+    """
 
     length: int
+    head: bytes
 
     @classmethod
-    def of(cls, length: int) -> OverlongLine:
-        line = cls()
+    def of(cls, length: int, *, head: bytes = b"", content: bytes = b"") -> OverlongLine:
+        line = cls(content)
         line.length = length
+        line.head = head
         return line
 
 

@@ -22,7 +22,7 @@ from typing import IO, Any
 
 from kvlog.errors import KvlogError
 from kvlog.io.compression import compressed
-from kvlog.io.stopping import held_back, off_the_books, on_the_books
+from kvlog.io.stopping import ReaderGone, held_back, off_the_books, on_the_books
 
 TEMP_SUFFIX = ".kvlog-tmp"
 _STALE_NAME = re.compile(r"\.[0-9a-f]{16}" + re.escape(TEMP_SUFFIX))
@@ -42,12 +42,16 @@ class NamedSink:
     def write(self, data: Any) -> int:
         try:
             return self._stream.write(data)
+        except BrokenPipeError:  # its reader is gone (``| head``): the run stops, as SIGPIPE would stop it
+            raise ReaderGone from None
         except OSError as exc:
             raise OutputError(f"{self.name}: cannot write: {exc.strerror or exc}") from None
 
     def flush(self) -> None:
         try:
             self._stream.flush()
+        except BrokenPipeError:
+            raise ReaderGone from None
         except OSError as exc:
             raise OutputError(f"{self.name}: cannot write: {exc.strerror or exc}") from None
 

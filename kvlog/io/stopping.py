@@ -36,6 +36,20 @@ class Stopped(BaseException):
         return 128 + self.signum
 
 
+class ReaderGone(Stopped):
+    """The reader of an output (standard output's pipe: ``kvlog migrate big.log | head -1``) closed it.
+
+    Python ignores SIGPIPE, so a write there fails with EPIPE instead of ending the process as it ends
+    ``cat`` or ``grep``. Raised in its place, it stops the whole run as that signal would (not one
+    input, to fail again on the next), through the same cleanup as a stop signal: no temporary file is
+    left, nothing more is said (no summary claims a run that did not finish), and the exit status is
+    the shells' for a process SIGPIPE ended, 128 + 13 = 141.
+    """
+
+    def __init__(self) -> None:
+        super().__init__(signal.SIGPIPE)
+
+
 _held = 0
 _pending: list[int] = []
 _books: dict[Path, int] = {}

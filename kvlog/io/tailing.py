@@ -13,7 +13,8 @@ A followed log changes under the reader in four ways, and each must neither lose
 Files are known by device and inode, not by name, so a file renamed to another name that still
 matches is followed on, not read twice. Only whole lines are handed on (a line is whole at its
 newline, or at the end of a file that is closed); a line longer than ``max_line_bytes`` is skipped
-as it streams past and handed on as an empty line, so memory stays bounded whatever the lines.
+as it streams past and handed on as an ``OverlongLine`` (a newline, with its length and first bytes),
+so memory stays bounded whatever the lines and the follower still reports it.
 
 Waiting between passes is ``kvlog.follow.waking``'s: this module never blocks.
 """
@@ -31,6 +32,7 @@ from typing import Protocol
 
 from kvlog.io.compression import is_compressed
 from kvlog.io.expansion import expand_inputs, pattern_root
+from kvlog.io.inputs import OverlongLine
 
 #: read at most this much of one file per pass, so that one busy file does not starve the others
 READ_BYTES = 4 << 20
@@ -60,6 +62,8 @@ class Source:
     partial: bytearray = field(default_factory=bytearray)
     #: inside a line longer than the cap: its bytes are skipped until its newline
     skipping: bool = False
+    #: that line so far: its length and first bytes, handed on at its end
+    skipped: OverlongLine | None = None
     #: renamed away or deleted: read until quiet, then closed
     draining_since: float | None = None
     last_data: float = 0.0
@@ -74,8 +78,8 @@ class Reader(Protocol):
     def lines(self, source: Source, data: bytes, end: int) -> None:
         """Whole lines of ``source`` (each ending in a newline but perhaps the last, when it is closed).
 
-        ``end`` is the offset just after them. An overlong line comes alone, as an empty line: then
-        ``data`` is shorter than the bytes it stands for.
+        ``end`` is the offset just after them. An overlong line comes alone, as an ``OverlongLine`` (a
+        newline with its length and first bytes): then ``data`` is shorter than the bytes it stands for.
         """
 
     def truncated(self, source: Source) -> None:
@@ -200,7 +204,7 @@ class Tailer:
     def _read(self, source: Source, size: int, reader: Reader, now: float, stopping: Callable[[], bool]) -> bool:
         """Hand on what ``source`` (``size`` bytes now) has gained, up to ``READ_BYTES``; whether more is left."""
         if size < source.offset or self._rewritten(source):
-            source.offset, source.head, source.skipping = 0, b"", False
+            source.offset, source.head, source.skipping, source.skipped = 0, b"", False, None
             source.partial.clear()
             reader.truncated(source)
         budget = READ_BYTES
@@ -228,15 +232,19 @@ class Tailer:
         """The pieces of whole lines ``data`` (read at offset ``at``) completes, each with the offset it ends at.
 
         The rest waits in ``partial``, bounded by the line cap. An overlong line is its own piece, an
-        empty line: counted, never held.
+        ``OverlongLine``: counted and reported, never held.
         """
         pieces: list[tuple[bytes, int]] = []
         if source.skipping:
+            skipped = source.skipped
+            assert skipped is not None, "skipping starts with the line's head"
             end = data.find(b"\n") + 1
             if end == 0:
+                skipped.length += len(data)
                 return pieces
-            pieces.append((b"\n", at + end))
-            source.skipping = False
+            skipped.length += end
+            pieces.append((skipped, at + end))
+            source.skipping, source.skipped = False, None
             data, at = data[end:], at + end
         cut = data.rfind(b"\n") + 1
         if cut:
@@ -245,12 +253,16 @@ class Tailer:
             data = data[cut:]
         source.partial += data
         if len(source.partial) > self.max_line_bytes:
+            head = bytes(source.partial[: self.max_line_bytes])
+            source.skipped = OverlongLine.of(len(source.partial), head=head, content=b"\n")
             source.partial.clear()
             source.skipping = True
         return pieces
 
     def _close(self, source: Source, reader: Reader) -> None:
-        if source.partial and not source.skipping:
+        if source.skipped is not None:  # its last line too long to hold: still reported
+            reader.lines(source, source.skipped, source.offset)
+        elif source.partial:
             last = bytes(source.partial)  # the last line of a finished file needs no newline
             source.partial.clear()
             reader.lines(source, last, source.offset)

@@ -94,31 +94,37 @@ class Readable(Protocol):
         ...
 
 
-def segments(stream: Readable) -> Iterator[tuple[bool, bytes, int, int]]:
+def segments(stream: Readable) -> Iterator[tuple[bool | None, bytes, int, int]]:
     """``data[start:end]``: runs of lines no rule can read (False) and single candidate lines (True).
 
     Blocks are not sliced into copies: a segment is a range of the block it lies in, so a log is
-    copied once on the way in and once on the way out. A line longer than ``MAX_LINE_BYTES`` cannot be
-    a candidate: once that many of its bytes are pending it is passed on in pieces as they arrive,
-    so that neither memory nor the cost per byte grows with its length.
+    copied once on the way in and once on the way out. A line longer than ``MAX_LINE_BYTES`` is never
+    read as a memory line, and never passes unseen: one that fits in twice the cap comes alone as a
+    candidate (the engine says it is too long to read); a longer one is passed on in pieces as they
+    arrive, so that neither memory nor the cost per byte grows with its length, and then stands as
+    ``(None, head, 0, length)``: its first ``MAX_LINE_BYTES`` bytes and its length, newline included.
     """
     pending: list[bytes] = []
     pending_bytes = 0
-    streaming = False  # inside a line over the cap, whose start was already passed on
+    streaming: tuple[bytes, int] | None = None  # inside a line over the cap: its head, and its bytes so far
     while True:
         block = stream.read(BLOCK_BYTES)
         if not block:
-            if pending:
+            if streaming is not None:
+                yield None, streaming[0], 0, streaming[1]
+            elif pending:
                 data = b"".join(pending)
-                yield from split(data, len(data))
+                yield from _joined(data, len(data), len(data))
             return
-        if streaming:
+        if streaming is not None:
             end = block.find(b"\n") + 1
             if end == 0:
                 yield False, block, 0, len(block)
+                streaming = (streaming[0], streaming[1] + len(block))
                 continue
             yield False, block, 0, end
-            streaming = False
+            yield None, streaming[0], 0, streaming[1] + end
+            streaming = None
             block = block[end:]
             if not block:
                 continue
@@ -129,25 +135,40 @@ def segments(stream: Readable) -> Iterator[tuple[bool, bytes, int, int]]:
             if pending_bytes > MAX_LINE_BYTES + 1:  # too long to be read: pass it on as it comes
                 data = b"".join(pending)
                 yield False, data, 0, len(data)
-                pending, pending_bytes, streaming = [], 0, True
+                pending, pending_bytes, streaming = [], 0, (data[:MAX_LINE_BYTES], len(data))
             continue
         if pending:
             data = b"".join([*pending, block[:cut]])
-            yield from split(data, len(data))
+            yield from _joined(data, len(data), pending_bytes + block.find(b"\n"))
         else:
             yield from split(block, cut)
         pending = [block[cut:]] if cut < len(block) else []
         pending_bytes = len(block) - cut
 
 
-def split(data: bytes, size: int) -> Iterator[tuple[bool, bytes, int, int]]:
-    """``data[:size]`` (whole lines) as ``segments`` gives it: runs of other lines, and each candidate line alone."""
+def _joined(data: bytes, size: int, first: int) -> Iterator[tuple[bool | None, bytes, int, int]]:
+    """``split`` for lines joined across blocks, whose first line's body is ``first`` bytes long.
+
+    Only that line can be longer than a block: when it is over the cap it comes alone as a candidate,
+    whatever its words, for the engine to count and report it as a line too long to read.
+    """
+    if first <= MAX_LINE_BYTES:
+        yield from split(data, size)
+        return
+    end = min(first + 1, size)
+    yield True, data, 0, end
+    if end < size:
+        yield from split(data, size, end)
+
+
+def split(data: bytes, size: int, begin: int = 0) -> Iterator[tuple[bool | None, bytes, int, int]]:
+    """``data[begin:size]`` (whole lines) as ``segments`` gives it: runs of other lines, and each candidate alone."""
     starts: set[int] = set()
     for plan in _SCAN_PLANS:
-        position = data.find(plan[0], 0, size)
+        position = data.find(plan[0], begin, size)
         if position != -1:  # most probe bytes never occur in a block of request lines: no call for them
             _scan(data, size, plan, starts, position)
-    position = 0
+    position = begin
     for start in sorted(starts):
         if start > position:
             yield False, data, position, start

@@ -31,7 +31,7 @@ import orjson
 
 from kvlog.envelope import EVIDENCE, InferenceRule, ordered
 from kvlog.io import jsonline
-from kvlog.io.inputs import InputError
+from kvlog.io.inputs import InputError, OverlongLine
 from kvlog.migration.candidates import JSON_EVENT, MAX_LINE_BYTES, Readable, carries_memory_figure, segments
 from kvlog.migration.context import Context, Held
 from kvlog.migration.dating import DateContext, complete
@@ -43,6 +43,7 @@ from kvlog.migration.steps import Chain, MigrationError
 from kvlog.schema.catalog import catalog_version
 from kvlog.schema.validation import EventValidator
 from kvlog.text.prefix import SERVERS, LinePrefix, ServerPrefix
+from kvlog.text.printable import log_text, name_text
 from kvlog.text.units import INFERRED_FIELDS_READ
 
 OutputFormat = Literal["jsonl", "text", "legacy"]
@@ -52,6 +53,8 @@ EventSink = Callable[[int, bytes], None]
 
 LOOKAHEAD_LINES = 100_000
 LOOKAHEAD_BYTES = 64 << 20
+#: how much of a line too long to be read its dead letter quotes (its length says how much more there was)
+OVERLONG_TEXT_BYTES = 1 << 10
 #: messages a ``Family`` remembers the reading of: a fleet log's distinct memory messages fit many times over
 RECOGNISED_MESSAGES = 4096
 #: words that make a line a memory line even without a figure (a broken or truncated one)
@@ -237,7 +240,8 @@ class FileRun:
         on_event: EventSink | None = None,
     ):
         self.migrator = migrator
-        self.file = file
+        #: the input's name as events and dead letters quote it (``kvlog.text.printable.name_text``)
+        self.file = None if file is None else name_text(file)
         self.out = out
         self.on_event = on_event
         self.report = report
@@ -252,11 +256,13 @@ class FileRun:
         self.held_bytes = 0
         self.open_line = False  # the last passthrough segment ended inside a line
 
-    def take(self, pieces: Iterable[tuple[bool, bytes, int, int]]) -> None:
+    def take(self, pieces: Iterable[tuple[bool | None, bytes, int, int]]) -> None:
         """Migrate what ``segments`` or ``split`` found: candidate lines one by one, the rest in runs."""
         for is_candidate, data, start, end in pieces:
             if is_candidate:
                 self.line(data[start:end])
+            elif is_candidate is None:  # the line just passed through in pieces: too long to be read
+                self.overlong(data, end)
             else:
                 self.passthrough(data, start, end)
 
@@ -265,9 +271,27 @@ class FileRun:
 
         Read as a stream is, block by block (``segments``): the probes' cost per byte grows with the
         block where request lines are dense, so a follower catching up on a large file must not hand
-        them a megabyte at once.
+        them a megabyte at once. An ``OverlongLine`` is a line the tailer read past: one line, reported.
         """
+        if isinstance(lines, OverlongLine):
+            self.passthrough(b"\n", 0, 1)
+            self.overlong(lines.head, lines.length)
+            return
         self.take(segments(io.BytesIO(lines)))
+
+    def overlong(self, head: bytes, length: int) -> None:
+        """The line just counted was ``length`` bytes (``head`` its first), too long to be read.
+
+        No memory line is that long, but nobody read this one to know it is not: it is reported, dead
+        lettered with its first bytes and its length, and fails ``--strict``, whatever its words (as
+        ``kvlog validate`` reports a line too long for an event). It is copied, never parsed.
+        """
+        self.report.overlong_lines += 1
+        reason = f"a line of {length} bytes, over the {MAX_LINE_BYTES >> 10} KiB a memory line may take: not read"
+        text = log_text(head[:OVERLONG_TEXT_BYTES])
+        self.report.unparsed(self.file, self.number, reason, text)
+        if self.dead is not None:
+            self.dead({"file": self.file, "line": self.number, "reason": reason, "text": text, "length": length})
 
     @property
     def written_lines(self) -> int:
@@ -312,6 +336,7 @@ class FileRun:
         body = raw[:-1] if raw.endswith(b"\n") else raw
         if len(body) > MAX_LINE_BYTES:
             held = None  # no sglang memory line or kvlog event is this long: copied, never parsed
+            self.overlong(body, len(raw))
         elif body.lstrip()[:1] == b"{":
             held = self._json(raw, body)
         else:
@@ -339,7 +364,9 @@ class FileRun:
         try:
             text = body.decode("utf-8")
         except UnicodeDecodeError as exc:
-            self._unparsed(body.decode("utf-8", "replace"), f"not valid UTF-8 ({exc.reason} at byte {exc.start})")
+            # judged on the text a reader sees (an escape's hex digits are no figure), quoted with its bytes
+            read = body.decode("utf-8", "replace")
+            self._unparsed(log_text(body), f"not valid UTF-8 ({exc.reason} at byte {exc.start})", read_as=read)
             return None
         found = self._recognise(text)
         if found is None:
@@ -536,11 +563,13 @@ class FileRun:
         event["_source"] = source
         return Held(event, self.number, revisable=True, raw=raw)
 
-    def _unparsed(self, text: str, reason: str) -> None:
-        message = self._message(text)
+    def _unparsed(self, text: str, reason: str, *, read_as: str | None = None) -> None:
+        """Report ``text`` if it looks like a memory line (as ``read_as`` reads, where that differs)."""
+        read = text if read_as is None else read_as
+        message = self._message(read)
         if not carries_memory_figure(message) and _MEMORY_WORDING.search(message) is None:
             return
-        if self.migrator.allowed_unparsed is not None and self.migrator.allowed_unparsed.search(text):
+        if self.migrator.allowed_unparsed is not None and self.migrator.allowed_unparsed.search(read):
             self.report.allowed_unparsed_lines += 1
             return
         self.report.unparsed(self.file, self.number, reason, text)
@@ -549,7 +578,7 @@ class FileRun:
 
     def _reject(self, raw: bytes, reason: str, line: int | None = None) -> None:
         self.report.rejected += 1
-        text = raw.rstrip(b"\r\n").decode("utf-8", "replace")
+        text = log_text(raw.rstrip(b"\r\n"))
         number = line or self.number
         self.report.unparsed(self.file, number, reason, text)
         if self.dead is not None:

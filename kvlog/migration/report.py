@@ -30,6 +30,8 @@ class MigrationReport:
     #: inputs by the server their lines were recognised as ("none": no line was)
     servers: Counter[str] = field(default_factory=Counter)
     unparsed_memory_lines: int = 0
+    #: of the unparsed lines, those too long to be read (over 64 KiB): reported whatever their words
+    overlong_lines: int = 0
     #: memory-like lines left unparsed that ``--allow-unparsed`` accepts: not counted by --strict
     allowed_unparsed_lines: int = 0
     rejected: int = 0
@@ -71,6 +73,7 @@ class MigrationReport:
             "companion_lines": dict(sorted(self.companions.items())),
             "files_by_server": dict(sorted(self.servers.items())),
             "unparsed_memory_lines": self.unparsed_memory_lines,
+            "overlong_lines": self.overlong_lines,
             "allowed_unparsed_lines": self.allowed_unparsed_lines,
             "rejected_events": self.rejected,
             "changed_lines": self.changed_lines,
@@ -85,5 +88,6 @@ class MigrationReport:
             f"{self.lines} lines, {self.events} events "
             f"({', '.join(f'{k} {v}' for k, v in sorted(self.by_source.items())) or 'none'}), "
             f"{sum(self.inferred.values())} inferred fields, {self.unparsed_memory_lines} memory-like lines unparsed"
+            + (f" ({self.overlong_lines} too long to read)" if self.overlong_lines else "")
             + (f" (and {self.allowed_unparsed_lines} allowed by {allowing})" if self.allowed_unparsed_lines else "")
         )

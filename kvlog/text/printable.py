@@ -57,6 +57,25 @@ def printable_name(name: str, *, escaping: Escaping = LOG_REPORT, keep: str = ""
     return f"./{shown}" if shown.startswith(":") else shown
 
 
+def log_text(data: bytes) -> str:
+    r"""Bytes of a log as text to quote (a dead letter, a report): a byte that is not UTF-8 as ``\xNN``, never U+FFFD.
+
+    The replacement character would lose which byte it was; the escape says it, as every report does.
+    """
+    return data.decode("utf-8", "backslashreplace")
+
+
+def name_text(name: str) -> str:
+    r"""A file name as text that JSON can hold (a dead letter, ``migrated.file``): bytes not UTF-8 as ``\xNN``.
+
+    Python hands such bytes of a name over as lone surrogates, which no UTF-8 writer takes.
+    """
+    try:
+        return log_text(name.encode("utf-8", "surrogateescape"))
+    except UnicodeEncodeError:  # a surrogate that stands for no byte (a caller's own str)
+        return name.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
 def _escaped(char: str) -> str:
     if char in _NAMED:
         return _NAMED[char]
