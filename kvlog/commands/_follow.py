@@ -56,6 +56,7 @@ def follow(
     metrics_host: str = "127.0.0.1",
     otlp_endpoint: str | None = None,
     observers: Iterable[Observer] = (),
+    exports: Iterable[Observer] = (),
     poll_s: float | None = None,
     stop: threading.Event | None = None,
     stdout: IO[bytes] | None = None,
@@ -71,7 +72,9 @@ def follow(
     read, for the context and the observers). ``metrics_port`` serves the gauges of ``kvlog.metrics``
     for Prometheus at ``http://metrics_host:metrics_port/metrics`` (0: a free port; the address is
     said through ``on_notice``), ``otlp_endpoint`` exports events and gauges over OTLP/HTTP
-    (``kvlog.otel``); ``observers`` are told every event as well. ``poll_s`` polls the files at that
+    (``kvlog.otel``). ``observers`` are told every event read, as the gauges are (also those a restart
+    or ``new_only`` does not write: they rebuild the state of the run); ``exports`` (an ``OtelExport``)
+    are told each event written, once, as the OTLP export is. ``poll_s`` polls the files at that
     interval instead of waiting on inotify. Without ``stop``, SIGTERM, SIGINT and SIGHUP stop the run
     (in the main thread): what is written is flushed, the state saved, and the outcome's status is 0.
     Events still waiting for a later line are written as they stand when there is no state (as at the
@@ -107,11 +110,12 @@ def follow(
                 say(f"{pattern}: compressed files are finished rotations, not followed (kvlog migrate reads them)")
         if previous is not None:
             _resume_output(previous, events, say)
-        watching = [*observers, *_exports(stack, metrics_port, metrics_host, otlp_endpoint, say)]
+        gauges, sent = _exports(stack, metrics_port, metrics_host, otlp_endpoint, say)
         follower = Follower(
             migrator,
             events,
-            observers=watching,
+            observers=[*observers, *gauges],
+            exports=[*exports, *sent],
             hold_s=hold_s,
             new_only=new_only,
             state=previous,
@@ -177,10 +181,14 @@ def _until_stopped(
 
 def _exports(
     stack: ExitStack, port: int | None, host: str, otlp: str | None, say: Callable[[str], None]
-) -> list[Observer]:
-    """The gauges (served to Prometheus, exported over OTLP) that the events of the followed logs feed."""
+) -> tuple[list[Observer], list[Observer]]:
+    """The gauges (served to Prometheus, exported over OTLP) that the events of the followed logs feed; the exports.
+
+    The OTLP export reads the gauges and sends each event written as a log record: it is an export,
+    told no event a restart or ``--new-only`` reads without writing.
+    """
     if port is None and otlp is None:
-        return []
+        return [], []
     from kvlog import metrics  # noqa: PLC0415 - the follow extra, needed only with these options
 
     series = metrics.MemorySeries()
@@ -188,10 +196,10 @@ def _exports(
         endpoint = stack.enter_context(metrics.start_endpoint(series, host, port))
         say(f"serving metrics at {endpoint.url}")
     if otlp is None:
-        return [series]
+        return [series], []
     from kvlog import otel  # noqa: PLC0415 - the otel extra
 
-    return [series, stack.enter_context(otel.export(otlp, series=series))]
+    return [series], [stack.enter_context(otel.export(otlp, series=series))]
 
 
 def _resume_output(previous: saved.FollowState, events: EventOutput, say: Callable[[str], None]) -> None:
