@@ -16,6 +16,7 @@ from kvlog.commands import EXIT_OK
 from kvlog.commands._migrate import migrator_for
 from kvlog.errors import OptionError
 from kvlog.follow import state as saved
+from kvlog.follow.own import OwnFiles
 from kvlog.follow.runner import EventOutput, Follower, Observer
 from kvlog.follow.stall import StallWatch
 from kvlog.follow.waking import Waker
@@ -99,8 +100,7 @@ def follow(
     )
     state_path = None if state is None else Path(state)
     with ExitStack() as stack:
-        if state_path is not None:
-            stack.enter_context(saved.locked(state_path))
+        lock = None if state_path is None else stack.enter_context(saved.locked(state_path))
         previous = saved.load(state_path) if state_path is not None else None
         events = EventOutput(None if output is None else str(output), stdout or stdout_binary())
         stack.callback(events.close)
@@ -121,8 +121,11 @@ def follow(
             state=previous,
             clock=time.monotonic,
             on_notice=say,
+            own_names=_own_files(events, state_path),
         )
-        tailer = Tailer(patterns, max_line_bytes=MAX_LINE_BYTES, exclude=_own_files(events, state_path))
+        own = OwnFiles(events.descriptor, lock)
+        stack.callback(own.close)
+        tailer = Tailer(patterns, max_line_bytes=MAX_LINE_BYTES, own=own.keys)
         stack.callback(tailer.close)
         stopping = stop or threading.Event()
         waker = Waker(tailer, stopping, tick_s=TICK_S, poll_s=poll_s or 0.5, force_polling=poll_s is not None)
@@ -139,6 +142,7 @@ def follow(
             stopping=stopping,
             state_path=state_path,
             previous=previous,
+            own=own,
         )
         return FollowOutcome(EXIT_OK, follower.written, waker.uses_inotify)
 
@@ -152,14 +156,19 @@ def _until_stopped(
     stopping: threading.Event,
     state_path: Path | None,
     previous: saved.FollowState | None,
+    own: OwnFiles,
 ) -> None:
-    """Passes until stopped; after each, the events written are committed, then the state that counts them."""
+    """Passes until stopped; after each, the events written are committed, then the state that counts them.
+
+    Each state saved is a new file: ``own`` learns its identity before the next pass lists the files.
+    """
     last_saved: saved.FollowState | None = None
     if state_path is not None:  # before any event is written: one the state cannot count is written again
         marks, opened = (previous.files, previous.files_opened) if previous else ((), False)
         device, inode = events.identity
         last_saved = saved.FollowState(marks, events.path, events.commit(), device, inode, files_opened=opened)
         saved.save(state_path, last_saved)
+        own.saved(state_path)
     while True:
         behind = tailer.poll(follower, stopping.is_set)
         follower.started = True
@@ -169,6 +178,7 @@ def _until_stopped(
             now = follower.state(size)
             if now != last_saved:
                 saved.save(state_path, now)
+                own.saved(state_path)
                 last_saved = now
         if stopping.is_set():
             break
@@ -221,7 +231,11 @@ def _resume_output(previous: saved.FollowState, events: EventOutput, say: Callab
 
 
 def _own_files(events: EventOutput, state: Path | None) -> tuple[str, ...]:
-    """The files the follower writes: never followed, though a pattern names them (``logs/*`` with ``-o logs/...``)."""
+    """The names given to the files the follower writes (``-o``, ``--state`` and its lock).
+
+    Found there by a pattern (``logs/*`` with ``-o logs/...``) they are not read, and go unsaid; found
+    under another name (rotated, linked) they are not read either, and said.
+    """
     written = [] if state is None else [str(state), str(saved.lock_path(state))]
     return (*written, events.path) if events.path else tuple(written)
 

@@ -21,7 +21,7 @@ import fcntl
 import os
 import stat
 from collections import deque
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import IO, Any, Protocol
@@ -225,6 +225,7 @@ class Follower(Reader):
         state: FollowState | None = None,
         clock: Callable[[], float],
         on_notice: Callable[[str], None] = lambda _: None,
+        own_names: Iterable[str] = (),
     ) -> None:
         self.migrator = migrator
         self.output = output
@@ -234,6 +235,8 @@ class Follower(Reader):
         self.new_only = new_only
         self.clock = clock
         self.say = on_notice
+        #: the names the follower's own files were given (``-o``, ``--state``): found there, they go unsaid
+        self.own_names = frozenset(map(os.path.realpath, own_names))
         self.marks = {(mark.device, mark.inode): mark for mark in (state.files if state else ())}
         #: a restart: its own start is not the follow's, and a file the state has no mark of came meanwhile
         #: (unless the first run stopped before it had opened its files: then this start is the follow's)
@@ -300,6 +303,10 @@ class Follower(Reader):
 
     def unreadable(self, path: str, reason: str) -> None:
         self.say(f"{path}: cannot open: {reason}; not followed until it can be read")
+
+    def own_file(self, path: str) -> None:
+        if os.path.realpath(path) not in self.own_names:
+            self.say(f"{path}: written by this kvlog follow (its events, state or messages): not read")
 
     def finish(self) -> None:
         """The end of following without a state: what still waits is written as it stands, as at a file's end.

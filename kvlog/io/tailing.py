@@ -11,7 +11,8 @@ A followed log changes under the reader in four ways, and each must neither lose
 - **new files** matching a pattern or appearing in a directory.
 
 Files are known by device and inode, not by name, so a file renamed to another name that still
-matches is followed on, not read twice. Only whole lines are handed on (a line is whole at its
+matches is followed on, not read twice; and the follower's own files (``own``: its output, its
+state) are never read, whatever name a pattern finds them under. Only whole lines are handed on (a line is whole at its
 newline, or at the end of a file that is closed); a line longer than ``max_line_bytes`` is skipped
 as it streams past and handed on as an empty line, so memory stays bounded whatever the lines.
 
@@ -24,7 +25,7 @@ import glob
 import os
 import stat
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
@@ -87,21 +88,32 @@ class Reader(Protocol):
     def unreadable(self, path: str, reason: str) -> None:
         """The file at ``path`` cannot be opened (``reason``): it is tried again at each pass, said once."""
 
+    def own_file(self, path: str) -> None:
+        """The file at ``path`` is one the follower writes: never read (said once for each name)."""
+
 
 class Tailer:
     """The files that ``patterns`` (files, directories, globs) name, now and as they change."""
 
     def __init__(
-        self, patterns: tuple[str, ...], *, max_line_bytes: int, drain_s: float = 5.0, exclude: tuple[str, ...] = ()
+        self,
+        patterns: tuple[str, ...],
+        *,
+        max_line_bytes: int,
+        drain_s: float = 5.0,
+        own: Callable[[], Collection[FileKey]] = lambda: (),
     ) -> None:
         self.patterns = patterns
         self.max_line_bytes = max_line_bytes
         self.drain_s = drain_s
-        #: the follower's own files (its output, its state): a pattern naming them would feed it its own events
-        self.excluded = frozenset(map(os.path.realpath, exclude))
+        #: the identities of the follower's own files (output, state), now: a pattern naming them, under any
+        #: name, would feed it its own events
+        self.own = own
         self._sources: dict[FileKey, Source] = {}
         #: files that could not be opened, so that each is said once, not at every pass
         self._refused: set[FileKey | str] = set()
+        #: names own files were found under, so that each is said once
+        self._own_said: set[str] = set()
 
     @property
     def sources(self) -> list[Source]:
@@ -137,9 +149,14 @@ class Tailer:
     def adopt(self, path: str, reader: Reader, key: FileKey | None = None) -> Source | None:
         """Follow the file at ``path`` (also one no pattern names: a log rotated away while nobody followed).
 
-        None when it is not the file ``key`` names, is followed already, is gone or is not a regular file. One
-        that cannot be opened (permission denied is not a file that is not there) is said, once.
+        None when it is not the file ``key`` names, is followed already, is gone, is not a regular file or is
+        one of the follower's own. One that cannot be opened (permission denied is not a file that is not
+        there) is said, once.
         """
+        own = self.own()
+        if key in own:
+            self._own(path, reader)
+            return None
         try:
             # non-blocking: a name replaced by a FIFO between the listing and the open must not hang the follower
             descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
@@ -155,8 +172,10 @@ class Tailer:
             os.close(descriptor)
             return None
         actual = FileKey(status.st_dev, status.st_ino)
-        if (key is not None and actual != key) or actual in self._sources:
+        if (key is not None and actual != key) or actual in self._sources or actual in own:
             os.close(descriptor)
+            if actual in own:
+                self._own(path, reader)
             return None
         self._refused.discard(actual)
         source = Source(path, actual, descriptor, last_data=time.monotonic())
@@ -189,7 +208,7 @@ class Tailer:
         """Every regular file the patterns name now (compressed files are finished rotations: not followed)."""
         found: dict[str, FileKey] = {}
         for name in expand_inputs(self.patterns).names:
-            if is_compressed(name) or (self.excluded and os.path.realpath(name) in self.excluded):
+            if is_compressed(name):
                 continue
             try:
                 status = Path(name).stat()
@@ -198,6 +217,11 @@ class Tailer:
             if stat.S_ISREG(status.st_mode):
                 found.setdefault(name, FileKey(status.st_dev, status.st_ino))
         return found
+
+    def _own(self, path: str, reader: Reader) -> None:
+        if path not in self._own_said:
+            self._own_said.add(path)
+            reader.own_file(path)
 
     def _read(self, source: Source, size: int, reader: Reader, now: float, stopping: Callable[[], bool]) -> bool:
         """Hand on what ``source`` (``size`` bytes now) has gained, up to ``READ_BYTES``; whether more is left."""
