@@ -23,7 +23,7 @@ from kvlog.follow.waking import Waker
 from kvlog.io.compression import is_compressed
 from kvlog.io.outputs import OutputError, stdout_binary
 from kvlog.io.stopping import STOP_SIGNALS
-from kvlog.io.tailing import FileKey, Tailer
+from kvlog.io.tailing import FileKey, Tailer, find_beside
 from kvlog.migration.candidates import MAX_LINE_BYTES
 from kvlog.migration.engine import MigrateOptions
 
@@ -260,27 +260,12 @@ def _adopt_rotated(previous: saved.FollowState, tailer: Tailer, follower: Follow
         if found is not None and not mark.draining:
             say(f"{mark.path}: no pattern names it any more: not followed")
             continue
-        found = found or _with_inode(where.parent, key)
+        found = found or find_beside(where.parent, key)
         if found is None or tailer.adopt(str(found), follower, key) is None:
             say(
                 f"{mark.path}: renamed away while it was not followed, and not found beside it: lines after line "
                 f"{mark.line} were not read"
             )
-
-
-def _with_inode(directory: Path, key: FileKey) -> Path | None:
-    try:
-        entries = list(directory.iterdir())
-    except OSError:
-        return None
-    for entry in entries:
-        try:
-            status = entry.stat(follow_symlinks=False)
-        except OSError:
-            continue
-        if (status.st_dev, status.st_ino) == (key.device, key.inode):
-            return entry
-    return None
 
 
 @contextmanager

@@ -254,9 +254,11 @@ class Follower(Reader):
         followed.run.dead = lambda letter: self._unparsed(followed, letter)
         key = (source.key.device, source.key.inode)
         mark = self.marks.pop(key, None)
-        size = os.fstat(source.descriptor).st_size
+        descriptor = source.descriptor
+        assert descriptor is not None, "a file is open when it is found, or found again from its start"
+        size = os.fstat(descriptor).st_size
         if mark is not None:
-            head = os.pread(source.descriptor, mark.head_bytes, 0)
+            head = os.pread(descriptor, mark.head_bytes, 0)
             if mark.same_file(head) and size >= mark.offset:
                 followed.quiet_lines, followed.resumed = mark.line, mark
             else:
