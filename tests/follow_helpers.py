@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -43,6 +44,16 @@ def migrated(path: Path) -> list[bytes]:
     outcome = commands.migrate(str(path), only_events=True, stdout=out)
     assert outcome.exit_status == 0, outcome.problems
     return out.getvalue().splitlines()
+
+
+def canonical(lines: list[bytes]) -> Counter[bytes]:
+    """Events as a multiset, the name of the file each came from left out (a rotated file has two names)."""
+    counted: Counter[bytes] = Counter()
+    for line in lines:
+        event = orjson.loads(line)
+        event["migrated"].pop("file", None)
+        counted[orjson.dumps(event, option=orjson.OPT_SORT_KEYS)] += 1
+    return counted
 
 
 def wait_for(condition: Callable[[], bool], timeout: float = 30.0, what: str = "the follower") -> None:
@@ -127,7 +138,15 @@ class Passes:
     events whose time ran out, then a commit. Events on standard output land in ``stdout``.
     """
 
-    def __init__(self, patterns: Any, output: Path | None = None, *, drain_s: float = 5.0, **options: Any) -> None:
+    def __init__(
+        self,
+        patterns: Any,
+        output: Path | None = None,
+        *,
+        drain_s: float = 5.0,
+        max_open: int | None = None,
+        **options: Any,
+    ) -> None:
         self.stdout = io.BytesIO()
         self.notices: list[str] = []
         self.clock = Clock()
@@ -140,7 +159,7 @@ class Passes:
             **options,
         )
         named = (patterns,) if isinstance(patterns, str) else tuple(patterns)
-        self.tailer = Tailer(named, max_line_bytes=MAX_LINE_BYTES, drain_s=drain_s)
+        self.tailer = Tailer(named, max_line_bytes=MAX_LINE_BYTES, drain_s=drain_s, max_open=max_open)
 
     def poll(self) -> bool:
         """One pass; whether a file has more to read than one pass reads."""

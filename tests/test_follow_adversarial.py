@@ -22,6 +22,8 @@ from kvlog.migration.candidates import MAX_LINE_BYTES
 from kvlog.migration.engine import MigrateOptions
 
 KVLOG = str(Path(sys.executable).with_name("kvlog"))
+#: a memory-like line no rule reads: a dead letter, said on standard error
+UNREAD = "[2026-07-21 09:00:02 TP0] KV Cache is allocated. something new: 12.5 GB\n"
 
 
 def run_cli(*args: str) -> subprocess.Popen[bytes]:
@@ -72,6 +74,71 @@ def test_a_pattern_naming_the_output_and_the_state_does_not_follow_them(tmp_path
     assert lines_of(out) == expected
     assert [mark["path"] for mark in saved(state)["files"]] == [str(log)]  # type: ignore[attr-defined]
     assert not any("events.jsonl" in notice or "state.json" in notice for notice in run.notices)
+
+
+@pytest.mark.parametrize("rotation", ["renamed", "linked"])
+def test_the_output_and_the_state_renamed_or_linked_into_the_pattern_are_never_read(
+    tmp_path: Path, rotation: str
+) -> None:
+    """logrotate renames the output (the follower writes on in the open file), or a link names it: never read.
+
+    Read, its own events would be written again, and read again, until the disk is full. The output
+    and the state are known by device and inode (the state a new file at each save), not by name.
+    """
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    log, out, state = logs / "server.log", logs / "events.jsonl", logs / "state.json"
+    log.write_text(corpus_text("gen2_2025.log"))
+    moved = [own.with_name(own.name + ".1") for own in (out, state)]
+    written = moved[0] if rotation == "renamed" else out
+    with following(str(logs / "*"), out, state=state) as run:
+        run.wait_events(len(migrated(log)))
+        for own, new_name in zip((out, state), moved, strict=True):
+            if rotation == "renamed":
+                own.rename(new_name)
+            else:
+                os.link(own, new_name)
+        for more in ("gen3_dtype_2026.log", "hybrid_swa_2026.log"):  # passes after: a read would have written again
+            append(log, corpus_text(more))
+            wait_for(lambda: len(lines_of(written)) >= len(migrated(log)), what="the appended events")
+        wait_for(lambda: [mark["line"] for mark in saved(state)["files"]] == [len(log.read_text().splitlines())])  # type: ignore[attr-defined]
+    assert lines_of(written) == migrated(log)
+    assert [mark["path"] for mark in saved(state)["files"]] == [str(log)]  # type: ignore[attr-defined]
+    said = [f"{name}: written by this kvlog follow (its events, state or messages): not read" for name in moved]
+    assert sorted(notice for notice in run.notices if "written by this kvlog follow" in notice) == sorted(said)
+
+
+def test_standard_output_and_error_redirected_into_the_pattern_are_never_read(tmp_path: Path) -> None:
+    """``kvlog follow 'logs/*' > logs/events.jsonl 2> logs/follow.err``, then the files rotated and linked.
+
+    Standard error carries the dead letters (each unparsed memory line, quoted): read back, each would be
+    a dead letter again, without end.
+    """
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    log, out, err = logs / "server.log", logs / "events.jsonl", logs / "follow.err"
+    log.write_text(corpus_text("gen2_2025.log") + UNREAD)
+    command = [KVLOG, "follow", str(logs / "*"), "--state", str(tmp_path / "state.json")]
+    with out.open("wb") as stdout, err.open("wb") as stderr:
+        process = subprocess.Popen(command, stdout=stdout, stderr=stderr)
+    try:
+        wait_for(lambda: len(lines_of(out)) >= len(migrated(log)), what="the events")
+        out.rename(logs / "events.jsonl.1")
+        os.link(err, logs / "follow.err.1")
+        for more in ("gen3_dtype_2026.log", "hybrid_swa_2026.log"):  # passes after: a read would have written again
+            append(log, corpus_text(more) + UNREAD)
+            wait_for(lambda: len(lines_of(logs / "events.jsonl.1")) >= len(migrated(log)), what="appended events")
+    finally:
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=30) == 0
+    assert lines_of(logs / "events.jsonl.1") == migrated(log)
+    dead = [line for line in err.read_text().splitlines() if "looks like a memory line" in line]
+    assert len(dead) == 3  # one for each unparsed line of the log, none for a notice read back
+    said = sorted(line for line in err.read_text().splitlines() if "written by this kvlog follow" in line)
+    assert said == sorted(
+        f"kvlog follow: {logs / name}: written by this kvlog follow (its events, state or messages): not read"
+        for name in ("events.jsonl", "events.jsonl.1", "follow.err", "follow.err.1")
+    )
 
 
 def test_a_state_cut_back_is_recorded_at_the_size_the_output_has(tmp_path: Path) -> None:

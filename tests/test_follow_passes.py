@@ -246,6 +246,28 @@ def test_observers_count_each_passes_new_violations_once_and_no_unparsed_line_fo
     assert [name for name, _ in seen.events] == ["weights.load_begin"] * 3
 
 
+def test_exports_are_told_each_written_event_once_and_no_quiet_one(tmp_path: Path) -> None:
+    """A restart's re-read and new-only's lines before the start rebuild the gauges; nothing of them leaves."""
+    log = tmp_path / "server.log"
+    log.write_text(LOAD + POOL + SIZED)
+    gauges, sent = Seen(), Seen()
+    with passes(str(log), new_only=True, observers=[gauges], exports=[sent]) as first:
+        first.poll()
+        append(log, LOAD.replace("TP0", "TP1"))
+        first.poll()
+        saved = first.follower.state(None)
+    append(log, LOAD.replace("TP0", "TP2"))
+    again_gauges, again_sent = Seen(), Seen()
+    with passes(str(log), state=saved, observers=[again_gauges], exports=[again_sent]) as restart:
+        restart.poll()
+    names = [orjson.loads(line)["event"] for line in migrated(log)]
+    assert [name for name, _ in gauges.events] == names[:-1]
+    assert [name for name, _ in again_gauges.events] == names  # the whole history rebuilds the gauges
+    written = [orjson.loads(line)["event"] for line in first.events() + restart.events()]
+    assert written == ["weights.load_begin", "weights.load_begin"]
+    assert [name for name, _ in sent.events + again_sent.events] == written  # each sent once, as written
+
+
 def test_a_restart_writes_only_the_lines_its_state_does_not_count(tmp_path: Path) -> None:
     log = tmp_path / "server.log"
     log.write_text(LOAD + POOL + SIZED + UNREAD)

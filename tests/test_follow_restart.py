@@ -11,22 +11,11 @@ import time
 from collections import Counter
 from pathlib import Path
 
-import orjson
 import pytest
-from follow_helpers import DATED_LOGS, append, corpus_text, lines_of, migrated, wait_for
+from follow_helpers import DATED_LOGS, append, canonical, corpus_text, lines_of, migrated, wait_for
 
 KVLOG = str(Path(sys.executable).with_name("kvlog"))
 KILLS = 50
-
-
-def canonical(lines: list[bytes]) -> Counter[bytes]:
-    """Events as a multiset, the name of the file each came from left out (a rotated file has two names)."""
-    counted: Counter[bytes] = Counter()
-    for line in lines:
-        event = orjson.loads(line)
-        event["migrated"].pop("file", None)
-        counted[orjson.dumps(event, option=orjson.OPT_SORT_KEYS)] += 1
-    return counted
 
 
 class Writer(threading.Thread):

@@ -25,6 +25,8 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import pytest
+from follow_helpers import append, corpus_text, following, lines_of, wait_for
+from follow_helpers import migrated as events_of_log
 from google.protobuf.message import Message
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest, ExportLogsServiceResponse
 from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
@@ -40,6 +42,8 @@ from kvlog import events
 from kvlog.commands import follow, migrate
 from kvlog.emission import get_config, restore
 from kvlog.errors import KvlogError, OptionError
+from kvlog.follow.state import FollowState
+from kvlog.follow.state import load as load_state
 from kvlog.metrics import METRICS, MemorySeries
 from kvlog.otel import export
 from kvlog.otel.records import timestamp_ns
@@ -687,7 +691,7 @@ def test_a_real_collector_receives_and_relays_every_field(collector: str, receiv
     assert_received(receiver, corpus, fed(corpus, "relayed.log"), "sglang-relayed")
 
 
-def test_kvlog_follow_feeds_an_export_as_one_of_its_observers(receiver: Receiver, tmp_path: Path) -> None:
+def test_kvlog_follow_feeds_an_export_the_events_it_writes(receiver: Receiver, tmp_path: Path) -> None:
     log = tmp_path / "gen2.log"
     log.write_bytes((CORPUS / "gen2_2025.log").read_bytes())
     expected = [{**event, "migrated": {**event["migrated"], "file": str(log)}} for event in migrated("gen2_2025.log")]
@@ -696,7 +700,7 @@ def test_kvlog_follow_feeds_an_export_as_one_of_its_observers(receiver: Receiver
         run = threading.Thread(
             target=follow,
             args=([str(log)],),
-            kwargs={"observers": [exporter], "stop": stop, "stdout": io.BytesIO(), "hold_s": 0.5},
+            kwargs={"exports": [exporter], "stop": stop, "stdout": io.BytesIO(), "hold_s": 0.5},
         )
         run.start()
         try:
@@ -707,3 +711,38 @@ def test_kvlog_follow_feeds_an_export_as_one_of_its_observers(receiver: Receiver
             run.join()
     receiver.wait_for_records(len(expected))
     assert_received(receiver, expected, fed(expected, str(log)), "kvlog")
+
+
+def test_a_restarted_follow_sends_the_collector_each_event_once(
+    collector: str, receiver: Receiver, tmp_path: Path
+) -> None:
+    """``--otlp-endpoint`` with ``--state`` and ``--new-only``: history rebuilds the gauges; no record leaves twice.
+
+    The log's lines before the first start are never sent; the restart reads the whole log again (for
+    the context and the gauges) and sends only the lines written after the state. A last record sent
+    through the same collector afterwards tells when everything before it has been relayed.
+    """
+    log, out, state = tmp_path / "server.log", tmp_path / "events.jsonl", tmp_path / "state.json"
+    log.write_text(corpus_text("gen2_2025.log"))
+    history = len(events_of_log(log))
+    for appended in ("gen3_dtype_2026.log", "hybrid_swa_2026.log"):
+        with following(log, out, state=state, new_only=True, otlp_endpoint=collector, hold_s=0.5) as run:
+            wait_for(lambda: bool((load_state(state) or FollowState()).files), what="the first pass")
+            append(log, corpus_text(appended))
+            run.wait_events(len(events_of_log(log)) - history)
+    with export(collector, export_interval_s=3600) as last:
+        last.observe(migrated("gen1_early_2025.log")[0], instance="last")
+    with receiver.arrived:
+        assert receiver.arrived.wait_for(lambda: any(map(is_last, receiver.records())), timeout=60)
+    sent = [
+        attributes_of(record.attributes) for resource, record in receiver.records() if not is_last((resource, record))
+    ]
+    written = [json.loads(line)["migrated"] for line in lines_of(out)]
+    assert len(written) == len(events_of_log(log)) - history > 0
+    assert sorted((record["kvlog.migrated.file"], record["kvlog.migrated.line"]) for record in sent) == sorted(
+        (event["file"], event["line"]) for event in written
+    )
+
+
+def is_last(received: tuple[dict[str, Any], Any]) -> bool:
+    return bool(attributes_of(received[1].attributes)["kvlog.server_instance"] == "last")

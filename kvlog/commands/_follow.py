@@ -16,13 +16,14 @@ from kvlog.commands import EXIT_OK
 from kvlog.commands._migrate import migrator_for
 from kvlog.errors import OptionError
 from kvlog.follow import state as saved
+from kvlog.follow.own import OwnFiles
 from kvlog.follow.runner import EventOutput, Follower, Observer
 from kvlog.follow.stall import StallWatch
 from kvlog.follow.waking import Waker
 from kvlog.io.compression import is_compressed
 from kvlog.io.outputs import OutputError, stdout_binary
 from kvlog.io.stopping import STOP_SIGNALS
-from kvlog.io.tailing import FileKey, Tailer
+from kvlog.io.tailing import FileKey, Tailer, find_beside
 from kvlog.migration.candidates import MAX_LINE_BYTES
 from kvlog.migration.engine import MigrateOptions
 from kvlog.text.printable import printable_name
@@ -57,6 +58,7 @@ def follow(
     metrics_host: str = "127.0.0.1",
     otlp_endpoint: str | None = None,
     observers: Iterable[Observer] = (),
+    exports: Iterable[Observer] = (),
     poll_s: float | None = None,
     stop: threading.Event | None = None,
     stdout: IO[bytes] | None = None,
@@ -72,7 +74,9 @@ def follow(
     read, for the context and the observers). ``metrics_port`` serves the gauges of ``kvlog.metrics``
     for Prometheus at ``http://metrics_host:metrics_port/metrics`` (0: a free port; the address is
     said through ``on_notice``), ``otlp_endpoint`` exports events and gauges over OTLP/HTTP
-    (``kvlog.otel``); ``observers`` are told every event as well. ``poll_s`` polls the files at that
+    (``kvlog.otel``). ``observers`` are told every event read, as the gauges are (also those a restart
+    or ``new_only`` does not write: they rebuild the state of the run); ``exports`` (an ``OtelExport``)
+    are told each event written, once, as the OTLP export is. ``poll_s`` polls the files at that
     interval instead of waiting on inotify. Without ``stop``, SIGTERM, SIGINT and SIGHUP stop the run
     (in the main thread): what is written is flushed, the state saved, and the outcome's status is 0.
     Events still waiting for a later line are written as they stand when there is no state (as at the
@@ -97,8 +101,7 @@ def follow(
     )
     state_path = None if state is None else Path(state)
     with ExitStack() as stack:
-        if state_path is not None:
-            stack.enter_context(saved.locked(state_path))
+        lock = None if state_path is None else stack.enter_context(saved.locked(state_path))
         previous = saved.load(state_path) if state_path is not None else None
         events = EventOutput(None if output is None else str(output), stdout or stdout_binary())
         stack.callback(events.close)
@@ -113,18 +116,22 @@ def follow(
                 say(f"{printable_name(pattern)}: no file there yet: waiting for one to appear (Ctrl-C stops)")
         if previous is not None:
             _resume_output(previous, events, say)
-        watching = [*observers, *_exports(stack, metrics_port, metrics_host, otlp_endpoint, say)]
+        gauges, sent = _exports(stack, metrics_port, metrics_host, otlp_endpoint, say)
         follower = Follower(
             migrator,
             events,
-            observers=watching,
+            observers=[*observers, *gauges],
+            exports=[*exports, *sent],
             hold_s=hold_s,
             new_only=new_only,
             state=previous,
             clock=time.monotonic,
             on_notice=say,
+            own_names=_own_files(events, state_path),
         )
-        tailer = Tailer(patterns, max_line_bytes=MAX_LINE_BYTES, exclude=_own_files(events, state_path))
+        own = OwnFiles(events.descriptor, lock)
+        stack.callback(own.close)
+        tailer = Tailer(patterns, max_line_bytes=MAX_LINE_BYTES, own=own.keys)
         stack.callback(tailer.close)
         stopping = stop or threading.Event()
         waker = Waker(tailer, stopping, tick_s=TICK_S, poll_s=poll_s or 0.5, force_polling=poll_s is not None)
@@ -141,6 +148,7 @@ def follow(
             stopping=stopping,
             state_path=state_path,
             previous=previous,
+            own=own,
         )
         return FollowOutcome(EXIT_OK, follower.written, waker.uses_inotify)
 
@@ -154,14 +162,19 @@ def _until_stopped(
     stopping: threading.Event,
     state_path: Path | None,
     previous: saved.FollowState | None,
+    own: OwnFiles,
 ) -> None:
-    """Passes until stopped; after each, the events written are committed, then the state that counts them."""
+    """Passes until stopped; after each, the events written are committed, then the state that counts them.
+
+    Each state saved is a new file: ``own`` learns its identity before the next pass lists the files.
+    """
     last_saved: saved.FollowState | None = None
     if state_path is not None:  # before any event is written: one the state cannot count is written again
         marks, opened = (previous.files, previous.files_opened) if previous else ((), False)
         device, inode = events.identity
         last_saved = saved.FollowState(marks, events.path, events.commit(), device, inode, files_opened=opened)
         saved.save(state_path, last_saved)
+        own.saved(state_path)
     while True:
         behind = tailer.poll(follower, stopping.is_set)
         follower.started = True
@@ -171,6 +184,7 @@ def _until_stopped(
             now = follower.state(size)
             if now != last_saved:
                 saved.save(state_path, now)
+                own.saved(state_path)
                 last_saved = now
         if stopping.is_set():
             break
@@ -183,10 +197,14 @@ def _until_stopped(
 
 def _exports(
     stack: ExitStack, port: int | None, host: str, otlp: str | None, say: Callable[[str], None]
-) -> list[Observer]:
-    """The gauges (served to Prometheus, exported over OTLP) that the events of the followed logs feed."""
+) -> tuple[list[Observer], list[Observer]]:
+    """The gauges (served to Prometheus, exported over OTLP) that the events of the followed logs feed; the exports.
+
+    The OTLP export reads the gauges and sends each event written as a log record: it is an export,
+    told no event a restart or ``--new-only`` reads without writing.
+    """
     if port is None and otlp is None:
-        return []
+        return [], []
     from kvlog import metrics  # noqa: PLC0415 - the follow extra, needed only with these options
 
     series = metrics.MemorySeries()
@@ -194,10 +212,10 @@ def _exports(
         endpoint = stack.enter_context(metrics.start_endpoint(series, host, port))
         say(f"serving metrics at {endpoint.url}")
     if otlp is None:
-        return [series]
+        return [series], []
     from kvlog import otel  # noqa: PLC0415 - the otel extra
 
-    return [series, stack.enter_context(otel.export(otlp, series=series))]
+    return [series], [stack.enter_context(otel.export(otlp, series=series))]
 
 
 def _resume_output(previous: saved.FollowState, events: EventOutput, say: Callable[[str], None]) -> None:
@@ -220,7 +238,11 @@ def _resume_output(previous: saved.FollowState, events: EventOutput, say: Callab
 
 
 def _own_files(events: EventOutput, state: Path | None) -> tuple[str, ...]:
-    """The files the follower writes: never followed, though a pattern names them (``logs/*`` with ``-o logs/...``)."""
+    """The names given to the files the follower writes (``-o``, ``--state`` and its lock).
+
+    Found there by a pattern (``logs/*`` with ``-o logs/...``) they are not read, and go unsaid; found
+    under another name (rotated, linked) they are not read either, and said.
+    """
     written = [] if state is None else [str(state), str(saved.lock_path(state))]
     return (*written, events.path) if events.path else tuple(written)
 
@@ -245,28 +267,13 @@ def _adopt_rotated(previous: saved.FollowState, tailer: Tailer, follower: Follow
         if found is not None and not mark.draining:
             say(f"{printable_name(mark.path)}: no pattern names it any more: not followed")
             continue
-        found = found or _with_inode(where.parent, key)
+        found = found or find_beside(where.parent, key)
         if found is None or tailer.adopt(str(found), follower, key) is None:
             say(
                 f"{printable_name(mark.path)}: renamed away while it was not followed, and not found beside it: "
                 "lines after line "
                 f"{mark.line} were not read"
             )
-
-
-def _with_inode(directory: Path, key: FileKey) -> Path | None:
-    try:
-        entries = list(directory.iterdir())
-    except OSError:
-        return None
-    for entry in entries:
-        try:
-            status = entry.stat(follow_symlinks=False)
-        except OSError:
-            continue
-        if (status.st_dev, status.st_ino) == (key.device, key.inode):
-            return entry
-    return None
 
 
 @contextmanager

@@ -8,8 +8,10 @@ was read; then it is written as it stands, with the look-ahead rule in ``migrate
 Lines can be *quiet*: read, so that the context and the gauges learn from them, but their events not
 written. A restart makes the lines its state counts quiet (they were written before); ``new_only``
 makes the lines present at the follow's start quiet (a restart's files the state has no mark of came
-later, and are read whole). Observers (the gauges, an OpenTelemetry export) see every
-event, quiet or not: a gauge must show the state of the run, which earlier lines set.
+later, and are read whole). Observers (the gauges) see every event, quiet or not: a gauge must show
+the state of the run, which earlier lines set. Exports (an OpenTelemetry export's log records) see
+only the events written: like the events themselves, what leaves the process leaves once, and a
+restart or ``--new-only`` must not send a collector the history again.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import fcntl
 import os
 import stat
 from collections import deque
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import IO, Any, Protocol
@@ -36,7 +38,7 @@ from kvlog.text.printable import printable, printable_name
 
 
 class Observer(Protocol):
-    """Something that learns from every event a follower reads: the gauges, an OpenTelemetry export."""
+    """Something that learns from the events a follower reads: the gauges (every event), an export (those written)."""
 
     def observe(self, event: Mapping[str, Any], *, instance: str) -> None:
         """One event, of the server whose log ``instance`` names."""
@@ -206,7 +208,11 @@ class _Followed:
 
 
 class Follower(Reader):
-    """Reads what the tailer finds, writes events, tells observers, and marks progress for ``--state``."""
+    """Reads what the tailer finds, writes events, tells observers and exports, and marks progress for ``--state``.
+
+    ``observers`` rebuild state from every event read, quiet or not; ``exports`` send each event
+    written, once (never the quiet ones). Both are told the counts of unparsed lines and violations.
+    """
 
     def __init__(
         self,
@@ -214,19 +220,24 @@ class Follower(Reader):
         output: EventOutput,
         *,
         observers: Sequence[Observer] = (),
+        exports: Sequence[Observer] = (),
         hold_s: float = 300.0,
         new_only: bool = False,
         state: FollowState | None = None,
         clock: Callable[[], float],
         on_notice: Callable[[str], None] = lambda _: None,
+        own_names: Iterable[str] = (),
     ) -> None:
         self.migrator = migrator
         self.output = output
         self.observers = tuple(observers)
+        self.exports = tuple(exports)
         self.hold_s = hold_s
         self.new_only = new_only
         self.clock = clock
         self.say = on_notice
+        #: the names the follower's own files were given (``-o``, ``--state``): found there, they go unsaid
+        self.own_names = frozenset(map(os.path.realpath, own_names))
         self.marks = {(mark.device, mark.inode): mark for mark in (state.files if state else ())}
         #: a restart: its own start is not the follow's, and a file the state has no mark of came meanwhile
         #: (unless the first run stopped before it had opened its files: then this start is the follow's)
@@ -244,9 +255,11 @@ class Follower(Reader):
         followed.run.dead = lambda letter: self._unparsed(followed, letter)
         key = (source.key.device, source.key.inode)
         mark = self.marks.pop(key, None)
-        size = os.fstat(source.descriptor).st_size
+        descriptor = source.descriptor
+        assert descriptor is not None, "a file is open when it is found, or found again from its start"
+        size = os.fstat(descriptor).st_size
         if mark is not None:
-            head = os.pread(source.descriptor, mark.head_bytes, 0)
+            head = os.pread(descriptor, mark.head_bytes, 0)
             if mark.same_file(head) and size >= mark.offset:
                 followed.quiet_lines, followed.resumed = mark.line, mark
             else:
@@ -295,6 +308,10 @@ class Follower(Reader):
 
     def unreadable(self, path: str, reason: str) -> None:
         self.say(f"{printable_name(path)}: cannot open: {reason}; not followed until it can be read")
+
+    def own_file(self, path: str) -> None:
+        if os.path.realpath(path) not in self.own_names:
+            self.say(f"{path}: written by this kvlog follow (its events, state or messages): not read")
 
     def finish(self) -> None:
         """The end of following without a state: what still waits is written as it stands, as at a file's end.
@@ -355,14 +372,12 @@ class Follower(Reader):
     # -- events ---------------------------------------------------------------------------------
 
     def _event(self, followed: _Followed, line: int, data: bytes) -> None:
-        if self.observers:
-            event = orjson.loads(data)
-            for observer in self.observers:
-                observer.observe(event, instance=followed.instance)
         if followed.quiet_lines is not None and line <= followed.quiet_lines:
+            _tell(self.observers, data, followed.instance)  # its state, not the event: it was written before
             return
         self.output.write(data)
         self.written += 1
+        _tell(self.observers + self.exports, data, followed.instance)  # after the write: an export never runs ahead
 
     def _unparsed(self, followed: _Followed, letter: dict[str, Any]) -> None:
         if followed.quiet_lines is None or letter["line"] > followed.quiet_lines:
@@ -372,12 +387,19 @@ class Follower(Reader):
     def _count(self, followed: _Followed) -> None:
         report = followed.run.report
         unparsed, rejected = report.unparsed_memory_lines - report.rejected, report.rejected
-        for observer in self.observers:
+        for observer in self.observers + self.exports:
             if unparsed > followed.unparsed:
                 observer.count_unparsed(unparsed - followed.unparsed, instance=followed.instance)
             if rejected > followed.rejected:
                 observer.count_violations(rejected - followed.rejected, instance=followed.instance)
         followed.unparsed, followed.rejected = unparsed, rejected
+
+
+def _tell(observers: Sequence[Observer], data: bytes, instance: str) -> None:
+    if observers:
+        event = orjson.loads(data)
+        for observer in observers:
+            observer.observe(event, instance=instance)
 
 
 def _settle(followed: _Followed) -> None:

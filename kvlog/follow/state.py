@@ -90,8 +90,8 @@ def lock_path(path: Path) -> Path:
 
 
 @contextmanager
-def locked(path: Path) -> Iterator[None]:
-    """Hold the state at ``path`` for this follower; StateError if another one holds it."""
+def locked(path: Path) -> Iterator[int]:
+    """Hold the state at ``path`` for this follower (the lock file's descriptor); StateError if another one holds it."""
     lock = lock_path(path)
     try:
         descriptor = os.open(lock, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o666)
@@ -104,7 +104,7 @@ def locked(path: Path) -> Iterator[None]:
             raise StateError(f"{path}: another kvlog follow uses this state (it holds {lock})") from None
         except OSError as exc:
             raise StateError(f"{path}: cannot lock the state ({lock}): {exc.strerror}") from None
-        yield
+        yield descriptor
     finally:
         os.close(descriptor)
 
