@@ -234,7 +234,10 @@ class Tailer:
     def _listing(self) -> dict[str, os.stat_result]:
         """``matching``, with what each file's ``stat`` said (a closed file's size and time tell it changed)."""
         found: dict[str, os.stat_result] = {}
-        for name in expand_inputs(self.patterns).names:
+        expansion = expand_inputs(self.patterns)
+        # every name, a second name of one file too: the tailer tells files apart by identity itself, and
+        # a link to its own output must be seen (and said) under the name that links it
+        for name in [*expansion.names, *(again for again, _first in expansion.repeated)]:
             if is_compressed(name):
                 continue
             try:
