@@ -239,8 +239,8 @@ def test_a_swa_summary_replaces_the_summary_of_its_rank_only() -> None:
         event(summary, allocation_state="allocated", total_bytes=12),
     )
     assert table(series) == [
-        ("kvlog_kv_pool_swa_total_bytes", {"allocation_state": "va_upper_bound"} | scope("1"), 11.0),
         ("kvlog_kv_pool_swa_total_bytes", {"allocation_state": "allocated"} | scope(), 12.0),
+        ("kvlog_kv_pool_swa_total_bytes", {"allocation_state": "va_upper_bound"} | scope("1"), 11.0),
     ]
 
 

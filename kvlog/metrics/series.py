@@ -84,7 +84,7 @@ import os
 import socket
 import threading
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from kvlog.schema.readings import FREE_DEVICE_MEMORY, json_integer
@@ -239,6 +239,8 @@ METRICS: tuple[Metric, ...] = (
 
 _Key = tuple[str, ...]
 _Rank = tuple[str, str, str, str, str]
+#: the part of a rank-scoped series' key that names its run: (server_instance, rank)
+_RunKey = tuple[str, _Rank]
 
 #: the label of an event about the speculative draft's pool that names no pool (``Post-capture KV sizing: draft ...``)
 _DRAFT = "draft"
@@ -331,6 +333,25 @@ class _Scope:
     def labels(self) -> _Key:
         return (*self.rank, self.server, self.instance)
 
+    @property
+    def run(self) -> _RunKey:
+        return (self.instance, self.rank)
+
+
+@dataclass
+class _Run:
+    """What one run of one rank of one server_instance set: removed whole by the rank's next ``weights.load_begin``.
+
+    Indexing the series by run keeps every update proportional to its own run's series: a restart or a
+    pool's new allocation never walks the series of the other ranks and servers a follower feeds.
+    """
+
+    values: dict[Metric, dict[_Key, float]] = field(default_factory=dict)
+    #: the number of pools of each metric the run has numbered so far
+    positions: dict[Metric, int] = field(default_factory=dict)
+    #: the position of the run's last pool that named neither pool nor label
+    draft: int = -1
+
 
 class MemorySeries:
     """The current value of every series, fed event by event; thread-safe.
@@ -341,10 +362,9 @@ class MemorySeries:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._values: dict[Metric, dict[_Key, float]] = {metric: {} for metric in METRICS}
-        self._positions: dict[tuple[str, _Rank, Metric], int] = {}
-        #: the position of the run's last pool that named neither pool nor label, per server_instance and rank
-        self._drafts: dict[tuple[str, _Rank], int] = {}
+        #: the rank-scoped series, by run; the counters (no rank) by metric
+        self._runs: dict[_RunKey, _Run] = {}
+        self._counters: dict[Metric, dict[_Key, float]] = {metric: {} for metric in METRICS if not metric.rank_scoped}
         self._handlers: dict[str, Callable[[Mapping[str, Any], _Scope], None]] = {
             "weights.load_begin": self._load_begin,
             "weights.load_end": self._load_end,
@@ -412,23 +432,52 @@ class MemorySeries:
             return [
                 (metric, _exported(metric, key), value)
                 for metric in METRICS
-                for key, value in self._values[metric].items()
+                for series in self._all(metric)
+                for key, value in series.items()
             ]
 
     # -- storage ----------------------------------------------------------------------------------
 
+    def _all(self, metric: Metric) -> list[dict[_Key, float]]:
+        if not metric.rank_scoped:
+            return [self._counters[metric]]
+        return [run.values[metric] for run in self._runs.values() if metric in run.values]
+
+    def _run(self, scope: _RunKey) -> _Run:
+        run = self._runs.get(scope)
+        if run is None:
+            run = self._runs[scope] = _Run()
+        return run
+
+    def _series(self, metric: Metric, key: _Key) -> dict[_Key, float]:
+        """The series of ``metric`` that ``key`` belongs with: its run's, for a rank-scoped metric.
+
+        A rank-scoped key ends with its scope (``_SCOPE``): rank labels, server, server_instance.
+        """
+        if not metric.rank_scoped:
+            return self._counters[metric]
+        rank: _Rank = key[-7], key[-6], key[-5], key[-4], key[-3]
+        return self._run((key[-1], rank)).values.setdefault(metric, {})
+
     def _set(self, metric: Metric, key: _Key, value: float | None) -> None:
         if value is not None:
-            self._values[metric][key] = value
+            self._series(metric, key)[key] = value
+
+    def _get(self, metric: Metric, key: _Key) -> float | None:
+        return self._series(metric, key).get(key)
+
+    def _pop(self, metric: Metric, key: _Key) -> None:
+        self._series(metric, key).pop(key, None)
 
     def _add(self, metric: Metric, key: _Key, amount: float) -> None:
-        series = self._values[metric]
+        series = self._series(metric, key)
         series[key] = series.get(key, 0.0) + amount
 
-    def _drop(self, metric: Metric, keep: Callable[[dict[str, str]], bool]) -> None:
-        series = self._values[metric]
-        for key in [key for key in series if not keep(dict(zip(metric.labels, key, strict=True)))]:
-            del series[key]
+    def _drop_states(self, metric: Metric, key: _Key) -> None:
+        """Remove the series of ``key`` under every state (the label before it): within its run only."""
+        series = self._series(metric, key)
+        for old in [old for old in series if old[1:] == key]:
+            del series[old]
 
     def _pool_key(self, event: Mapping[str, Any], scope: _Scope, metric: Metric, *, allocating: bool) -> _Key:
         """(pool, label) of the event's pool; ``allocating`` numbers a new pool that names neither."""
@@ -436,9 +485,9 @@ class MemorySeries:
         if allocating:
             order = self._next_position(scope, metric)
             if pool is None and label is None:
-                self._drafts[(scope.instance, scope.rank)] = order
+                self._run(scope.run).draft = order
         elif pool is None and label == _DRAFT:
-            order = self._drafts.get((scope.instance, scope.rank), -1)
+            order = self._run(scope.run).draft
             if order > 0:  # the draft's own allocation event numbered it: its series, not a second one
                 return (f"#{order}", "")
         else:
@@ -449,24 +498,15 @@ class MemorySeries:
 
     def _next_position(self, scope: _Scope, metric: Metric) -> int:
         """The position of a new pool among the run's pools of ``metric`` (named ones count too)."""
-        counter = (scope.instance, scope.rank, metric)
-        position = self._positions.get(counter, 0)
-        self._positions[counter] = position + 1
+        positions = self._run(scope.run).positions
+        position = positions.get(metric, 0)
+        positions[metric] = position + 1
         return position
 
     # -- handlers (called under the lock) ---------------------------------------------------------
 
     def _load_begin(self, _event: Mapping[str, Any], scope: _Scope) -> None:
-        def other_run(labels: dict[str, str]) -> bool:
-            same_rank = tuple(labels[kind] for kind in _RANK_LABELS) == scope.rank
-            return not (same_rank and labels["server_instance"] == scope.instance)
-
-        for metric in METRICS:
-            if metric.rank_scoped:
-                self._drop(metric, other_run)
-        for counter in [c for c in self._positions if c[:2] == (scope.instance, scope.rank)]:
-            del self._positions[counter]
-        self._drafts.pop((scope.instance, scope.rank), None)
+        self._runs.pop((scope.instance, scope.rank), None)
 
     def _load_end(self, event: Mapping[str, Any], scope: _Scope) -> None:
         self._set(WEIGHTS, scope.labels, _number(event.get("mem_usage_bytes")))
@@ -486,8 +526,9 @@ class MemorySeries:
     def _pool(self, pool: _Key, state: str, size: float, event: Mapping[str, Any], scope: _Scope) -> None:
         """A pool's (new) allocation replaces all its series, so it has one allocation_state at a time."""
         key = (*pool, *scope.labels)
-        for metric in (KV_POOL_BYTES, KV_POOL_COMMITTED, KV_POOL_TOKENS):
-            self._drop(metric, lambda labels: (labels["pool"], labels["label"], *_scope_of(labels)) != key)
+        self._drop_states(KV_POOL_BYTES, key)
+        self._pop(KV_POOL_COMMITTED, key)
+        self._pop(KV_POOL_TOKENS, key)
         self._set(KV_POOL_BYTES, (state, *key), size)
         self._set(KV_POOL_TOKENS, key, _number(event.get("num_tokens")))
         committed = _number(event.get("committed_bytes"))
@@ -496,7 +537,7 @@ class MemorySeries:
     def _swa_summary(self, event: Mapping[str, Any], scope: _Scope) -> None:
         state = _text(event.get("allocation_state"))
         if state is not None:
-            self._drop(KV_POOL_SWA_TOTAL, lambda labels: _scope_of(labels) != scope.labels)
+            self._drop_states(KV_POOL_SWA_TOTAL, scope.labels)
             self._set(KV_POOL_SWA_TOTAL, (state, *scope.labels), _number(event.get("total_bytes")))
 
     def _post_capture(self, event: Mapping[str, Any], scope: _Scope) -> None:
@@ -513,9 +554,9 @@ class MemorySeries:
 
     def _shift_committed(self, event: Mapping[str, Any], scope: _Scope, amount: float | None, sign: float) -> None:
         key = (*self._pool_key(event, scope, KV_POOL_BYTES, allocating=False), *scope.labels)
-        current = self._values[KV_POOL_COMMITTED].get(key)
+        current = self._get(KV_POOL_COMMITTED, key)
         if current is not None and amount is not None:
-            self._values[KV_POOL_COMMITTED][key] = max(0.0, current + sign * amount)
+            self._set(KV_POOL_COMMITTED, key, max(0.0, current + sign * amount))
 
     def _extended(self, event: Mapping[str, Any], scope: _Scope) -> None:
         key = (*self._pool_key(event, scope, KV_POOL_BYTES, allocating=False), *scope.labels)
@@ -539,14 +580,14 @@ class MemorySeries:
         self._set(ARENA_COMMITTED, key, committed)
         measured = _number(event.get("measured_committed_bytes"))
         if measured is None:
-            self._values[ARENA_MEASURED].pop(key, None)
+            self._pop(ARENA_MEASURED, key)
         self._set(ARENA_MEASURED, key, measured)
 
     def _arena_closed(self, event: Mapping[str, Any], scope: _Scope) -> None:
         arena = _text(event.get("arena_id"))
         if arena is not None:
             for metric in (ARENA_RESERVED, ARENA_COMMITTED, ARENA_MEASURED):
-                self._values[metric].pop((arena, *scope.labels), None)
+                self._pop(metric, (arena, *scope.labels))
 
     def _cuda_graph(self, event: Mapping[str, Any], scope: _Scope) -> None:
         self._set(CUDA_GRAPH, scope.labels, _number(event.get("mem_usage_bytes")))
@@ -577,11 +618,6 @@ def _exported(metric: Metric, key: _Key) -> dict[str, str]:
     if labels.get("other_ranks") == "":
         del labels["other_ranks"]
     return labels
-
-
-def _scope_of(labels: Mapping[str, str]) -> _Key:
-    """The scope part of a series' labels (rank kinds, server, server_instance), in label order."""
-    return tuple(labels[name] for name in _SCOPE)
 
 
 def this_process() -> str:
