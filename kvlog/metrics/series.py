@@ -70,6 +70,12 @@ the previous run's pools next to the new ones. The counters (``*_total``) carry 
 restarts, as counters must. A rank the new run no longer has (a smaller ``tp_size`` in the same log)
 prints no ``weights.load_begin``, so its series stay until that rank starts again.
 
+Bounded labels. The values of ``pool`` and ``label`` (a pool's identity, ``#n`` included), ``arena``,
+``event`` and ``server`` come from log text; each server_instance keeps the first
+``label_values`` distinct values of each (default 64, ``kvlog.metrics.bound``), and an update with a
+later one goes to the series whose value is ``#other`` (the last such update's figure) and counts in
+``kvlog_series_folded_total{label_name}``.
+
 Prometheus stores an empty label as no label: ``{dp=""}`` matches the series of a server without
 data parallelism.
 
@@ -85,8 +91,9 @@ import socket
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
+from kvlog.metrics.bound import DEFAULT_LIMIT, FOLDED, LabelBound
 from kvlog.schema.readings import FREE_DEVICE_MEMORY, json_integer
 
 RANK_KINDS = ("tp", "dp", "pp", "ep")
@@ -216,6 +223,13 @@ VIOLATIONS = Metric(
     ("server_instance",),
     "1",
 )
+FOLDS = Metric(
+    "kvlog_series_folded_total",
+    'Updates folded into a label\'s "#other" series: its server_instance had used up its values of the label.',
+    "counter",
+    ("label_name", "server_instance"),
+    "1",
+)
 
 METRICS: tuple[Metric, ...] = (
     KV_POOL_BYTES,
@@ -235,12 +249,14 @@ METRICS: tuple[Metric, ...] = (
     EVENTS,
     UNPARSED,
     VIOLATIONS,
+    FOLDS,
 )
 
 _Key = tuple[str, ...]
 _Rank = tuple[str, str, str, str, str]
 #: the part of a rank-scoped series' key that names its run: (server_instance, rank)
 _RunKey = tuple[str, _Rank]
+_Value = TypeVar("_Value", str, tuple[str, str])
 
 #: the label of an event about the speculative draft's pool that names no pool (``Post-capture KV sizing: draft ...``)
 _DRAFT = "draft"
@@ -360,8 +376,10 @@ class MemorySeries:
     snapshot with ``samples()``.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, *, label_values: int = DEFAULT_LIMIT) -> None:
+        """``label_values``: how many distinct values a label the log names keeps per server_instance (``bound``)."""
         self._lock = threading.Lock()
+        self._bound = LabelBound(label_values)
         #: the rank-scoped series, by run; the counters (no rank) by metric
         self._runs: dict[_RunKey, _Run] = {}
         self._counters: dict[Metric, dict[_Key, float]] = {metric: {} for metric in METRICS if not metric.rank_scoped}
@@ -397,9 +415,9 @@ class MemorySeries:
         rank = _rank_of(event)
         if name is None or rank is None:
             return
-        scope = _Scope(rank, server_of(event), instance)
         with self._lock:
-            self._add(EVENTS, (name, scope.server, instance), 1.0)
+            scope = _Scope(rank, self._bounded(instance, "server", server_of(event), FOLDED), instance)
+            self._add(EVENTS, (self._bounded(instance, "event", name, FOLDED), scope.server, instance), 1.0)
             handler = self._handlers.get(name)
             if handler is not None:
                 handler(event, scope)
@@ -479,8 +497,18 @@ class MemorySeries:
         for old in [old for old in series if old[1:] == key]:
             del series[old]
 
+    def _bounded(self, instance: str, label: str, value: _Value, folded: _Value) -> _Value:
+        """``value``, or ``folded`` (counted) once ``instance`` has used up its distinct values of ``label``."""
+        if self._bound.admits(instance, label, value):
+            return value
+        self._add(FOLDS, (label, instance), 1.0)
+        return folded
+
     def _pool_key(self, event: Mapping[str, Any], scope: _Scope, metric: Metric, *, allocating: bool) -> _Key:
-        """(pool, label) of the event's pool; ``allocating`` numbers a new pool that names neither."""
+        """(pool, label) of the event's pool, within the bound; ``allocating`` numbers a new pool that names neither."""
+        return self._bounded(scope.instance, "pool", self._pool_name(event, scope, metric, allocating), (FOLDED, ""))
+
+    def _pool_name(self, event: Mapping[str, Any], scope: _Scope, metric: Metric, allocating: bool) -> tuple[str, str]:
         pool, label = _text(event.get("pool")), _text(event.get("label"))
         if allocating:
             order = self._next_position(scope, metric)
@@ -521,7 +549,8 @@ class MemorySeries:
         state, size = _text(event.get("allocation_state")), _number(event.get("total_bytes"))
         if state is not None and size is not None:
             position = self._next_position(scope, KV_POOL_BYTES)
-            self._pool(("unified" if position == 0 else f"unified#{position}", ""), state, size, event, scope)
+            name = ("unified" if position == 0 else f"unified#{position}", "")
+            self._pool(self._bounded(scope.instance, "pool", name, (FOLDED, "")), state, size, event, scope)
 
     def _pool(self, pool: _Key, state: str, size: float, event: Mapping[str, Any], scope: _Scope) -> None:
         """A pool's (new) allocation replaces all its series, so it has one allocation_state at a time."""
@@ -566,14 +595,18 @@ class MemorySeries:
         key = (*self._pool_key(event, scope, KV_POOL_BYTES, allocating=False), *scope.labels)
         self._set(KV_POOL_TOKENS, key, _number(event.get("num_tokens")))
 
-    def _arena_ready(self, event: Mapping[str, Any], scope: _Scope) -> None:
+    def _arena(self, event: Mapping[str, Any], scope: _Scope) -> str | None:
         arena = _text(event.get("arena_id"))
+        return None if arena is None else self._bounded(scope.instance, "arena", arena, FOLDED)
+
+    def _arena_ready(self, event: Mapping[str, Any], scope: _Scope) -> None:
+        arena = self._arena(event, scope)
         if arena is not None:
             self._set(ARENA_RESERVED, (arena, *scope.labels), _number(event.get("reserved_va_bytes")))
 
     def _arena_committed(self, event: Mapping[str, Any], scope: _Scope) -> None:
-        arena = _text(event.get("arena_id"))
         committed = _number(event.get("committed_bytes"))
+        arena = self._arena(event, scope) if committed is not None else None
         if arena is None or committed is None:
             return
         key = (arena, *scope.labels)
@@ -584,7 +617,7 @@ class MemorySeries:
         self._set(ARENA_MEASURED, key, measured)
 
     def _arena_closed(self, event: Mapping[str, Any], scope: _Scope) -> None:
-        arena = _text(event.get("arena_id"))
+        arena = self._arena(event, scope)
         if arena is not None:
             for metric in (ARENA_RESERVED, ARENA_COMMITTED, ARENA_MEASURED):
                 self._pop(metric, (arena, *scope.labels))
@@ -605,9 +638,10 @@ class MemorySeries:
             self._set(HOST_POOL, (self._named(event, scope, HOST_POOL), *scope.labels), size)
 
     def _named(self, event: Mapping[str, Any], scope: _Scope, metric: Metric) -> str:
-        """A host or Mamba pool's name: its label, else its order among the run's unnamed ones."""
+        """A host or Mamba pool's name, within the bound: its label, else its order among the run's unnamed ones."""
         position = self._next_position(scope, metric)
-        return _text(event.get("label")) or f"#{position}"
+        name = _text(event.get("label")) or f"#{position}"
+        return self._bounded(scope.instance, "pool", (name, ""), (FOLDED, ""))[0]
 
     def _violation(self, event: Mapping[str, Any], scope: _Scope) -> None:
         self._add(VIOLATIONS, (scope.instance,), 1.0 + (_number(event.get("suppressed")) or 0.0))
