@@ -4,11 +4,9 @@ This module is the single owner of that mapping: the Prometheus endpoint (``kvlo
 ``kvlog.metrics.serve`` and ``kvlog follow`` only read ``MemorySeries.samples()``. It imports nothing
 outside the standard library, so a caller that never serves metrics pays nothing for it.
 
-Labels. Every rank-scoped metric carries ``tp``, ``dp``, ``pp``, ``ep`` (the event's ``ranks``; a rank
-kind the event lacks is ``""``), ``other_ranks`` (every other kind of the event's ``ranks`` as
-``kind=rank``, sorted and comma-joined: ``attn_cp=5``, ``moe_dp=1``, vLLM's worker ``rank=3``; ``""``
-when none, and then left out of ``samples()`` as Prometheus would store it: a server whose ranks are
-only those four exposes the label set it always had), ``server`` (``sglang``
+Labels. Every rank-scoped metric carries ``tp``, ``dp``, ``pp``, ``ep`` (the event's ``ranks``),
+``other_ranks`` (every other kind of the event's ``ranks`` as ``kind=rank``, sorted and comma-joined:
+``attn_cp=5``, ``moe_dp=1``, vLLM's worker ``rank=3``), ``server`` (``sglang``
 or ``vllm``: the prefix of ``migrated.source_format``; ``kvlog`` for an event kvlog emitted live or
 wrote as JSON) and ``server_instance`` (which server the series is about: the log path for
 ``kvlog follow``, what a library caller passes). It is not ``instance`` because Prometheus sets
@@ -76,8 +74,18 @@ Bounded labels. The values of ``pool`` and ``label`` (a pool's identity, ``#n`` 
 later one goes to the series whose value is ``#other`` (the last such update's figure) and counts in
 ``kvlog_series_folded_total{label_name}``.
 
-Prometheus stores an empty label as no label: ``{dp=""}`` matches the series of a server without
-data parallelism.
+A label with no value (a rank kind the event lacks, a pool with no ``label``, no other ranks) is
+left out of ``samples()``, never exported as ``""``: Prometheus stores an empty label as no label, so
+what it stores, and every query, rule and dashboard, are the same either way, and the exposition says
+what is stored (``{dp=""}`` still matches a server without data parallelism). A placeholder such as
+``none`` would be a value that queries match and sums group by. Samples of one family may then carry
+different label names, which the text and OpenMetrics formats allow.
+
+Counters. ``kvlog_unparsed_lines_total``, ``kvlog_schema_violations_total`` and
+``kvlog_series_folded_total`` (per ``label_name``) exist at 0 from the moment an instance is known
+(``add_instance``; ``kvlog follow`` counts 0 when it starts following a file), so the first lines
+counted are a rise from 0 that ``increase()`` sees. ``kvlog_events_total`` starts with its first event:
+its ``event`` and ``server`` come from the event.
 
 Odd input (a missing field, a wrong type, a negative size) skips that one update and never raises:
 the series are fed from emission taps and live logs, where an exception would be a lost event.
@@ -93,7 +101,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar
 
-from kvlog.metrics.bound import DEFAULT_LIMIT, FOLDED, LabelBound
+from kvlog.metrics.bound import BOUNDED, DEFAULT_LIMIT, FOLDED, LabelBound
 from kvlog.schema.readings import FREE_DEVICE_MEMORY, json_integer
 
 RANK_KINDS = ("tp", "dp", "pp", "ep")
@@ -380,6 +388,8 @@ class MemorySeries:
         """``label_values``: how many distinct values a label the log names keeps per server_instance (``bound``)."""
         self._lock = threading.Lock()
         self._bound = LabelBound(label_values)
+        #: the server_instances whose counters exist (at 0 until counted)
+        self._instances: set[str] = set()
         #: the rank-scoped series, by run; the counters (no rank) by metric
         self._runs: dict[_RunKey, _Run] = {}
         self._counters: dict[Metric, dict[_Key, float]] = {metric: {} for metric in METRICS if not metric.rank_scoped}
@@ -416,6 +426,7 @@ class MemorySeries:
         if name is None or rank is None:
             return
         with self._lock:
+            self._known(instance)
             scope = _Scope(rank, self._bounded(instance, "server", server_of(event), FOLDED), instance)
             self._add(EVENTS, (self._bounded(instance, "event", name, FOLDED), scope.server, instance), 1.0)
             handler = self._handlers.get(name)
@@ -427,11 +438,22 @@ class MemorySeries:
             for field, quantity in _PROFILE_FIELDS.get(name, {}).items():
                 self._set(MEMORY_PROFILE, (quantity, *scope.labels), _number(event.get(field)))
 
+    def add_instance(self, instance: str) -> None:
+        """Export the counters of ``instance`` from now, at 0: its first increment is then a rise Prometheus sees.
+
+        A counter that first appears at N is no increase to ``increase()``/``rate()``: the lines that
+        created it (a start-up's new wording) would never alert. ``observe`` and the ``count_*`` calls
+        add the instance too (``kvlog follow`` counts 0 for a file when it first follows it).
+        """
+        with self._lock:
+            self._known(instance)
+
     def count_unparsed(self, lines: int, *, instance: str) -> None:
-        """Count log lines that were read but gave no event."""
+        """Count log lines that were read but gave no event (0: the instance's counters exist from now)."""
         count = _number(lines)
         if count is not None:
             with self._lock:
+                self._known(instance)
                 self._add(UNPARSED, (instance,), count)
 
     def count_violations(self, count: int, *, instance: str) -> None:
@@ -439,12 +461,13 @@ class MemorySeries:
         number = _number(count)
         if number is not None:
             with self._lock:
+                self._known(instance)
                 self._add(VIOLATIONS, (instance,), number)
 
     def samples(self) -> list[tuple[Metric, dict[str, str], float]]:
         """Every series as (metric, labels, value), in ``METRICS`` order, taken under the lock.
 
-        The labels are the metric's, but for an empty ``other_ranks`` (see the module's docstring).
+        The labels are the metric's, less those with no value (see the module's docstring).
         """
         with self._lock:
             return [
@@ -455,6 +478,15 @@ class MemorySeries:
             ]
 
     # -- storage ----------------------------------------------------------------------------------
+
+    def _known(self, instance: str) -> None:
+        """Every counter of a new ``instance`` at 0 (but ``kvlog_events_total``: its labels come from events)."""
+        if instance not in self._instances:
+            self._instances.add(instance)
+            self._add(UNPARSED, (instance,), 0.0)
+            self._add(VIOLATIONS, (instance,), 0.0)
+            for label in BOUNDED:
+                self._add(FOLDS, (label, instance), 0.0)
 
     def _all(self, metric: Metric) -> list[dict[_Key, float]]:
         if not metric.rank_scoped:
@@ -648,10 +680,8 @@ class MemorySeries:
 
 
 def _exported(metric: Metric, key: _Key) -> dict[str, str]:
-    labels = dict(zip(metric.labels, key, strict=True))
-    if labels.get("other_ranks") == "":
-        del labels["other_ranks"]
-    return labels
+    """The labels of a series, without those that have no value (see the module's docstring)."""
+    return {name: value for name, value in zip(metric.labels, key, strict=True) if value}
 
 
 def this_process() -> str:
