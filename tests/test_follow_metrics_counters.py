@@ -8,10 +8,15 @@ kvlog cannot read (a new wording at start-up) if a scrape saw the counter at 0 b
 
 from __future__ import annotations
 
+import threading
 import urllib.request
 from pathlib import Path
 
+import pytest
 from follow_helpers import append, following, wait_for
+
+from kvlog import commands
+from kvlog.errors import OptionError
 
 LOAD = "[2026-07-21 09:00:00 TP0] Load weight begin. avail mem=70.00 GB\n"
 UNREAD = "[2026-07-21 09:00:02 TP0] KV Cache is allocated. something new: 12.5 GB\n"
@@ -44,3 +49,28 @@ def test_a_followed_log_has_its_counters_at_0_before_its_first_unread_line(tmp_p
         "7.516192768e+10"
     ]
     assert '=""' not in text  # 1fdc331: dp="",ep="",pp="" on every rank's series
+
+
+def test_follow_bounds_the_label_values_it_is_given(tmp_path: Path) -> None:
+    log = tmp_path / "server.log"
+    pools = "".join(
+        f"[2026-08-12 16:31:20 TP0] {name} KV Cache is allocated. dtype: torch.bfloat16, #tokens: 8, "
+        "K size: 1.00 GB, V size: 1.00 GB\n"
+        for name in ("SWA", "Full", "Extra")
+    )
+    log.write_text(LOAD + pools)
+    with following(str(log), tmp_path / "events.jsonl", metrics_port=0, metrics_label_values=2, hold_s=0.5) as running:
+        wait_for(lambda: any("serving metrics at" in notice for notice in running.notices))
+        url = next(n for n in running.notices if "serving metrics at" in n).split("serving metrics at ")[1]
+        folded = f'kvlog_series_folded_total{{label_name="pool",server_instance="{log}"}} 1.0'
+        wait_for(lambda: folded in exposition(url), what="the third pool folded")
+        text = exposition(url)
+    pools_seen = {
+        line.split('pool="')[1].split('"')[0] for line in text.splitlines() if line.startswith("kvlog_kv_pool_bytes{")
+    }
+    assert pools_seen == {"SWA", "Full", "#other"}
+
+
+def test_a_bound_with_no_room_is_an_option_error(tmp_path: Path) -> None:
+    with pytest.raises(OptionError, match="a label needs room for one value"):
+        commands.follow(str(tmp_path / "server.log"), metrics_port=0, metrics_label_values=0, stop=threading.Event())
