@@ -225,7 +225,7 @@ def test_new_only_quiet_lines_still_feed_the_observers(tmp_path: Path) -> None:
         run.poll()
     names = [orjson.loads(line)["event"] for line in migrated(log)]
     assert seen.events == [(name, str(log)) for name in names]
-    assert seen.unparsed == [(1, str(log)), (1, str(log))]  # each pass's new unparsed lines, once
+    assert seen.unparsed == [(0, str(log)), (1, str(log)), (1, str(log))]  # 0 when first followed, then each pass's
     assert run.notices == [unread(log, 5, UNREAD)]
 
 
@@ -241,8 +241,8 @@ def test_observers_count_each_passes_new_violations_once_and_no_unparsed_line_fo
         run.poll()
         append(log, LOAD)
         run.poll()  # nothing new to count
-    assert seen.violations == [(1, str(log)), (1, str(log))]
-    assert seen.unparsed == []
+    assert seen.violations == [(0, str(log)), (1, str(log)), (1, str(log))]
+    assert seen.unparsed == [(0, str(log))]  # the counters exist from the file's first sight
     assert [name for name, _ in seen.events] == ["weights.load_begin"] * 3
 
 

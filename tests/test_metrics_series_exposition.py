@@ -63,7 +63,7 @@ def test_samples_carry_their_labels_and_counters_their_total() -> None:
     series.observe(ALLOCATION, instance="a")
     series.count_unparsed(2, instance="a")
     families = exposed(series)
-    labels = {"pool": "p", "label": "", "tp": "0", "dp": "", "pp": "", "ep": "", "other_ranks": "rank=2"}
+    labels = {"pool": "p", "tp": "0", "other_ranks": "rank=2"}  # a label with no value is left out
     labels |= {"server": "kvlog", "server_instance": "a"}
     assert families["kvlog_kv_pool_bytes"][3] == [
         ("kvlog_kv_pool_bytes", {"allocation_state": "allocated"} | labels, 5)
@@ -73,7 +73,7 @@ def test_samples_carry_their_labels_and_counters_their_total() -> None:
         ("kvlog_events_total", {"event": "kv_pool.allocation", "server": "kvlog", "server_instance": "a"}, 1)
     ]
     assert families["kvlog_unparsed_lines"][3] == [("kvlog_unparsed_lines_total", {"server_instance": "a"}, 2)]
-    assert families["kvlog_schema_violations"][3] == []
+    assert families["kvlog_schema_violations"][3] == [("kvlog_schema_violations_total", {"server_instance": "a"}, 0)]
 
 
 def test_an_endpoint_serves_the_series_and_closes_once_with_what_fed_it() -> None:
@@ -85,7 +85,9 @@ def test_an_endpoint_serves_the_series_and_closes_once_with_what_fed_it() -> Non
         assert endpoint.port > 0
         assert endpoint.url == f"http://127.0.0.1:{endpoint.port}/metrics"
         with urllib.request.urlopen(endpoint.url, timeout=10) as response:
-            assert b'kvlog_kv_pool_tokens{dp="",ep=""' in response.read()
+            exposition = response.read()
+        assert b'kvlog_kv_pool_tokens{other_ranks="rank=2",pool="p"' in exposition
+        assert b'=""' not in exposition
     finally:
         endpoint.close()
     endpoint.close()

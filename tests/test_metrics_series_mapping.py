@@ -20,9 +20,9 @@ Row = tuple[str, dict[str, str], float]
 
 
 def scope(tp: str = "0", instance: str = "a.log", server: str = "sglang", **ranks: str) -> dict[str, str]:
-    """The labels every rank-scoped series carries (``other_ranks`` only where it is not empty)."""
-    labels = {"tp": tp, "dp": "", "pp": "", "ep": ""} | ranks
-    return labels | {"server": server, "server_instance": instance}
+    """The labels every rank-scoped series carries: those with a value (no ``dp=""``, no empty ``other_ranks``)."""
+    labels = {"tp": tp, "dp": "", "pp": "", "ep": ""} | ranks | {"server": server, "server_instance": instance}
+    return {name: value for name, value in labels.items() if value}
 
 
 def event(name: str, tp: int | None = 0, **fields: Any) -> dict[str, Any]:
@@ -49,6 +49,16 @@ def table(series: MemorySeries, *, counters: bool = False) -> list[Row]:
     ]
 
 
+def zero_counters(instance: str) -> list[Row]:
+    """The counters an instance has from its first sight, at 0 until something is counted."""
+    return [
+        ("kvlog_unparsed_lines_total", {"server_instance": instance}, 0.0),
+        ("kvlog_schema_violations_total", {"server_instance": instance}, 0.0),
+        *[("kvlog_series_folded_total", {"label_name": name, "server_instance": instance}, 0.0)
+          for name in ("pool", "arena", "event", "server")],
+    ]  # fmt: skip
+
+
 def pools(series: MemorySeries, name: str = "kvlog_kv_pool_bytes") -> dict[str, float]:
     """The value of each ``pool`` label's series of ``name``."""
     return {labels["pool"]: value for found, labels, value in table(series) if found == name}
@@ -57,12 +67,13 @@ def pools(series: MemorySeries, name: str = "kvlog_kv_pool_bytes") -> dict[str, 
 def test_a_pool_allocation_sets_its_bytes_tokens_and_committed_bytes_with_every_label() -> None:
     allocation = pool(k_bytes=3, v_bytes=4, kv_bytes=None, num_tokens=10)
     allocation["ranks"] = {"tp": 1, "dp": 0, "moe_dp": 1, "attn_cp": 5, "ep": None}
-    labels = {"pool": "#0", "label": ""} | scope("1", dp="0", other_ranks="attn_cp=5,moe_dp=1")
+    labels = {"pool": "#0"} | scope("1", dp="0", other_ranks="attn_cp=5,moe_dp=1")
     assert table(fed(allocation), counters=True) == [
         ("kvlog_kv_pool_bytes", {"allocation_state": "allocated"} | labels, 7.0),
         ("kvlog_kv_pool_committed_bytes", labels, 7.0),
         ("kvlog_kv_pool_tokens", labels, 10.0),
         ("kvlog_events_total", {"event": "kv_pool.allocation", "server": "sglang", "server_instance": "a.log"}, 1.0),
+        *zero_counters("a.log"),
     ]
 
 
@@ -87,7 +98,8 @@ def test_pools_that_name_neither_pool_nor_label_are_numbered_per_rank_and_instan
         series.observe(one, instance="a.log")
     series.observe(pool(), instance="b.log")
     found = {
-        (labels["server_instance"], labels["tp"], labels["pool"], labels["label"]) for _, labels, _ in table(series)
+        (labels["server_instance"], labels["tp"], labels["pool"], labels.get("label", ""))
+        for _, labels, _ in table(series)
     }
     assert found == {
         ("a.log", "0", "#0", ""),
@@ -109,10 +121,10 @@ def test_a_new_allocation_of_a_pool_replaces_every_series_of_that_pool_only() ->
         pool("target", allocation_state="va_upper_bound", kv_bytes=90),
     )
     assert table(series) == [
-        ("kvlog_kv_pool_bytes", {"allocation_state": "allocated", "pool": "draft", "label": ""} | scope(), 100.0),
-        ("kvlog_kv_pool_bytes", {"allocation_state": "va_upper_bound", "pool": "target", "label": ""} | scope(), 90),
-        ("kvlog_kv_pool_committed_bytes", {"pool": "draft", "label": ""} | scope(), 100.0),
-        ("kvlog_kv_pool_tokens", {"pool": "draft", "label": ""} | scope(), 3.0),
+        ("kvlog_kv_pool_bytes", {"allocation_state": "allocated", "pool": "draft"} | scope(), 100.0),
+        ("kvlog_kv_pool_bytes", {"allocation_state": "va_upper_bound", "pool": "target"} | scope(), 90),
+        ("kvlog_kv_pool_committed_bytes", {"pool": "draft"} | scope(), 100.0),
+        ("kvlog_kv_pool_tokens", {"pool": "draft"} | scope(), 3.0),
     ]
 
 
@@ -127,7 +139,7 @@ def test_post_capture_sizing_without_a_name_is_the_first_pool_of_the_run() -> No
         free_bytes=7,
     )
     series = fed(pool(allocation_state="va_upper_bound"), pool(), sized)
-    first = {"pool": "#0", "label": ""} | scope()
+    first = {"pool": "#0"} | scope()
     assert [row for row in table(series) if row[1].get("pool") == "#0"] == [
         ("kvlog_kv_pool_bytes", {"allocation_state": "va_upper_bound"} | first, 100.0),
         ("kvlog_kv_pool_committed_bytes", first, 40.0),
@@ -223,7 +235,7 @@ def test_vllm_extension_and_capacity_are_the_first_pools() -> None:
         event("kv_pool.extended", tp=None, committed_bytes=64, free_bytes=3),
         event("kv_pool.capacity", tp=None, num_tokens=1600),
     )
-    first = {"pool": "#0", "label": ""} | scope("")
+    first = {"pool": "#0"} | scope("")
     assert table(series) == [
         ("kvlog_kv_pool_committed_bytes", first, 64.0),
         ("kvlog_kv_pool_tokens", first, 1600.0),
@@ -239,8 +251,8 @@ def test_a_swa_summary_replaces_the_summary_of_its_rank_only() -> None:
         event(summary, allocation_state="allocated", total_bytes=12),
     )
     assert table(series) == [
-        ("kvlog_kv_pool_swa_total_bytes", {"allocation_state": "va_upper_bound"} | scope("1"), 11.0),
         ("kvlog_kv_pool_swa_total_bytes", {"allocation_state": "allocated"} | scope(), 12.0),
+        ("kvlog_kv_pool_swa_total_bytes", {"allocation_state": "va_upper_bound"} | scope("1"), 11.0),
     ]
 
 
@@ -367,12 +379,15 @@ def test_counters_add_up_per_instance_and_ignore_what_is_no_count() -> None:
     assert table(series, counters=True) == [
         ("kvlog_events_total", {"event": "kvlog.schema_violation", "server": "kvlog", "server_instance": "a"}, 2.0),
         ("kvlog_unparsed_lines_total", {"server_instance": "a"}, 3.0),
+        ("kvlog_unparsed_lines_total", {"server_instance": "b"}, 0.0),
         ("kvlog_schema_violations_total", {"server_instance": "a"}, 8.0),
         ("kvlog_schema_violations_total", {"server_instance": "b"}, 0.0),
-    ]
+        *[("kvlog_series_folded_total", {"label_name": name, "server_instance": instance}, 0.0)
+          for instance in ("a", "b") for name in ("pool", "arena", "event", "server")],
+    ]  # fmt: skip
 
 
-def test_ranks_that_are_null_or_absent_are_empty_labels_and_a_rank_that_is_no_number_skips_the_event() -> None:
+def test_ranks_that_are_null_or_absent_are_no_labels_and_a_rank_that_is_no_number_skips_the_event() -> None:
     nothing = pool("p")
     nothing["ranks"] = None
     unset = pool("q")
@@ -380,11 +395,8 @@ def test_ranks_that_are_null_or_absent_are_empty_labels_and_a_rank_that_is_no_nu
     flag = pool("r")
     flag["ranks"] = {"tp": True}
     series = fed(nothing, unset, flag)
-    assert {labels["pool"]: {k: labels[k] for k in ("tp", "dp", "pp", "ep")} for _, labels, _ in table(series)} == {
-        "p": {"tp": "", "dp": "", "pp": "", "ep": ""},
-        "q": {"tp": "", "dp": "", "pp": "", "ep": ""},
-    }
-    assert all("other_ranks" not in labels for _, labels, _ in table(series))
+    assert {labels["pool"] for _, labels, _ in table(series)} == {"p", "q"}
+    assert all(labels.keys().isdisjoint({"tp", "dp", "pp", "ep", "other_ranks"}) for _, labels, _ in table(series))
 
 
 @pytest.mark.parametrize(
@@ -439,7 +451,7 @@ def test_a_unified_pool_without_a_state_or_a_size_is_skipped_and_takes_no_place(
         event("kv_pool.unified_allocation", **incomplete),
         event("kv_pool.unified_allocation", allocation_state="allocated", total_bytes=60),
     )
-    labels = {"pool": "unified", "label": ""} | scope()
+    labels = {"pool": "unified"} | scope()
     assert table(series) == [
         ("kvlog_kv_pool_bytes", {"allocation_state": "allocated"} | labels, 60.0),
         ("kvlog_kv_pool_committed_bytes", labels, 60.0),

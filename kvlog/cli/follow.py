@@ -12,6 +12,7 @@ from kvlog.cli import live
 from kvlog.cli.examples import examples
 from kvlog.cli.failing import fail, flags, say
 from kvlog.errors import KvlogError, worded
+from kvlog.metrics.bound import DEFAULT_LIMIT
 
 
 @click.command(
@@ -55,6 +56,15 @@ from kvlog.errors import KvlogError, worded
 )
 @live.metrics_host
 @click.option(
+    "--metrics-label-values",
+    type=click.IntRange(min=1),
+    default=DEFAULT_LIMIT,
+    show_default=True,
+    metavar="N",
+    help="Distinct values each label the log names (pool, arena, event, server) keeps per log; later ones "
+    "are folded into one #other series and counted in kvlog_series_folded_total.",
+)
+@click.option(
     "--otlp-endpoint",
     metavar="URL",
     help="Export events and metrics over OTLP/HTTP to this collector (e.g. http://127.0.0.1:4318); "
@@ -71,6 +81,7 @@ def follow(  # noqa: PLR0917 - click passes every option as a parameter
     poll_s: float | None,
     metrics_port: int | None,
     metrics_host: str,
+    metrics_label_values: int,
     otlp_endpoint: str | None,
     migrations: Path | None,
 ) -> None:
@@ -95,6 +106,7 @@ def follow(  # noqa: PLR0917 - click passes every option as a parameter
             poll_s=poll_s,
             metrics_port=metrics_port,
             metrics_host=metrics_host,
+            metrics_label_values=metrics_label_values,
             otlp_endpoint=otlp_endpoint,
             migrations=migrations,
             on_notice=_say,

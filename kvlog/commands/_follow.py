@@ -24,6 +24,7 @@ from kvlog.io.compression import is_compressed
 from kvlog.io.outputs import OutputError, stdout_binary
 from kvlog.io.stopping import STOP_SIGNALS
 from kvlog.io.tailing import FileKey, Tailer, find_beside
+from kvlog.metrics.bound import DEFAULT_LIMIT
 from kvlog.migration.candidates import MAX_LINE_BYTES
 from kvlog.migration.engine import MigrateOptions
 from kvlog.text.printable import printable_name
@@ -56,6 +57,7 @@ def follow(
     migrations: str | Path | None = None,
     metrics_port: int | None = None,
     metrics_host: str = "127.0.0.1",
+    metrics_label_values: int = DEFAULT_LIMIT,
     otlp_endpoint: str | None = None,
     observers: Iterable[Observer] = (),
     exports: Iterable[Observer] = (),
@@ -73,7 +75,8 @@ def follow(
     ``new_only`` writes only the events of lines written after the start (earlier lines are still
     read, for the context and the observers). ``metrics_port`` serves the gauges of ``kvlog.metrics``
     for Prometheus at ``http://metrics_host:metrics_port/metrics`` (0: a free port; the address is
-    said through ``on_notice``), ``otlp_endpoint`` exports events and gauges over OTLP/HTTP
+    said through ``on_notice``; ``metrics_label_values`` bounds each label the log names, see
+    ``kvlog.metrics.bound``), ``otlp_endpoint`` exports events and gauges over OTLP/HTTP
     (``kvlog.otel``). ``observers`` are told every event read, as the gauges are (also those a restart
     or ``new_only`` does not write: they rebuild the state of the run); ``exports`` (an ``OtelExport``)
     are told each event written, once, as the OTLP export is. ``poll_s`` polls the files at that
@@ -96,6 +99,10 @@ def follow(
         raise OptionError("{hold_s} {given}: the look-ahead needs some time, and a bound", given=hold_s)
     if poll_s is not None and not 0 < poll_s < math.inf:
         raise OptionError("{poll_s} {given}: polling needs an interval", given=poll_s)
+    if metrics_label_values < 1:
+        raise OptionError(
+            "{metrics_label_values} {given}: a label needs room for one value", given=metrics_label_values
+        )
     migrator = migrator_for(
         None if migrations is None else Path(migrations), MigrateOptions(only_events=True, source=source)
     )
@@ -116,7 +123,9 @@ def follow(
                 say(f"{printable_name(pattern)}: no file there yet: waiting for one to appear (Ctrl-C stops)")
         if previous is not None:
             _resume_output(previous, events, say)
-        gauges, sent = _exports(stack, metrics_port, metrics_host, otlp_endpoint, say)
+        gauges, sent = _exports(
+            stack, metrics_port, metrics_host, otlp_endpoint, say, label_values=metrics_label_values
+        )
         follower = Follower(
             migrator,
             events,
@@ -196,7 +205,7 @@ def _until_stopped(
 
 
 def _exports(
-    stack: ExitStack, port: int | None, host: str, otlp: str | None, say: Callable[[str], None]
+    stack: ExitStack, port: int | None, host: str, otlp: str | None, say: Callable[[str], None], *, label_values: int
 ) -> tuple[list[Observer], list[Observer]]:
     """The gauges (served to Prometheus, exported over OTLP) that the events of the followed logs feed; the exports.
 
@@ -207,7 +216,7 @@ def _exports(
         return [], []
     from kvlog import metrics  # noqa: PLC0415 - the follow extra, needed only with these options
 
-    series = metrics.MemorySeries()
+    series = metrics.MemorySeries(label_values=label_values)
     if port is not None:
         endpoint = stack.enter_context(metrics.start_endpoint(series, host, port))
         say(f"serving metrics at {endpoint.url}")

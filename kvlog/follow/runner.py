@@ -44,7 +44,7 @@ class Observer(Protocol):
         """One event, of the server whose log ``instance`` names."""
 
     def count_unparsed(self, lines: int, *, instance: str) -> None:
-        """Memory-like lines that no rule read."""
+        """Memory-like lines that no rule read; 0 (and 0 violations) when the file is first followed."""
 
     def count_violations(self, count: int, *, instance: str) -> None:
         """Events that could not be migrated into valid current events."""
@@ -276,6 +276,10 @@ class Follower(Reader):
             else:
                 followed.quiet_offset = size
         self._files[key] = followed
+        # counted 0 from the file's first sight: its first lines are a rise, alerted on
+        for observer in self.observers + self.exports:
+            observer.count_unparsed(0, instance=followed.instance)
+            observer.count_violations(0, instance=followed.instance)
 
     def lines(self, source: Source, data: bytes, end: int) -> None:
         followed = self._files[(source.key.device, source.key.inode)]

@@ -423,6 +423,7 @@ def _gauges(handler: EventHandler, ranks: dict[str, int]) -> Callable[[dict[str,
         return None
     handler.say(f"serving metrics of pid {os.getpid()} at {endpoint.url}")
     instance = f"{socket.gethostname()}:{os.getpid()}"
+    series.add_instance(instance)
     return lambda event: series.observe(event, instance=instance)
 
 

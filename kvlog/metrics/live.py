@@ -26,6 +26,7 @@ def serve(port: int = 9400, host: str = "127.0.0.1", instance: str | None = None
     def tap(event: dict[str, Any]) -> None:
         series.observe(event, instance=name)
 
+    series.add_instance(name)  # its counters at 0 before anything counts: the first count is a rise
     endpoint = start_endpoint(series, host=host, port=port, on_close=lambda: remove_tap(tap))
     add_tap(tap)
     return endpoint

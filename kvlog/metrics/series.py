@@ -4,11 +4,9 @@ This module is the single owner of that mapping: the Prometheus endpoint (``kvlo
 ``kvlog.metrics.serve`` and ``kvlog follow`` only read ``MemorySeries.samples()``. It imports nothing
 outside the standard library, so a caller that never serves metrics pays nothing for it.
 
-Labels. Every rank-scoped metric carries ``tp``, ``dp``, ``pp``, ``ep`` (the event's ``ranks``; a rank
-kind the event lacks is ``""``), ``other_ranks`` (every other kind of the event's ``ranks`` as
-``kind=rank``, sorted and comma-joined: ``attn_cp=5``, ``moe_dp=1``, vLLM's worker ``rank=3``; ``""``
-when none, and then left out of ``samples()`` as Prometheus would store it: a server whose ranks are
-only those four exposes the label set it always had), ``server`` (``sglang``
+Labels. Every rank-scoped metric carries ``tp``, ``dp``, ``pp``, ``ep`` (the event's ``ranks``),
+``other_ranks`` (every other kind of the event's ``ranks`` as ``kind=rank``, sorted and comma-joined:
+``attn_cp=5``, ``moe_dp=1``, vLLM's worker ``rank=3``), ``server`` (``sglang``
 or ``vllm``: the prefix of ``migrated.source_format``; ``kvlog`` for an event kvlog emitted live or
 wrote as JSON) and ``server_instance`` (which server the series is about: the log path for
 ``kvlog follow``, what a library caller passes). It is not ``instance`` because Prometheus sets
@@ -74,8 +72,24 @@ the previous run's pools next to the new ones. The counters (``*_total``) carry 
 restarts, as counters must. A rank the new run no longer has (a smaller ``tp_size`` in the same log)
 prints no ``weights.load_begin``, so its series stay until that rank starts again.
 
-Prometheus stores an empty label as no label: ``{dp=""}`` matches the series of a server without
-data parallelism.
+Bounded labels. The values of ``pool`` and ``label`` (a pool's identity, ``#n`` included), ``arena``,
+``event`` and ``server`` come from log text; each server_instance keeps the first
+``label_values`` distinct values of each (default 64, ``kvlog.metrics.bound``), and an update with a
+later one goes to the series whose value is ``#other`` (the last such update's figure) and counts in
+``kvlog_series_folded_total{label_name}``.
+
+A label with no value (a rank kind the event lacks, a pool with no ``label``, no other ranks) is
+left out of ``samples()``, never exported as ``""``: Prometheus stores an empty label as no label, so
+what it stores, and every query, rule and dashboard, are the same either way, and the exposition says
+what is stored (``{dp=""}`` still matches a server without data parallelism). A placeholder such as
+``none`` would be a value that queries match and sums group by. Samples of one family may then carry
+different label names, which the text and OpenMetrics formats allow.
+
+Counters. ``kvlog_unparsed_lines_total``, ``kvlog_schema_violations_total`` and
+``kvlog_series_folded_total`` (per ``label_name``) exist at 0 from the moment an instance is known
+(``add_instance``; ``kvlog follow`` counts 0 when it starts following a file), so the first lines
+counted are a rise from 0 that ``increase()`` sees. ``kvlog_events_total`` starts with its first event:
+its ``event`` and ``server`` come from the event.
 
 Odd input (a missing field, a wrong type, a negative size) skips that one update and never raises:
 the series are fed from emission taps and live logs, where an exception would be a lost event.
@@ -88,9 +102,10 @@ import os
 import socket
 import threading
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from typing import Any, Literal
+from dataclasses import dataclass, field
+from typing import Any, Literal, TypeVar
 
+from kvlog.metrics.bound import BOUNDED, DEFAULT_LIMIT, FOLDED, LabelBound
 from kvlog.schema.readings import FREE_DEVICE_MEMORY, json_integer
 
 RANK_KINDS = ("tp", "dp", "pp", "ep")
@@ -220,6 +235,13 @@ VIOLATIONS = Metric(
     ("server_instance",),
     "1",
 )
+FOLDS = Metric(
+    "kvlog_series_folded_total",
+    'Updates folded into a label\'s "#other" series: its server_instance had used up its values of the label.',
+    "counter",
+    ("label_name", "server_instance"),
+    "1",
+)
 
 METRICS: tuple[Metric, ...] = (
     KV_POOL_BYTES,
@@ -239,10 +261,14 @@ METRICS: tuple[Metric, ...] = (
     EVENTS,
     UNPARSED,
     VIOLATIONS,
+    FOLDS,
 )
 
 _Key = tuple[str, ...]
 _Rank = tuple[str, str, str, str, str]
+#: the part of a rank-scoped series' key that names its run: (server_instance, rank)
+_RunKey = tuple[str, _Rank]
+_Value = TypeVar("_Value", str, tuple[str, str])
 
 #: the label of an event about the speculative draft's pool that names no pool (``Post-capture KV sizing: draft ...``)
 _DRAFT = "draft"
@@ -335,6 +361,27 @@ class _Scope:
     def labels(self) -> _Key:
         return (*self.rank, self.server, self.instance)
 
+    @property
+    def run(self) -> _RunKey:
+        return (self.instance, self.rank)
+
+
+@dataclass
+class _Run:
+    """What one run of one rank of one server_instance set: removed whole by the rank's next ``weights.load_begin``.
+
+    Indexing the series by run keeps every update proportional to its own run's series: a restart or a
+    pool's new allocation never walks the series of the other ranks and servers a follower feeds.
+    """
+
+    values: dict[Metric, dict[_Key, float]] = field(default_factory=dict)
+    #: the number of pools of each metric the run has numbered so far
+    positions: dict[Metric, int] = field(default_factory=dict)
+    #: the position of the run's last pool that named neither pool nor label
+    draft: int = -1
+    #: the pool each pool event's ``migrated.line`` set: what a ``kv_pool.state_corrected`` names
+    pools_by_line: dict[int, _Key] = field(default_factory=dict)
+
 
 class MemorySeries:
     """The current value of every series, fed event by event; thread-safe.
@@ -343,14 +390,15 @@ class MemorySeries:
     snapshot with ``samples()``.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, *, label_values: int = DEFAULT_LIMIT) -> None:
+        """``label_values``: how many distinct values a label the log names keeps per server_instance (``bound``)."""
         self._lock = threading.Lock()
-        self._values: dict[Metric, dict[_Key, float]] = {metric: {} for metric in METRICS}
-        self._positions: dict[tuple[str, _Rank, Metric], int] = {}
-        #: the position of the run's last pool that named neither pool nor label, per server_instance and rank
-        self._drafts: dict[tuple[str, _Rank], int] = {}
-        #: the pool each pool event's ``migrated.line`` set, per server_instance and rank: what a correction names
-        self._pools_by_line: dict[tuple[str, _Rank, int], _Key] = {}
+        self._bound = LabelBound(label_values)
+        #: the server_instances whose counters exist (at 0 until counted)
+        self._instances: set[str] = set()
+        #: the rank-scoped series, by run; the counters (no rank) by metric
+        self._runs: dict[_RunKey, _Run] = {}
+        self._counters: dict[Metric, dict[_Key, float]] = {metric: {} for metric in METRICS if not metric.rank_scoped}
         self._handlers: dict[str, Callable[[Mapping[str, Any], _Scope], None]] = {
             "weights.load_begin": self._load_begin,
             "weights.load_end": self._load_end,
@@ -384,9 +432,10 @@ class MemorySeries:
         rank = _rank_of(event)
         if name is None or rank is None:
             return
-        scope = _Scope(rank, server_of(event), instance)
         with self._lock:
-            self._add(EVENTS, (name, scope.server, instance), 1.0)
+            self._known(instance)
+            scope = _Scope(rank, self._bounded(instance, "server", server_of(event), FOLDED), instance)
+            self._add(EVENTS, (self._bounded(instance, "event", name, FOLDED), scope.server, instance), 1.0)
             handler = self._handlers.get(name)
             if handler is not None:
                 handler(event, scope)
@@ -396,11 +445,22 @@ class MemorySeries:
             for field, quantity in _PROFILE_FIELDS.get(name, {}).items():
                 self._set(MEMORY_PROFILE, (quantity, *scope.labels), _number(event.get(field)))
 
+    def add_instance(self, instance: str) -> None:
+        """Export the counters of ``instance`` from now, at 0: its first increment is then a rise Prometheus sees.
+
+        A counter that first appears at N is no increase to ``increase()``/``rate()``: the lines that
+        created it (a start-up's new wording) would never alert. ``observe`` and the ``count_*`` calls
+        add the instance too (``kvlog follow`` counts 0 for a file when it first follows it).
+        """
+        with self._lock:
+            self._known(instance)
+
     def count_unparsed(self, lines: int, *, instance: str) -> None:
-        """Count log lines that were read but gave no event."""
+        """Count log lines that were read but gave no event (0: the instance's counters exist from now)."""
         count = _number(lines)
         if count is not None:
             with self._lock:
+                self._known(instance)
                 self._add(UNPARSED, (instance,), count)
 
     def count_violations(self, count: int, *, instance: str) -> None:
@@ -408,44 +468,93 @@ class MemorySeries:
         number = _number(count)
         if number is not None:
             with self._lock:
+                self._known(instance)
                 self._add(VIOLATIONS, (instance,), number)
 
     def samples(self) -> list[tuple[Metric, dict[str, str], float]]:
         """Every series as (metric, labels, value), in ``METRICS`` order, taken under the lock.
 
-        The labels are the metric's, but for an empty ``other_ranks`` (see the module's docstring).
+        The labels are the metric's, less those with no value (see the module's docstring).
         """
         with self._lock:
             return [
                 (metric, _exported(metric, key), value)
                 for metric in METRICS
-                for key, value in self._values[metric].items()
+                for series in self._all(metric)
+                for key, value in series.items()
             ]
 
     # -- storage ----------------------------------------------------------------------------------
 
+    def _known(self, instance: str) -> None:
+        """Every counter of a new ``instance`` at 0 (but ``kvlog_events_total``: its labels come from events)."""
+        if instance not in self._instances:
+            self._instances.add(instance)
+            self._add(UNPARSED, (instance,), 0.0)
+            self._add(VIOLATIONS, (instance,), 0.0)
+            for label in BOUNDED:
+                self._add(FOLDS, (label, instance), 0.0)
+
+    def _all(self, metric: Metric) -> list[dict[_Key, float]]:
+        if not metric.rank_scoped:
+            return [self._counters[metric]]
+        return [run.values[metric] for run in self._runs.values() if metric in run.values]
+
+    def _run(self, scope: _RunKey) -> _Run:
+        run = self._runs.get(scope)
+        if run is None:
+            run = self._runs[scope] = _Run()
+        return run
+
+    def _series(self, metric: Metric, key: _Key) -> dict[_Key, float]:
+        """The series of ``metric`` that ``key`` belongs with: its run's, for a rank-scoped metric.
+
+        A rank-scoped key ends with its scope (``_SCOPE``): rank labels, server, server_instance.
+        """
+        if not metric.rank_scoped:
+            return self._counters[metric]
+        rank: _Rank = key[-7], key[-6], key[-5], key[-4], key[-3]
+        return self._run((key[-1], rank)).values.setdefault(metric, {})
+
     def _set(self, metric: Metric, key: _Key, value: float | None) -> None:
         if value is not None:
-            self._values[metric][key] = value
+            self._series(metric, key)[key] = value
+
+    def _get(self, metric: Metric, key: _Key) -> float | None:
+        return self._series(metric, key).get(key)
+
+    def _pop(self, metric: Metric, key: _Key) -> None:
+        self._series(metric, key).pop(key, None)
 
     def _add(self, metric: Metric, key: _Key, amount: float) -> None:
-        series = self._values[metric]
+        series = self._series(metric, key)
         series[key] = series.get(key, 0.0) + amount
 
-    def _drop(self, metric: Metric, keep: Callable[[dict[str, str]], bool]) -> None:
-        series = self._values[metric]
-        for key in [key for key in series if not keep(dict(zip(metric.labels, key, strict=True)))]:
-            del series[key]
+    def _drop_states(self, metric: Metric, key: _Key) -> None:
+        """Remove the series of ``key`` under every state (the label before it): within its run only."""
+        series = self._series(metric, key)
+        for old in [old for old in series if old[1:] == key]:
+            del series[old]
+
+    def _bounded(self, instance: str, label: str, value: _Value, folded: _Value) -> _Value:
+        """``value``, or ``folded`` (counted) once ``instance`` has used up its distinct values of ``label``."""
+        if self._bound.admits(instance, label, value):
+            return value
+        self._add(FOLDS, (label, instance), 1.0)
+        return folded
 
     def _pool_key(self, event: Mapping[str, Any], scope: _Scope, metric: Metric, *, allocating: bool) -> _Key:
-        """(pool, label) of the event's pool; ``allocating`` numbers a new pool that names neither."""
+        """(pool, label) of the event's pool, within the bound; ``allocating`` numbers a new pool that names neither."""
+        return self._bounded(scope.instance, "pool", self._pool_name(event, scope, metric, allocating), (FOLDED, ""))
+
+    def _pool_name(self, event: Mapping[str, Any], scope: _Scope, metric: Metric, allocating: bool) -> tuple[str, str]:
         pool, label = _text(event.get("pool")), _text(event.get("label"))
         if allocating:
             order = self._next_position(scope, metric)
             if pool is None and label is None:
-                self._drafts[(scope.instance, scope.rank)] = order
+                self._run(scope.run).draft = order
         elif pool is None and label == _DRAFT:
-            order = self._drafts.get((scope.instance, scope.rank), -1)
+            order = self._run(scope.run).draft
             if order > 0:  # the draft's own allocation event numbered it: its series, not a second one
                 return (f"#{order}", "")
         else:
@@ -456,26 +565,15 @@ class MemorySeries:
 
     def _next_position(self, scope: _Scope, metric: Metric) -> int:
         """The position of a new pool among the run's pools of ``metric`` (named ones count too)."""
-        counter = (scope.instance, scope.rank, metric)
-        position = self._positions.get(counter, 0)
-        self._positions[counter] = position + 1
+        positions = self._run(scope.run).positions
+        position = positions.get(metric, 0)
+        positions[metric] = position + 1
         return position
 
     # -- handlers (called under the lock) ---------------------------------------------------------
 
     def _load_begin(self, _event: Mapping[str, Any], scope: _Scope) -> None:
-        def other_run(labels: dict[str, str]) -> bool:
-            same_rank = tuple(labels[kind] for kind in _RANK_LABELS) == scope.rank
-            return not (same_rank and labels["server_instance"] == scope.instance)
-
-        for metric in METRICS:
-            if metric.rank_scoped:
-                self._drop(metric, other_run)
-        for counter in [c for c in self._positions if c[:2] == (scope.instance, scope.rank)]:
-            del self._positions[counter]
-        self._drafts.pop((scope.instance, scope.rank), None)
-        for line in [k for k in self._pools_by_line if k[:2] == (scope.instance, scope.rank)]:
-            del self._pools_by_line[line]
+        self._runs.pop((scope.instance, scope.rank), None)
 
     def _load_end(self, event: Mapping[str, Any], scope: _Scope) -> None:
         self._set(WEIGHTS, scope.labels, _number(event.get("mem_usage_bytes")))
@@ -490,25 +588,27 @@ class MemorySeries:
         state, size = _text(event.get("allocation_state")), _number(event.get("total_bytes"))
         if state is not None and size is not None:
             position = self._next_position(scope, KV_POOL_BYTES)
-            self._pool(("unified" if position == 0 else f"unified#{position}", ""), state, size, event, scope)
+            name = ("unified" if position == 0 else f"unified#{position}", "")
+            self._pool(self._bounded(scope.instance, "pool", name, (FOLDED, "")), state, size, event, scope)
 
     def _pool(self, pool: _Key, state: str, size: float, event: Mapping[str, Any], scope: _Scope) -> None:
         """A pool's (new) allocation replaces all its series, so it has one allocation_state at a time."""
         key = (*pool, *scope.labels)
-        for metric in (KV_POOL_BYTES, KV_POOL_COMMITTED, KV_POOL_TOKENS):
-            self._drop(metric, lambda labels: (labels["pool"], labels["label"], *_scope_of(labels)) != key)
+        self._drop_states(KV_POOL_BYTES, key)
+        self._pop(KV_POOL_COMMITTED, key)
+        self._pop(KV_POOL_TOKENS, key)
         self._set(KV_POOL_BYTES, (state, *key), size)
         self._set(KV_POOL_TOKENS, key, _number(event.get("num_tokens")))
         committed = _number(event.get("committed_bytes"))
         self._set(KV_POOL_COMMITTED, key, size if committed is None and state == "allocated" else committed)
         line = _line_of(event)
         if line is not None:
-            self._pools_by_line[(scope.instance, scope.rank, line)] = pool
+            self._run(scope.run).pools_by_line[line] = pool
 
     def _swa_summary(self, event: Mapping[str, Any], scope: _Scope) -> None:
         state = _text(event.get("allocation_state"))
         if state is not None:
-            self._drop(KV_POOL_SWA_TOTAL, lambda labels: _scope_of(labels) != scope.labels)
+            self._drop_states(KV_POOL_SWA_TOTAL, scope.labels)
             self._set(KV_POOL_SWA_TOTAL, (state, *scope.labels), _number(event.get("total_bytes")))
 
     def _post_capture(self, event: Mapping[str, Any], scope: _Scope) -> None:
@@ -525,9 +625,9 @@ class MemorySeries:
 
     def _shift_committed(self, event: Mapping[str, Any], scope: _Scope, amount: float | None, sign: float) -> None:
         key = (*self._pool_key(event, scope, KV_POOL_BYTES, allocating=False), *scope.labels)
-        current = self._values[KV_POOL_COMMITTED].get(key)
+        current = self._get(KV_POOL_COMMITTED, key)
         if current is not None and amount is not None:
-            self._values[KV_POOL_COMMITTED][key] = max(0.0, current + sign * amount)
+            self._set(KV_POOL_COMMITTED, key, max(0.0, current + sign * amount))
 
     def _extended(self, event: Mapping[str, Any], scope: _Scope) -> None:
         key = (*self._pool_key(event, scope, KV_POOL_BYTES, allocating=False), *scope.labels)
@@ -537,28 +637,32 @@ class MemorySeries:
         key = (*self._pool_key(event, scope, KV_POOL_BYTES, allocating=False), *scope.labels)
         self._set(KV_POOL_TOKENS, key, _number(event.get("num_tokens")))
 
-    def _arena_ready(self, event: Mapping[str, Any], scope: _Scope) -> None:
+    def _arena(self, event: Mapping[str, Any], scope: _Scope) -> str | None:
         arena = _text(event.get("arena_id"))
+        return None if arena is None else self._bounded(scope.instance, "arena", arena, FOLDED)
+
+    def _arena_ready(self, event: Mapping[str, Any], scope: _Scope) -> None:
+        arena = self._arena(event, scope)
         if arena is not None:
             self._set(ARENA_RESERVED, (arena, *scope.labels), _number(event.get("reserved_va_bytes")))
 
     def _arena_committed(self, event: Mapping[str, Any], scope: _Scope) -> None:
-        arena = _text(event.get("arena_id"))
         committed = _number(event.get("committed_bytes"))
+        arena = self._arena(event, scope) if committed is not None else None
         if arena is None or committed is None:
             return
         key = (arena, *scope.labels)
         self._set(ARENA_COMMITTED, key, committed)
         measured = _number(event.get("measured_committed_bytes"))
         if measured is None:
-            self._values[ARENA_MEASURED].pop(key, None)
+            self._pop(ARENA_MEASURED, key)
         self._set(ARENA_MEASURED, key, measured)
 
     def _arena_closed(self, event: Mapping[str, Any], scope: _Scope) -> None:
-        arena = _text(event.get("arena_id"))
+        arena = self._arena(event, scope)
         if arena is not None:
             for metric in (ARENA_RESERVED, ARENA_COMMITTED, ARENA_MEASURED):
-                self._values[metric].pop((arena, *scope.labels), None)
+                self._pop(metric, (arena, *scope.labels))
 
     def _cuda_graph(self, event: Mapping[str, Any], scope: _Scope) -> None:
         self._set(CUDA_GRAPH, scope.labels, _number(event.get("mem_usage_bytes")))
@@ -576,9 +680,10 @@ class MemorySeries:
             self._set(HOST_POOL, (self._named(event, scope, HOST_POOL), *scope.labels), size)
 
     def _named(self, event: Mapping[str, Any], scope: _Scope, metric: Metric) -> str:
-        """A host or Mamba pool's name: its label, else its order among the run's unnamed ones."""
+        """A host or Mamba pool's name, within the bound: its label, else its order among the run's unnamed ones."""
         position = self._next_position(scope, metric)
-        return _text(event.get("label")) or f"#{position}"
+        name = _text(event.get("label")) or f"#{position}"
+        return self._bounded(scope.instance, "pool", (name, ""), (FOLDED, ""))[0]
 
     def _state_corrected(self, event: Mapping[str, Any], scope: _Scope) -> None:
         """A pool event's state, corrected: its series as the pool event would have set them, had it said so."""
@@ -587,14 +692,15 @@ class MemorySeries:
         if state is None or before is None or line is None:
             return
         if event.get("corrected_event") == "kv_pool.swa_summary":
-            total = self._values[KV_POOL_SWA_TOTAL].pop((before, *scope.labels), None)
+            total = self._get(KV_POOL_SWA_TOTAL, (before, *scope.labels))
+            self._pop(KV_POOL_SWA_TOTAL, (before, *scope.labels))
             self._set(KV_POOL_SWA_TOTAL, (state, *scope.labels), total)
             return
-        pool = self._pools_by_line.get((scope.instance, scope.rank, line))
-        size = None if pool is None else self._values[KV_POOL_BYTES].get((before, *pool, *scope.labels))
+        pool = self._run(scope.run).pools_by_line.get(line)
+        size = None if pool is None else self._get(KV_POOL_BYTES, (before, *pool, *scope.labels))
         if pool is None or size is None:
             return
-        tokens = self._values[KV_POOL_TOKENS].get((*pool, *scope.labels))  # a post-capture line may have set them
+        tokens = self._get(KV_POOL_TOKENS, (*pool, *scope.labels))  # a post-capture line may have set them
         self._pool(pool, state, size, {"num_tokens": tokens, "committed_bytes": event.get("committed_bytes")}, scope)
 
     def _violation(self, event: Mapping[str, Any], scope: _Scope) -> None:
@@ -608,15 +714,8 @@ def _line_of(event: Mapping[str, Any]) -> int | None:
 
 
 def _exported(metric: Metric, key: _Key) -> dict[str, str]:
-    labels = dict(zip(metric.labels, key, strict=True))
-    if labels.get("other_ranks") == "":
-        del labels["other_ranks"]
-    return labels
-
-
-def _scope_of(labels: Mapping[str, str]) -> _Key:
-    """The scope part of a series' labels (rank kinds, server, server_instance), in label order."""
-    return tuple(labels[name] for name in _SCOPE)
+    """The labels of a series, without those that have no value (see the module's docstring)."""
+    return {name: value for name, value in zip(metric.labels, key, strict=True) if value}
 
 
 def this_process() -> str:
