@@ -6,8 +6,8 @@ The baseline is sglang's default logging (``configure_logger``: ``basicConfig`` 
 writing events to a file. The mix is what a serving scheduler logs: mostly decode and prefill batch
 lines, and one start-up's memory lines (from ``tests/corpus/gen2_2025.log``) every ``--every`` records.
 The time counted is the process's CPU time (every thread: the handler's worker too), from after a
-start-up (one cycle of the mix, untimed: the worker loads the migrations then, once per process, about
-0.3 s) until the handler has written every event and closed. Each contender runs in a fresh process
+start-up (one cycle of the mix, untimed; the handler loads the migrations when it is made, once per
+process, about 0.15 s) until the handler has written every event and closed. Each contender runs in a fresh process
 (logging's state is global), alternating, best of ``--repeat``, each after the machine goes idle.
 
 Usage: ``.venv/bin/python benchmarks/bench_integrate.py [--records N] [--every K] [--repeat R]``.
@@ -51,7 +51,7 @@ if with_kvlog:
     logging.getLogger().addHandler(handler)
 logger = logging.getLogger("sglang.srt.managers.scheduler")
 warm = int(sys.argv[5])
-for message in records[:warm]:  # the server's start-up: the handler's worker loads the migrations then
+for message in records[:warm]:  # the server's start-up: the handler's worker starts then
     logger.info(message)
 time.sleep(1.0)
 start = time.process_time()

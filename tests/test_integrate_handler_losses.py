@@ -262,11 +262,16 @@ def test_records_logged_while_closing_waits_are_counted_when_the_migrations_cann
     busy, done = threading.Event(), threading.Event()
 
     def broken() -> None:
-        busy.set()
-        done.wait(30)  # the worker is held loading them until the late record is logged
         raise ValueError("no chain")
 
+    class _Held(handler_module._Reading):
+        def __init__(self, handler: EventHandler) -> None:
+            busy.set()
+            done.wait(30)  # the worker is held starting its reading until the late record is logged
+            super().__init__(handler)
+
     monkeypatch.setattr(handler_module, "load_chain", broken)
+    monkeypatch.setattr(handler_module, "_Reading", _Held)
     logger, handler, _ = attached(tmp_path)
     _close_once_the_worker_is_held(handler, logger, busy, done)
     assert handler.dropped == 2

@@ -11,6 +11,7 @@ from kvlog.cli import live
 from kvlog.cli.examples import examples
 from kvlog.cli.failing import fail, message
 from kvlog.errors import KvlogError
+from kvlog.integrate.budget import MAX_HELD_BYTES
 
 
 @click.command(
@@ -37,12 +38,30 @@ from kvlog.errors import KvlogError
 @live.metrics_host
 @live.hold
 @click.option(
+    "--max-held",
+    "max_held_bytes",
+    type=click.IntRange(1),
+    default=MAX_HELD_BYTES >> 20,
+    show_default=True,
+    metavar="MiB",
+    callback=lambda _context, _option, mib: mib << 20,
+    help="The most each process's handler holds (the records queued, and those read while an event waits for a "
+    "later line); records beyond it are dropped and counted, and the look-ahead writes its events as they stand "
+    "past half of it.",
+)
+@click.option(
     "--keep",
     metavar="CONFIG.json",
     help="Merge kvlog's handler into this logging configuration instead of the server's default.",
 )
 def integrate(  # noqa: PLR0917 - click passes every option as an argument
-    server: str, events: str, metrics_port: int | None, metrics_host: str, hold_s: float, keep: str | None
+    server: str,
+    events: str,
+    metrics_port: int | None,
+    metrics_host: str,
+    hold_s: float,
+    max_held_bytes: int,
+    keep: str | None,
 ) -> None:
     """Print a logging configuration that makes a running SERVER (sglang or vllm) emit typed events.
 
@@ -59,7 +78,13 @@ def integrate(  # noqa: PLR0917 - click passes every option as an argument
     """
     try:
         document = commands.integrate(
-            server, events=events, metrics_port=metrics_port, metrics_host=metrics_host, hold_s=hold_s, keep=keep
+            server,
+            events=events,
+            metrics_port=metrics_port,
+            metrics_host=metrics_host,
+            hold_s=hold_s,
+            max_held_bytes=max_held_bytes,
+            keep=keep,
         )
     except KvlogError as exc:
         fail("integrate", message(exc, integrate), commands.exit_status_of(exc))

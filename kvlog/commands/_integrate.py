@@ -10,6 +10,7 @@ from typing import Any
 
 from kvlog.errors import OptionError
 from kvlog.integrate import LIVE_SERVERS, configuration
+from kvlog.integrate.budget import MAX_HELD_BYTES, MIN_HELD_BYTES
 from kvlog.io.inputs import InputError
 
 
@@ -20,15 +21,18 @@ def integrate(
     metrics_port: int | None = None,
     metrics_host: str = "127.0.0.1",
     hold_s: float = 300.0,
+    max_held_bytes: int = MAX_HELD_BYTES,
     keep: str | Path | None = None,
 ) -> dict[str, Any]:
     """The ``dictConfig`` document ``server`` loads (from ``SGLANG_LOGGING_CONFIG_PATH``, ``VLLM_LOGGING_CONFIG_PATH``).
 
     ``events`` is where each process writes its events (``{pid}``, ``{rank}`` filled in by the process;
     a relative path is made absolute here, since the server may run elsewhere; ``-``: standard error).
-    ``keep`` names a configuration the user already has, which kvlog's handler is merged into instead of
-    the server's default. Raises ``OptionError`` for options that cannot work, ``InputError`` for a
-    ``keep`` file that cannot be read, and ``ConfigurationError`` for one kvlog cannot merge into.
+    ``max_held_bytes`` bounds what each process's handler holds (its queue and look-ahead; the records
+    beyond it are dropped and counted). ``keep`` names a configuration the user already has, which
+    kvlog's handler is merged into instead of the server's default. Raises ``OptionError`` for options
+    that cannot work, ``InputError`` for a ``keep`` file that cannot be read, and ``ConfigurationError``
+    for one kvlog cannot merge into.
     """
     if server not in LIVE_SERVERS:
         raise OptionError("{server} {given}: kvlog integrates {known}", given=server, known=" and ".join(LIVE_SERVERS))
@@ -36,6 +40,12 @@ def integrate(
         raise OptionError("{metrics_port} {given}: a TCP port is 0..65535", given=metrics_port)
     if not 0 < hold_s < math.inf:
         raise OptionError("{hold_s} {given}: the look-ahead needs some time, and a bound", given=hold_s)
+    if max_held_bytes < MIN_HELD_BYTES:
+        raise OptionError(
+            "{max_held_bytes} {given}: the handler needs at least {least} bytes (a record of the longest line read)",
+            given=max_held_bytes,
+            least=MIN_HELD_BYTES,
+        )
     if events != "-":
         events = os.path.abspath(events)  # noqa: PTH100 - a str with placeholders in, a str out
     kept = None if keep is None else _read_config(Path(keep))
@@ -45,6 +55,7 @@ def integrate(
         metrics_port=metrics_port,
         metrics_host=metrics_host,
         hold_s=hold_s,
+        max_held_bytes=max_held_bytes,
         keep=kept,
         keep_name=str(keep),
     )

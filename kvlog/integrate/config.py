@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from kvlog.errors import KvlogError
+from kvlog.integrate.budget import MAX_HELD_BYTES
 
 #: the handler's name in the document (``--keep`` replaces one kvlog wrote before, and refuses any other)
 HANDLER = "kvlog"
@@ -31,6 +32,7 @@ def configuration(
     metrics_port: int | None = None,
     metrics_host: str = "127.0.0.1",
     hold_s: float = 300.0,
+    max_held_bytes: int = MAX_HELD_BYTES,
     keep: Mapping[str, Any] | None = None,
     keep_name: str = "the configuration",
 ) -> dict[str, Any]:
@@ -40,6 +42,8 @@ def configuration(
         options |= {"metrics_port": metrics_port, "metrics_host": metrics_host}
     if hold_s != 300.0:
         options["hold_s"] = hold_s
+    if max_held_bytes != MAX_HELD_BYTES:
+        options["max_held_bytes"] = max_held_bytes
     if keep is None:
         return {"version": 1, "disable_existing_loggers": False, "handlers": {HANDLER: options}}
     return _merged(dict(keep), options | {"server_default": False}, keep_name)

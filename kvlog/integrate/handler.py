@@ -1,7 +1,11 @@
 """The logging handler a server loads through ``kvlog integrate``: its memory records as typed events, live.
 
 On the server's thread a record costs a few character searches (``might_be_read``) and, for the few
-that pass, a put on a bounded queue; a full queue drops the record and counts it. Everything else
+that pass, a put on a bounded queue; a full queue drops the record and counts it, and so does a full
+byte budget (``kvlog.integrate.budget``: what the queue and the look-ahead hold together, at most
+``max_held_bytes``). The look-ahead takes at most half of it: past that, the events waiting for a
+later line are written as they stand (the bound in ``migrated.inferred``), so that the records after
+them are read rather than dropped. Everything else
 happens on one worker thread per process: each record becomes the line the server's default format
 prints (its prefix built by the server's ``ServerPrefix``), read by the migration engine with the
 same grammar and context rules as ``kvlog migrate`` and ``kvlog follow`` (the arena line before a
@@ -16,6 +20,10 @@ The handler never raises into the server and never blocks it: failures to write 
 standard error and the events of that process are dropped and counted. A forked child starts afresh
 (its own queue, worker, context, counts and output), as a process with its own ``{pid}`` must, and
 writes what it holds when it exits, also through ``os._exit`` after a ``multiprocessing`` child's end.
+What the worker will need is made when the handler is, on the configuring thread (``_ready``): a fork
+can then never find the worker inside an import (the child would inherit that module half-initialised,
+its lock held for ever), and a fork waits for the worker to finish the batch it is reading (``_Fork``),
+so that a child inherits no lock the worker held.
 ``close`` (at exit, or when a later ``dictConfig`` clears every handler) writes what is held as at a
 file's end; a record that still reaches the handler afterwards (one a new configuration kept
 attached, such as vLLM's when uvicorn configures its own loggers) starts a fresh reading.
@@ -35,13 +43,14 @@ import time
 import weakref
 from collections import deque
 from collections.abc import Callable
-from typing import IO, TYPE_CHECKING, Any, NamedTuple
+from typing import IO, TYPE_CHECKING, Any, ClassVar, NamedTuple
 
 import orjson
 
 from kvlog.envelope import ordered, utc_timestamp
 from kvlog.errors import MetricsEndpointError
 from kvlog.follow.holding import Holding
+from kvlog.integrate.budget import MAX_HELD_BYTES, Budget, cost, readable
 from kvlog.integrate.servers import LIVE_SERVERS, LiveServer, configuring
 from kvlog.migration import load_chain
 from kvlog.migration.candidates import might_be_read
@@ -60,10 +69,15 @@ TICK_S = 1.0
 _PORT_TRIES = 64
 #: records the worker reads at once: one feed of the engine, one flush of the events
 _BATCH = 1_000
+#: nor more than these bytes of records (``budget.cost``), or a sixteenth of the budget: a batch's text is copied
+#: three times while it is read, on top of what is held
+_BATCH_BYTES = 4 << 20
 #: how long the worker lets records gather after one arrives (each wake-up of a thread costs the server too)
 _GATHER_S = 0.05
 #: how long closing waits for the worker to write what it holds (logging.shutdown at the server's exit)
 CLOSE_S = 5.0
+#: how long a fork waits for the worker to finish its batch (one stuck on a write must not hold the server's fork)
+FORK_WAIT_S = 2.0
 
 
 class _Record(NamedTuple):
@@ -76,6 +90,8 @@ class _Record(NamedTuple):
     lineno: int
     process: int | None
     process_name: str
+    #: the bytes it is charged while held (``budget.cost``)
+    cost: int
 
 
 class EventHandler(logging.Handler):
@@ -96,6 +112,7 @@ class EventHandler(logging.Handler):
         metrics_host: str = "127.0.0.1",
         hold_s: float = 300.0,
         queue_records: int = QUEUE_RECORDS,
+        max_held_bytes: int = MAX_HELD_BYTES,
     ) -> None:
         super().__init__()
         self.server = server
@@ -105,17 +122,24 @@ class EventHandler(logging.Handler):
         self.metrics_host = metrics_host
         self.hold_s = hold_s
         self.queue_records = queue_records
+        self.max_held_bytes = max_held_bytes
+        self._migrator, self._unreadable = _ready(self)
         self._fresh()
         _handlers.add(self)
 
     def _fresh(self) -> None:
         """Start afresh in this process: nothing read, no worker (a forked child has none of its parent's)."""
         self._pid = os.getpid()
-        #: records dropped in this process because the queue was full or the events could not be written
+        #: records dropped in this process because the queue or the budget was full, or the events could not be written
         self.dropped = 0
+        #: of those, the records the budget could not take
+        self.over_budget = 0
         self.written = 0
+        self.budget = Budget(self.max_held_bytes)
         self._say_once: set[str] = set()
         self._start_lock = threading.Lock()
+        #: held by the worker while it reads (never while it waits): a fork waits for it (``_Fork``)
+        self._busy = threading.Lock()
         self._idle()
 
     def _idle(self) -> None:
@@ -147,13 +171,20 @@ class EventHandler(logging.Handler):
             self._fresh()  # a child forked without the at-fork hook (or before it ran)
         if self._worker is None:
             self._start()
+        message = readable(message)
+        size = cost(message)
+        if not self.budget.take(size):
+            self.dropped += 1
+            self.over_budget += 1
+            return
         process_name = record.__dict__.get("vllm_process_name") or record.processName or ""
         item = _Record(
-            record.created, message, record.name, record.pathname, record.lineno, record.process, process_name
+            record.created, message, record.name, record.pathname, record.lineno, record.process, process_name, size
         )
         try:
             self._queue.put_nowait(item)
         except queue.Full:
+            self.budget.give(size)
             self.dropped += 1
 
     def _start(self) -> None:
@@ -169,8 +200,10 @@ class EventHandler(logging.Handler):
 
     def _work(self) -> None:
         stopping, records = self._stopping, self._queue
-        try:  # here, not on the server's thread: loading the migrations takes a few tenths of a second
-            reading = self._reading = _Reading(self)
+        batch_bytes = min(_BATCH_BYTES, self.max_held_bytes // 16)
+        try:
+            with self._busy:
+                reading = self._reading = _Reading(self)
         except Exception as exc:  # noqa: BLE001 - broken migrations: the server runs on, its records are dropped
             self.say(f"cannot read records ({type(exc).__name__}: {exc}); this process's records are dropped")
             reading = None
@@ -181,20 +214,23 @@ class EventHandler(logging.Handler):
                 batch = [None]
             if batch[-1] is not None:  # a server logs its memory lines in bursts: let the burst come, read it at once
                 stopping.wait(_GATHER_S)
-            while batch[-1] is not None and len(batch) < _BATCH:  # what else is queued: one feed, one flush
+            size = sum(item.cost for item in batch if item is not None)
+            while batch[-1] is not None and len(batch) < _BATCH and size < batch_bytes:  # one feed, one flush
                 try:
                     batch.append(records.get_nowait())
                 except queue.Empty:
                     break
+                size += batch[-1].cost if batch[-1] is not None else 0
             read = [item for item in batch if item is not None]
             if reading is None:
-                self.dropped += len(read)
+                self._drop(read)
             else:
-                try:
-                    reading.read(read)
-                    reading.expire()
-                except Exception as exc:  # noqa: BLE001 - the worker outlives any one record
-                    self.say(f"a record could not be read ({type(exc).__name__}: {exc}); the others go on")
+                with self._busy:
+                    try:
+                        reading.read(read)
+                        reading.expire()
+                    except Exception as exc:  # noqa: BLE001 - the worker outlives any one record
+                        self.say(f"a record could not be read ({type(exc).__name__}: {exc}); the others go on")
             if batch[-1] is None and stopping.is_set():  # woken by close (or idle after it): all queued is read
                 return
 
@@ -216,18 +252,30 @@ class EventHandler(logging.Handler):
             if worker.is_alive():
                 self.say("closing: the events still being read were not all written")
             elif reading is None:
-                self.dropped += len(_queued(records))
+                self._drop(_queued(records))
             else:
-                try:
-                    reading.read(_queued(records))
-                    reading.finish()
-                except Exception as exc:  # noqa: BLE001 - nothing may escape into dictConfig or the server's exit
-                    self.say(f"closing: {type(exc).__name__}: {exc}")
+                with self._busy:
+                    try:
+                        reading.read(_queued(records))
+                        reading.finish()
+                    except Exception as exc:  # noqa: BLE001 - nothing may escape into dictConfig or the server's exit
+                        self.say(f"closing: {type(exc).__name__}: {exc}")
+                    reading.forget_all()
             with self._start_lock:
                 self._idle()
+            if not worker.is_alive():  # logged by another thread after the last read, before the new queue
+                self._drop(_queued(records))
         if self.dropped:
             self.say(f"{self.dropped} records dropped (the queue was full or the events could not be written)")
+        if self.over_budget:
+            held = f"{self.max_held_bytes / (1 << 20):g} MiB"
+            self.say(f"{self.over_budget} of them because the handler held its {held} (--max-held)")
         super().close()
+
+    def _drop(self, records: list[_Record]) -> None:
+        """Records that will never be read: counted, their bytes given back."""
+        self.dropped += len(records)
+        self.budget.give(sum(record.cost for record in records))
 
     def say(self, text: str) -> None:
         """Tell the operator, once per text, on standard error (a handler has nowhere else to say it)."""
@@ -254,13 +302,21 @@ class _Reading:
 
     def __init__(self, handler: EventHandler) -> None:
         self.handler = handler
-        self.migrator = Migrator(load_chain(), MigrateOptions(only_events=True, source=handler.server.name))
+        if handler._migrator is None:
+            raise handler._unreadable or ValueError("no migrations")
+        self.migrator = handler._migrator
         self.run = FileRun(self.migrator, None, NO_OUTPUT, MigrationReport(files=1), None)
         self.run.on_event = self._event
         self.holding = Holding(handler.hold_s)
         #: the record each line still waiting to be written came from, by line number (in ``lines`` order)
         self.records: dict[int, _Record] = {}
         self.lines: deque[int] = deque()
+        #: the bytes charged for each batch read (``budget.cost``), by its last line, until that line is written
+        self.charged: deque[tuple[int, int]] = deque()
+        self.charged_bytes = 0
+        #: what the look-ahead may hold: past it, the events waiting for a later line are written as they stand
+        self.lookahead_bytes = handler.max_held_bytes // 2
+        self.bound = f"{self.lookahead_bytes / (1 << 20):g} MiB of records held"
         self.output: _Output | None = None
         self.observe: Callable[[dict[str, Any]], None] | None = None
 
@@ -272,6 +328,10 @@ class _Reading:
         the whole batch failed to encode and every record in it was lost.
         """
         server, own = self.handler.server, self.handler.ranks
+        size = sum(record.cost for record in records)
+        if size:  # charged to the batch's last line before anything can fail: its bytes are given back all the same
+            self.charged.append((self.run.number + sum(r.message.count("\n") + 1 for r in records), size))
+            self.charged_bytes += size
         text: list[str] = []
         for record in records:
             ranks = own if own is not None else server.record_ranks(record.process_name)
@@ -285,6 +345,9 @@ class _Reading:
             self.run.feed("".join(text).encode("utf-8", "backslashreplace"))
             self.holding.read(self.run, time.monotonic())
         self._forget_written()
+        if self.charged_bytes > self.lookahead_bytes:
+            self.run.release_through(self.run.number, self.bound)
+            self._forget_written()
         self._flush()
 
     def expire(self) -> None:
@@ -306,6 +369,17 @@ class _Reading:
         written = self.run.written_lines
         while self.lines and self.lines[0] <= written:
             del self.records[self.lines.popleft()]
+        while self.charged and self.charged[0][0] <= written:
+            self._give(self.charged.popleft()[1])
+
+    def forget_all(self) -> None:
+        """The reading is over (its records written, or lost with it): every byte charged is given back."""
+        while self.charged:
+            self._give(self.charged.popleft()[1])
+
+    def _give(self, size: int) -> None:
+        self.charged_bytes -= size
+        self.handler.budget.give(size)
 
     def _event(self, line: int, data: bytes) -> None:
         record = self.records.get(line)
@@ -436,15 +510,69 @@ def _first_free(start: Callable[[int], _Endpoint], base: int) -> _Endpoint:
     return start(ports[-1])
 
 
+def _ready(handler: EventHandler) -> tuple[Migrator | None, Exception | None]:
+    """The migrator, with every module and compiled schema the worker will use, made on the configuring thread.
+
+    The worker once made it, and imported the validator with the first event: a fork while it was inside
+    that import (sglang forks its schedulers just after configuring) left the child the module half
+    initialised and its import lock held by a thread the child does not have. The child's worker then
+    failed every batch (``partially initialized module``) or waited on the lock for ever, its events
+    lost. Loading the migrations, compiling every schema and importing the validators cost about 0.15 s
+    (0.35 s with the metrics extra) on a 2-vCPU VM: once per server process, at its start. A child
+    shares what was made here (copy-on-write), and builds only its own run.
+    """
+    try:
+        migrator = Migrator(load_chain(), MigrateOptions(only_events=True, source=handler.server.name))
+        validator = migrator.validator
+        for name, versions in validator.catalog.schemas.items():
+            for version in versions:
+                validator.fast_check(name, version)
+        validator.violations({"event": next(iter(validator.catalog.schemas)), "schema_version": 1})
+        validator.provenance_problem({})
+    except Exception as exc:  # noqa: BLE001 - broken migrations: the server runs on, its records are dropped
+        return None, exc
+    if handler.metrics_port is not None:
+        with contextlib.suppress(Exception):  # the extra missing: the worker says so, with the process's first event
+            from kvlog import metrics  # noqa: PLC0415 - the follow extra, only with a metrics port
+
+            _ = metrics.MemorySeries, metrics.start_endpoint
+            handler.metrics_host.encode("idna")  # as binding the endpoint does: the codec is imported on first use
+    return migrator, None
+
+
 _handlers: weakref.WeakSet[EventHandler] = weakref.WeakSet()
 
 
-def _after_fork() -> None:
-    for handler in list(_handlers):
-        handler._fresh()
+class _Fork:
+    """A fork waits for every handler's worker to finish the batch it is reading; the child starts afresh.
+
+    A worker forked mid-batch leaves its locks held in the child (an output's buffer, the standard error
+    of ``--events -``, an import's) by a thread that is not there. Waiting is bounded (``FORK_WAIT_S``):
+    a worker stuck on a write must not hold the server's fork for ever.
+    """
+
+    held: ClassVar[list[threading.Lock]] = []
+
+    @classmethod
+    def before(cls) -> None:
+        for handler in list(_handlers):
+            busy = handler._busy
+            if busy.acquire(timeout=FORK_WAIT_S):
+                cls.held.append(busy)
+
+    @classmethod
+    def after_in_parent(cls) -> None:
+        while cls.held:
+            cls.held.pop().release()
+
+    @classmethod
+    def after_in_child(cls) -> None:
+        cls.held.clear()  # the child's handlers get locks of their own
+        for handler in list(_handlers):
+            handler._fresh()
 
 
-os.register_at_fork(after_in_child=_after_fork)
+os.register_at_fork(before=_Fork.before, after_in_parent=_Fork.after_in_parent, after_in_child=_Fork.after_in_child)
 
 
 def handler_for(
@@ -454,6 +582,7 @@ def handler_for(
     metrics_port: int | None = None,
     metrics_host: str = "127.0.0.1",
     hold_s: float = 300.0,
+    max_held_bytes: int = MAX_HELD_BYTES,
     server_default: bool = True,
 ) -> logging.Handler:
     """The ``dictConfig`` factory (``"()": "kvlog.integrate.handler_for"``) that ``kvlog integrate`` writes.
@@ -487,6 +616,7 @@ def handler_for(
         metrics_port=metrics_port,
         metrics_host=metrics_host,
         hold_s=hold_s,
+        max_held_bytes=max_held_bytes,
     )
     if server_default:
         if frame is None:
