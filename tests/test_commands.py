@@ -26,8 +26,7 @@ from kvlog.cli.failing import flags
 from kvlog.cli.migrate import migrate as migrate_command
 from kvlog.cli.validate import validate as validate_command
 from kvlog.errors import KvlogError, OptionError
-from kvlog.io.inputs import InputError
-from kvlog.io.outputs import OutputError
+from kvlog.io.errors import InputError, OutputError
 from kvlog.migration.plan import PlanError
 
 CORPUS = Path(__file__).parent / "corpus"

@@ -15,9 +15,10 @@ import orjson
 from kvlog.commands import EXIT_BROKEN_MIGRATIONS, EXIT_ERROR, EXIT_FINDINGS, EXIT_OK
 from kvlog.commands._engine import cluster_for
 from kvlog.errors import KvlogError, OptionError, worded
+from kvlog.io.errors import OutputError
 from kvlog.io.expansion import expand_inputs
 from kvlog.io.inputs import STDIN
-from kvlog.io.outputs import OutputError, atomic_output
+from kvlog.io.outputs import atomic_output
 from kvlog.io.progress import Advance, ignore
 from kvlog.io.store import targets
 from kvlog.migration.engine import MigrateOptions, Migrator, OutputFormat

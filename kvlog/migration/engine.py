@@ -31,7 +31,8 @@ import orjson
 
 from kvlog.envelope import EVIDENCE, InferenceRule, ordered
 from kvlog.io import jsonline
-from kvlog.io.inputs import InputError, OverlongLine
+from kvlog.io.errors import InputError, LineError
+from kvlog.io.inputs import OverlongLine
 from kvlog.migration.candidates import JSON_EVENT, MAX_LINE_BYTES, Readable, carries_memory_figure, segments
 from kvlog.migration.context import Context, Held
 from kvlog.migration.dating import DateContext, complete
@@ -515,7 +516,7 @@ class FileRun:
             return None
         try:  # numbers orjson would write differently keep their text; no duplicate key, no nesting too deep
             event = jsonline.exact(body, event)
-        except jsonline.LineError as exc:
+        except LineError as exc:
             self._reject(raw, str(exc))
             return None
         name, version = event.get("event"), catalog_version(event.get("schema_version"))

@@ -20,8 +20,9 @@ from pathlib import Path
 from typing import TypeVar
 
 from kvlog.errors import OptionError
+from kvlog.io.errors import InputError
 from kvlog.io.expansion import Input
-from kvlog.io.inputs import STDIN, InputError
+from kvlog.io.inputs import STDIN
 from kvlog.io.store import is_uri
 
 #: where an output goes: a path, or a store object's URI
