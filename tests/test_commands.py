@@ -27,7 +27,7 @@ from kvlog.cli.migrate import migrate as migrate_command
 from kvlog.cli.validate import validate as validate_command
 from kvlog.errors import KvlogError, OptionError
 from kvlog.io.errors import InputError, OutputError
-from kvlog.migration.plan import PlanError
+from kvlog.migration.errors import PlanError
 
 CORPUS = Path(__file__).parent / "corpus"
 OLD = (CORPUS / "gen2_2025.log").read_bytes()
