@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from kvlog import lazy
 from kvlog.errors import KvlogError, SchemaViolationError
-from kvlog.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from kvlog.emission import bind_ranks, configure, emit, formatter, get_logger
@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 __version__ = "0.1.0"
 
 #: imported on first use, so that commands which never emit (``kvlog validate``) start without structlog
-__getattr__ = lazy_exports(
+__getattr__ = lazy.lazy_exports(
     __name__, dict.fromkeys(("bind_ranks", "configure", "emit", "formatter", "get_logger"), "kvlog.emission")
 )
 

@@ -687,4 +687,14 @@ def remove_tap(tap: Callable[[dict[str, Any]], None]) -> None:
     _taps.remove(tap)
 
 
-__all__ = ["EmissionConfig", "bind_ranks", "configure", "emit", "formatter", "get_config", "get_logger", "restore"]
+__all__ = [
+    "EmissionConfig",
+    "bind_ranks",
+    "configure",
+    "emit",
+    "formatter",
+    "get_config",
+    "get_logger",
+    "lost_events",
+    "restore",
+]

@@ -72,3 +72,15 @@ class SchemaViolationError(KvlogError):
 
 class MetricsEndpointError(KvlogError):
     """The metrics endpoint cannot listen where it was asked (the port is taken, the address is not local)."""
+
+
+__all__ = [
+    "CatalogError",
+    "KvlogError",
+    "MetricsEndpointError",
+    "NamesOptions",
+    "OptionError",
+    "SchemaViolationError",
+    "UnknownEventError",
+    "worded",
+]

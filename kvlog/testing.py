@@ -18,3 +18,6 @@ def capture_events() -> Iterator[list[dict[str, Any]]]:
         yield captured
     finally:
         remove_tap(captured.append)
+
+
+__all__ = ["capture_events"]

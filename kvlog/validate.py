@@ -26,10 +26,11 @@ import orjson
 
 from kvlog.io.compression import is_compressed, read_lines
 from kvlog.io.counts import add_counts
-from kvlog.io.inputs import MAX_LINE_BYTES, STDIN, InputError, OverlongLine, bounded_lines, range_lines
+from kvlog.io.errors import InputError, WorkerDied
+from kvlog.io.inputs import MAX_LINE_BYTES, STDIN, OverlongLine, bounded_lines, range_lines
 from kvlog.io.jsonline import problems
 from kvlog.io.progress import InOrder
-from kvlog.io.workers import Engine, WorkerDied, in_order
+from kvlog.io.workers import Engine, in_order
 from kvlog.schema.catalog import Catalog
 from kvlog.schema.readings import json_text
 from kvlog.schema.validation import EventValidator, Violation

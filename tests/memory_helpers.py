@@ -14,8 +14,8 @@ import pytest
 import torch
 
 from kvlog.emission import configure
-from kvlog.memory import host_backend
-from kvlog.memory.backend import BackendError, Measurement
+from kvlog.memory import BackendError, host_backend
+from kvlog.memory.backend import Measurement
 from kvlog.memory.host_backend import HostBackend
 from kvlog.memory.intervals import RunSet
 from kvlog.testing import capture_events

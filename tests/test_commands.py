@@ -26,9 +26,8 @@ from kvlog.cli.failing import flags
 from kvlog.cli.migrate import migrate as migrate_command
 from kvlog.cli.validate import validate as validate_command
 from kvlog.errors import KvlogError, OptionError
-from kvlog.io.inputs import InputError
-from kvlog.io.outputs import OutputError
-from kvlog.migration.plan import PlanError
+from kvlog.io.errors import InputError, OutputError
+from kvlog.migration.errors import PlanError
 
 CORPUS = Path(__file__).parent / "corpus"
 OLD = (CORPUS / "gen2_2025.log").read_bytes()

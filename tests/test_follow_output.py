@@ -20,7 +20,7 @@ import pytest
 from kvlog import commands
 from kvlog.follow import runner
 from kvlog.follow.runner import EventOutput
-from kvlog.io.outputs import OutputError
+from kvlog.io.errors import OutputError
 
 
 def descriptors_of(path: Path) -> int:

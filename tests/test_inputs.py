@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from kvlog import commands
-from kvlog.migration.plan import PlanError
+from kvlog.migration.errors import PlanError
 
 CORPUS = Path(__file__).parent / "corpus"
 OLD = (CORPUS / "gen2_2025.log").read_bytes()

@@ -25,8 +25,16 @@ MiB = 1 << 20
 
 torch, driver = gpu_or_skip()
 
-from kvlog.memory import ArenaError, KVShape, MHAKVPool, MLAKVPool, SWAKVPool, VmmArena, cuda_backend  # noqa: E402
-from kvlog.memory.backend import BackendError  # noqa: E402
+from kvlog.memory import (  # noqa: E402
+    ArenaError,
+    BackendError,
+    KVShape,
+    MHAKVPool,
+    MLAKVPool,
+    SWAKVPool,
+    VmmArena,
+    cuda_backend,
+)
 from kvlog.memory.cuda_backend import CudaBackend  # noqa: E402
 
 

@@ -17,8 +17,8 @@ import pytest
 import torch
 from memory_helpers import FailingLibc, kernel_rss, last, validated_events
 
-from kvlog.memory import ArenaError, HostBackend, VmmArena, host_backend
-from kvlog.memory.backend import BackendError, Measurement
+from kvlog.memory import ArenaError, BackendError, HostBackend, VmmArena, host_backend
+from kvlog.memory.backend import Measurement
 from kvlog.memory.host_backend import MADV_DONTNEED, MADV_POPULATE_WRITE, PAGE_SIZE, PROT_NONE, smaps_rss
 from kvlog.memory.limits import ADDRESS_SPACE_LIMIT
 

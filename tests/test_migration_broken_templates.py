@@ -16,7 +16,7 @@ from migration_helpers import edited_migrations
 
 from kvlog.commands import EXIT_BROKEN_MIGRATIONS
 from kvlog.migration import load_chain
-from kvlog.migration.steps import MigrationError
+from kvlog.migration.errors import MigrationError
 
 BROKEN = [
     pytest.param("K size: {k_bytes:gib2} GB", "K size: {k_bytes:gib9} GB", "unknown unit 'gib9'", id="event-unit"),

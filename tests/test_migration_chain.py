@@ -11,7 +11,8 @@ import pytest
 
 from kvlog.errors import KvlogError
 from kvlog.migration import MigrationError, Step, load_chain
-from kvlog.migration.ops import ApplyError, OpError, compile_op
+from kvlog.migration.errors import ApplyError, OpError
+from kvlog.migration.ops import compile_op
 from kvlog.schema.catalog import Catalog, default_catalog
 from kvlog.schema.resources import data_dir
 from kvlog.schema.validation import EventValidator

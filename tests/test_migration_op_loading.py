@@ -16,9 +16,11 @@ import pytest
 from migration_helpers import edited_migrations
 
 from kvlog.migration import MigrationError, load_chain
-from kvlog.migration.ops import OpError, compile_op, mark_inferred, provenance, value_of
 
 #: one valid spec of each op, which the tests below break one key at a time
+from kvlog.migration.errors import OpError
+from kvlog.migration.ops import compile_op, mark_inferred, provenance, value_of
+
 VALID: dict[str, dict[str, Any]] = {
     "rename": {"op": "rename", "from": "a", "to": "b"},
     "set": {"op": "set", "field": "a", "value": 1},

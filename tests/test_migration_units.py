@@ -12,9 +12,10 @@ from typing import Any
 
 import pytest
 
-from kvlog.migration.ops import ApplyError, OpError, compile_op
-
 #: IEC 80000-13: kibi = 2^10, mebi = 2^20, gibi = 2^30; SI: kilo = 10^3, mega = 10^6, giga = 10^9 (bytes)
+from kvlog.migration.errors import ApplyError, OpError
+from kvlog.migration.ops import compile_op
+
 BYTES: dict[str, Fraction] = {
     "bytes": Fraction(1),
     "kib": Fraction(2**10),

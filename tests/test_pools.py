@@ -16,13 +16,13 @@ from kvlog.memory import (
     KVShape,
     MHAKVPool,
     MLAKVPool,
+    PinningError,
     PoolSizingError,
     PoolStateError,
     SWAKVPool,
     VmmArena,
 )
 from kvlog.memory.host_backend import PAGE_SIZE
-from kvlog.memory.pinning import PinningError
 
 MIB = 1 << 20
 MADV_DONTNEED = 4

@@ -14,7 +14,8 @@ from typing import Any
 import pytest
 
 from kvlog.errors import UnknownEventError
-from kvlog.migration.grammar import GrammarError, build_generation
+from kvlog.migration.errors import GrammarError
+from kvlog.migration.grammar import build_generation
 from kvlog.schema.catalog import Catalog, default_catalog
 from kvlog.schema.codegen import python_type
 from kvlog.schema.fields import Facts, fields

@@ -12,7 +12,8 @@ from multiprocessing.process import BaseProcess
 
 import pytest
 
-from kvlog.io.stopping import STOP_SIGNALS, Stopped, held_back, stop_on_signals
+from kvlog.io.errors import Stopped
+from kvlog.io.stopping import STOP_SIGNALS, held_back, stop_on_signals
 
 pytestmark = pytest.mark.skipif("fork" not in multiprocessing.get_all_start_methods(), reason="needs fork")
 FORK = multiprocessing.get_context("fork")

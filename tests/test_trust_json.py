@@ -21,6 +21,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kvlog.io import jsonline
+from kvlog.io.errors import LineError
 
 ENVELOPE = '"event":"kv_arena.closed","schema_version":1,"timestamp":"2025-01-01T00:00:00Z","level":"info"'
 GOOD = "{" + ENVELOPE + ',"arena_id":"1_0","released_bytes":0}'
@@ -112,7 +113,7 @@ def test_every_depth_gets_an_answer_from_the_library(depth: int, kind: str) -> N
     else:
         assert [(p.path, p.too_deep) for p in found] == [("$", True)]
         assert "nested deeper than 254 levels" in found[0].message
-        with pytest.raises(jsonline.LineError):
+        with pytest.raises(LineError):
             jsonline.exact(line, parsed)
 
 

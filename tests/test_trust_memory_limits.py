@@ -30,6 +30,7 @@ from memory_helpers import validated_events
 
 from kvlog.memory import (
     ArenaError,
+    BackendError,
     HostBackend,
     HostKVPool,
     KVShape,
@@ -39,7 +40,6 @@ from kvlog.memory import (
     VmmArena,
     host_backend,
 )
-from kvlog.memory.backend import BackendError
 from kvlog.memory.host_backend import MAP_FIXED, PAGE_SIZE
 
 P = PAGE_SIZE

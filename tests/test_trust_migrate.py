@@ -28,7 +28,7 @@ from test_hardening_files import without_read_override
 from test_migration_cli import stderr_on_a_terminal
 
 from kvlog import commands
-from kvlog.io.outputs import OutputError
+from kvlog.io.errors import OutputError
 
 KVLOG = [sys.executable, "-m", "kvlog", "migrate"]
 CORPUS = Path(__file__).parent / "corpus"

@@ -22,7 +22,7 @@ import zstandard
 from test_hardening_untrusted import run_bounded
 
 from kvlog.io.compression import open_binary, read_lines
-from kvlog.io.inputs import InputError
+from kvlog.io.errors import InputError
 from kvlog.io.zstd_frames import ZstdFrames
 from kvlog.migration.candidates import BLOCK_BYTES
 

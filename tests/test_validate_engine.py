@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 from foundation_samples import sample
 
-from kvlog.io.inputs import InputError, OverlongLine
+from kvlog.io.errors import InputError
+from kvlog.io.inputs import OverlongLine
 from kvlog.schema.validation import EventValidator, Violation
 from kvlog.validate import (
     LineProblem,

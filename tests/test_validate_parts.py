@@ -28,7 +28,7 @@ import pytest
 from foundation_samples import sample
 
 from kvlog import events, validate
-from kvlog.io.inputs import InputError
+from kvlog.io.errors import InputError
 from kvlog.io.progress import InOrder
 from kvlog.schema.validation import EventValidator
 from kvlog.validate import (

@@ -19,9 +19,9 @@ from kvlog import __version__
 from kvlog.cli.examples import examples
 from kvlog.cli.stdout import abandon_out
 from kvlog.commands import EXIT_ERROR
-from kvlog.io.stopping import STOP_SIGNALS, ReaderGone, Stopped, remove_leftovers, stop_on_signals, swallowed
+from kvlog.io.errors import ReaderGone, Stopped
+from kvlog.io.stopping import STOP_SIGNALS, remove_leftovers, stop_on_signals, swallowed
 
-#: command name -> "module:attribute" of its click command
 COMMANDS = {
     "validate": "kvlog.cli.validate:validate",
     "schema": "kvlog.cli.schema:schema",

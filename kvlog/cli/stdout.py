@@ -12,7 +12,7 @@ import errno
 import os
 import sys
 
-from kvlog.io.stopping import ReaderGone
+from kvlog.io.errors import ReaderGone
 
 
 def write_out(text: str) -> None:

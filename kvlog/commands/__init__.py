@@ -55,7 +55,7 @@ EXIT_FINDINGS = 1
 EXIT_ERROR = 2
 #: migrate: the migration files are broken
 EXIT_BROKEN_MIGRATIONS = 3
-# A run stopped by signal N exits 128 + N: ``kvlog.io.stopping.Stopped.exit_status``.
+# A run stopped by signal N exits 128 + N: ``kvlog.io.errors.Stopped.exit_status``.
 
 
 def exit_status_of(error: KvlogError) -> int:

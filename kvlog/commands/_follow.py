@@ -21,7 +21,8 @@ from kvlog.follow.runner import EventOutput, Follower, Observer
 from kvlog.follow.stall import StallWatch
 from kvlog.follow.waking import Waker
 from kvlog.io.compression import is_compressed
-from kvlog.io.outputs import OutputError, stdout_binary
+from kvlog.io.errors import OutputError
+from kvlog.io.outputs import stdout_binary
 from kvlog.io.stopping import STOP_SIGNALS
 from kvlog.io.tailing import FileKey, Tailer, find_beside
 from kvlog.metrics.bound import DEFAULT_LIMIT

@@ -11,7 +11,7 @@ from typing import Any
 from kvlog.errors import OptionError
 from kvlog.integrate import LIVE_SERVERS, configuration
 from kvlog.integrate.budget import MAX_HELD_BYTES, MIN_HELD_BYTES
-from kvlog.io.inputs import InputError
+from kvlog.io.errors import InputError
 
 
 def integrate(

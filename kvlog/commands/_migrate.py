@@ -15,16 +15,18 @@ import orjson
 from kvlog.commands import EXIT_BROKEN_MIGRATIONS, EXIT_ERROR, EXIT_FINDINGS, EXIT_OK
 from kvlog.commands._engine import cluster_for
 from kvlog.errors import KvlogError, OptionError, worded
+from kvlog.io.errors import OutputError
 from kvlog.io.expansion import expand_inputs
 from kvlog.io.inputs import STDIN
-from kvlog.io.outputs import OutputError, atomic_output
+from kvlog.io.outputs import atomic_output
 from kvlog.io.progress import Advance, ignore
 from kvlog.io.store import targets
 from kvlog.migration.engine import MigrateOptions, Migrator, OutputFormat
+from kvlog.migration.errors import MigrationError
 from kvlog.migration.plan import Request, allowed_unparsed, plan
 from kvlog.migration.report import MigrationReport
 from kvlog.migration.runner import run_tasks
-from kvlog.migration.steps import MigrationError, load_chain
+from kvlog.migration.steps import load_chain
 
 if TYPE_CHECKING:
     from kvlog.io.workers import Engine

@@ -12,8 +12,9 @@ from typing import cast
 from kvlog.commands import EXIT_ERROR, EXIT_FINDINGS, EXIT_OK
 from kvlog.commands._engine import cluster_for
 from kvlog.errors import OptionError
+from kvlog.io.errors import InputError
 from kvlog.io.expansion import expand_inputs
-from kvlog.io.inputs import STDIN, InputError
+from kvlog.io.inputs import STDIN
 from kvlog.io.progress import Advance, InOrder, ignore
 from kvlog.schema.validation import EventValidator
 from kvlog.text.printable import printable, printable_name

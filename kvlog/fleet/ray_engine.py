@@ -34,6 +34,7 @@ import ray
 from ray.exceptions import RayError, RayTaskError
 
 from kvlog.errors import NamesOptions
+from kvlog.io.errors import WorkerDied
 from kvlog.io.progress import task_reads_to
 
 #: how often Ray runs a task again whose worker or node died
@@ -242,8 +243,6 @@ def _received(
         raise exc.as_instanceof_cause() from None  # type: ignore[no-untyped-call]  # kvlog's own error, raised in the task
     except RayError as exc:
         if lost is None:
-            from kvlog.io.workers import WorkerDied  # noqa: PLC0415 - the one error of a lost task
-
             raise WorkerDied(f"a task was lost on the Ray cluster: {exc}") from None
         return lost(item, f"lost on the Ray cluster after {TASK_RETRIES} retries: {type(exc).__name__}")
     finally:

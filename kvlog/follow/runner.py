@@ -30,7 +30,8 @@ import orjson
 
 from kvlog.follow.holding import Holding
 from kvlog.follow.state import FileMark, FollowState, digest
-from kvlog.io.outputs import NamedSink, OutputError
+from kvlog.io.errors import OutputError
+from kvlog.io.outputs import NamedSink
 from kvlog.io.tailing import Reader, Source
 from kvlog.migration.engine import NO_OUTPUT, FileRun, Migrator
 from kvlog.migration.report import MigrationReport

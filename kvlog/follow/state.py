@@ -30,7 +30,8 @@ from typing import Any
 import orjson
 
 from kvlog.errors import KvlogError
-from kvlog.io.outputs import OutputError, atomic_output
+from kvlog.io.errors import OutputError
+from kvlog.io.outputs import atomic_output
 from kvlog.schema.readings import json_text
 
 FORMAT = "kvlog-follow-state"

@@ -24,9 +24,9 @@ import os
 from collections.abc import Container
 from pathlib import Path
 
-from kvlog.io.outputs import OutputError, Temporary, rename_temporary
+from kvlog.io.errors import OutputError
+from kvlog.io.outputs import Temporary, rename_temporary
 
-#: the extended attribute that marks a backup
 MARK = "user.kvlog.backup"
 #: the hidden file beside a backup that marks it where extended attributes cannot be set
 MARKER_SUFFIX = ".kvlog-backup"

@@ -23,7 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from kvlog.io.inputs import STDIN, InputError, bounded_lines, open_raw
+from kvlog.io.errors import InputError
+from kvlog.io.inputs import STDIN, bounded_lines, open_raw
 from kvlog.io.zstd_frames import ZstdFrames
 
 #: a stream over ``raw`` that (de)compresses: given the raw stream and the file's name, for errors

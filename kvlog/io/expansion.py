@@ -21,9 +21,11 @@ import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from kvlog.io import store
 from kvlog.io.backups import is_backup
-from kvlog.io.inputs import STDIN, is_pattern
+from kvlog.io.inputs import STDIN
 from kvlog.io.outputs import TEMP_SUFFIX
+from kvlog.io.patterns import is_pattern
 
 #: how many names a notice lists before ``...``
 _SHOWN = 3
@@ -106,8 +108,6 @@ def expand_inputs(
             found.inputs.append(Input(name, name))
             continue
         if "://" in name:
-            from kvlog.io import store  # noqa: PLC0415 - object storage (the fleet extra), only once a URI is met
-
             resolved = store.resolve(name, (TEMP_SUFFIX, *skip_suffixes))
             if not isinstance(resolved, str):
                 root = name if name.endswith("/") else pattern_root(name)

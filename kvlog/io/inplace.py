@@ -30,9 +30,9 @@ from typing import IO
 
 from kvlog.errors import NamesOptions
 from kvlog.io import backups
-from kvlog.io.inputs import InputError, open_raw
+from kvlog.io.errors import InputError, OutputError
+from kvlog.io.inputs import open_raw
 from kvlog.io.outputs import (
-    OutputError,
     Temporary,
     copy_owner_and_mode,
     remove_stale_temporaries,

@@ -7,32 +7,19 @@ reported or passed through untouched instead of crashing a decoder.
 from __future__ import annotations
 
 import errno
-import glob
 import os
 import stat
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import IO
 
-from kvlog.errors import KvlogError
+from kvlog.io import store
+from kvlog.io.errors import InputError
 
 STDIN = "-"
 #: the longest line read as one piece; no event is this long (a longer line is read past, never held)
 MAX_LINE_BYTES = 16 << 20
 #: ``range_lines`` reads a file in blocks of this size and splits them in C
 RANGE_BLOCK_BYTES = 1 << 20
-
-
-class InputError(KvlogError):
-    """An input cannot be opened or read; the message names it and says why."""
-
-
-def is_pattern(name: str, exists: Callable[[str], bool]) -> bool:
-    """Whether ``name`` is read as a glob: it has ``*``, ``?`` or ``[`` and nothing has that very name.
-
-    The exact name wins, for paths and store keys alike: a pattern read in its place would read another
-    file (``run[1].log`` read as ``run1.log``), and a file or object with such a name could never be named.
-    """
-    return glob.has_magic(name) and not exists(name)
 
 
 def open_raw(name: str, *, follow_symlinks: bool = True) -> IO[bytes]:
@@ -42,14 +29,11 @@ def open_raw(name: str, *, follow_symlinks: bool = True) -> IO[bytes]:
     the file must read the very file it replaces, not whatever a link planted there names. A URI
     (``s3://bucket/key``) is an object in a store, streamed by ``kvlog.io.store``; a path never goes there.
     """
-    if "://" in name:
-        from kvlog.io import store  # noqa: PLC0415 - object storage (the fleet extra), only once a URI is met
-
-        if store.is_uri(name):
-            local = store.local_name(name)
-            if local == name:
-                return store.open_input(name)
-            name = local  # file://: the path it names, opened as paths are
+    if store.is_uri(name):
+        local = store.local_name(name)
+        if local == name:
+            return store.open_input(name)
+        name = local  # file://: the path it names, opened as paths are
     flags = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0)
     if not follow_symlinks:
         flags |= getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)  # NONBLOCK: a FIFO must not hang

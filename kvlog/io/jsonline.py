@@ -27,6 +27,8 @@ from typing import Any, NamedTuple
 
 import orjson
 
+from kvlog.io.errors import LineError, TooDeep
+
 #: the deepest nesting orjson writes (it reads up to 1024 levels)
 MAX_DEPTH = 254
 #: the integers orjson (and any reader with 64-bit integers) holds exactly
@@ -37,14 +39,6 @@ _JSON_TYPES: tuple[type[Any], ...] = (str, int, float, dict, list)
 #: a run of zeros once every digit is a zero (ten times faster than the regular expression [0-9]{19})
 _DIGITS_AS_ZEROS = bytes.maketrans(b"123456789", b"0" * 9)
 _LONG_DIGITS = b"0" * 19
-
-
-class LineError(ValueError):
-    """A line orjson parses that cannot be read faithfully; the message says why, for a finding."""
-
-
-class TooDeep(LineError):
-    """Nesting deeper than ``MAX_DEPTH``: orjson read it but cannot write it back."""
 
 
 class Problem(NamedTuple):

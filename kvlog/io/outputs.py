@@ -20,16 +20,13 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import IO, Any
 
-from kvlog.errors import KvlogError
+from kvlog.io import store
 from kvlog.io.compression import compressed
-from kvlog.io.stopping import ReaderGone, held_back, off_the_books, on_the_books
+from kvlog.io.errors import OutputError, ReaderGone
+from kvlog.io.stopping import held_back, off_the_books, on_the_books
 
 TEMP_SUFFIX = ".kvlog-tmp"
 _STALE_NAME = re.compile(r"\.[0-9a-f]{16}" + re.escape(TEMP_SUFFIX))
-
-
-class OutputError(KvlogError):
-    """An output (a migrated file, the report, the dead letters) cannot be written; the message names it."""
 
 
 class NamedSink:
@@ -66,15 +63,12 @@ def atomic_output(target: Path | str) -> Iterator[IO[bytes]]:
     ``s3://bucket/key``) is an object of a store, made only once complete (``kvlog.io.store``).
     """
     name = str(target)
-    if isinstance(target, str) and "://" in target:
-        from kvlog.io import store  # noqa: PLC0415 - object storage (the fleet extra), only once a URI is met
-
-        if store.is_uri(target):
-            name = store.local_name(target)
-            if name == target:
-                with store.new_object(target) as raw, compressed(raw, target) as stream:
-                    yield stream
-                return
+    if isinstance(target, str) and store.is_uri(target):
+        name = store.local_name(target)
+        if name == target:
+            with store.new_object(target) as raw, compressed(raw, target) as stream:
+                yield stream
+            return
     target = Path(name)
     target = Path(os.path.realpath(target))
     if target.exists() and not target.is_file():

@@ -20,6 +20,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from pathlib import Path
 
+from kvlog.io import store
 from kvlog.io.inputs import STDIN
 
 #: increments of the files done and of their bytes on disk
@@ -30,11 +31,8 @@ _task_reads: ContextVar[Callable[[int], None] | None] = ContextVar("kvlog_task_r
 
 def input_size(name: str) -> int:
     """The bytes of input ``name`` on disk (or in its store): 0 for standard input and for what cannot be read."""
-    if "://" in name:
-        from kvlog.io import store  # noqa: PLC0415 - object storage (the fleet extra), only once a URI is met
-
-        if store.is_uri(name):
-            return store.size(name)
+    if store.is_uri(name):
+        return store.size(name)
     try:
         return 0 if name == STDIN else Path(name).stat().st_size
     except OSError:

@@ -20,34 +20,9 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
+from kvlog.io.errors import Stopped
+
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-
-
-class Stopped(BaseException):
-    """A stop signal arrived. A BaseException, like KeyboardInterrupt: no ``except Exception`` swallows it."""
-
-    def __init__(self, signum: int) -> None:
-        super().__init__(signum)
-        self.signum = signum
-
-    @property
-    def exit_status(self) -> int:
-        """What shells expect of a process a signal stopped: 128 + the signal."""
-        return 128 + self.signum
-
-
-class ReaderGone(Stopped):
-    """The reader of an output (standard output's pipe: ``kvlog migrate big.log | head -1``) closed it.
-
-    Python ignores SIGPIPE, so a write there fails with EPIPE instead of ending the process as it ends
-    ``cat`` or ``grep``. Raised in its place, it stops the whole run as that signal would (not one
-    input, to fail again on the next), through the same cleanup as a stop signal: no temporary file is
-    left, nothing more is said (no summary claims a run that did not finish), and the exit status is
-    the shells' for a process SIGPIPE ended, 128 + 13 = 141.
-    """
-
-    def __init__(self) -> None:
-        super().__init__(signal.SIGPIPE)
 
 
 _held = 0

@@ -28,8 +28,8 @@ from typing import IO, Any
 from urllib.parse import unquote, urlsplit
 
 from kvlog.errors import OptionError
-from kvlog.io.inputs import InputError, is_pattern
-from kvlog.io.outputs import OutputError
+from kvlog.io.errors import InputError, OutputError
+from kvlog.io.patterns import is_pattern
 
 #: the URI schemes kvlog reads and writes, and the fsspec package each needs
 SCHEMES = {"s3": "s3fs", "s3a": "s3fs", "gs": "gcsfs", "gcs": "gcsfs"}

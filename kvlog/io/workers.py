@@ -28,7 +28,7 @@ from contextlib import contextmanager
 from functools import partial
 from typing import Any, Protocol, TypeVar
 
-from kvlog.errors import KvlogError
+from kvlog.io.errors import WorkerDied
 from kvlog.io.progress import task_reads_go_to
 from kvlog.io.stopping import held_back
 
@@ -40,10 +40,6 @@ State = TypeVar("State")
 _state: Any = None
 #: how often the parent reads the bytes its workers have read, while it waits for a result
 READ_POLL_S = 0.25
-
-
-class WorkerDied(KvlogError):
-    """A worker process ended before its task did; the results not yet yielded are lost."""
 
 
 class Engine(Protocol):

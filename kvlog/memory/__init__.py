@@ -6,12 +6,11 @@ Importing this package needs torch (the ``torch`` extra); the CUDA backend is im
 
 from __future__ import annotations
 
-from kvlog.memory.arena import ArenaChange, ArenaError, VmmArena
-from kvlog.memory.backend import Backend, BackendError, Measurement
+from kvlog.memory.arena import ArenaChange, VmmArena
+from kvlog.memory.backend import Backend, Measurement
+from kvlog.memory.errors import ArenaError, BackendError, PinningError, PoolSizingError, PoolStateError
 from kvlog.memory.host_backend import HostBackend
-from kvlog.memory.pinning import PinningError
-from kvlog.memory.pools import HostKVPool, KVPool, KVShape, MHAKVPool, MLAKVPool, PoolStateError
-from kvlog.memory.sizing import PoolSizingError
+from kvlog.memory.pools import HostKVPool, KVPool, KVShape, MHAKVPool, MLAKVPool
 from kvlog.memory.swa import SWAKVPool
 
 __all__ = [

@@ -46,11 +46,12 @@ from torch.multiprocessing.reductions import StorageWeakRef
 
 from kvlog import events
 from kvlog.emission import emit
-from kvlog.memory.backend import Backend, BackendError, Measurement, MeasurementSource
+from kvlog.memory.backend import Backend, Measurement, MeasurementSource
 from kvlog.memory.closing import ClosesOnExit
+from kvlog.memory.errors import ArenaError, BackendError
 from kvlog.memory.host_backend import HostBackend
 from kvlog.memory.intervals import Run, RunSet
-from kvlog.memory.limits import ADDRESS_SPACE_LIMIT, ArenaError, align_up, checked_int, checked_range
+from kvlog.memory.limits import ADDRESS_SPACE_LIMIT, align_up, checked_int, checked_range
 
 Operation = Literal["reserve", "commit", "decommit", "close", "sleep", "wake"]
 

@@ -10,29 +10,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal, Protocol
 
-from kvlog.errors import KvlogError
-
 if TYPE_CHECKING:
     import torch
 
 BackendName = Literal["cuda", "host"]
 MeasurementSource = Literal["smaps_rss", "cuMemGetInfo", "nvml"]
-
-
-class BackendError(KvlogError):
-    """A driver or system call failed; ``call`` names it and ``code`` is its error code or errno.
-
-    ``still_held``, when a backend knows it, lists the ``(address, nbytes)`` ranges of the call's range
-    that still hold physical memory after the failure, so that the arena's books stay exact and a
-    later decommit or close gives them back. None means the backend's contract: after a failed
-    ``map`` nothing is held, after a failed ``unmap`` everything still is.
-    """
-
-    def __init__(self, call: str, code: int | str, detail: str = "") -> None:
-        self.call = call
-        self.code = code
-        self.still_held: tuple[tuple[int, int], ...] | None = None
-        super().__init__(f"{call} failed: {code}{f' ({detail})' if detail else ''}")
 
 
 @dataclass(frozen=True)

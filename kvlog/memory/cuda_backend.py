@@ -33,9 +33,10 @@ from typing import Any, Final, Literal
 import torch
 from cuda.bindings import driver
 
-from kvlog.memory.backend import BackendError, BackendName, Measurement
+from kvlog.memory.backend import BackendName, Measurement
 from kvlog.memory.dlpack import borrowed_bytes
-from kvlog.memory.limits import ADDRESS_SPACE_LIMIT, ArenaError, checked_granularity, checked_int, checked_range
+from kvlog.memory.errors import ArenaError, BackendError
+from kvlog.memory.limits import ADDRESS_SPACE_LIMIT, checked_granularity, checked_int, checked_range
 
 HandleType = Literal["NONE", "POSIX_FD", "FABRIC"]
 

@@ -38,11 +38,13 @@ from typing import Final
 
 import torch
 
-from kvlog.memory.backend import BackendError, BackendName, Measurement
-from kvlog.memory.intervals import Run, RunSet
-from kvlog.memory.limits import ADDRESS_SPACE_LIMIT, ArenaError, checked_granularity, checked_int, checked_range
+from kvlog.memory.backend import BackendName, Measurement
 
 # Linux ABI values that Python's mmap module lacks, identical on x86_64 and aarch64; the rest come from it.
+from kvlog.memory.errors import ArenaError, BackendError
+from kvlog.memory.intervals import Run, RunSet
+from kvlog.memory.limits import ADDRESS_SPACE_LIMIT, checked_granularity, checked_int, checked_range
+
 PROT_NONE: Final = 0x0
 MAP_FIXED: Final = 0x10
 MAP_NORESERVE: Final = 0x4000

@@ -19,21 +19,13 @@ import operator
 import platform
 from typing import Final
 
-from kvlog.errors import KvlogError
+from kvlog.memory.errors import ArenaError
 
 SIZE_MAX: Final = (1 << (8 * ctypes.sizeof(ctypes.c_size_t))) - 1
 # Bits of user virtual address space the kernel hands out without a hint (x86-64 4-level paging,
 # and the largest arm64 configuration); an unknown machine gets the smaller, x86-64 figure.
 _USER_VA_BITS: Final = {"x86_64": 47, "amd64": 47, "aarch64": 48, "arm64": 48}
 ADDRESS_SPACE_LIMIT: Final = min(1 << _USER_VA_BITS.get(platform.machine().lower(), 47), SIZE_MAX)
-
-
-class ArenaError(KvlogError):
-    """An arena operation was refused or failed; a ``kv_arena.error`` event was emitted with it.
-
-    Also raised, without an event, for a size or offset refused before any arena exists (a
-    backend's granularity, a reservation too large for the platform).
-    """
 
 
 def checked_int(

@@ -11,16 +11,12 @@ from typing import Any
 
 import torch
 
-from kvlog.errors import KvlogError
+from kvlog.memory.errors import PinningError
 
 
 def _runtime() -> Any:
     """The CUDA runtime as torch binds it (untyped in torch's stubs)."""
     return torch.cuda.cudart()  # type: ignore[no-untyped-call]
-
-
-class PinningError(KvlogError):
-    """Host memory could not be page-locked for the GPU (no CUDA device, or the driver refused)."""
 
 
 class PinnedRanges:

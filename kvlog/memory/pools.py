@@ -28,14 +28,14 @@ import torch
 
 from kvlog import events
 from kvlog.emission import emit
-from kvlog.errors import KvlogError
 from kvlog.memory.arena import ArenaChange, VmmArena
 from kvlog.memory.backend import Backend, BackendName
 from kvlog.memory.closing import ClosesOnExit
+from kvlog.memory.errors import PoolSizingError, PoolStateError
 from kvlog.memory.host_backend import HostBackend
 from kvlog.memory.limits import ADDRESS_SPACE_LIMIT, align_up, checked_int
 from kvlog.memory.pinning import PinnedRanges
-from kvlog.memory.sizing import PoolSizingError, free_memory_bytes, largest_fitting
+from kvlog.memory.sizing import free_memory_bytes, largest_fitting
 
 if TYPE_CHECKING:
     from typing import Self
@@ -46,10 +46,6 @@ GB = 10**9
 # Each layer is one or two buffers, each a tensor and a granule-aligned region of its own: a count
 # far beyond any model's (hundreds) would only make construction run for minutes before failing.
 MAX_LAYERS = 1 << 12
-
-
-class PoolStateError(KvlogError):
-    """A pool operation that its lifecycle state does not allow (finalize twice, use after close)."""
 
 
 @dataclass(frozen=True)

@@ -11,12 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from kvlog.errors import KvlogError
 from kvlog.memory.backend import BackendName
-
-
-class PoolSizingError(KvlogError):
-    """A budget or shape that cannot give a pool even its first page."""
+from kvlog.memory.errors import PoolSizingError
 
 
 def largest_fitting(cost: Callable[[int], int], budget_bytes: int, page_size: int, upper_bound: int) -> int:

@@ -16,7 +16,8 @@ from kvlog import events
 from kvlog.emission import emit
 from kvlog.memory.backend import BackendName
 from kvlog.memory.closing import ClosesOnExit
-from kvlog.memory.pools import KVShape, MHAKVPool, PoolStateError, sized_budget
+from kvlog.memory.errors import PoolStateError
+from kvlog.memory.pools import KVShape, MHAKVPool, sized_budget
 from kvlog.memory.sizing import largest_fitting
 
 if TYPE_CHECKING:

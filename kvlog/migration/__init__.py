@@ -10,6 +10,7 @@ itself and carries the ``examples`` it promises to satisfy.
 
 from __future__ import annotations
 
-from kvlog.migration.steps import Chain, MigrationError, Step, load_chain
+from kvlog.migration.errors import MigrationError
+from kvlog.migration.steps import Chain, Step, load_chain
 
 __all__ = ["Chain", "MigrationError", "Step", "load_chain"]

@@ -31,15 +31,17 @@ import orjson
 
 from kvlog.envelope import EVIDENCE, InferenceRule, ordered
 from kvlog.io import jsonline
-from kvlog.io.inputs import InputError, OverlongLine
+from kvlog.io.errors import InputError, LineError
+from kvlog.io.inputs import OverlongLine
 from kvlog.migration.candidates import JSON_EVENT, MAX_LINE_BYTES, Readable, carries_memory_figure, segments
 from kvlog.migration.context import Context, Held
 from kvlog.migration.dating import DateContext, complete
+from kvlog.migration.errors import MigrationError
 from kvlog.migration.grammar import MARKED, Generation, Recognised
 from kvlog.migration.legacy import LegacyRenderer, text_line
 from kvlog.migration.ops import Op, mark_inferred, provenance, source_format
 from kvlog.migration.report import MigrationReport
-from kvlog.migration.steps import Chain, MigrationError
+from kvlog.migration.steps import Chain
 from kvlog.schema.catalog import catalog_version
 from kvlog.schema.validation import EventValidator
 from kvlog.text.prefix import SERVERS, LinePrefix, ServerPrefix
@@ -515,7 +517,7 @@ class FileRun:
             return None
         try:  # numbers orjson would write differently keep their text; no duplicate key, no nesting too deep
             event = jsonline.exact(body, event)
-        except jsonline.LineError as exc:
+        except LineError as exc:
             self._reject(raw, str(exc))
             return None
         name, version = event.get("event"), catalog_version(event.get("schema_version"))

@@ -19,7 +19,8 @@ from functools import cache, cached_property
 from typing import Any
 
 from kvlog.envelope import EVIDENCE, InferenceRule, envelope
-from kvlog.migration.ops import Op, OpError, compile_op, mark_inferred, provenance, value_of
+from kvlog.migration.errors import GrammarError, OpError
+from kvlog.migration.ops import Op, compile_op, mark_inferred, provenance, value_of
 from kvlog.schema.catalog import Catalog
 from kvlog.schema.fields import Facts
 from kvlog.schema.walk import DerefError
@@ -135,10 +136,6 @@ class Generation:
     def nullable_required(self, event: str, version: int) -> list[str]:
         """Required fields that may be null: a line that does not print them says nothing, so null."""
         return _nullable_required(self.catalog, event, version)
-
-
-class GrammarError(ValueError):
-    """A generation file is inconsistent with the catalog; the caller adds the file name."""
 
 
 def build_generation(generation_id: str, document: Mapping[str, Any], catalog: Catalog) -> Generation:

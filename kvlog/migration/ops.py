@@ -18,19 +18,12 @@ import orjson
 
 from kvlog.envelope import inference
 from kvlog.io import jsonline
+from kvlog.migration.errors import ApplyError, OpError
 from kvlog.migration.hooks import HOOKS
 from kvlog.schema.catalog import catalog_version
 from kvlog.schema.readings import json_text
 
 Event = dict[str, Any]
-
-
-class OpError(ValueError):
-    """An operation spec is malformed; the caller adds the file name."""
-
-
-class ApplyError(ValueError):
-    """An operation cannot be applied to this event (an unmapped enum value, a missing field)."""
 
 
 #: unit -> (dimension, size in the dimension's base unit)

@@ -19,17 +19,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
-from kvlog.errors import OptionError
+from kvlog.io.errors import InputError
 from kvlog.io.expansion import Input
-from kvlog.io.inputs import STDIN, InputError
+from kvlog.io.inputs import STDIN
 from kvlog.io.store import is_uri
+from kvlog.migration.errors import PlanError
 
 #: where an output goes: a path, or a store object's URI
 _Target = TypeVar("_Target", str, Path)
-
-
-class PlanError(OptionError):
-    """The options or paths of a run conflict; nothing was read or written."""
 
 
 @dataclass(frozen=True)

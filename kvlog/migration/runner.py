@@ -23,9 +23,10 @@ import orjson
 
 from kvlog.errors import KvlogError, NamesOptions
 from kvlog.io.compression import codec_of, decompressed
+from kvlog.io.errors import InputError, OutputError, WorkerDied
 from kvlog.io.inplace import InPlace
-from kvlog.io.inputs import STDIN, InputError, open_raw
-from kvlog.io.outputs import NamedSink, OutputError, atomic_output, remove_stale_temporaries, stdout_binary
+from kvlog.io.inputs import STDIN, open_raw
+from kvlog.io.outputs import NamedSink, atomic_output, remove_stale_temporaries, stdout_binary
 from kvlog.io.progress import Advance, InOrder, read_in_task
 from kvlog.io.stopping import held_back, off_the_books, on_the_books, stop_on_signals
 from kvlog.migration.engine import DeadLetter, MigrateOptions, Migrator
@@ -81,8 +82,6 @@ def run_tasks(
             tally.done()
             yield outcome
         return
-    from kvlog.io.workers import WorkerDied  # noqa: PLC0415 - multiprocessing, for engines only
-
     with _staging_directory() as staging:
         outcomes = engine.in_order(
             _run_in_worker,

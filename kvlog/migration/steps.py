@@ -18,11 +18,12 @@ from typing import Any
 
 import orjson
 
-from kvlog.errors import KvlogError, UnknownEventError
+from kvlog.errors import UnknownEventError
 from kvlog.io import jsonline
 from kvlog.migration.dating import DateContext, complete
-from kvlog.migration.grammar import Generation, GrammarError, build_generation, build_known
-from kvlog.migration.ops import ApplyError, Op, OpError, compile_op, provenance
+from kvlog.migration.errors import ApplyError, GrammarError, MigrationError, OpError
+from kvlog.migration.grammar import Generation, build_generation, build_known
+from kvlog.migration.ops import Op, compile_op, provenance
 from kvlog.schema import stored
 from kvlog.schema.catalog import Catalog, default_catalog
 from kvlog.schema.resources import data_dir
@@ -34,10 +35,6 @@ TEXT_SUFFIX = "-text"
 KNOWN_FILE = "known.toml"
 _EVENT_STEP_FILE = re.compile(r"^v([1-9][0-9]*)-to-v([1-9][0-9]*)\.toml$")
 _GENERATION_FILE = re.compile(r"^[0-9]{4}-[0-9]{2}(?:-[a-z0-9-]+)?\.toml$")
-
-
-class MigrationError(KvlogError):
-    """A migration file is broken, no path links two versions, or a step cannot apply to an event."""
 
 
 @dataclass(frozen=True)
