@@ -22,7 +22,7 @@ import cli_harness
 import pytest
 from cli_harness import kvlog_process
 from process_helpers import children
-from test_hardening_files import without_read_override
+from test_cli_hostile_files import without_read_override
 
 from kvlog import commands
 

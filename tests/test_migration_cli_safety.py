@@ -26,7 +26,7 @@ import orjson
 import pytest
 from cli_harness import PYTHON_M_KVLOG, kvlog_process
 from process_helpers import children
-from test_hardening_files import without_read_override
+from test_cli_hostile_files import without_read_override
 from test_migration_cli import stderr_on_a_terminal
 
 from kvlog import commands
