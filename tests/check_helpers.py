@@ -1,4 +1,4 @@
-"""Helpers for the kvlog check tests: ``kvlog.commands.check``, real ``kvlog`` subprocesses, real git repositories."""
+"""Helpers for the kvlog check tests: ``kvlog.commands.check``, the CLI in process, real git repositories."""
 
 from __future__ import annotations
 
@@ -7,15 +7,17 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
+
+from cli_harness import SCRIPT
+from cli_harness import kvlog_text as kvlog  # noqa: F401 - the check tests' kvlog(), in process
 
 from kvlog import commands
 from kvlog.check.report import Format, format_report, summary
 from kvlog.schema.resources import data_dir
 
-KVLOG = str(Path(sys.executable).with_name("kvlog"))
+KVLOG = str(SCRIPT)
 GIT_ENV = {
     "GIT_AUTHOR_NAME": "kvlog tests",
     "GIT_AUTHOR_EMAIL": "tests@kvlog.invalid",
@@ -24,13 +26,6 @@ GIT_ENV = {
     "GIT_CONFIG_GLOBAL": os.devnull,
     "GIT_CONFIG_NOSYSTEM": "1",
 }
-
-
-def kvlog(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    """Run the installed ``kvlog`` console script, as CI and pre-commit do."""
-    done = subprocess.run([KVLOG, *args], cwd=cwd, capture_output=True, text=True, check=False, timeout=120)
-    assert "Traceback" not in done.stderr, done.stderr
-    return done
 
 
 def checked(cwd: Path, path: str | None = None, **options: Any) -> tuple[int, list[dict[str, Any]]]:

@@ -8,3 +8,5 @@ earlier checkout or an earlier mutant of it. Subprocesses inherit the setting.
 import os
 
 os.environ["KVLOG_CACHE_DIR"] = ""
+
+# How a test runs the CLI, in process or as a process: tests/cli_harness.py (TESTING.md says when).

@@ -1,7 +1,8 @@
-"""The console contract of every command (issue 30 items 6, 12, 13): real processes, real pipes.
+"""The console contract of every command (issue 30 items 6, 12, 13).
 
-What a user's shell sees: exit statuses, the one line each message takes on standard error, a pipe
-closed by its reader, the README's own command lines, and an Examples section in every ``--help``.
+What a user's shell sees: exit statuses, the one line each message takes on standard error (in process,
+``cli_harness``), and, through a real shell, a pipe closed by its reader and the README's own command
+lines; an Examples section in every ``--help``.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from pathlib import Path
 import click
 import orjson
 import pytest
+from cli_harness import kvlog_text as kvlog
 from click.testing import CliRunner
 
 from kvlog.cli import main
@@ -27,18 +29,6 @@ CORPUS = Path(__file__).resolve().parent / "corpus"
 BIN = Path(sys.executable).parent
 POOL = "[2025-03-27 21:33:31 TP0] KV Cache is allocated. #tokens: 1000, K size: 1.00 GB, V size: 1.00 GB"
 LOAD = "[2025-03-27 21:33:30 TP0] Load weight begin. avail mem=139.06 GB"
-
-
-def kvlog(*args: str | Path, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "kvlog", *map(str, args)],
-        capture_output=True,
-        text=True,
-        errors="backslashreplace",
-        timeout=300,
-        check=False,
-        cwd=cwd,
-    )
 
 
 def shell(command: str, cwd: Path) -> subprocess.CompletedProcess[str]:

@@ -14,14 +14,13 @@ from __future__ import annotations
 
 import io
 import itertools
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
+from cli_harness import kvlog_text
 from foundation_samples import fields
 
 import kvlog
@@ -42,7 +41,6 @@ VALIDATOR = EventValidator()
 MIGRATOR = Migrator(CHAIN, MigrateOptions())
 LEGACY = [LegacyRenderer(CHAIN, g.id) for g in CHAIN.generations() if g.catalog_version < CATALOG.newest_release()]
 ENVELOPE = frozenset(FIELDS)
-KVLOG = Path(sys.executable).with_name("kvlog")
 
 
 def _value(event: dict[str, Any], name: str) -> Any:
@@ -202,7 +200,7 @@ OLD_LOG = "".join(
 def test_kvlog_migrate_text_and_legacy_of_an_old_log_print_no_none(tmp_path: Path, form: list[str]) -> None:
     log = tmp_path / "server.log"
     log.write_text(OLD_LOG)
-    done = subprocess.run([KVLOG, "migrate", *form, str(log)], capture_output=True, text=True, check=False)
+    done = kvlog_text("migrate", *form, log)
     assert done.returncode == 0, done.stderr
     assert "None" not in done.stdout
     lines = done.stdout.splitlines()

@@ -10,9 +10,11 @@ import sys
 from collections import Counter
 from pathlib import Path
 
+from cli_harness import PYTHON_M_KVLOG
+
 from kvlog.demo import run_demo
 
-KVLOG = [sys.executable, "-m", "kvlog"]
+KVLOG = PYTHON_M_KVLOG
 
 
 def test_demo_json_piped_into_validate_is_valid_and_tells_the_post_capture_story(tmp_path: Path) -> None:

@@ -10,7 +10,6 @@ import random
 import shutil
 import signal
 import subprocess
-import sys
 import time
 from collections import Counter
 from pathlib import Path
@@ -18,6 +17,7 @@ from typing import Any
 
 import orjson
 import pytest
+from cli_harness import SCRIPT
 from follow_helpers import DATED_LOGS, RUN_END, append, corpus_text, following, lines_of, migrated, wait_for
 
 from kvlog.follow.stall import queued_bytes
@@ -28,7 +28,7 @@ from kvlog.migration.candidates import MAX_LINE_BYTES
 POOL = "KV Cache is allocated. dtype: torch.bfloat16, #tokens: 1000, K size: 9.00 GB, V size: 9.00 GB"
 LOAD = "[2026-07-21 09:00:00 TP0] Load weight begin. avail mem=70.00 GB"
 SIZED = "Post-capture KV sizing: max_total_num_tokens=800, free memory=3.00 GB"
-KVLOG = [str(Path(sys.executable).with_name("kvlog"))]
+KVLOG = [str(SCRIPT)]
 
 
 def without_file(lines: list[bytes]) -> list[dict[str, Any]]:

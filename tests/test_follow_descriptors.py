@@ -12,15 +12,15 @@ import os
 import resource
 import signal
 import subprocess
-import sys
 from collections import Counter
 from pathlib import Path
 
+from cli_harness import SCRIPT
 from follow_helpers import append, canonical, corpus_text, lines_of, migrated, passes, wait_for
 
 from kvlog.io.tailing import Tailer, descriptor_budget
 
-KVLOG = str(Path(sys.executable).with_name("kvlog"))
+KVLOG = str(SCRIPT)
 LOGS = ("gen2_2025.log", "gen3_dtype_2026.log", "hybrid_swa_2026.log")
 
 

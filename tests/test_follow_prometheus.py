@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import signal
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import orjson
+from cli_harness import SCRIPT
 from follow_helpers import CORPUS, append, migrated
 from prometheus_helpers import Series, free_port, require, running_prometheus
 
-KVLOG = str(Path(sys.executable).with_name("kvlog"))
+KVLOG = str(SCRIPT)
 LOG = (CORPUS / "postcapture_before_fix_2026_07.log").read_text().splitlines(keepends=True)
 #: two runs of a server before sglang's fix; the second's pools wait for a post-capture line that never comes, and
 #: are shown once the hold (2 s here) is over

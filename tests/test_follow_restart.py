@@ -5,16 +5,16 @@ from __future__ import annotations
 import random
 import signal
 import subprocess
-import sys
 import threading
 import time
 from collections import Counter
 from pathlib import Path
 
 import pytest
+from cli_harness import SCRIPT
 from follow_helpers import DATED_LOGS, append, canonical, corpus_text, lines_of, migrated, wait_for
 
-KVLOG = str(Path(sys.executable).with_name("kvlog"))
+KVLOG = str(SCRIPT)
 KILLS = 50
 
 

@@ -1,8 +1,8 @@
 """`kvlog migrate` on real files: compressed streams, directories, in-place, signals.
 
-What a run does is tested through ``kvlog.commands.migrate``, in process; real subprocesses remain
-where the console is the contract (standard input and output, exit statuses, messages, a progress
-bar on a terminal) and where a process has to be killed.
+What a run does is tested through ``kvlog.commands.migrate``; the console (standard input and output,
+exit statuses, messages) through the CLI in process (``cli_harness``). Real processes remain where only
+a process shows it: a progress bar on a terminal, a process killed, what a fresh interpreter imports.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 import zstandard
+from cli_harness import kvlog, kvlog_text
 from migration_helpers import broken_migrations, broken_step
 
 from kvlog import commands
@@ -63,17 +64,6 @@ def old(tmp_path: Path) -> Path:
     path = tmp_path / "src" / "old.log"
     path.write_text(OLD_LOG)
     return path
-
-
-def kvlog(*args: str | Path, stdin: bytes | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess[bytes]:
-    return subprocess.run(
-        [sys.executable, "-m", "kvlog", *map(str, args)],
-        input=stdin,
-        capture_output=True,
-        timeout=300,
-        check=False,
-        cwd=cwd,
-    )
 
 
 def migrated(*inputs: str | Path, **options: object) -> bytes:
@@ -416,9 +406,8 @@ def test_progress_bar_on_a_terminal_only(big_log: Path, tmp_path: Path) -> None:
 
 
 def test_demo_ends_by_migrating_an_old_log() -> None:
-    result = subprocess.run(
-        [sys.executable, "-m", "kvlog", "demo"], capture_output=True, text=True, timeout=300, check=True
-    )
+    result = kvlog_text("demo")
+    assert result.returncode == 0, result.stderr
     assert "kvlog migrate: lines of old sglang logs that read differently today" in result.stderr
     assert "  now: [2026-07-21 09:02:11 TP0] KV Cache VA upper bound. dtype: torch.bfloat16" in result.stderr
     assert "inferred: allocation_state va_upper_bound (arena-before-pool, line 5)" in result.stderr

@@ -1,4 +1,4 @@
-"""The golden corpus: real `kvlog migrate` runs over logs written from every generation in the reference.
+"""The golden corpus: `kvlog migrate` (in process) over logs written from every generation in the reference.
 
 Each ``tests/corpus/<name>.log`` has a hand-written ``<name>.expected.jsonl`` with one entry per line:
 either ``pass`` (the line must come out byte for byte) or the event the line must become, with its
@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import gzip
 import json
-import subprocess
-import sys
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from decimal import Decimal
@@ -21,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from cli_harness import kvlog
 
 from kvlog.schema.catalog import default_catalog
 
@@ -29,13 +28,6 @@ NAMES = sorted(p.name.removesuffix(".expected.jsonl") for p in CORPUS.glob("*.ex
 
 #: printed unit -> bytes per unit; the number of decimals printed gives the precision
 UNITS = {"GiB": Decimal(1 << 30), "GB": Decimal(10**9), "KiB": Decimal(1 << 10)}
-
-
-def kvlog(*args: str, stdin: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
-    """The real CLI in a subprocess, as a user runs it."""
-    return subprocess.run(
-        [sys.executable, "-m", "kvlog", *args], input=stdin, capture_output=True, timeout=120, check=False
-    )
 
 
 def split_lines(data: bytes) -> list[bytes]:

@@ -7,22 +7,17 @@ parent: a count that is not folded would be missing from the totals an operator 
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
+
+from cli_harness import kvlog
 
 CORPUS = Path(__file__).parent / "corpus"
 
 
 def _report(tmp_path: Path, name: str, *args: str | Path) -> dict[str, Any]:
     report = tmp_path / f"{name}.json"
-    done = subprocess.run(
-        [sys.executable, "-m", "kvlog", "migrate", *args, "--dry-run", "--report", report],
-        capture_output=True,
-        timeout=300,
-        check=False,
-    )
+    done = kvlog("migrate", *args, "--dry-run", "--report", report)
     assert done.returncode == 0, done.stderr
     loaded: dict[str, Any] = json.loads(report.read_text())
     return loaded

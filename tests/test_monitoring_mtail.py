@@ -27,6 +27,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from cli_harness import kvlog as run_kvlog
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "monitoring"
 LEGACY_PROGRAM = EXAMPLES / "sglang_legacy.mtail"
@@ -146,7 +147,7 @@ def run_mtail(mtail: str, program: Path, log: Path, tmp_path: Path) -> Metrics:
 
 
 def kvlog(*args: str) -> bytes:
-    result = subprocess.run([sys.executable, "-m", "kvlog", *args], capture_output=True, timeout=120, check=False)
+    result = run_kvlog(*args)
     assert result.returncode == 0, f"kvlog {' '.join(args)}: {result.stderr.decode()}"
     return result.stdout
 

@@ -5,13 +5,12 @@ from __future__ import annotations
 import csv
 import io
 import json
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
+from cli_harness import kvlog, kvlog_text
 from follow_helpers import migrated as migrated_lines
 
 from kvlog import commands
@@ -21,7 +20,6 @@ from kvlog.summary import render, summarize_runs
 
 CORPUS = Path(__file__).resolve().parent / "corpus"
 BEFORE_FIX = CORPUS / "postcapture_before_fix_2026_07.log"
-KVLOG = str(Path(sys.executable).with_name("kvlog"))
 GIB = 1 << 30
 
 
@@ -125,23 +123,21 @@ def test_an_unparsed_memory_line_is_counted_in_the_run_and_rank_it_was_printed_i
 def test_the_command_line_refuses_to_write_over_an_input_and_says_when_nothing_was_found(tmp_path: Path) -> None:
     log = tmp_path / "server.log"
     log.write_text(BEFORE_FIX.read_text())
-    done = subprocess.run([KVLOG, "summarize", str(log), "-o", str(log)], capture_output=True, text=True, check=False)
+    done = kvlog_text("summarize", log, "-o", log)
     assert done.returncode == 2
     assert done.stderr == f"kvlog summarize: -o {log} is the input {log}; it would be overwritten\n"
     assert log.read_text() == BEFORE_FIX.read_text()
     quiet = tmp_path / "quiet.log"
     quiet.write_text("nothing about memory\n")
-    done = subprocess.run([KVLOG, "summarize", str(quiet), "--format", "json"], capture_output=True, check=False)
+    done = kvlog("summarize", quiet, "--format", "json")
     assert done.returncode == 1
     assert json.loads(done.stdout)["runs"] == []
-    done = subprocess.run(
-        [KVLOG, "summarize", str(tmp_path / "missing.log")], capture_output=True, text=True, check=False
-    )
+    done = kvlog_text("summarize", tmp_path / "missing.log")
     assert done.returncode == 2
     assert "missing.log" in done.stderr
     assert "Traceback" not in done.stderr
     table = tmp_path / "fleet.csv"
-    done = subprocess.run([KVLOG, "summarize", str(log), "--format", "csv", "-o", str(table)], check=False)
+    done = kvlog("summarize", log, "--format", "csv", "-o", table)
     assert done.returncode == 0
     assert table.read_text().startswith("source,ranks,run,start,reserved_va_bytes,")
 
@@ -165,12 +161,7 @@ def test_the_other_engines_options_are_refused_before_a_table_is_written(tmp_pat
         with pytest.raises(OptionError):
             commands.summarize(BEFORE_FIX, output=table, engine=engine, jobs=jobs, ray_address=address)
         assert not table.exists()
-    done = subprocess.run(
-        [KVLOG, "summarize", str(BEFORE_FIX), "--ray-address", "127.0.0.1:6379"],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    done = kvlog_text("summarize", BEFORE_FIX, "--ray-address", "127.0.0.1:6379")
     assert (done.returncode, done.stdout) == (2, "")
     assert done.stderr == "kvlog summarize: --ray-address names a Ray cluster: it needs --engine ray\n"
 
@@ -215,8 +206,9 @@ def test_invalid_events_are_left_out_of_the_table_and_counted_not_crashed_on(tmp
     valid, mixed = tmp_path / "valid.jsonl", tmp_path / "mixed.jsonl"
     valid.write_bytes(b"".join(orjson.dumps(event) + b"\n" for event in events))
     mixed.write_bytes(b"".join(orjson.dumps(event) + b"\n" for event in with_invalid_copies(events)))
-    expected = subprocess.run([KVLOG, "summarize", str(valid)], capture_output=True, text=True, check=True)
-    done = subprocess.run([KVLOG, "summarize", str(mixed)], capture_output=True, text=True, check=False)
+    expected = kvlog_text("summarize", valid)
+    assert expected.returncode == 0, expected.stderr
+    done = kvlog_text("summarize", mixed)
     assert (done.returncode, done.stdout) == (0, expected.stdout)
     assert done.stderr == "kvlog summarize: 3 invalid event(s) left out of the table (kvlog validate says why)\n"
     assert commands.summarize([str(mixed)], stdout=io.BytesIO()).invalid == 3

@@ -1,7 +1,7 @@
 """``kvlog validate`` and ``kvlog schema`` on real files.
 
-What validation finds is tested through ``kvlog.commands.validate``, in process; real subprocesses
-remain where the console is the contract (standard input and output, the summary, exit statuses).
+What validation finds is tested through ``kvlog.commands.validate``; the console (standard input and
+output, the summary, exit statuses) through the CLI, in process (``cli_harness``).
 """
 
 from __future__ import annotations
@@ -10,12 +10,11 @@ import gzip
 import itertools
 import json
 import random
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+from cli_harness import kvlog_text as kvlog
 from foundation_samples import FIELDS, sample
 
 from kvlog import commands
@@ -24,20 +23,6 @@ from kvlog.validate import chunk_ranges
 
 GOOD = [sample(event, version) for event, version in FIELDS]  # the hand-written ones: stable across catalog growth
 ALLOCATION = sample("kv_pool.allocation", 2)
-
-
-def kvlog(*args: str, stdin: bytes | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    result = subprocess.run(
-        [sys.executable, "-m", "kvlog", *args],
-        input=stdin.decode() if stdin is not None else None,
-        capture_output=True,
-        text=True,
-        cwd=cwd,
-        timeout=120,
-        check=False,
-    )
-    assert "Traceback" not in result.stderr, result.stderr
-    return result
 
 
 def validated(*files: Path | str, **options: Any) -> tuple[int, list[str], str]:
@@ -159,11 +144,10 @@ def test_gzip_and_stdin(tmp_path: Path) -> None:
 
 
 def test_the_demo_output_validates(tmp_path: Path) -> None:
-    demo = subprocess.run(
-        [sys.executable, "-m", "kvlog", "demo", "--format", "json"], capture_output=True, check=True, timeout=120
-    )
-    assert demo.stdout.count(b"\n") >= 10
-    (tmp_path / "demo.jsonl").write_bytes(demo.stdout)
+    demo = kvlog("demo", "--format", "json")
+    assert demo.returncode == 0, demo.stderr
+    assert demo.stdout.count("\n") >= 10
+    (tmp_path / "demo.jsonl").write_text(demo.stdout)
     status, lines, _ = validated(tmp_path / "demo.jsonl")
     assert status == 0, lines
 

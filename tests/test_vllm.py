@@ -9,17 +9,15 @@ from __future__ import annotations
 import io
 import json
 import os
-import subprocess
-import sys
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
+from cli_harness import kvlog
 
 from kvlog.commands import migrate
 
-KVLOG = Path(sys.executable).with_name("kvlog")
 GIB = 1 << 30
 
 
@@ -91,7 +89,7 @@ def test_the_three_line_memory_profile_of_vllm_0_6_5_to_0_10(tmp_path: Path) -> 
 
 def test_with_nothing_to_tell_the_year_it_is_1970_and_said_so() -> None:
     line = b"INFO 06-01 10:00:05 [gpu_worker.py:123] Available KV cache memory: 61.5 GiB\n"
-    done = subprocess.run([KVLOG, "migrate", "--only-events", "-"], input=line, capture_output=True, check=False)
+    done = kvlog("migrate", "--only-events", "-", stdin=line)
     assert done.returncode == 0, done.stderr
     event = json.loads(done.stdout)
     assert event["timestamp"] == "1970-06-01T10:00:05Z"

@@ -16,35 +16,34 @@ import io
 import os
 import signal
 import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
+import cli_harness
 import orjson
 import pytest
+from cli_harness import PYTHON_M_KVLOG, kvlog_process
 from process_helpers import children
-from test_hardening_files import without_read_override
+from test_cli_hostile_files import without_read_override
 from test_migration_cli import stderr_on_a_terminal
 
 from kvlog import commands
 from kvlog.io.errors import OutputError
 
-KVLOG = [sys.executable, "-m", "kvlog", "migrate"]
+KVLOG = [*PYTHON_M_KVLOG, "migrate"]
 CORPUS = Path(__file__).parent / "corpus"
 OLD = (CORPUS / "gen2_2025.log").read_bytes()
 MAMBA_HOST = b"[2026-03-11 02:10:41 TP0] Allocating 9.66 GB host memory for hierarchical Mamba cache\n"
 MYSTERY = b"[2026-03-11 02:10:42 TP0] KV Cache is allocated in a way no release printed: 3.00 GB\n"
 
 
-def kvlog(*args: str | Path, **kwargs: object) -> subprocess.CompletedProcess[bytes]:
-    return subprocess.run(
-        [*KVLOG, *map(str, args)],
-        capture_output=True,
-        timeout=300,
-        check=False,
-        **kwargs,  # type: ignore[call-overload]
-    )
+def kvlog(*args: str | Path, **kwargs: Any) -> subprocess.CompletedProcess[bytes]:
+    """``kvlog migrate ARGS`` in process; a real process where ``kwargs`` need one (``preexec_fn``, ``stdout``)."""
+    if kwargs.keys() <= {"cwd"}:
+        return cli_harness.kvlog("migrate", *args, **kwargs)
+    return kvlog_process(*args, command=KVLOG, **kwargs)
 
 
 def migrate(*inputs: str | Path, **options: object) -> commands.MigrateOutcome:

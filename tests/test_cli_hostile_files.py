@@ -1,4 +1,5 @@
-"""``kvlog migrate`` and ``kvlog validate`` on hostile files: real subprocesses, real files, real limits.
+"""``kvlog migrate`` and ``kvlog validate`` on hostile files: real files, real limits (a process
+where a limit or a descriptor needs one).
 
 Exit codes under test (documented in each command's --help): migrate 0 done, 1 --strict found
 unparsed lines, 2 an input or output could not be read or written; validate 0 all valid, 1 some line
@@ -14,16 +15,16 @@ import gzip
 import os
 import resource
 import subprocess
-import sys
 import threading
 from pathlib import Path
 from typing import Any
 
+import cli_harness
 import orjson
 import pytest
 import zstandard
+from cli_harness import PYTHON_M_KVLOG, kvlog_process
 
-KVLOG = [sys.executable, "-m", "kvlog"]
 CORPUS = Path(__file__).parent / "corpus"
 ALLOCATED = b"[2025-06-03 11:20:41 TP0] KV Cache is allocated. #tokens: 1000, K size: 1.00 GB, V size: 1.00 GB"
 EVENT = (
@@ -33,10 +34,10 @@ EVENT = (
 
 
 def kvlog(*args: str | Path, **kwargs: Any) -> subprocess.CompletedProcess[bytes]:
-    kwargs.setdefault("stdout", subprocess.PIPE)
-    done = subprocess.run([*KVLOG, *map(str, args)], stderr=subprocess.PIPE, timeout=120, check=False, **kwargs)
-    assert b"Traceback" not in done.stderr, done.stderr.decode(errors="replace")
-    return done
+    """``kvlog ARGS`` in process; a real process where ``kwargs`` need one (a limit in ``preexec_fn``, ``stdout``)."""
+    if not kwargs:
+        return cli_harness.kvlog(*args)
+    return kvlog_process(*args, timeout=120, no_traceback=True, **kwargs)
 
 
 def leftovers(directory: Path) -> list[str]:
@@ -168,7 +169,9 @@ def test_in_place_refuses_a_fifo_instead_of_hanging(tmp_path: Path) -> None:
     fifo = tmp_path / "pipe.log"
     os.mkfifo(fifo)
     try:
-        done = subprocess.run([*KVLOG, "migrate", "--in-place", str(fifo)], capture_output=True, timeout=3, check=False)
+        done = subprocess.run(
+            [*PYTHON_M_KVLOG, "migrate", "--in-place", str(fifo)], capture_output=True, timeout=3, check=False
+        )
     except subprocess.TimeoutExpired:
         pytest.fail("kvlog migrate --in-place on a FIFO hung")
     assert done.returncode == 2 and b"pipe.log" in done.stderr

@@ -18,9 +18,11 @@ import sys
 import time
 from pathlib import Path
 
+import cli_harness
 import pytest
+from cli_harness import kvlog_process
 from process_helpers import children
-from test_hardening_files import without_read_override
+from test_cli_hostile_files import without_read_override
 
 from kvlog import commands
 
@@ -35,14 +37,11 @@ PRINTABLE_LINE = re.compile(r"[^\x00-\x1f\x7f-\x9f\u2028\u2029\u202e]*")
 
 
 def kvlog(*args: str | bytes | Path, cwd: Path, preexec: bool = False) -> subprocess.CompletedProcess[bytes]:
-    result = subprocess.run(
-        [sys.executable, "-m", "kvlog", *args],
-        cwd=cwd,
-        capture_output=True,
-        timeout=120,
-        check=False,
-        preexec_fn=without_read_override if preexec and os.geteuid() == 0 else None,  # root reads through modes
-    )
+    """``kvlog ARGS`` in process; a real process where files must be unreadable to root (``preexec``)."""
+    if not (preexec and os.geteuid() == 0):
+        return cli_harness.kvlog(*map(os.fsdecode, args), cwd=cwd)
+    # root reads through modes: only a process whose bounding set lost the DAC capabilities cannot
+    result = kvlog_process(*map(os.fsdecode, args), cwd=cwd, timeout=120, preexec_fn=without_read_override)
     if result.returncode == 99:
         pytest.skip("running as root without CAP_SETPCAP: cannot make a file unreadable to this process")
     assert b"Traceback" not in result.stderr, result.stderr.decode(errors="replace")

@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import gzip
 import json
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
+from cli_harness import kvlog
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -30,14 +29,6 @@ V1_READY = (
     '"arena_id":"0","device":0,"reserved_bytes":RESERVED,"granularity_bytes":2097152EXT}'
 )
 DEPTHS = [253, 254, 255, 256, 512, 1023, 1024, 1025, 2000]
-
-
-def kvlog(*args: str | Path, cwd: Path) -> subprocess.CompletedProcess[bytes]:
-    result = subprocess.run(
-        [sys.executable, "-m", "kvlog", *map(str, args)], cwd=cwd, capture_output=True, timeout=300, check=False
-    )
-    assert b"Traceback" not in result.stderr, result.stderr.decode(errors="replace")
-    return result
 
 
 def nested(depth: int, kind: str) -> str:

@@ -14,14 +14,14 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+from cli_harness import PYTHON_M_KVLOG
 
-KVLOG = [sys.executable, "-m", "kvlog", "migrate"]
+KVLOG = [*PYTHON_M_KVLOG, "migrate"]
 CORPUS = Path(__file__).parent / "corpus"
 KILL_POINTS = 60
 

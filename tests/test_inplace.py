@@ -1,6 +1,6 @@
 """``kvlog.io.inplace`` on its own: a file that changed between reading and renaming stays as it was.
 
-The subprocess tests (``test_trust_migrate.py``) cannot choose the moment a change happens; here each
+The subprocess tests (``test_migration_cli_safety.py``) cannot choose the moment a change happens; here each
 kind of change is made exactly between the migration and the rename.
 """
 

@@ -12,10 +12,11 @@ import sys
 from pathlib import Path
 
 import pytest
+from cli_harness import SCRIPT
 
 pytest.importorskip("torch", reason="the memory runtime needs the torch extra")
 
-KVLOG = Path(sys.executable).parent / "kvlog"
+KVLOG = SCRIPT
 
 
 def test_importing_the_memory_runtime_warns_about_nothing(tmp_path: Path) -> None:

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 import zstandard
-from test_hardening_untrusted import run_bounded
+from test_untrusted_content import run_bounded
 
 from kvlog.io.compression import open_binary, read_lines
 from kvlog.io.errors import InputError

@@ -7,12 +7,12 @@ import io
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import orjson
 import pytest
+from cli_harness import SCRIPT
 from follow_helpers import RUN_END, append, corpus_text, following, lines_of, migrated, wait_for
 
 from kvlog.commands._migrate import migrator_for
@@ -21,7 +21,7 @@ from kvlog.io.tailing import READ_BYTES, Source, Tailer
 from kvlog.migration.candidates import MAX_LINE_BYTES
 from kvlog.migration.engine import MigrateOptions
 
-KVLOG = str(Path(sys.executable).with_name("kvlog"))
+KVLOG = str(SCRIPT)
 #: a memory-like line no rule reads: a dead letter, said on standard error
 UNREAD = "[2026-07-21 09:00:02 TP0] KV Cache is allocated. something new: 12.5 GB\n"
 
