@@ -1,0 +1,45 @@
+"""Each concept the package needs in many places has one owner, and the copies do not come back.
+
+A copy of a rule drifts from its original (one reader forgets that JSON ``true`` is no number); these
+tests read the package's source and fail where an inline copy of an owned rule reappears.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from kvlog.schema.readings import json_number
+
+PACKAGE = Path(__file__).resolve().parent.parent / "kvlog"
+
+
+def _sources() -> list[tuple[Path, str]]:
+    paths = sorted(PACKAGE.rglob("*.py"))
+    return [(path, path.read_text(encoding="utf-8")) for path in paths if path.name != "events.py"]
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        *[(0, True), (-3, True), (1.5, True), (float("inf"), True), (10**400, True)],
+        *[(True, False), (False, False), (None, False), ("1", False), ([1], False), ({}, False)],
+    ],
+)
+def test_json_number_is_an_int_or_float_never_a_bool(value: object, expected: bool) -> None:
+    assert json_number(value) is expected
+
+
+def test_no_module_writes_its_own_json_number_test() -> None:
+    copy = re.compile(r"isinstance\([^()]*,\s*(int \| float|\(int, float\))\)[^\n]*isinstance\([^()]*,\s*bool\)")
+    reverse = re.compile(r"isinstance\([^()]*,\s*bool\)[^\n]*isinstance\([^()]*,\s*(int \| float|\(int, float\))\)")
+    found = [
+        f"{path.relative_to(PACKAGE)}:{number}"
+        for path, text in _sources()
+        if path.name != "readings.py"
+        for number, line in enumerate(text.splitlines(), 1)
+        if copy.search(line) or reverse.search(line)
+    ]
+    assert found == [], "use kvlog.schema.readings.json_number"
