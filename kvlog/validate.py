@@ -479,7 +479,7 @@ def _validate_part(validator: EventValidator, part: _Part) -> tuple[_Part, _Part
 def unreadable_reason(name: str, error: InputError | OSError) -> str:
     """Why input ``name`` could not be read, without its name: one wording, wherever it was read."""
     if isinstance(error, InputError):  # its message starts with the name
-        return str(error).removeprefix(f"{name}: ")
+        return str(error).removeprefix(f"{printable_name(name)}: ")
     return f"cannot read: {error.strerror or error}"  # a read failure no reader named: the file is this input
 
 

@@ -24,6 +24,7 @@ from pathlib import Path
 from kvlog.io.backups import is_backup
 from kvlog.io.inputs import STDIN, is_pattern
 from kvlog.io.outputs import TEMP_SUFFIX
+from kvlog.text.printable import printable_name
 
 #: how many names a notice lists before ``...``
 _SHOWN = 3
@@ -46,7 +47,7 @@ class Problem:
     reason: str
 
     def __str__(self) -> str:
-        return f"{self.name}: {self.reason}"
+        return f"{printable_name(self.name)}: {self.reason}"
 
 
 @dataclass

@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterator
 from typing import IO
 
 from kvlog.errors import KvlogError
+from kvlog.text.printable import printable_name
 
 STDIN = "-"
 #: the longest line read as one piece; no event is this long (a longer line is read past, never held)
@@ -57,13 +58,13 @@ def open_raw(name: str, *, follow_symlinks: bool = True) -> IO[bytes]:
         descriptor = os.open(name, flags)
     except OSError as exc:
         if exc.errno == errno.ELOOP and not follow_symlinks:
-            raise InputError(f"{name}: is a symbolic link; name the file it points to") from None
-        raise InputError(f"{name}: cannot open: {exc.strerror}") from None
+            raise InputError(f"{printable_name(str(name))}: is a symbolic link; name the file it points to") from None
+        raise InputError(f"{printable_name(str(name))}: cannot open: {exc.strerror}") from None
     status = os.fstat(descriptor)
     if stat.S_ISDIR(status.st_mode) or (not follow_symlinks and not stat.S_ISREG(status.st_mode)):
         os.close(descriptor)
         kind = "a directory" if stat.S_ISDIR(status.st_mode) else "not a regular file (a FIFO or device?)"
-        raise InputError(f"{name}: is {kind}")
+        raise InputError(f"{printable_name(str(name))}: is {kind}")
     if not follow_symlinks:
         os.set_blocking(descriptor, True)
     return os.fdopen(descriptor, "rb")

@@ -23,6 +23,7 @@ from typing import IO, Any
 from kvlog.errors import KvlogError
 from kvlog.io.compression import compressed
 from kvlog.io.stopping import ReaderGone, held_back, off_the_books, on_the_books
+from kvlog.text.printable import printable_name
 
 TEMP_SUFFIX = ".kvlog-tmp"
 _STALE_NAME = re.compile(r"\.[0-9a-f]{16}" + re.escape(TEMP_SUFFIX))
@@ -45,7 +46,7 @@ class NamedSink:
         except BrokenPipeError:  # its reader is gone (``| head``): the run stops, as SIGPIPE would stop it
             raise ReaderGone from None
         except OSError as exc:
-            raise OutputError(f"{self.name}: cannot write: {exc.strerror or exc}") from None
+            raise OutputError(f"{printable_name(str(self.name))}: cannot write: {exc.strerror or exc}") from None
 
     def flush(self) -> None:
         try:
@@ -53,7 +54,7 @@ class NamedSink:
         except BrokenPipeError:
             raise ReaderGone from None
         except OSError as exc:
-            raise OutputError(f"{self.name}: cannot write: {exc.strerror or exc}") from None
+            raise OutputError(f"{printable_name(str(self.name))}: cannot write: {exc.strerror or exc}") from None
 
 
 @contextmanager
@@ -81,7 +82,7 @@ def atomic_output(target: Path | str) -> Iterator[IO[bytes]]:
         try:
             raw = target.open("wb")
         except OSError as exc:
-            raise OutputError(f"{name}: cannot open: {exc.strerror}") from None
+            raise OutputError(f"{printable_name(str(name))}: cannot open: {exc.strerror}") from None
         try:
             with compressed(NamedSink(raw, name), target.name) as stream:  # type: ignore[arg-type]
                 yield stream
@@ -92,7 +93,7 @@ def atomic_output(target: Path | str) -> Iterator[IO[bytes]]:
         try:
             raw.close()  # the last buffered bytes are written here: /dev/full fails now, and is named
         except OSError as exc:
-            raise OutputError(f"{name}: cannot write: {exc.strerror or exc}") from None
+            raise OutputError(f"{printable_name(str(name))}: cannot write: {exc.strerror or exc}") from None
         return
     temporary = Temporary(target)
     try:
@@ -104,7 +105,7 @@ def atomic_output(target: Path | str) -> Iterator[IO[bytes]]:
                 copy_owner_and_mode(target.stat(), temporary.path)
             rename_temporary(temporary.path, target)
         except OSError as exc:
-            raise OutputError(f"{name}: cannot write: {exc.strerror or exc}") from None
+            raise OutputError(f"{printable_name(str(name))}: cannot write: {exc.strerror or exc}") from None
         sync_directory(target.parent)
     except BaseException:
         temporary.discard()
@@ -130,7 +131,9 @@ class Temporary:
                 except FileExistsError:
                     continue
                 except OSError as exc:
-                    raise OutputError(f"{target}: cannot create a file beside it: {exc.strerror}") from None
+                    raise OutputError(
+                        f"{printable_name(str(target))}: cannot create a file beside it: {exc.strerror}"
+                    ) from None
                 on_the_books(path)
             break
         fcntl.flock(descriptor, fcntl.LOCK_EX)  # held while it lives: see remove_stale_temporaries
