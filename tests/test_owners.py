@@ -11,6 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from kvlog.io.inputs import STDIN, file_size
+from kvlog.io.progress import input_size
+from kvlog.io.uris import is_uri
 from kvlog.schema.readings import json_number
 
 PACKAGE = Path(__file__).resolve().parent.parent / "kvlog"
@@ -43,3 +46,30 @@ def test_no_module_writes_its_own_json_number_test() -> None:
         if copy.search(line) or reverse.search(line)
     ]
     assert found == [], "use kvlog.schema.readings.json_number"
+
+
+def test_only_kvlog_io_uris_tells_a_uri_from_a_path() -> None:
+    found = [
+        f"{path.relative_to(PACKAGE)}:{number}"
+        for path, text in _sources()
+        if path.name != "uris.py"
+        for number, line in enumerate(text.splitlines(), 1)
+        if re.search(r"""["']://["'] in \w""", line)
+    ]
+    assert found == [], "use kvlog.io.uris.is_uri"
+
+
+@pytest.mark.parametrize(
+    ("name", "uri"),
+    [("s3://b/k", True), ("file:///var/log/a.log", True), ("logs/a://b", False), ("1x://b", False), ("a.log", False)],
+)
+def test_a_name_is_a_uri_only_where_it_starts_with_a_scheme(name: str, uri: bool) -> None:
+    assert is_uri(name) is uri
+
+
+def test_an_input_size_is_a_regular_file_s_bytes(tmp_path: Path) -> None:
+    path = tmp_path / "a.log"
+    path.write_bytes(b"12345\n")
+    assert file_size(str(path)) == 6
+    assert [file_size(str(tmp_path)), file_size(str(tmp_path / "missing")), file_size(STDIN)] == [None] * 3
+    assert input_size(path.as_uri()) == input_size(str(path)) == 6  # file://: measured as the path it names

@@ -24,6 +24,7 @@ from pathlib import Path
 from kvlog.io.backups import is_backup
 from kvlog.io.inputs import STDIN, is_pattern
 from kvlog.io.outputs import TEMP_SUFFIX
+from kvlog.io.uris import is_uri
 from kvlog.text.printable import printable_name
 
 #: how many names a notice lists before ``...``
@@ -106,7 +107,7 @@ def expand_inputs(
         if name == STDIN:
             found.inputs.append(Input(name, name))
             continue
-        if "://" in name:
+        if is_uri(name):
             from kvlog.io import store  # noqa: PLC0415 - object storage (the fleet extra), only once a URI is met
 
             resolved = store.resolve(name, (TEMP_SUFFIX, *skip_suffixes))
@@ -197,7 +198,7 @@ def _identity(name: str, follow_links: bool) -> object:
 
 def _below(root: str, found: str) -> str:
     """``found``'s path below ``root``; its file name where it is not below it (a pattern with ``..``)."""
-    if "://" in found:
+    if is_uri(found):
         relative = found[len(root) :].lstrip("/") if found.startswith(root) else ""
     else:
         relative = os.path.relpath(found, root)

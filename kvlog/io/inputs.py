@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterator
 from typing import IO
 
 from kvlog.errors import KvlogError
+from kvlog.io.uris import is_uri
 from kvlog.text.printable import printable_name
 
 STDIN = "-"
@@ -43,14 +44,13 @@ def open_raw(name: str, *, follow_symlinks: bool = True) -> IO[bytes]:
     the file must read the very file it replaces, not whatever a link planted there names. A URI
     (``s3://bucket/key``) is an object in a store, streamed by ``kvlog.io.store``; a path never goes there.
     """
-    if "://" in name:
+    if is_uri(name):
         from kvlog.io import store  # noqa: PLC0415 - object storage (the fleet extra), only once a URI is met
 
-        if store.is_uri(name):
-            local = store.local_name(name)
-            if local == name:
-                return store.open_input(name)
-            name = local  # file://: the path it names, opened as paths are
+        local = store.local_name(name)
+        if local == name:
+            return store.open_input(name)
+        name = local  # file://: the path it names, opened as paths are
     flags = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0)
     if not follow_symlinks:
         flags |= getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)  # NONBLOCK: a FIFO must not hang
@@ -141,3 +141,18 @@ def range_lines(stream: IO[bytes], size: int, block_bytes: int = RANGE_BLOCK_BYT
             pieces = []
     if length:
         yield b"".join(pieces) if length <= cap else OverlongLine.of(length)
+
+
+def file_size(name: str) -> int | None:
+    """The bytes of the regular file at path ``name``: None for standard input, anything else, or what cannot be read.
+
+    Progress weighs inputs by it and ``validate`` splits a file by byte range within it; the run itself
+    names what cannot be read, so a size never fails.
+    """
+    if name == STDIN:
+        return None
+    try:
+        status = os.stat(name)  # noqa: PTH116 - names are str here, as every reader's
+    except (OSError, ValueError):
+        return None
+    return status.st_size if stat.S_ISREG(status.st_mode) else None

@@ -23,6 +23,7 @@ from typing import IO, Any
 from kvlog.errors import KvlogError
 from kvlog.io.compression import compressed
 from kvlog.io.stopping import ReaderGone, held_back, off_the_books, on_the_books
+from kvlog.io.uris import is_uri
 from kvlog.text.printable import printable_name
 
 TEMP_SUFFIX = ".kvlog-tmp"
@@ -67,15 +68,14 @@ def atomic_output(target: Path | str) -> Iterator[IO[bytes]]:
     ``s3://bucket/key``) is an object of a store, made only once complete (``kvlog.io.store``).
     """
     name = str(target)
-    if isinstance(target, str) and "://" in target:
+    if isinstance(target, str) and is_uri(target):
         from kvlog.io import store  # noqa: PLC0415 - object storage (the fleet extra), only once a URI is met
 
-        if store.is_uri(target):
-            name = store.local_name(target)
-            if name == target:
-                with store.new_object(target) as raw, compressed(raw, target) as stream:
-                    yield stream
-                return
+        name = store.local_name(target)
+        if name == target:
+            with store.new_object(target) as raw, compressed(raw, target) as stream:
+                yield stream
+            return
     target = Path(name)
     target = Path(os.path.realpath(target))
     if target.exists() and not target.is_file():

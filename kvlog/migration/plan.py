@@ -22,7 +22,7 @@ from typing import TypeVar
 from kvlog.errors import OptionError
 from kvlog.io.expansion import Input
 from kvlog.io.inputs import STDIN, InputError
-from kvlog.io.store import is_uri
+from kvlog.io.uris import is_uri
 
 #: where an output goes: a path, or a store object's URI
 _Target = TypeVar("_Target", str, Path)
