@@ -6,17 +6,23 @@ tests read the package's source and fail where an inline copy of an owned rule r
 
 from __future__ import annotations
 
+import os
 import re
+import shutil
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
+from kvlog.cli.migrate import migrate
+from kvlog.cli.summarize import summarize
 from kvlog.io.inputs import STDIN, file_size
 from kvlog.io.progress import input_size
 from kvlog.io.uris import is_uri
 from kvlog.schema.readings import json_number
 
 PACKAGE = Path(__file__).resolve().parent.parent / "kvlog"
+CORPUS = Path(__file__).parent / "corpus"
 
 
 def _sources() -> list[tuple[Path, str]]:
@@ -73,3 +79,22 @@ def test_an_input_size_is_a_regular_file_s_bytes(tmp_path: Path) -> None:
     assert file_size(str(path)) == 6
     assert [file_size(str(tmp_path)), file_size(str(tmp_path / "missing")), file_size(STDIN)] == [None] * 3
     assert input_size(path.as_uri()) == input_size(str(path)) == 6  # file://: measured as the path it names
+
+
+@pytest.mark.parametrize("command", [migrate, summarize])
+@pytest.mark.parametrize("second_name", ["hard link", "symbolic link", "dotted"])
+def test_no_command_writes_over_an_input_under_a_second_name(tmp_path: Path, command: object, second_name: str) -> None:
+    log = tmp_path / "server.log"
+    shutil.copyfile(CORPUS / "gen2_2025.log", log)
+    before = log.read_bytes()
+    other = tmp_path / "other.log"
+    if second_name == "hard link":
+        os.link(log, other)
+    elif second_name == "symbolic link":
+        other.symlink_to(log)
+    else:
+        other = tmp_path / "." / "server.log"
+    result = CliRunner().invoke(command, [str(log), "-o", str(other)])  # type: ignore[arg-type]
+    assert result.exit_code == 2
+    assert "is the input" in result.output
+    assert log.read_bytes() == before

@@ -135,7 +135,7 @@ def expand_inputs(
                 else:
                     _add_entry(match, _below(root, match), follow_links, found)
         else:
-            found._add(name, Path(name).name, _identity(name, follow_links))
+            found._add(name, Path(name).name, file_identity(name, follow_links=follow_links))
     return found
 
 
@@ -187,8 +187,12 @@ def _add_entry(path: str, relative: str, follow_links: bool, found: Expansion) -
         found._add(path, relative, (status.st_dev, status.st_ino))
 
 
-def _identity(name: str, follow_links: bool) -> object:
-    """What a named file is: its device and inode (a link itself, without ``follow_links``); else its real path."""
+def file_identity(name: str, *, follow_links: bool = True) -> object:
+    """What a named file is: its device and inode (a link itself, without ``follow_links``); else its real path.
+
+    Every command that must not write over one of its inputs, or write one file twice, compares these:
+    a second name of a file (a hard link, a symbolic link, ``./a`` for ``a``) is the same file.
+    """
     try:
         status = Path(name).stat(follow_symlinks=follow_links)
     except OSError:
