@@ -98,3 +98,11 @@ def test_no_command_writes_over_an_input_under_a_second_name(tmp_path: Path, com
     assert result.exit_code == 2
     assert "is the input" in result.output
     assert log.read_bytes() == before
+
+
+def test_both_validator_engines_word_a_missing_or_unknown_field_through_one_owner() -> None:
+    wordings = ("required field is missing", "unknown field (")
+    found = [
+        str(path.relative_to(PACKAGE)) for path, text in _sources() if any(wording in text for wording in wordings)
+    ]
+    assert found == ["schema/validation.py"], "use kvlog.schema.validation.missing_field / unknown_field"
