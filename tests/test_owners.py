@@ -106,3 +106,15 @@ def test_both_validator_engines_word_a_missing_or_unknown_field_through_one_owne
         str(path.relative_to(PACKAGE)) for path, text in _sources() if any(wording in text for wording in wordings)
     ]
     assert found == ["schema/validation.py"], "use kvlog.schema.validation.missing_field / unknown_field"
+
+
+def test_every_shared_option_is_declared_once_in_the_option_table() -> None:
+    shared = ('"--source"', '"--migrations"', '"--engine"', '"--ray-address"', '"--progress/--no-progress"')
+    found = [
+        f"{path.name}: {flag}"
+        for path, text in _sources()
+        if path.parent.name == "cli" and path.name != "engine.py"
+        for flag in shared
+        if flag in text
+    ]
+    assert found == [], "declare it in kvlog/cli/engine.py and take it from there"
