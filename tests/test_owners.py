@@ -14,11 +14,13 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from kvlog.check import drafts
 from kvlog.cli.migrate import migrate
 from kvlog.cli.summarize import summarize
 from kvlog.io.inputs import STDIN, file_size
 from kvlog.io.progress import input_size
 from kvlog.io.uris import is_uri
+from kvlog.schema import walk
 from kvlog.schema.readings import json_number
 
 PACKAGE = Path(__file__).resolve().parent.parent / "kvlog"
@@ -118,3 +120,9 @@ def test_every_shared_option_is_declared_once_in_the_option_table() -> None:
         if flag in text
     ]
     assert found == [], "declare it in kvlog/cli/engine.py and take it from there"
+
+
+def test_the_draft_reader_takes_where_subschemas_sit_from_the_schema_walk() -> None:
+    assert drafts._SINGLE <= walk.SINGLE and drafts._LISTS == walk.LISTS and drafts._MAPS <= walk.MAPS
+    text = (PACKAGE / "check" / "drafts.py").read_text(encoding="utf-8")
+    assert '"allOf", "anyOf"' not in text  # no table of its own
