@@ -27,7 +27,7 @@ import orjson
 from kvlog.io.compression import is_compressed, read_lines
 from kvlog.io.counts import add_counts
 from kvlog.io.errors import InputError, WorkerDied
-from kvlog.io.inputs import MAX_LINE_BYTES, STDIN, OverlongLine, bounded_lines, range_lines
+from kvlog.io.inputs import MAX_LINE_BYTES, OverlongLine, bounded_lines, file_size, range_lines
 from kvlog.io.jsonline import problems
 from kvlog.io.progress import InOrder
 from kvlog.io.workers import Engine, in_order
@@ -272,13 +272,8 @@ def available_cpus() -> int:
 
 def _splittable_size(name: str) -> int:
     """The size of ``name`` if it is a plain file that can be read by byte range, else -1."""
-    if name == STDIN or is_compressed(name):
-        return -1
-    try:
-        stat = Path(name).stat()
-    except OSError:
-        return -1  # the serial path opens it and reports why it cannot
-    return stat.st_size if Path(name).is_file() else -1
+    size = None if is_compressed(name) else file_size(name)
+    return -1 if size is None else size  # the serial path opens it and reports why it cannot
 
 
 def chunk_ranges(name: str, size: int, jobs: int) -> list[tuple[int, int]]:
@@ -480,7 +475,7 @@ def _validate_part(validator: EventValidator, part: _Part) -> tuple[_Part, _Part
 def unreadable_reason(name: str, error: InputError | OSError) -> str:
     """Why input ``name`` could not be read, without its name: one wording, wherever it was read."""
     if isinstance(error, InputError):  # its message starts with the name
-        return str(error).removeprefix(f"{name}: ")
+        return str(error).removeprefix(f"{printable_name(name)}: ")
     return f"cannot read: {error.strerror or error}"  # a read failure no reader named: the file is this input
 
 

@@ -19,6 +19,8 @@ from typing import Any, Literal
 import jsonschema_rs
 import orjson
 
+from kvlog.schema import walk
+
 Draft = Literal["draft-04", "draft-06", "draft-07", "2019-09", "2020-12"]
 DRAFTS: tuple[Draft, ...] = ("draft-04", "draft-06", "draft-07", "2019-09", "2020-12")
 
@@ -84,10 +86,12 @@ _KEYWORDS["2019-09"] = (_KEYWORDS["draft-07"] - {"dependencies"}) | {
 }
 _KEYWORDS["2020-12"] = (_KEYWORDS["2019-09"] - {"additionalItems"}) | {"prefixItems"}
 
-_SINGLE = ("not", "if", "then", "else", "additionalProperties", "propertyNames", "contains")
-_SINGLE_2019 = ("unevaluatedItems", "unevaluatedProperties")
-_LISTS = ("allOf", "anyOf", "oneOf", "prefixItems")
-_MAPS = ("properties", "patternProperties", "dependentSchemas")
+# Where subschemas sit is kvlog.schema.walk's table; the reader takes ``items``, ``additionalItems`` and
+# ``dependencies`` apart (their meaning changed between drafts), and leaves ``$defs``/``definitions``
+# (read where a ``$ref`` takes them) and the annotation ``contentSchema`` as they are written.
+_SINGLE = walk.SINGLE - {"items", "additionalItems", "contentSchema"}
+_LISTS = walk.LISTS
+_MAPS = walk.MAPS - {"$defs", "definitions", "dependencies"}
 
 
 class SchemaError(ValueError):
@@ -194,7 +198,7 @@ class _Reader:
             if key not in keywords or key == "$ref":
                 continue
             here = f"{pointer}/{key}"
-            if key in _SINGLE or (key in _SINGLE_2019 and key in keywords):
+            if key in _SINGLE:  # a keyword of another draft was skipped above
                 out[key] = self.read(value, here, active)
             elif key in _LISTS:
                 out[key] = [self.read(sub, f"{here}/{i}", active) for i, sub in enumerate(_list(value, here))]

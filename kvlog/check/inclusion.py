@@ -23,6 +23,7 @@ from kvlog.check import regular
 from kvlog.check.drafts import SchemaError, validator
 from kvlog.check.instances import beyond, candidates, fragile, same
 from kvlog.check.jsondiff import show
+from kvlog.schema.readings import json_number
 
 _TYPES = ("null", "boolean", "object", "array", "number", "string")
 _NUMERIC = ("integer", "number")
@@ -912,7 +913,7 @@ def _finite(schema: dict[str, Any]) -> list[Any] | None:
 
 
 def _number(value: Any) -> Fraction | None:
-    if isinstance(value, bool) or not isinstance(value, int | float):
+    if not json_number(value):
         return None
     if isinstance(value, float) and not math.isfinite(value):
         return None

@@ -19,6 +19,7 @@ import jsonschema_rs
 import orjson
 
 from kvlog.check import regular
+from kvlog.schema.readings import json_number
 
 _TYPES = ("object", "string", "integer", "number", "array", "boolean", "null")
 # What string fields usually hold (names, times, ids), tried against a pattern before its automaton is built.
@@ -87,7 +88,7 @@ def _beyond(reader: Any, writer: Any) -> list[Any]:
     found: list[Any] = []
     for key, step in (("maximum", 1), ("exclusiveMaximum", 0), ("minimum", -1), ("exclusiveMinimum", 0)):
         bound = reader.get(key)
-        if isinstance(bound, int | float) and not isinstance(bound, bool) and math.isfinite(bound):
+        if json_number(bound) and math.isfinite(bound):
             near = [bound + step, bound + step / 2, bound]
             found += [v for v in near if isinstance(v, int) or v == 0 or _TINY < abs(Fraction(v)) < _HUGE]
     found += [10**20, -(10**20)]
@@ -167,9 +168,7 @@ def _keyword_values(schema: Any, keyword: str) -> Iterator[Any]:
 
 
 def _numbers_in(value: Any) -> Iterator[int | float]:
-    if isinstance(value, bool):
-        return
-    if isinstance(value, int) or (isinstance(value, float) and math.isfinite(value)):
+    if json_number(value) and (isinstance(value, int) or math.isfinite(value)):
         yield value
     elif isinstance(value, list):
         for item in value:
@@ -240,11 +239,11 @@ def _numbers(schema: dict[str, Any], integer: bool) -> Iterator[Any]:
     points: list[Fraction] = [Fraction(0), Fraction(1), Fraction(-1), Fraction(1, 2)]
     for key in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"):
         bound = schema.get(key)
-        if isinstance(bound, int | float) and not isinstance(bound, bool) and math.isfinite(bound):
+        if json_number(bound) and math.isfinite(bound):
             value = Fraction(bound)
             points += [value, value + 1, value - 1, value + Fraction(1, 2), value - Fraction(1, 2)]
     step = schema.get("multipleOf")
-    if isinstance(step, int | float) and not isinstance(step, bool) and step > 0 and math.isfinite(step):
+    if json_number(step) and step > 0 and math.isfinite(step):
         unit = Fraction(step)
         points = [round(p / unit) * unit for p in points] + [unit * k for k in (1, 2, 3, -1, 7)]
     low = _bound(schema, "minimum", "exclusiveMinimum", max)
@@ -264,11 +263,7 @@ def _numbers(schema: dict[str, Any], integer: bool) -> Iterator[Any]:
 
 
 def _bound(schema: dict[str, Any], inclusive: str, exclusive: str, pick: Any) -> Fraction | None:
-    found = [
-        Fraction(schema[key])
-        for key in (inclusive, exclusive)
-        if isinstance(schema.get(key), int | float) and not isinstance(schema.get(key), bool)
-    ]
+    found = [Fraction(schema[key]) for key in (inclusive, exclusive) if json_number(schema.get(key))]
     return pick(found) if found else None
 
 

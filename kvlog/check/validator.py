@@ -17,9 +17,7 @@ from typing import Any
 import jsonschema_rs
 
 from kvlog.schema.catalog import Catalog, catalog_version
-from kvlog.schema.validation import EventValidator, Violation
-
-_UNKNOWN_FIELD = "unknown field (not in this event's schema; engine-specific fields go under ext)"
+from kvlog.schema.validation import EventValidator, Violation, missing_field, unknown_field
 
 
 def linear(schema: Any, registry: jsonschema_rs.Registry | None = None) -> jsonschema_rs.Validator:
@@ -84,9 +82,9 @@ def _violations(error: jsonschema_rs.ValidationError) -> list[Violation]:
     path = json_path(error.instance_path)
     kind = error.kind
     if isinstance(kind, jsonschema_rs.ValidationErrorKind.Required):
-        return [Violation(f"{path}.{kind.property}", "required field is missing")]
+        return [missing_field(path, kind.property)]
     if isinstance(kind, jsonschema_rs.ValidationErrorKind.AdditionalProperties):
-        return [Violation(f"{path}.{name}", _UNKNOWN_FIELD) for name in kind.unexpected]
+        return [unknown_field(path, name) for name in kind.unexpected]
     return [Violation(path, error.message)]
 
 

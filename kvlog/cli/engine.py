@@ -1,8 +1,17 @@
-"""Options the file commands share (``kvlog migrate``, ``validate``, ``summarize``): where they run, progress."""
+"""The options the commands share, declared once (alembic's ``config.py`` is the model).
+
+Where the file commands (``kvlog migrate``, ``validate``, ``summarize``, ``plot``, ``follow``) run, their
+progress, the server that wrote their inputs, their worker processes and migration files: a command
+takes these from here, so that one flag means one thing, with one help, on every command.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from pathlib import Path
+
 import click
+from click.decorators import FC
 
 from kvlog.commands import ENGINES
 
@@ -26,4 +35,18 @@ progress = click.option(
     help="Show progress on standard error: files and bytes done, over the whole run on any engine [default: a "
     "bar on a terminal for inputs of 64 MiB or more]. Forced on where standard error is not a terminal, a plain "
     "line every few seconds.",
+)
+
+
+_WROTE = "The server that wrote the inputs (default: detected per file from the lines it recognises)."
+
+
+def source(help_text: str = _WROTE) -> Callable[[FC], FC]:
+    """``--source``: the server whose wording the inputs are in, for the commands that read logs."""
+    return click.option("--source", type=click.Choice(["sglang", "vllm"]), help=help_text)
+
+
+jobs = click.option("-j", "--jobs", type=click.IntRange(min=1), default=1, show_default=True, help="Worker processes.")
+migrations = click.option(
+    "--migrations", type=click.Path(file_okay=False, path_type=Path), help="Use these migration files."
 )

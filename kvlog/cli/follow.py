@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from kvlog import commands
+from kvlog.cli import engine as engine_options
 from kvlog.cli import live
 from kvlog.cli.examples import examples
 from kvlog.cli.failing import fail, flags, say
@@ -36,11 +37,7 @@ from kvlog.metrics.bound import DEFAULT_LIMIT
     help="Write only the events of lines written after the start (earlier lines are still read, for context "
     "and metrics); with --state, the first run's start: files that appeared while stopped are written whole.",
 )
-@click.option(
-    "--source",
-    type=click.Choice(["sglang", "vllm"]),
-    help="The server that writes the logs (default: detected per file).",
-)
+@engine_options.source("The server that writes the logs (default: detected per file).")
 @click.option(
     "--poll",
     "poll_s",
@@ -70,7 +67,7 @@ from kvlog.metrics.bound import DEFAULT_LIMIT
     help="Export events and metrics over OTLP/HTTP to this collector (e.g. http://127.0.0.1:4318); "
     "needs the otel extra.",
 )
-@click.option("--migrations", type=click.Path(file_okay=False, path_type=Path), help="Use these migration files.")
+@engine_options.migrations
 def follow(  # noqa: PLR0917 - click passes every option as a parameter
     paths: tuple[str, ...],
     output: str | None,

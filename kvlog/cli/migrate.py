@@ -47,11 +47,7 @@ from kvlog.errors import KvlogError
     metavar="ID",
     help="With --format legacy: the old wording to write (e.g. sglang-text/2025-06).",
 )
-@click.option(
-    "--source",
-    type=click.Choice(["sglang", "vllm"]),
-    help="The server that wrote the inputs (default: detected per file from the lines it recognises).",
-)
+@engine_options.source()
 @click.option(
     "-o",
     "--output",
@@ -78,10 +74,10 @@ from kvlog.errors import KvlogError
     help="Read --allow-unparsed patterns from FILE, one a line (blank lines and lines starting with # skipped).",
 )
 @engine_options.progress
-@click.option("-j", "--jobs", type=click.IntRange(min=1), default=1, show_default=True, help="Worker processes.")
+@engine_options.jobs
 @engine_options.engine
 @engine_options.ray_address
-@click.option("--migrations", type=click.Path(file_okay=False, path_type=Path), help="Use these migration files.")
+@engine_options.migrations
 def migrate(  # noqa: PLR0917 - click passes every option as a parameter
     inputs: tuple[str, ...],
     output_format: Literal["jsonl", "text", "legacy"],

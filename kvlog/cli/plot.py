@@ -7,6 +7,7 @@ import sys
 import click
 
 from kvlog import commands
+from kvlog.cli import engine as engine_options
 from kvlog.cli.examples import examples
 from kvlog.cli.failing import fail, message, say
 from kvlog.errors import KvlogError
@@ -21,11 +22,7 @@ from kvlog.errors import KvlogError
     required=True,
     help="The figure: OUT.html (self-contained, works offline), OUT.png or OUT.svg (rendered with Chromium).",
 )
-@click.option(
-    "--source",
-    type=click.Choice(["sglang", "vllm"]),
-    help="The server that wrote the inputs (default: detected per file from the lines it recognises).",
-)
+@engine_options.source()
 @click.option("--title", help="The figure's title.")
 def plot(inputs: tuple[str, ...], output: str, source: str | None, title: str | None) -> None:
     """Draw KV-cache memory over time for each server run and rank (INPUTS: old logs or kvlog events).

@@ -34,13 +34,9 @@ from kvlog.errors import KvlogError
 @click.option(
     "-o", "--output", metavar="FILE", help="Write the table to FILE (whole, or not at all) instead of stdout."
 )
-@click.option(
-    "--source",
-    type=click.Choice(["sglang", "vllm"]),
-    help="The server that wrote the inputs (default: detected per file from the lines it recognises).",
-)
+@engine_options.source()
 @engine_options.progress
-@click.option("-j", "--jobs", type=click.IntRange(min=1), default=1, show_default=True, help="Worker processes.")
+@engine_options.jobs
 @engine_options.engine
 @engine_options.ray_address
 def summarize(  # noqa: PLR0917 - click passes every option as a parameter

@@ -27,6 +27,7 @@ from kvlog.migration.plan import Request, allowed_unparsed, plan
 from kvlog.migration.report import MigrationReport
 from kvlog.migration.runner import run_tasks
 from kvlog.migration.steps import load_chain
+from kvlog.text.printable import printable_name
 
 if TYPE_CHECKING:
     from kvlog.io.workers import Engine
@@ -194,7 +195,7 @@ def migrate(
                 elif outcome.note is not None:
                     notes[outcome.note.partition(",")[0]] += 1
                     if outcome.note.startswith("already current"):
-                        say(f"{outcome.name}: {outcome.note}")
+                        say(f"{printable_name(outcome.name)}: {outcome.note}")
         except MigrationError as exc:  # a worker's own load of the chain
             raise BrokenMigrations(str(exc)) from None
     if report is not None:

@@ -17,6 +17,7 @@ from kvlog.commands._migrate import migrated_events
 from kvlog.errors import OptionError
 from kvlog.plot.export import FORMATS, format_of, require_extra, write_figure
 from kvlog.plot.timeline import timelines
+from kvlog.text.printable import printable_name
 
 
 @dataclass(frozen=True)
@@ -40,7 +41,7 @@ class PlotOutcome:
         left_out = f"; {self.invalid} invalid event(s) left out (kvlog validate says why)" if self.invalid else ""
         if self.output is None:
             return f"{self.events} event(s) read, none about memory: nothing to plot{left_out}"
-        return f"{self.events} event(s), {self.runs} run(s) drawn to {self.output}{left_out}"
+        return f"{self.events} event(s), {self.runs} run(s) drawn to {printable_name(str(self.output))}{left_out}"
 
 
 def plot(

@@ -21,7 +21,7 @@ import orjson
 from kvlog.commands import EXIT_ERROR, EXIT_FINDINGS, EXIT_OK
 from kvlog.commands._migrate import Progress, migrate
 from kvlog.errors import OptionError
-from kvlog.io.expansion import expand_inputs
+from kvlog.io.expansion import expand_inputs, file_identity
 from kvlog.io.inputs import STDIN
 from kvlog.io.outputs import atomic_output, stdout_binary
 from kvlog.plot.timeline import event_source, timelines
@@ -150,9 +150,8 @@ def _summarized(events: Path, dead_letters: Path) -> tuple[FleetSummary, int, in
 
 def _refuse_an_input(output: Path, inputs: tuple[str, ...]) -> None:
     """``kvlog summarize server.log -o server.log`` would replace the log with its table."""
-    if not output.exists():
-        return
+    written = file_identity(str(output))
     for name in expand_inputs(inputs).names:
-        if name != STDIN and Path(name).exists() and output.samefile(name):
+        if name != STDIN and file_identity(name) == written:
             template = "{output} {path} is the input {input}; it would be overwritten"
             raise OptionError(template, path=str(output), input=name)

@@ -26,6 +26,7 @@ from typing import IO, Any
 from kvlog.io.errors import InputError
 from kvlog.io.inputs import STDIN, bounded_lines, open_raw
 from kvlog.io.zstd_frames import ZstdFrames
+from kvlog.text.printable import printable_name
 
 #: a stream over ``raw`` that (de)compresses: given the raw stream and the file's name, for errors
 _Wrap = Callable[[IO[bytes], str], AbstractContextManager[IO[bytes]]]
@@ -68,7 +69,9 @@ def _zstandard(name: str, doing: str) -> Any:
     try:
         import zstandard  # noqa: PLC0415 - an optional extra, imported only when a .zst file is met
     except ImportError:
-        raise InputError(f"{name}: {doing} .zst needs the zstd extra: pip install 'kvlog[zstd]'") from None
+        raise InputError(
+            f"{printable_name(str(name))}: {doing} .zst needs the zstd extra: pip install 'kvlog[zstd]'"
+        ) from None
     return zstandard
 
 
@@ -176,4 +179,4 @@ def read_lines(name: str) -> Iterator[bytes]:
         try:
             yield from bounded_lines(stream)
         except (OSError, EOFError, zlib.error) as exc:  # zlib.error: a corrupt deflate stream inside a .gz
-            raise InputError(f"{name}: cannot read: {exc}") from None
+            raise InputError(f"{printable_name(str(name))}: cannot read: {exc}") from None

@@ -26,6 +26,8 @@ from kvlog.io.backups import is_backup
 from kvlog.io.inputs import STDIN
 from kvlog.io.outputs import TEMP_SUFFIX
 from kvlog.io.patterns import is_pattern
+from kvlog.io.uris import is_uri
+from kvlog.text.printable import printable_name
 
 #: how many names a notice lists before ``...``
 _SHOWN = 3
@@ -48,7 +50,7 @@ class Problem:
     reason: str
 
     def __str__(self) -> str:
-        return f"{self.name}: {self.reason}"
+        return f"{printable_name(self.name)}: {self.reason}"
 
 
 @dataclass
@@ -107,7 +109,7 @@ def expand_inputs(
         if name == STDIN:
             found.inputs.append(Input(name, name))
             continue
-        if "://" in name:
+        if is_uri(name):
             resolved = store.resolve(name, (TEMP_SUFFIX, *skip_suffixes))
             if not isinstance(resolved, str):
                 root = name if name.endswith("/") else pattern_root(name)
@@ -133,7 +135,7 @@ def expand_inputs(
                 else:
                     _add_entry(match, _below(root, match), follow_links, found)
         else:
-            found._add(name, Path(name).name, _identity(name, follow_links))
+            found._add(name, Path(name).name, file_identity(name, follow_links=follow_links))
     return found
 
 
@@ -185,8 +187,12 @@ def _add_entry(path: str, relative: str, follow_links: bool, found: Expansion) -
         found._add(path, relative, (status.st_dev, status.st_ino))
 
 
-def _identity(name: str, follow_links: bool) -> object:
-    """What a named file is: its device and inode (a link itself, without ``follow_links``); else its real path."""
+def file_identity(name: str, *, follow_links: bool = True) -> object:
+    """What a named file is: its device and inode (a link itself, without ``follow_links``); else its real path.
+
+    Every command that must not write over one of its inputs, or write one file twice, compares these:
+    a second name of a file (a hard link, a symbolic link, ``./a`` for ``a``) is the same file.
+    """
     try:
         status = Path(name).stat(follow_symlinks=follow_links)
     except OSError:
@@ -196,7 +202,7 @@ def _identity(name: str, follow_links: bool) -> object:
 
 def _below(root: str, found: str) -> str:
     """``found``'s path below ``root``; its file name where it is not below it (a pattern with ``..``)."""
-    if "://" in found:
+    if is_uri(found):
         relative = found[len(root) :].lstrip("/") if found.startswith(root) else ""
     else:
         relative = os.path.relpath(found, root)

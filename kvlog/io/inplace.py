@@ -40,6 +40,7 @@ from kvlog.io.outputs import (
     rename_temporary,
     sync_directory,
 )
+from kvlog.text.printable import printable_name
 
 #: how often a run reopens a file that was replaced while it waited for the lock before giving up
 _REOPEN_ATTEMPTS = 100
@@ -131,7 +132,9 @@ class InPlace:
             try:
                 rename_temporary(self._temporary, self.path)
             except OSError as exc:
-                raise OutputError(f"{self.name}: cannot replace it: {exc.strerror or exc}") from None
+                raise OutputError(
+                    f"{printable_name(str(self.name))}: cannot replace it: {exc.strerror or exc}"
+                ) from None
             self._temporary = None
             sync_directory(self.path.parent)
         finally:
@@ -249,11 +252,11 @@ def _open_locked(name: str) -> IO[bytes]:
             try:
                 named = os.lstat(name)
             except OSError as exc:
-                raise InputError(f"{name}: cannot open: {exc.strerror}") from None
+                raise InputError(f"{printable_name(str(name))}: cannot open: {exc.strerror}") from None
             if (named.st_dev, named.st_ino) == (opened.st_dev, opened.st_ino) and stat.S_ISREG(named.st_mode):
                 return source
         except BaseException:
             source.close()
             raise
         source.close()  # replaced while this run waited: read what is there now
-    raise InputError(f"{name}: keeps being replaced; not migrated")
+    raise InputError(f"{printable_name(str(name))}: keeps being replaced; not migrated")

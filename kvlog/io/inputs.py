@@ -14,6 +14,8 @@ from typing import IO
 
 from kvlog.io import store
 from kvlog.io.errors import InputError
+from kvlog.io.uris import is_uri
+from kvlog.text.printable import printable_name
 
 STDIN = "-"
 #: the longest line read as one piece; no event is this long (a longer line is read past, never held)
@@ -29,7 +31,7 @@ def open_raw(name: str, *, follow_symlinks: bool = True) -> IO[bytes]:
     the file must read the very file it replaces, not whatever a link planted there names. A URI
     (``s3://bucket/key``) is an object in a store, streamed by ``kvlog.io.store``; a path never goes there.
     """
-    if store.is_uri(name):
+    if is_uri(name):
         local = store.local_name(name)
         if local == name:
             return store.open_input(name)
@@ -41,13 +43,13 @@ def open_raw(name: str, *, follow_symlinks: bool = True) -> IO[bytes]:
         descriptor = os.open(name, flags)
     except OSError as exc:
         if exc.errno == errno.ELOOP and not follow_symlinks:
-            raise InputError(f"{name}: is a symbolic link; name the file it points to") from None
-        raise InputError(f"{name}: cannot open: {exc.strerror}") from None
+            raise InputError(f"{printable_name(str(name))}: is a symbolic link; name the file it points to") from None
+        raise InputError(f"{printable_name(str(name))}: cannot open: {exc.strerror}") from None
     status = os.fstat(descriptor)
     if stat.S_ISDIR(status.st_mode) or (not follow_symlinks and not stat.S_ISREG(status.st_mode)):
         os.close(descriptor)
         kind = "a directory" if stat.S_ISDIR(status.st_mode) else "not a regular file (a FIFO or device?)"
-        raise InputError(f"{name}: is {kind}")
+        raise InputError(f"{printable_name(str(name))}: is {kind}")
     if not follow_symlinks:
         os.set_blocking(descriptor, True)
     return os.fdopen(descriptor, "rb")
@@ -124,3 +126,18 @@ def range_lines(stream: IO[bytes], size: int, block_bytes: int = RANGE_BLOCK_BYT
             pieces = []
     if length:
         yield b"".join(pieces) if length <= cap else OverlongLine.of(length)
+
+
+def file_size(name: str) -> int | None:
+    """The bytes of the regular file at path ``name``: None for standard input, anything else, or what cannot be read.
+
+    Progress weighs inputs by it and ``validate`` splits a file by byte range within it; the run itself
+    names what cannot be read, so a size never fails.
+    """
+    if name == STDIN:
+        return None
+    try:
+        status = os.stat(name)  # noqa: PTH116 - names are str here, as every reader's
+    except (OSError, ValueError):
+        return None
+    return status.st_size if stat.S_ISREG(status.st_mode) else None

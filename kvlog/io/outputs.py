@@ -24,6 +24,8 @@ from kvlog.io import store
 from kvlog.io.compression import compressed
 from kvlog.io.errors import OutputError, ReaderGone
 from kvlog.io.stopping import held_back, off_the_books, on_the_books
+from kvlog.io.uris import is_uri
+from kvlog.text.printable import printable_name
 
 TEMP_SUFFIX = ".kvlog-tmp"
 _STALE_NAME = re.compile(r"\.[0-9a-f]{16}" + re.escape(TEMP_SUFFIX))
@@ -42,7 +44,7 @@ class NamedSink:
         except BrokenPipeError:  # its reader is gone (``| head``): the run stops, as SIGPIPE would stop it
             raise ReaderGone from None
         except OSError as exc:
-            raise OutputError(f"{self.name}: cannot write: {exc.strerror or exc}") from None
+            raise OutputError(f"{printable_name(str(self.name))}: cannot write: {exc.strerror or exc}") from None
 
     def flush(self) -> None:
         try:
@@ -50,7 +52,7 @@ class NamedSink:
         except BrokenPipeError:
             raise ReaderGone from None
         except OSError as exc:
-            raise OutputError(f"{self.name}: cannot write: {exc.strerror or exc}") from None
+            raise OutputError(f"{printable_name(str(self.name))}: cannot write: {exc.strerror or exc}") from None
 
 
 @contextmanager
@@ -63,7 +65,7 @@ def atomic_output(target: Path | str) -> Iterator[IO[bytes]]:
     ``s3://bucket/key``) is an object of a store, made only once complete (``kvlog.io.store``).
     """
     name = str(target)
-    if isinstance(target, str) and store.is_uri(target):
+    if isinstance(target, str) and is_uri(target):
         name = store.local_name(target)
         if name == target:
             with store.new_object(target) as raw, compressed(raw, target) as stream:
@@ -75,7 +77,7 @@ def atomic_output(target: Path | str) -> Iterator[IO[bytes]]:
         try:
             raw = target.open("wb")
         except OSError as exc:
-            raise OutputError(f"{name}: cannot open: {exc.strerror}") from None
+            raise OutputError(f"{printable_name(str(name))}: cannot open: {exc.strerror}") from None
         try:
             with compressed(NamedSink(raw, name), target.name) as stream:  # type: ignore[arg-type]
                 yield stream
@@ -86,7 +88,7 @@ def atomic_output(target: Path | str) -> Iterator[IO[bytes]]:
         try:
             raw.close()  # the last buffered bytes are written here: /dev/full fails now, and is named
         except OSError as exc:
-            raise OutputError(f"{name}: cannot write: {exc.strerror or exc}") from None
+            raise OutputError(f"{printable_name(str(name))}: cannot write: {exc.strerror or exc}") from None
         return
     temporary = Temporary(target)
     try:
@@ -98,7 +100,7 @@ def atomic_output(target: Path | str) -> Iterator[IO[bytes]]:
                 copy_owner_and_mode(target.stat(), temporary.path)
             rename_temporary(temporary.path, target)
         except OSError as exc:
-            raise OutputError(f"{name}: cannot write: {exc.strerror or exc}") from None
+            raise OutputError(f"{printable_name(str(name))}: cannot write: {exc.strerror or exc}") from None
         sync_directory(target.parent)
     except BaseException:
         temporary.discard()
@@ -124,7 +126,9 @@ class Temporary:
                 except FileExistsError:
                     continue
                 except OSError as exc:
-                    raise OutputError(f"{target}: cannot create a file beside it: {exc.strerror}") from None
+                    raise OutputError(
+                        f"{printable_name(str(target))}: cannot create a file beside it: {exc.strerror}"
+                    ) from None
                 on_the_books(path)
             break
         fcntl.flock(descriptor, fcntl.LOCK_EX)  # held while it lives: see remove_stale_temporaries

@@ -18,10 +18,10 @@ from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
-from pathlib import Path
 
 from kvlog.io import store
-from kvlog.io.inputs import STDIN
+from kvlog.io.inputs import file_size
+from kvlog.io.uris import is_uri
 
 #: increments of the files done and of their bytes on disk
 Advance = Callable[[int, int], None]
@@ -31,12 +31,12 @@ _task_reads: ContextVar[Callable[[int], None] | None] = ContextVar("kvlog_task_r
 
 def input_size(name: str) -> int:
     """The bytes of input ``name`` on disk (or in its store): 0 for standard input and for what cannot be read."""
-    if store.is_uri(name):
-        return store.size(name)
-    try:
-        return 0 if name == STDIN else Path(name).stat().st_size
-    except OSError:
-        return 0
+    if is_uri(name):
+        local = store.local_name(name)
+        if local == name:
+            return store.size(name)
+        name = local  # file://: the path it names, measured as paths are
+    return file_size(name) or 0
 
 
 def ignore(_files: int, _bytes: int) -> None:

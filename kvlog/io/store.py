@@ -23,13 +23,13 @@ import os
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
-from pathlib import Path
 from typing import IO, Any
 from urllib.parse import unquote, urlsplit
 
 from kvlog.errors import OptionError
 from kvlog.io.errors import InputError, OutputError
 from kvlog.io.patterns import is_pattern
+from kvlog.io.uris import is_uri
 
 #: the URI schemes kvlog reads and writes, and the fsspec package each needs
 SCHEMES = {"s3": "s3fs", "s3a": "s3fs", "gs": "gcsfs", "gcs": "gcsfs"}
@@ -37,12 +37,6 @@ SCHEMES = {"s3": "s3fs", "s3a": "s3fs", "gs": "gcsfs", "gcs": "gcsfs"}
 READ_BLOCK_BYTES = 8 << 20
 #: the part of a multipart upload held in memory before it is sent (S3 needs 5 MiB or more a part)
 WRITE_BLOCK_BYTES = 8 << 20
-_URI = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")
-
-
-def is_uri(name: str) -> bool:
-    """Whether ``name`` is a URI (``scheme://...``) rather than a path."""
-    return "://" in name and _URI.match(name) is not None
 
 
 def local_name(name: str) -> str:
@@ -145,11 +139,8 @@ def identity(uri: str) -> str:
 
 
 def size(uri: str) -> int:
-    """The bytes of the object ``uri`` as its store lists them (0 if it cannot say), for progress."""
-    local = local_name(uri)
+    """The bytes of the object ``uri`` (not ``file://``) as its store lists them (0 if it cannot say), for progress."""
     try:
-        if local != uri:
-            return Path(local).stat().st_size
         filesystem, path = _filesystem(uri)
         return int(filesystem.size(path) or 0)
     except Exception:  # noqa: BLE001 - a progress figure: the run itself names what cannot be read

@@ -36,6 +36,7 @@ from kvlog.memory.host_backend import HostBackend
 from kvlog.memory.limits import ADDRESS_SPACE_LIMIT, align_up, checked_int
 from kvlog.memory.pinning import PinnedRanges
 from kvlog.memory.sizing import free_memory_bytes, largest_fitting
+from kvlog.schema.readings import json_number
 
 if TYPE_CHECKING:
     from typing import Self
@@ -537,7 +538,7 @@ def sized_budget(
 
 def _positive_number(what: str, value: object) -> float:
     """A size in GB or a ratio: a finite number above 0 (``PoolSizingError``)."""
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value <= 0:
+    if not json_number(value) or not math.isfinite(value) or value <= 0:
         raise PoolSizingError(f"{what} must be a finite number above 0, not {value!r:.40}")
     return float(value)
 

@@ -106,7 +106,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar
 
 from kvlog.metrics.bound import BOUNDED, DEFAULT_LIMIT, FOLDED, LabelBound
-from kvlog.schema.readings import FREE_DEVICE_MEMORY, json_integer
+from kvlog.schema.readings import FREE_DEVICE_MEMORY, json_integer, json_number
 
 RANK_KINDS = ("tp", "dp", "pp", "ep")
 #: the labels that name a rank: without ``other_ranks``, two vLLM workers (``rank=0``, ``rank=1``, no
@@ -303,7 +303,7 @@ def _number(value: object) -> float | None:
 
     An integer beyond a float's range (JSON allows any) is no size either: ``float()`` would raise.
     """
-    if isinstance(value, bool) or not isinstance(value, int | float):
+    if not json_number(value):
         return None
     try:
         number = float(value)

@@ -21,7 +21,7 @@ from kvlog.io import jsonline
 from kvlog.migration.errors import ApplyError, OpError
 from kvlog.migration.hooks import HOOKS
 from kvlog.schema.catalog import catalog_version
-from kvlog.schema.readings import json_text
+from kvlog.schema.readings import json_number, json_text
 
 Event = dict[str, Any]
 
@@ -200,7 +200,7 @@ def _convert(spec: Mapping[str, Any]) -> Op:
         value = event.get(name)
         if value is None:
             return
-        if isinstance(value, bool) or not isinstance(value, int | float):
+        if not json_number(value):
             raise ApplyError(f"{name}={json_text(value)} is not a number")
         converted = Decimal(str(value)) * factor
         event[name] = int(converted.to_integral_value()) if dimension == "bytes" else float(converted)

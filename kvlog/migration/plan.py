@@ -20,9 +20,9 @@ from pathlib import Path
 from typing import TypeVar
 
 from kvlog.io.errors import InputError
-from kvlog.io.expansion import Input
+from kvlog.io.expansion import Input, file_identity
 from kvlog.io.inputs import STDIN
-from kvlog.io.store import is_uri
+from kvlog.io.uris import is_uri
 from kvlog.migration.errors import PlanError
 
 #: where an output goes: a path, or a store object's URI
@@ -144,13 +144,13 @@ _Role = tuple[str, str | None]
 
 def _refuse_conflicts(inputs: list[str], written: list[tuple[_Role, str]]) -> None:
     """No written path is an input, and no two written paths are one file."""
-    read = {_identity(name): name for name in inputs}
+    read = {file_identity(name): name for name in inputs}
     seen: dict[object, tuple[_Role, str]] = {}
     for role, path in written:
         label, values = _label(role, "of")
         if role[0] in ("report", "dead_letter") and Path(path).is_dir():
             raise PlanError(label + " {path} is a directory; name a file", path=path, **values)
-        key = _identity(path)
+        key = file_identity(path)
         if key in read:
             hint = ": use {in_place} to replace it" if role[0] == "output" else ""
             template = label + " {path} is the input {input}; it would be overwritten" + hint
@@ -169,15 +169,6 @@ def _label(role: _Role, key: str) -> tuple[str, dict[str, object]]:
     if option == "backup":
         return f"the backup of {{{key}}}", {key: owner}
     return f"{{{option}}}", {}
-
-
-def _identity(path: str) -> object:
-    """The inode of an existing file, else the path with every link resolved."""
-    try:
-        status = Path(path).stat()
-    except OSError:
-        return os.path.realpath(path)
-    return (status.st_dev, status.st_ino)
 
 
 def allowed_unparsed(patterns: tuple[str, ...], files: tuple[str, ...]) -> tuple[str, ...]:

@@ -18,6 +18,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
+from kvlog.schema.readings import json_number
 from kvlog.schema.walk import dereference
 
 if TYPE_CHECKING:
@@ -253,14 +254,10 @@ def _type_of(value: Any) -> str:
     return "array" if isinstance(value, list) else "object"
 
 
-def _is_number(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool)
-
-
 def _at_least(bound: object, floor: int) -> bool:
     """Whether ``bound`` is a number (a JSON one: not a boolean) no lower than ``floor``."""
-    return isinstance(bound, int | float) and not isinstance(bound, bool) and bound >= floor
+    return json_number(bound) and bound >= floor
 
 
 def _negative(value: Any) -> bool:
-    return _is_number(value) and value < 0
+    return json_number(value) and value < 0

@@ -1,6 +1,6 @@
 """How every reader of events reads JSON values, and what some event fields measure.
 
-Numbers are read and quoted as JSON means them (``json_integer``, ``json_text``, ``rank_text``): a
+Numbers are read and quoted as JSON means them (``json_number``, ``json_integer``, ``json_text``, ``rank_text``): a
 reader that asked Python would take ``true`` for 1 and print ``1.0`` where the schema sees 1.
 
 The catalog says each field's type; it does not say that ``avail_bytes`` of a pool-end line and
@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from types import MappingProxyType
+from typing import TypeGuard
 
 #: each event that measures free device memory, and the field it holds it in
 FREE_DEVICE_MEMORY: Mapping[str, str] = MappingProxyType(
@@ -50,6 +51,15 @@ def pool_size_fields(event: Mapping[str, object]) -> tuple[str, ...] | None:
         if all(json_integer(event.get(name)) is not None for name in names):
             return names
     return None
+
+
+def json_number(value: object) -> TypeGuard[int | float]:
+    """Whether ``value`` is a JSON number: an int or a float, never a bool.
+
+    Python's ``bool`` is an ``int``, so a bare ``isinstance`` takes JSON ``true`` for the number 1;
+    every reader of events and schemas asks here instead, so none of them forgets the exception.
+    """
+    return isinstance(value, int | float) and not isinstance(value, bool)
 
 
 def json_integer(value: object) -> int | None:

@@ -220,15 +220,26 @@ def _violations(error: ValidationError) -> list[Violation]:
         missing = [name for name in cast(list[str], error.validator_value) if name not in instance]
         for name in missing:
             if error.message == f"{name!r} is a required property":
-                return [Violation(_child(error.json_path, name), "required field is missing")]
+                return [missing_field(error.json_path, name)]
     if error.validator == "additionalProperties" and isinstance(instance, dict) and error.validator_value is False:
         declared = error.schema.get("properties", {}) if isinstance(error.schema, dict) else {}
         unknown = [name for name in instance if name not in declared]
         if unknown:
-            message = "unknown field (not in this event's schema; engine-specific fields go under ext)"
-            return [Violation(_child(error.json_path, name), message) for name in unknown]
+            return [unknown_field(error.json_path, name) for name in unknown]
     return [Violation(error.json_path, error.message)]
 
 
-def _child(path: str, name: str) -> str:
-    return f"{path}.{name}"
+def missing_field(path: str, name: str) -> Violation:
+    """A required field ``name`` of the object at ``path`` is missing: said at the field, by every engine.
+
+    Validators report a missing or unknown field at the enclosing object (``$``); a reader of ``kvlog
+    validate`` or ``kvlog check`` wants the field itself, worded the same whichever engine found it.
+    """
+    return Violation(f"{path}.{name}", "required field is missing")
+
+
+def unknown_field(path: str, name: str) -> Violation:
+    """Field ``name`` of the object at ``path`` is not in its schema, said at the field, by every engine."""
+    return Violation(
+        f"{path}.{name}", "unknown field (not in this event's schema; engine-specific fields go under ext)"
+    )

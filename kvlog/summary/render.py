@@ -8,6 +8,7 @@ import io
 import json
 
 from kvlog.summary.fleet import FleetSummary, RunRow
+from kvlog.text.printable import printable_name
 from kvlog.text.units import byte_figure
 
 FORMATS = ("text", "json", "csv")
@@ -69,7 +70,16 @@ def _text(summary: FleetSummary) -> str:
     table = [headings]
     for row in summary.rows:
         sizes = [_cell(row, name) for name, _ in _BYTES]
-        table.append([row.source, row.ranks or "-", str(row.run), row.start, *sizes, str(row.unparsed_memory_lines)])
+        table.append(
+            [
+                printable_name(row.source),
+                row.ranks or "-",
+                str(row.run),
+                row.start,
+                *sizes,
+                str(row.unparsed_memory_lines),
+            ]
+        )
     totals = _totals(summary)
     table.append(
         [

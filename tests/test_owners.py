@@ -1,0 +1,128 @@
+"""Each concept the package needs in many places has one owner, and the copies do not come back.
+
+A copy of a rule drifts from its original (one reader forgets that JSON ``true`` is no number); these
+tests read the package's source and fail where an inline copy of an owned rule reappears.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from kvlog.check import drafts
+from kvlog.cli.migrate import migrate
+from kvlog.cli.summarize import summarize
+from kvlog.io.inputs import STDIN, file_size
+from kvlog.io.progress import input_size
+from kvlog.io.uris import is_uri
+from kvlog.schema import walk
+from kvlog.schema.readings import json_number
+
+PACKAGE = Path(__file__).resolve().parent.parent / "kvlog"
+CORPUS = Path(__file__).parent / "corpus"
+
+
+def _sources() -> list[tuple[Path, str]]:
+    paths = sorted(PACKAGE.rglob("*.py"))
+    return [(path, path.read_text(encoding="utf-8")) for path in paths if path.name != "events.py"]
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        *[(0, True), (-3, True), (1.5, True), (float("inf"), True), (10**400, True)],
+        *[(True, False), (False, False), (None, False), ("1", False), ([1], False), ({}, False)],
+    ],
+)
+def test_json_number_is_an_int_or_float_never_a_bool(value: object, expected: bool) -> None:
+    assert json_number(value) is expected
+
+
+def test_no_module_writes_its_own_json_number_test() -> None:
+    copy = re.compile(r"isinstance\([^()]*,\s*(int \| float|\(int, float\))\)[^\n]*isinstance\([^()]*,\s*bool\)")
+    reverse = re.compile(r"isinstance\([^()]*,\s*bool\)[^\n]*isinstance\([^()]*,\s*(int \| float|\(int, float\))\)")
+    found = [
+        f"{path.relative_to(PACKAGE)}:{number}"
+        for path, text in _sources()
+        if path.name != "readings.py"
+        for number, line in enumerate(text.splitlines(), 1)
+        if copy.search(line) or reverse.search(line)
+    ]
+    assert found == [], "use kvlog.schema.readings.json_number"
+
+
+def test_only_kvlog_io_uris_tells_a_uri_from_a_path() -> None:
+    found = [
+        f"{path.relative_to(PACKAGE)}:{number}"
+        for path, text in _sources()
+        if path.name != "uris.py"
+        for number, line in enumerate(text.splitlines(), 1)
+        if re.search(r"""["']://["'] in \w""", line)
+    ]
+    assert found == [], "use kvlog.io.uris.is_uri"
+
+
+@pytest.mark.parametrize(
+    ("name", "uri"),
+    [("s3://b/k", True), ("file:///var/log/a.log", True), ("logs/a://b", False), ("1x://b", False), ("a.log", False)],
+)
+def test_a_name_is_a_uri_only_where_it_starts_with_a_scheme(name: str, uri: bool) -> None:
+    assert is_uri(name) is uri
+
+
+def test_an_input_size_is_a_regular_file_s_bytes(tmp_path: Path) -> None:
+    path = tmp_path / "a.log"
+    path.write_bytes(b"12345\n")
+    assert file_size(str(path)) == 6
+    assert [file_size(str(tmp_path)), file_size(str(tmp_path / "missing")), file_size(STDIN)] == [None] * 3
+    assert input_size(path.as_uri()) == input_size(str(path)) == 6  # file://: measured as the path it names
+
+
+@pytest.mark.parametrize("command", [migrate, summarize])
+@pytest.mark.parametrize("second_name", ["hard link", "symbolic link", "dotted"])
+def test_no_command_writes_over_an_input_under_a_second_name(tmp_path: Path, command: object, second_name: str) -> None:
+    log = tmp_path / "server.log"
+    shutil.copyfile(CORPUS / "gen2_2025.log", log)
+    before = log.read_bytes()
+    other = tmp_path / "other.log"
+    if second_name == "hard link":
+        os.link(log, other)
+    elif second_name == "symbolic link":
+        other.symlink_to(log)
+    else:
+        other = tmp_path / "." / "server.log"
+    result = CliRunner().invoke(command, [str(log), "-o", str(other)])  # type: ignore[arg-type]
+    assert result.exit_code == 2
+    assert "is the input" in result.output
+    assert log.read_bytes() == before
+
+
+def test_both_validator_engines_word_a_missing_or_unknown_field_through_one_owner() -> None:
+    wordings = ("required field is missing", "unknown field (")
+    found = [
+        str(path.relative_to(PACKAGE)) for path, text in _sources() if any(wording in text for wording in wordings)
+    ]
+    assert found == ["schema/validation.py"], "use kvlog.schema.validation.missing_field / unknown_field"
+
+
+def test_every_shared_option_is_declared_once_in_the_option_table() -> None:
+    shared = ('"--source"', '"--migrations"', '"--engine"', '"--ray-address"', '"--progress/--no-progress"')
+    found = [
+        f"{path.name}: {flag}"
+        for path, text in _sources()
+        if path.parent.name == "cli" and path.name != "engine.py"
+        for flag in shared
+        if flag in text
+    ]
+    assert found == [], "declare it in kvlog/cli/engine.py and take it from there"
+
+
+def test_the_draft_reader_takes_where_subschemas_sit_from_the_schema_walk() -> None:
+    assert drafts._SINGLE <= walk.SINGLE and drafts._LISTS == walk.LISTS and drafts._MAPS <= walk.MAPS
+    text = (PACKAGE / "check" / "drafts.py").read_text(encoding="utf-8")
+    assert '"allOf", "anyOf"' not in text  # no table of its own
