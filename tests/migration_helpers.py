@@ -13,6 +13,7 @@ import orjson
 
 from kvlog.migration import Chain, load_chain
 from kvlog.migration.engine import FileRun, MigrateOptions, Migrator
+from kvlog.migration.records import Record
 from kvlog.migration.report import MigrationReport
 
 SHIPPED = Path(__file__).resolve().parent.parent / "migrations"
@@ -48,17 +49,30 @@ def migrate(*lines: str) -> list[dict[str, Any] | bytes]:
 
 def live(*lines: str) -> tuple[list[dict[str, Any]], int]:
     """What a follower has written of ``lines`` before their file ends: the events, and the lines written through."""
-    events: list[dict[str, Any]] = []
+    taken = Taken()
     run = FileRun(
         Migrator(shipped_chain(), MigrateOptions()),
         "ctx.log",  # as migrate() names it: the two give the same events
-        io.BytesIO(),
         MigrationReport(files=1),
         None,
-        on_event=lambda _, data: events.append(orjson.loads(data)),
+        taken,
     )
     run.feed("".join(f"{line}\n" for line in lines).encode())
-    return events, run.written_lines
+    return [record.event for record in taken.records], run.written_lines
+
+
+class Taken:
+    """A ``FileRun``'s downstream that keeps what it is given: the bytes passed through, and the records."""
+
+    def __init__(self) -> None:
+        self.passed = io.BytesIO()
+        self.records: list[Record] = []
+
+    def passthrough(self, data: bytes | memoryview) -> None:
+        self.passed.write(data)
+
+    def record(self, record: Record) -> None:
+        self.records.append(record)
 
 
 def state(event: Any) -> tuple[str, str | None, int | None]:

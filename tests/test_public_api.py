@@ -100,7 +100,7 @@ PUBLIC_API = {
         "VmmArena",
     ],
     "kvlog.metrics": ["METRICS", "MemorySeries", "Metric", "MetricsExtraMissing", "serve", "start_endpoint"],
-    "kvlog.migration": ["Chain", "MigrationError", "Step", "load_chain"],
+    "kvlog.migration": ["Chain", "MigrationError", "Record", "Step", "load_chain"],
     "kvlog.otel": ["OtelExport", "OtelExtraMissing", "export"],
     "kvlog.testing": ["capture_events"],
 }

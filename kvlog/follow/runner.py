@@ -26,14 +26,14 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import IO, Any, Protocol
 
-import orjson
-
 from kvlog.follow.holding import Holding
 from kvlog.follow.state import FileMark, FollowState, digest
 from kvlog.io.errors import OutputError
 from kvlog.io.outputs import NamedSink
 from kvlog.io.tailing import Reader, Source
-from kvlog.migration.engine import NO_OUTPUT, FileRun, Migrator
+from kvlog.migration.encoders import jsonl
+from kvlog.migration.engine import FileRun, Migrator
+from kvlog.migration.records import Record
 from kvlog.migration.report import MigrationReport
 from kvlog.text.printable import printable, printable_name
 
@@ -250,10 +250,9 @@ class Follower(Reader):
     # -- what the tailer finds ------------------------------------------------------------------
 
     def opened(self, source: Source) -> None:
-        run = FileRun(self.migrator, source.path, NO_OUTPUT, MigrationReport(files=1), None)
-        followed = _Followed(source, run, source.path, Holding(self.hold_s))
-        followed.run.on_event = lambda line, data: self._event(followed, line, data)
-        followed.run.dead = lambda letter: self._unparsed(followed, letter)
+        events = _Events(self)
+        run = FileRun(self.migrator, source.path, MigrationReport(files=1), events.dead, events)
+        followed = events.followed = _Followed(source, run, source.path, Holding(self.hold_s))
         key = (source.key.device, source.key.inode)
         mark = self.marks.pop(key, None)
         descriptor = source.descriptor
@@ -376,13 +375,13 @@ class Follower(Reader):
 
     # -- events ---------------------------------------------------------------------------------
 
-    def _event(self, followed: _Followed, line: int, data: bytes) -> None:
-        if followed.quiet_lines is not None and line <= followed.quiet_lines:
-            _tell(self.observers, data, followed.instance)  # its state, not the event: it was written before
+    def _event(self, followed: _Followed, record: Record) -> None:
+        if followed.quiet_lines is not None and record.line <= followed.quiet_lines:
+            _tell(self.observers, record, followed.instance)  # its state, not the event: it was written before
             return
-        self.output.write(data)
+        self.output.write(jsonl(record) + b"\n")
         self.written += 1
-        _tell(self.observers + self.exports, data, followed.instance)  # after the write: an export never runs ahead
+        _tell(self.observers + self.exports, record, followed.instance)  # after the write: an export never runs ahead
 
     def _unparsed(self, followed: _Followed, letter: dict[str, Any]) -> None:
         if followed.quiet_lines is None or letter["line"] > followed.quiet_lines:
@@ -400,11 +399,27 @@ class Follower(Reader):
         followed.unparsed, followed.rejected = unparsed, rejected
 
 
-def _tell(observers: Sequence[Observer], data: bytes, instance: str) -> None:
-    if observers:
-        event = orjson.loads(data)
-        for observer in observers:
-            observer.observe(event, instance=instance)
+class _Events:
+    """A followed file's downstream: its records to the follower; it reads events only, so nothing passes through."""
+
+    followed: _Followed
+
+    def __init__(self, follower: Follower) -> None:
+        self.follower = follower
+
+    def passthrough(self, data: bytes | memoryview) -> None:
+        pass  # only the empty lines of ``only_events``
+
+    def record(self, record: Record) -> None:
+        self.follower._event(self.followed, record)
+
+    def dead(self, letter: dict[str, Any]) -> None:
+        self.follower._unparsed(self.followed, letter)
+
+
+def _tell(observers: Sequence[Observer], record: Record, instance: str) -> None:
+    for observer in observers:
+        observer.observe(record.event, instance=instance)
 
 
 def _settle(followed: _Followed) -> None:

@@ -54,7 +54,8 @@ from kvlog.integrate.budget import MAX_HELD_BYTES, Budget, cost, readable
 from kvlog.integrate.servers import LIVE_SERVERS, LiveServer, configuring
 from kvlog.migration import load_chain
 from kvlog.migration.candidates import might_be_read
-from kvlog.migration.engine import NO_OUTPUT, FileRun, MigrateOptions, Migrator
+from kvlog.migration.engine import FileRun, MigrateOptions, Migrator
+from kvlog.migration.records import Record
 from kvlog.migration.report import MigrationReport
 from kvlog.text.prefix import rank_tags
 
@@ -305,8 +306,7 @@ class _Reading:
         if handler._migrator is None:
             raise handler._unreadable or ValueError("no migrations")
         self.migrator = handler._migrator
-        self.run = FileRun(self.migrator, None, NO_OUTPUT, MigrationReport(files=1), None)
-        self.run.on_event = self._event
+        self.run = FileRun(self.migrator, None, MigrationReport(files=1), None, self)
         self.holding = Holding(handler.hold_s)
         #: the record each line still waiting to be written came from, by line number (in ``lines`` order)
         self.records: dict[int, _Record] = {}
@@ -381,9 +381,13 @@ class _Reading:
         self.charged_bytes -= size
         self.handler.budget.give(size)
 
-    def _event(self, line: int, data: bytes) -> None:
-        record = self.records.get(line)
-        event = orjson.loads(data)
+    def passthrough(self, data: bytes | memoryview) -> None:
+        """The downstream's bytes: none but the empty lines of ``only_events`` (it reads events only)."""
+
+    def record(self, read: Record) -> None:
+        """An event the engine read: what its log record says exactly added, written, and told to the gauges."""
+        record = self.records.get(read.line)
+        event = dict(read.event)  # the engine's context may still revise its own: what the record adds is ours
         if record is not None:  # the engine validated the event; what the record adds is valid by construction
             _from_record(event, record)
         ranks = event.get("ranks") or {}
@@ -401,11 +405,12 @@ def _from_record(event: dict[str, Any], record: _Record) -> None:
     event["timestamp"] = utc_timestamp(record.created)
     if record.process is not None:
         event["pid"] = record.process
-    migrated = event["migrated"]
+    migrated = event["migrated"] = dict(event["migrated"])
     migrated["file"] = None  # no file was read: ``line`` numbers this process's records, as its evidence does
-    inferred = migrated.get("inferred", {})
-    inferred.pop("timestamp", None)
-    if not inferred:
+    inferred = {name: note for name, note in migrated.get("inferred", {}).items() if name != "timestamp"}
+    if inferred:
+        migrated["inferred"] = inferred
+    else:
         migrated.pop("inferred", None)
     code = {"code_file": record.pathname, "code_line": record.lineno} if record.lineno >= 1 else {}
     event["ext"] = {**event.get("ext", {}), "logger": record.logger, **code}

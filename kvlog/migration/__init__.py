@@ -5,12 +5,14 @@ event versions (up, and down where that is possible); the engine behind ``kvlog 
 
 The stable API, also used by ``kvlog check``: ``load_chain`` reads every step file; a ``Chain`` lists
 its ``steps`` and finds the ``path`` between two versions of an event; each ``Step`` can ``apply``
-itself and carries the ``examples`` it promises to satisfy.
+itself and carries the ``examples`` it promises to satisfy. The engine hands each event on as a
+``Record`` (the event, its line, its raw bytes, the source format and version it was read from).
 """
 
 from __future__ import annotations
 
 from kvlog.migration.errors import MigrationError
+from kvlog.migration.records import Record
 from kvlog.migration.steps import Chain, Step, load_chain
 
-__all__ = ["Chain", "MigrationError", "Step", "load_chain"]
+__all__ = ["Chain", "MigrationError", "Record", "Step", "load_chain"]

@@ -86,6 +86,10 @@ class Held:
     resolved: bool = True
     glue: tuple[str, str] = ("", "")
     keep_raw: bool = False
+    #: the wording or format the event was read from ("": its ``migrated.source_format`` says)
+    source: str = ""
+    #: the version of the event the line said (None: an event no line stands for)
+    source_version: int | None = None
 
 
 @dataclass(frozen=True)

@@ -36,10 +36,12 @@ from kvlog.io.inputs import OverlongLine
 from kvlog.migration.candidates import JSON_EVENT, MAX_LINE_BYTES, Readable, carries_memory_figure, segments
 from kvlog.migration.context import Context, Held
 from kvlog.migration.dating import DateContext, complete
+from kvlog.migration.encoders import Encoder, Legacy, Written, jsonl, text
 from kvlog.migration.errors import MigrationError
 from kvlog.migration.grammar import MARKED, Generation, Recognised
-from kvlog.migration.legacy import LegacyRenderer, text_line
+from kvlog.migration.legacy import LegacyRenderer
 from kvlog.migration.ops import Op, mark_inferred, provenance, source_format
+from kvlog.migration.records import Downstream, Record
 from kvlog.migration.report import MigrationReport
 from kvlog.migration.steps import Chain
 from kvlog.schema.catalog import catalog_version
@@ -50,8 +52,6 @@ from kvlog.text.units import INFERRED_FIELDS_READ
 
 OutputFormat = Literal["jsonl", "text", "legacy"]
 DeadLetter = Callable[[dict[str, Any]], None]
-#: given an event's input line and its output line: where a ``FileRun`` writes events instead of its stream
-EventSink = Callable[[int, bytes], None]
 
 LOOKAHEAD_LINES = 100_000
 LOOKAHEAD_BYTES = 64 << 20
@@ -199,10 +199,20 @@ class Migrator:
             self._targets[event] = self.catalog.at_catalog_version(event, self.to_catalog)
         return self._targets[event]
 
+    def encoder(self) -> Encoder:
+        """The encoder of the output format asked for."""
+        if self.legacy is not None:
+            return Legacy(self.legacy)
+        return text if self.options.output_format == "text" else jsonl
+
     def migrate(self, name: str, stream: Readable, out: IO[bytes], dead: DeadLetter | None = None) -> MigrationReport:
-        """Migrate one input (``name`` as given, ``-`` for standard input) from ``stream`` to ``out``."""
+        """Migrate one input (``name`` as given, ``-`` for standard input) from ``stream`` to ``out``.
+
+        Take, encode, write: the run reads, the encoder renders each record, ``Written`` writes.
+        """
         report = MigrationReport(files=1)
-        run = FileRun(self, None if name == "-" else name, out, report, dead)
+        written = Written(self.encoder(), out, report, only_events=self.options.only_events)
+        run = FileRun(self, None if name == "-" else name, report, dead, written)
         try:
             run.take(segments(stream))
         except InputError as exc:
@@ -211,41 +221,27 @@ class Migrator:
         return report
 
 
-class _NoOutput:
-    """The stream of a run whose events go to ``on_event``: only the empty lines of ``only_events`` reach it."""
-
-    def write(self, data: bytes) -> int:
-        if data:
-            raise AssertionError("a run with on_event writes its events through on_event")
-        return 0
-
-
-#: ``out`` for a ``FileRun`` whose events all go to ``on_event`` (``kvlog follow``, the live handler)
-NO_OUTPUT: Any = _NoOutput()
-
-
 class FileRun:
     """The state of one input: line numbers, context, and the output held back for look-ahead.
 
-    ``on_event``, when given, receives each event (with its input line) instead of ``out``: a follower
-    decides itself what to write, what a restart already wrote, and what its gauges learn.
+    The transform of the pipeline: what it reads goes to ``downstream`` in input order, the lines no
+    rule reads as bytes and each event as a ``Record``. The downstream decides what to write (``migrate``
+    encodes and writes, a follower also what a restart already wrote, and what its gauges learn).
     """
 
     def __init__(
         self,
         migrator: Migrator,
         file: str | None,
-        out: IO[bytes],
         report: MigrationReport,
         dead: DeadLetter | None,
-        *,
-        on_event: EventSink | None = None,
+        downstream: Downstream,
     ):
         self.migrator = migrator
         #: the input's name as events and dead letters quote it (``kvlog.text.printable.name_text``)
         self.file = None if file is None else name_text(file)
-        self.out = out
-        self.on_event = on_event
+        self.downstream = downstream
+        self._passthrough = downstream.passthrough
         self.report = report
         self.dead = dead
         self.context = Context()
@@ -323,7 +319,7 @@ class FileRun:
                 self._emit(b"", lines)  # written as nothing, but counted against the look-ahead
             return
         if not self.held:
-            self.out.write(memoryview(data)[start:end])
+            self._passthrough(memoryview(data)[start:end])
         else:
             self._emit(data[start:end], lines)
 
@@ -351,7 +347,8 @@ class FileRun:
             if self.held:
                 self._emit(b"", 1)
             return
-        self.context.observe(held, held.event.pop("_source_version"))
+        assert held.source_version is not None, "every event read from a line has the version it said"
+        self.context.observe(held, held.source_version)
         self._emit(held, 1)
 
     def finish(self) -> None:
@@ -405,8 +402,14 @@ class FileRun:
         if not upgraded:
             held = self._upgrade(event, raw, recognised.generation.id)
         else:
-            event["_source_version"], event["_source"] = recognised.rule.version, recognised.generation.id
-            held = Held(event, self.number, revisable=True, raw=raw)
+            held = Held(
+                event,
+                self.number,
+                revisable=True,
+                raw=raw,
+                source=recognised.generation.id,
+                source_version=recognised.rule.version,
+            )
         if held is not None:
             held.glue = (before, after)
         return held
@@ -538,8 +541,7 @@ class FileRun:
                 self._reject(raw, f"{name}@{version}: migrated is not kvlog's provenance: {problem}")
                 return None
         if latest:
-            event["_source_version"] = version
-            return Held(event, self.number, revisable=False, raw=raw, keep_raw=keep)
+            return Held(event, self.number, revisable=False, raw=raw, keep_raw=keep, source_version=version)
         migrated = provenance(event)
         migrated.setdefault("file", self.file)
         migrated.setdefault("line", self.number)
@@ -561,9 +563,7 @@ class FileRun:
         for marked in event.pop(MARKED, ()):  # kvlog's --format text said these were inferred before
             if marked != "timestamp" and event.get(marked) is not None:
                 mark_inferred(event, marked, InferenceRule.MARKED_INFERRED, EVIDENCE[InferenceRule.MARKED_INFERRED])
-        event["_source_version"] = version
-        event["_source"] = source
-        return Held(event, self.number, revisable=True, raw=raw)
+        return Held(event, self.number, revisable=True, raw=raw, source=source, source_version=version)
 
     def _unparsed(self, text: str, reason: str, *, read_as: str | None = None) -> None:
         """Report ``text`` if it looks like a memory line (as ``read_as`` reads, where that differs)."""
@@ -631,44 +631,43 @@ class FileRun:
 
     def _write(self, item: bytes | Held) -> None:
         if isinstance(item, bytes):
-            self.out.write(item)
+            self._passthrough(item)
             return
-        line = self._finalise(item)
-        if line != item.raw:
-            self.report.changed_lines += 1
-        if self.on_event is None:
-            self.out.write(line)
-        elif line:
-            self.on_event(item.line, line)
-
-    def _finalise(self, held: Held) -> bytes:
-        """The output line of an event: validated, at the requested version, in the requested format."""
-        event, options = held.event, self.migrator.options
-        source = str(event.pop("_source", "")) or source_format(event)
-        ending = b"\n" if options.only_events or held.raw.endswith(b"\n") else b""
-        if held.keep_raw:
-            self.report.counted_event(source, event)
-            return held.raw.rstrip(b"\r\n") + ending if options.only_events else held.raw
+        record = self._record(item)
+        if record is None:
+            return
         try:
-            before, after = held.glue
-            if options.output_format == "text":
-                self._check(event)
-                out = f"{before}{text_line(event)}{after}".encode()
-            elif options.output_format == "legacy":
-                self._check(event)
-                out = f"{before}{self.migrator.legacy.line(event)}{after}".encode()  # type: ignore[union-attr]
-            else:
+            self.downstream.record(record)
+        except MigrationError as exc:  # its encoder cannot write it
+            self._refuse(item, str(exc))
+            return
+        self.report.counted_event(record.source_format, record.event)
+
+    def _record(self, held: Held) -> Record | None:
+        """The record of an event: validated, at the version asked for, in the written order (None: rejected)."""
+        event = held.event
+        source = held.source or source_format(event)
+        if held.keep_raw:
+            return Record(event, held.line, held.raw, source, held.source_version, verbatim=True)
+        try:
+            if self.migrator.options.output_format == "jsonl":
                 event = self._at_target(event)
                 self._check(event)
-                try:
-                    out = jsonline.dumps(self.migrator.written(event))
-                except orjson.JSONEncodeError as exc:  # steps nested it deeper than JSON is written
-                    raise MigrationError(f"the migrated event cannot be written: {exc}") from None
+                event = self.migrator.written(event)
+            else:  # text and legacy render the newest version
+                self._check(event)
         except MigrationError as exc:
-            self._reject(held.raw, str(exc), held.line)
-            return b"" if options.only_events else held.raw
-        self.report.counted_event(source, event)
-        return out + ending
+            self._refuse(held, str(exc))
+            return None
+        return Record(event, held.line, held.raw, source, held.source_version, held.glue)
+
+    def _refuse(self, held: Held, reason: str) -> None:
+        """An event that cannot be written: rejected, and its line copied through as read (dropped: ``only_events``)."""
+        self._reject(held.raw, reason, held.line)
+        if self.migrator.options.only_events:
+            self.report.changed_lines += 1
+        else:
+            self._passthrough(held.raw)
 
     def _at_target(self, event: dict[str, Any]) -> dict[str, Any]:
         name, version = str(event["event"]), int(event["schema_version"])

@@ -1,0 +1,132 @@
+"""The line pipeline's design: the engine hands on ``Record``s, and no consumer parses back what it wrote.
+
+``kvlog follow`` and the live handler once decoded the JSON the engine had just encoded, and the
+engine carried its own notes (``_source``, ``_source_version``) inside the event dict; these tests fail
+if either comes back (``docs/pipeline.md``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import logging
+import sys
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+from migration_helpers import Taken, shipped_chain
+from test_integrate_handler import START_UP
+
+from kvlog.commands._migrate import migrator_for
+from kvlog.follow.runner import EventOutput, Follower
+from kvlog.integrate.handler import EventHandler
+from kvlog.integrate.servers import SGLANG
+from kvlog.io.tailing import Tailer
+from kvlog.migration.candidates import MAX_LINE_BYTES
+from kvlog.migration.engine import FileRun, MigrateOptions, Migrator
+from kvlog.migration.records import Record
+from kvlog.migration.report import MigrationReport
+
+POOL = (
+    "[2026-07-24 08:00:32 TP0] KV Cache is allocated. dtype: torch.bfloat16, #tokens: 2652800, "
+    "K size: 0.25 GB, V size: 0.25 GB"
+)
+SIZED = "[2026-07-24 08:01:40 TP0] Post-capture KV sizing: max_total_num_tokens=2097152, free memory=96.33 GB"
+LOG = f"request 1\n{POOL}\nrequest 2\n{SIZED}\n"
+
+
+#: the modules that take the engine's records in the process that runs it
+CONSUMERS = frozenset({"kvlog.follow.runner", "kvlog.integrate.handler"})
+_LOADS = orjson.loads
+
+
+def _no_parsing(data: Any) -> Any:
+    """``orjson.loads``, but for a consumer: it has the event itself, and must not decode what it encoded."""
+    if sys._getframe(1).f_globals.get("__name__") in CONSUMERS:
+        raise AssertionError("a consumer parsed back bytes the engine wrote in this process")
+    return _LOADS(data)
+
+
+def test_a_record_is_a_frozen_value_with_the_event_and_where_it_came_from() -> None:
+    assert dataclasses.is_dataclass(Record)
+    assert Record.__dataclass_params__.frozen  # type: ignore[attr-defined]
+    assert hasattr(Record, "__slots__")
+    assert [f.name for f in dataclasses.fields(Record)] == [
+        "event",
+        "line",
+        "raw",
+        "source_format",
+        "source_version",
+        "glue",
+        "verbatim",
+    ]
+
+
+@pytest.mark.parametrize("output_format", ["jsonl", "text", "legacy"])
+def test_no_event_leaves_the_engine_with_a_key_of_its_own(output_format: str) -> None:
+    """What the engine knows of a line (its wording, the version it said) is on the record, not in the event."""
+    data = LOG.encode()
+    taken = Taken()
+    migrator = Migrator(shipped_chain(), MigrateOptions(output_format=output_format))  # type: ignore[arg-type]
+    run = FileRun(migrator, "x.log", MigrationReport(files=1), None, taken)
+    run.feed(data)
+    run.finish()
+    assert [record.line for record in taken.records] == [2, 4]
+    for record in taken.records:
+        assert not [key for key in record.event if key.startswith("_")]
+        assert record.source_format and record.source_version is not None
+        assert record.raw == data.splitlines(keepends=True)[record.line - 1]
+    assert taken.passed.getvalue() == b"request 1\nrequest 2\n"
+
+
+class _Seen:
+    def __init__(self) -> None:
+        self.events: list[Mapping[str, Any]] = []
+
+    def observe(self, event: Mapping[str, Any], *, instance: str) -> None:
+        self.events.append(event)
+
+    def count_unparsed(self, lines: int, *, instance: str) -> None:
+        pass
+
+    def count_violations(self, count: int, *, instance: str) -> None:
+        pass
+
+
+def test_a_follower_tells_its_observers_the_events_without_parsing_what_it_wrote(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    log, out = tmp_path / "server.log", tmp_path / "events.jsonl"
+    log.write_text(LOG)
+    seen = _Seen()
+    output = EventOutput(str(out), io.BytesIO())
+    migrator = migrator_for(None, MigrateOptions(only_events=True))
+    follower = Follower(migrator, output, observers=[seen], clock=time.monotonic)
+    tailer = Tailer((str(log),), max_line_bytes=MAX_LINE_BYTES)
+    monkeypatch.setattr(orjson, "loads", _no_parsing)
+    tailer.poll(follower)
+    follower.finish()
+    tailer.close()
+    output.close()
+    monkeypatch.undo()
+    written = [orjson.loads(line) for line in out.read_bytes().splitlines()]
+    assert [event["migrated"]["line"] for event in written] == [2, 4]
+    assert seen.events == written
+
+
+def test_the_live_handler_writes_its_events_without_parsing_what_the_engine_wrote(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(orjson, "loads", _no_parsing)
+    handler = EventHandler(SGLANG, str(tmp_path / "kv.jsonl"), ranks={"tp": 0})
+    for message in START_UP:
+        handler.handle(logging.makeLogRecord({"name": "sglang.srt", "msg": message, "levelno": logging.INFO}))
+    handler.close()
+    monkeypatch.undo()
+    written = (tmp_path / "kv.jsonl").read_bytes().splitlines()
+    assert handler.written == len(written) > 0
+    assert all(orjson.loads(line)["migrated"]["file"] is None for line in written)
