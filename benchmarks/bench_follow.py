@@ -64,7 +64,9 @@ CLOSING = (
 )
 POOL_END = "[2026-07-21 09:00:00 TP0] Memory pool end. avail mem={gib:.2f} GB\n"
 AVAIL = re.compile(rb'^kvlog_memory_avail_bytes\{[^}]*stage="kv_memory\.pool_end"[^}]*\} (\S+)$', re.MULTILINE)
-KVLOG = [sys.executable, "-m", "kvlog"]
+#: ``-P``: ``python -m`` would put the working directory first on the path, so a run started from a
+#: checkout would import that checkout's kvlog whatever ``PYTHONPATH`` names (see bench_migrate.kvlog_env)
+KVLOG = [sys.executable, "-P", "-m", "kvlog"]
 IDLE_FILES = 8
 
 

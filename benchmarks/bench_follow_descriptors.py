@@ -38,7 +38,9 @@ from bench_migrate import generate
 
 from kvlog import commands
 
-KVLOG = [sys.executable, "-m", "kvlog"]
+#: ``-P``: ``python -m`` would put the working directory first on the path, so a run started from a
+#: checkout would import that checkout's kvlog whatever ``PYTHONPATH`` names (see bench_migrate.kvlog_env)
+KVLOG = [sys.executable, "-P", "-m", "kvlog"]
 #: one more memory line per file, appended once every file is caught up
 APPENDED = "[2026-07-30 00:00:00 TP0] Load weight begin. avail mem=139.06 GB\n"
 
