@@ -14,10 +14,10 @@ from typing import IO
 import orjson
 
 from kvlog.io import jsonline
+from kvlog.migration.errors import MigrationError
 from kvlog.migration.legacy import LegacyRenderer, text_line
 from kvlog.migration.records import Record
 from kvlog.migration.report import MigrationReport
-from kvlog.migration.errors import MigrationError
 
 Encoder = Callable[[Record], bytes]
 
