@@ -22,6 +22,7 @@ from kvlog.commands import EXIT_ERROR
 from kvlog.io.errors import ReaderGone, Stopped
 from kvlog.io.stopping import STOP_SIGNALS, remove_leftovers, stop_on_signals, swallowed
 
+#: command name -> "module:attribute" of its click command
 COMMANDS = {
     "validate": "kvlog.cli.validate:validate",
     "schema": "kvlog.cli.schema:schema",

@@ -106,7 +106,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar
 
 from kvlog.metrics.bound import BOUNDED, DEFAULT_LIMIT, FOLDED, LabelBound
-from kvlog.schema.readings import FREE_DEVICE_MEMORY, json_integer, json_number
+from kvlog.schema.readings import FREE_DEVICE_MEMORY, json_integer, json_number, migrated_line
 
 RANK_KINDS = ("tp", "dp", "pp", "ep")
 #: the labels that name a rank: without ``other_ranks``, two vLLM workers (``rank=0``, ``rank=1``, no
@@ -601,7 +601,7 @@ class MemorySeries:
         self._set(KV_POOL_TOKENS, key, _number(event.get("num_tokens")))
         committed = _number(event.get("committed_bytes"))
         self._set(KV_POOL_COMMITTED, key, size if committed is None and state == "allocated" else committed)
-        line = _line_of(event)
+        line = migrated_line(event)
         if line is not None:
             self._run(scope.run).pools_by_line[line] = pool
 
@@ -705,12 +705,6 @@ class MemorySeries:
 
     def _violation(self, event: Mapping[str, Any], scope: _Scope) -> None:
         self._add(VIOLATIONS, (scope.instance,), 1.0 + (_number(event.get("suppressed")) or 0.0))
-
-
-def _line_of(event: Mapping[str, Any]) -> int | None:
-    """The line a migrated event was read from (None for a live one)."""
-    migrated = event.get("migrated")
-    return json_integer(migrated.get("line")) if isinstance(migrated, Mapping) else None
 
 
 def _exported(metric: Metric, key: _Key) -> dict[str, str]:

@@ -34,8 +34,13 @@ def jsonl(record: Record) -> bytes:
 
 def text(record: Record) -> bytes:
     """The line ``--format text`` writes for the event, with the text glued around the line kept."""
+    return _glued(record, text_line(record.event))
+
+
+def _glued(record: Record, line: str) -> bytes:
+    """A wording of the event with the text glued before and after its input line (a progress bar's carriage return)."""
     before, after = record.glue
-    return f"{before}{text_line(record.event)}{after}".encode()
+    return f"{before}{line}{after}".encode()
 
 
 class Legacy:
@@ -45,8 +50,7 @@ class Legacy:
         self.renderer = renderer
 
     def __call__(self, record: Record) -> bytes:
-        before, after = record.glue
-        return f"{before}{self.renderer.line(record.event)}{after}".encode()
+        return _glued(record, self.renderer.line(record.event))
 
 
 class Written:

@@ -23,7 +23,7 @@ from pathlib import PurePath
 from typing import Any
 
 from kvlog.migration.context import RankKey, rank_key
-from kvlog.schema.readings import FREE_DEVICE_MEMORY, json_integer
+from kvlog.schema.readings import FREE_DEVICE_MEMORY, json_integer, migrated_line
 from kvlog.schema.validation import EventValidator
 from kvlog.text.units import byte_figure
 
@@ -184,7 +184,7 @@ class _Lines:
         self.originals: dict[tuple[str, int], str] = {}
         self.with_events: set[tuple[str, int]] = set()
         for event in events:
-            line = _line(event)
+            line = migrated_line(event)
             if line is not None:
                 where = (event_source(event), line)
                 self.with_events.add(where)
@@ -233,7 +233,7 @@ class _Run:
         time = _time(event)
         if time is None:  # not a current event (kvlog migrate validates those it writes): nowhere to draw it
             return
-        line = _line(event)
+        line = migrated_line(event)
         if self.first_line is None:
             self.first_line = line
         said = []
@@ -352,7 +352,7 @@ class _Run:
         """The later line whose event states the committed size (it takes effect there), if it is one."""
         inferred = _inferred(event).get("committed_bytes")
         line = json_integer(inferred.get("evidence_line")) if inferred else None
-        own = _line(event)
+        own = migrated_line(event)
         if line is not None and own is not None and line > own and (self.source, line) in self.lines.with_events:
             return line
         return None
@@ -433,11 +433,6 @@ def _time(event: Mapping[str, Any]) -> datetime | None:
         return datetime.fromisoformat(str(event.get("timestamp")))
     except ValueError:
         return None
-
-
-def _line(event: Mapping[str, Any]) -> int | None:
-    migrated = event.get("migrated")
-    return json_integer(migrated.get("line")) if isinstance(migrated, Mapping) else None  # 3.0 is line 3
 
 
 def _inferred(event: Mapping[str, Any]) -> Mapping[str, Any]:

@@ -79,6 +79,12 @@ def json_integer(value: object) -> int | None:
     return None
 
 
+def migrated_line(event: Mapping[str, object]) -> int | None:
+    """The input line a migrated event was read from (``migrated.line``; 3.0 is line 3); None for a live one."""
+    migrated = event.get("migrated")
+    return json_integer(migrated.get("line")) if isinstance(migrated, Mapping) else None
+
+
 def json_text(value: object) -> str:
     """How a message quotes a value read from JSON: as JSON writes it (``true``, ``null``, ``1.0``), not as Python does.
 
