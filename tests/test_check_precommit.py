@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -11,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from check_helpers import GIT_ENV, acme_project, commit_all, git, read_json, write_json
+from release_helpers import README_REV, tag_known
 
 import kvlog
 
@@ -20,17 +20,15 @@ PRE_COMMIT = Path(sys.executable).with_name("pre-commit")
 pytestmark = pytest.mark.slow
 
 
-#: the release the README's pre-commit snippet names (``rev:``), as a user's config pins it
-README_REV = re.search(r"^\s+rev: (\S+)$", (SOURCE / "README.md").read_text(), flags=re.MULTILINE)
-
-
-def pre_commit(project: Path, home: Path, ref: str | None = None) -> subprocess.CompletedProcess[str]:
+def pre_commit(
+    project: Path, home: Path, ref: str | None = None, repo: Path = SOURCE
+) -> subprocess.CompletedProcess[str]:
     """``pre-commit try-repo`` of kvlog's checkout: its working tree, or the commit ``ref`` names."""
     env = {**os.environ, **GIT_ENV, "PRE_COMMIT_HOME": str(home)}
     command = [
         str(PRE_COMMIT),
         "try-repo",
-        str(SOURCE),
+        str(repo),
         *(["--ref", ref] if ref else []),
         "--all-files",
         "--color",
@@ -48,9 +46,15 @@ def test_the_hooks_pass_a_clean_catalog_and_stop_broken_commits(tmp_path: Path) 
     commit_all(project, "acme.alloc v1")
     home = tmp_path / "pre-commit-home"
 
-    # the README's snippet as a user pins it: the hooks at the release it names
+    # the README's snippet as a user pins it: the hooks at the release it names. A checkout without
+    # tags (CI's clone of one branch) stands in a clone whose HEAD carries the release's tag.
     assert README_REV is not None
-    clean = pre_commit(project, home, ref=README_REV.group(1))
+    release, repo = README_REV.group(1), SOURCE
+    if tag_known(release) is None:
+        repo = tmp_path / "kvlog-release"
+        subprocess.run(["git", "clone", "-q", str(SOURCE), str(repo)], check=True, env={**os.environ, **GIT_ENV})
+        git(repo, "tag", release)
+    clean = pre_commit(project, home, ref=release, repo=repo)
     assert clean.returncode == 0, clean.stdout + clean.stderr
     assert "kvlog check (released versions)" in clean.stdout
 

@@ -9,6 +9,7 @@ import tomllib
 from pathlib import Path
 
 import pytest
+from release_helpers import tag_known
 
 from kvlog import commands
 from kvlog.schema.catalog import default_catalog
@@ -69,8 +70,7 @@ def test_the_release_the_readme_names_is_a_tag_of_this_repository() -> None:
     assert clone and revs and set(clone) == set(revs), (clone, revs)
     project = tomllib.loads((README.parent / "pyproject.toml").read_text())["project"]
     assert revs[0] == f"v{project['version']}"
-    found = subprocess.run(
-        ["git", "-C", str(README.parent), "rev-parse", "--verify", "--quiet", f"refs/tags/{revs[0]}"],
-        capture_output=True, text=True, check=False,
-    )  # fmt: skip
-    assert found.returncode == 0, f"{revs[0]} is not a tag here: `git tag {revs[0]}` the release"
+    known = tag_known(revs[0])
+    if known is None:
+        pytest.skip("this checkout carries no tags (a clone of one branch, as CI's); the release is tagged upstream")
+    assert known, f"{revs[0]} is not a tag here: `git tag {revs[0]}` the release"
