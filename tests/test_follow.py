@@ -19,6 +19,7 @@ import orjson
 import pytest
 from cli_harness import SCRIPT
 from follow_helpers import DATED_LOGS, RUN_END, append, corpus_text, following, lines_of, migrated, wait_for
+from process_helpers import catches, holds_open
 
 from kvlog.follow.stall import queued_bytes
 from kvlog.follow.state import FollowState, save
@@ -292,7 +293,8 @@ def test_idle_following_wakes_rarely(tmp_path: Path) -> None:
     log = tmp_path / "server.log"
     log.write_text(corpus_text("gen2_2025.log"))
     process = run_cli(str(log))
-    time.sleep(1.5)  # start-up
+    wait_for(lambda: catches(process.pid, signal.SIGTERM) and holds_open(process.pid, log), what="start-up")
+    time.sleep(0.5)  # the events of the log written out
     before = _cpu_seconds(process.pid)
     time.sleep(3)
     spent = _cpu_seconds(process.pid) - before
@@ -449,7 +451,8 @@ def test_a_stop_finding_the_pipe_already_full_ends_the_run_when_its_last_write_s
     process = subprocess.Popen([*KVLOG, "follow", str(log)], stdout=write_end, stderr=errors)
     os.close(write_end)
     try:
-        time.sleep(1.0)  # read, and the pool held: idle
+        wait_for(lambda: catches(process.pid, signal.SIGTERM) and holds_open(process.pid, log), what="the read")
+        time.sleep(0.3)  # read, and the pool held: idle
         assert process.poll() is None
         process.send_signal(signal.SIGTERM)
         assert process.wait(timeout=30) == 2
