@@ -34,22 +34,23 @@ from release_helpers import PINNED_REV, tag_known
 from kvlog import commands
 from kvlog.schema.catalog import default_catalog
 
-EXAMPLES = [(path, source) for path in PAGES for source in blocks(path, "python")]
+#: (page, its n-th python block, the source)
+EXAMPLES = [(path, n, source) for path in PAGES for n, source in enumerate(blocks(path, "python"))]
 PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
 
 
 def test_no_example_was_lost_moving_the_reference_into_docs() -> None:
     """The README held 12 Python examples before its reference moved to ``docs/``; each page keeps its own."""
     assert len(EXAMPLES) >= 12
-    with_examples = {name_of(path) for path, _ in EXAMPLES}
+    with_examples = {name_of(path) for path, _, _ in EXAMPLES}
     expected = {"emitting", "memory", "migrate", "follow", "metrics", "plot", "check", "api"}
     assert {f"docs/{name}.md" for name in expected} <= with_examples
 
 
 @pytest.mark.parametrize(
     "source",
-    [source for _, source in EXAMPLES],
-    ids=[f"{name_of(path)}:{i}" for i, (path, _) in enumerate(EXAMPLES)],
+    [source for _, _, source in EXAMPLES],
+    ids=[f"{name_of(path)}:{n}" for path, n, _ in EXAMPLES],
 )
 def test_doc_example_runs(source: str, tmp_path: Path) -> None:
     result = subprocess.run(
