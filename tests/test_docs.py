@@ -163,3 +163,18 @@ def test_the_readme_links_every_docs_page() -> None:
         (README.parent / target.partition("#")[0]).resolve() for path, target in relative_links() if path == README
     }
     assert {path.resolve() for path in PAGES[1:]} <= linked
+
+
+#: a path of the tree quoted in a page's text (placeholders such as ``<event>`` and globs are no path)
+TREE_PATH = re.compile(r"`((?:kvlog|tests|benchmarks|scripts|examples|migrations|schemas|formats|docs)/[^`\s<>*{}]+)`")
+
+
+def test_every_path_of_the_tree_the_docs_name_exists() -> None:
+    """A module, script or data file a page names is there: a rename that leaves a page behind fails here."""
+    named = {
+        (name_of(path), quoted)
+        for path in [*PAGES, ROOT / "CONTRIBUTING.md"]
+        for quoted in TREE_PATH.findall(path.read_text())
+    }
+    assert len(named) >= 50
+    assert sorted(f"{page}: {quoted}" for page, quoted in named if not (ROOT / quoted.rstrip("/")).exists()) == []
