@@ -1,7 +1,7 @@
 """The console contract of every command (issue 30 items 6, 12, 13).
 
 What a user's shell sees: exit statuses, the one line each message takes on standard error (in process,
-``cli_harness``), and, through a real shell, a pipe closed by its reader and the README's own command
+``cli_harness``), and, through a real shell, a pipe closed by its reader and the docs' own command
 lines; an Examples section in every ``--help``.
 """
 
@@ -44,17 +44,17 @@ def shell(command: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
-# -- 30.12: the migrate page's line gives a file kvlog validate accepts --------------------------------------
+# -- 30.12: the migrate page's line gives a file kvlog validate accepts ------------------------------
 
 
-def readme_migrate_line() -> str:
+def docs_migrate_line() -> str:
     """The first command line of docs/migrate.md's examples: the one a reader copies."""
     first = blocks(page("docs/migrate.md"), "console")[0].splitlines()[0]
     return first.removeprefix("$ ").partition("  #")[0].strip()
 
 
 def test_the_docs_migrate_line_writes_json_lines_that_validate_accepts(tmp_path: Path) -> None:
-    line = readme_migrate_line()
+    line = docs_migrate_line()
     assert line == "kvlog migrate --only-events server.log > server.jsonl"
     shutil.copy(CORPUS / "postcapture_before_fix_2026_07.log", tmp_path / "server.log")
     migrated = shell(line, tmp_path)
