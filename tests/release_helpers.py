@@ -1,4 +1,4 @@
-"""The release the README names, and whether this checkout can tell it is a tag.
+"""The release the docs name, and whether this checkout can tell it is a tag.
 
 A tag is a fact about the published repository, not about a commit: CI's fresh clone of the
 submitted branch carries no tags at all, while a developer's clone (where releases are tagged) does.
@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import re
 import subprocess
-from pathlib import Path
 
-SOURCE = Path(__file__).resolve().parents[1]
-README = SOURCE / "README.md"
+from docs_helpers import ROOT, page
 
-#: the release the README's pre-commit snippet pins (``rev:``)
-README_REV = re.search(r"^\s+rev: (\S+)$", README.read_text(), flags=re.MULTILINE)
+SOURCE = ROOT
+
+#: the release the pre-commit snippet of docs/check.md pins (``rev:``)
+PINNED_REV = re.search(r"^\s+rev: (\S+)$", page("docs/check.md").read_text(), flags=re.MULTILINE)
 
 
 def git_lines(*args: str) -> list[str]:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from check_helpers import GIT_ENV, acme_project, commit_all, git, read_json, write_json
-from release_helpers import README_REV, tag_known
+from release_helpers import PINNED_REV, tag_known
 
 import kvlog
 
@@ -46,10 +46,10 @@ def test_the_hooks_pass_a_clean_catalog_and_stop_broken_commits(tmp_path: Path) 
     commit_all(project, "acme.alloc v1")
     home = tmp_path / "pre-commit-home"
 
-    # the README's snippet as a user pins it: the hooks at the release it names. A checkout without
+    # docs/check.md's snippet as a user pins it: the hooks at the release it names. A checkout without
     # tags (CI's clone of one branch) stands in a clone whose HEAD carries the release's tag.
-    assert README_REV is not None
-    release, repo = README_REV.group(1), SOURCE
+    assert PINNED_REV is not None
+    release, repo = PINNED_REV.group(1), SOURCE
     if tag_known(release) is None:
         repo = tmp_path / "kvlog-release"
         subprocess.run(["git", "clone", "-q", str(SOURCE), str(repo)], check=True, env={**os.environ, **GIT_ENV})

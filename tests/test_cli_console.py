@@ -1,14 +1,13 @@
 """The console contract of every command (issue 30 items 6, 12, 13).
 
 What a user's shell sees: exit statuses, the one line each message takes on standard error (in process,
-``cli_harness``), and, through a real shell, a pipe closed by its reader and the README's own command
+``cli_harness``), and, through a real shell, a pipe closed by its reader and the docs' own command
 lines; an Examples section in every ``--help``.
 """
 
 from __future__ import annotations
 
 import os
-import re
 import shutil
 import signal
 import subprocess
@@ -21,10 +20,10 @@ import orjson
 import pytest
 from cli_harness import kvlog_text as kvlog
 from click.testing import CliRunner
+from docs_helpers import blocks, page
 
 from kvlog.cli import main
 
-README = Path(__file__).resolve().parents[1] / "README.md"
 CORPUS = Path(__file__).resolve().parent / "corpus"
 BIN = Path(sys.executable).parent
 POOL = "[2025-03-27 21:33:31 TP0] KV Cache is allocated. #tokens: 1000, K size: 1.00 GB, V size: 1.00 GB"
@@ -45,20 +44,17 @@ def shell(command: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
-# -- 30.12: the README's line gives a file kvlog validate accepts --------------------------------------
+# -- 30.12: the migrate page's line gives a file kvlog validate accepts ------------------------------
 
 
-def readme_migrate_line() -> str:
-    """The first command line of the README's migrate examples: the one a reader copies."""
-    section = README.read_text().partition("## Migrating old logs")[2]
-    block = re.search(r"```console\n(.*?)```", section, flags=re.DOTALL)
-    assert block is not None
-    first = block.group(1).splitlines()[0]
+def docs_migrate_line() -> str:
+    """The first command line of docs/migrate.md's examples: the one a reader copies."""
+    first = blocks(page("docs/migrate.md"), "console")[0].splitlines()[0]
     return first.removeprefix("$ ").partition("  #")[0].strip()
 
 
-def test_the_readmes_migrate_line_writes_json_lines_that_validate_accepts(tmp_path: Path) -> None:
-    line = readme_migrate_line()
+def test_the_docs_migrate_line_writes_json_lines_that_validate_accepts(tmp_path: Path) -> None:
+    line = docs_migrate_line()
     assert line == "kvlog migrate --only-events server.log > server.jsonl"
     shutil.copy(CORPUS / "postcapture_before_fix_2026_07.log", tmp_path / "server.log")
     migrated = shell(line, tmp_path)
@@ -70,8 +66,8 @@ def test_the_readmes_migrate_line_writes_json_lines_that_validate_accepts(tmp_pa
     )
 
 
-def test_the_default_output_is_the_log_migrated_as_the_readme_says(tmp_path: Path) -> None:
-    """Every line kept (a mixed log, which validate reads with --skip-non-json), as the README's second line says."""
+def test_the_default_output_is_the_log_migrated_as_the_docs_say(tmp_path: Path) -> None:
+    """Every line kept (a mixed log, validate reads it with --skip-non-json), as docs/migrate.md's second line says."""
     log = tmp_path / "server.log"
     log.write_text(f"request 1\n{POOL}\nrequest 2\n")
     migrated = shell("kvlog migrate server.log > server.migrated.log", tmp_path)

@@ -21,6 +21,7 @@ from pathlib import Path
 import cli_harness
 import pytest
 from cli_harness import kvlog_process
+from docs_helpers import blocks, console_session, page, run_console
 from process_helpers import children
 from test_cli_hostile_files import without_read_override
 
@@ -213,36 +214,13 @@ def test_skip_unknown_events_gives_the_same_report_for_any_number_of_jobs(tmp_pa
     )
 
 
-def test_the_readme_example_of_a_mixed_log_runs_as_written(tmp_path: Path) -> None:
-    """The console session under "Validating logs" that shows --skip-unknown-events, command by command."""
-    readme = (ROOT / "README.md").read_text()
-    section = readme.split("## Validating logs", 1)[1].split("\n## ", 1)[0]
-    session = next(
-        block for block in re.findall(r"```console\n(.*?)```", section, re.DOTALL) if "--skip-unknown" in block
-    )
-    commands: list[tuple[str, list[str]]] = []
-    lines = iter(session.splitlines())
-    for line in lines:
-        if line.startswith("$ "):
-            command = line[2:]
-            if "<<'EOF'" in command:
-                command += "\n" + "\n".join(iter(lines.__next__, "EOF")) + "\nEOF"
-            commands.append((command, []))
-        else:
-            commands[-1][1].append(line)
-    assert len(commands) >= 3
-    path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"
-    for command, expected in commands:
-        done = subprocess.run(
-            ["bash", "-c", "exec 2>&1\n" + command],
-            cwd=tmp_path,
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=False,
-            env={**os.environ, "PATH": path},
-        )
-        assert done.stdout.splitlines() == expected, command
+def test_the_docs_example_of_a_mixed_log_runs_as_written(tmp_path: Path) -> None:
+    """docs/validate.md's console session that shows --skip-unknown-events, command by command."""
+    session = next(block for block in blocks(page("docs/validate.md"), "console") if "--skip-unknown" in block)
+    steps = console_session(session)
+    assert len(steps) >= 3
+    for command, expected in steps:
+        assert run_console(command, tmp_path) == expected, command
 
 
 # -- stopping a parallel run -----------------------------------------------------------------------

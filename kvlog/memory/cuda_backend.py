@@ -9,7 +9,7 @@ Measured bytes are ``cuMemGetInfo`` deltas bracketing each map and unmap, taken 
 lock that every backend of this process shares. NVML per-process use was not chosen: it counts the
 whole process (the CUDA context, torch's caching allocator), so a delta of it has the same blind spot
 as ``cuMemGetInfo`` with none of its availability (NVML cannot see processes from inside many
-containers, and would be another dependency). The limit, stated in the README: ``cuMemGetInfo`` is
+containers, and would be another dependency). The limit, stated in docs/memory.md: ``cuMemGetInfo`` is
 device-wide, so memory that another thread of this process (outside this backend) or another process
 allocates or frees *during* a map or unmap call is attributed to the arena; allocations between
 calls are not. The driver's own overhead for our mappings (page tables) is counted, because the
