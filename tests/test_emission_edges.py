@@ -23,7 +23,7 @@ from foundation_samples import fields
 
 import kvlog
 from kvlog import emission, events
-from kvlog.emission import configure, emit, lost_events
+from kvlog.emission import _render, configure, emit, lost_events
 from kvlog.schema.validation import EventValidator
 
 GOOD = events.KvArenaClosed(arena_id="1_0", released_bytes=5)
@@ -149,7 +149,7 @@ def test_an_event_reaching_a_stdlib_handler_is_serialised_once(monkeypatch: pyte
         calls.append(value)
         return orjson.dumps(value, *args, **kwargs)
 
-    monkeypatch.setattr(emission, "orjson", SimpleNamespace(dumps=dumps, OPT_APPEND_NEWLINE=orjson.OPT_APPEND_NEWLINE))
+    monkeypatch.setattr(_render, "orjson", SimpleNamespace(dumps=dumps, OPT_APPEND_NEWLINE=orjson.OPT_APPEND_NEWLINE))
     stream = io.StringIO()
     handler = logging.StreamHandler(stream)
     handler.setFormatter(kvlog.formatter(output))  # type: ignore[arg-type]

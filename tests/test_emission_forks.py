@@ -34,7 +34,7 @@ import pytest
 
 import kvlog
 from kvlog import emission, events
-from kvlog.emission import configure, emit, lost_events
+from kvlog.emission import _render, configure, emit, lost_events
 from kvlog.schema.validation import EventValidator
 from kvlog.text.console import console_line
 
@@ -354,7 +354,7 @@ def _configure_faulty(where: str, fault: Fault, logger: logging.Logger, monkeypa
             fault.check()
             return real(event)
 
-        monkeypatch.setattr(emission, "console_line", renderer)
+        monkeypatch.setattr(_render, "console_line", renderer)
     stream = FaultyStream(fault, where)
     configure(output="console", validation="warn", stream=stream)
     return stream

@@ -25,7 +25,7 @@ import pytest
 
 import kvlog
 from kvlog import emission, events
-from kvlog.emission import configure, emit
+from kvlog.emission import _render, configure, emit
 from kvlog.errors import SchemaViolationError
 from kvlog.testing import capture_events
 
@@ -127,7 +127,7 @@ def test_a_renderer_that_always_fails_drops_the_event_and_does_not_raise(monkeyp
     def broken(*_args: object) -> str:
         raise RuntimeError("renderer bug")
 
-    monkeypatch.setattr(emission, "console_line", broken)
+    monkeypatch.setattr(_render, "console_line", broken)
     stream = io.BytesIO()
     configure(output="console", validation="warn", stream=stream)
     emit(GOOD)
