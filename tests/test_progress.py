@@ -11,11 +11,10 @@ from __future__ import annotations
 import functools
 import gzip
 import io
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from cli_harness import kvlog_text
 from fleet_helpers import fleet_logs
 from progress_helpers import Recorder, sizes
 from test_migration_cli import stderr_on_a_terminal
@@ -143,25 +142,12 @@ def test_the_plain_lines_count_files_and_bytes_where_stderr_is_not_a_terminal(tm
     again = tmp_path / "again.jsonl"
     again.write_bytes(events.read_bytes())
     for command, inputs in (("migrate", logs), ("validate", [events, again])):
-        done = subprocess.run(
-            [sys.executable, "-m", "kvlog", command, *map(str, inputs), "--progress", "--jobs", "2"],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            text=True,
-            timeout=300,
-            check=False,
-        )
+        done = kvlog_text(command, *inputs, "--progress", "--jobs", "2")
         lines = [line for line in done.stderr.splitlines() if " progress " in line]
         count, total = len(inputs), BYTES.format(sizes(inputs))
         assert lines[0].startswith(f"kvlog {command}: progress 0%, 0/{count} files, 0 B of {total}, "), lines
         assert lines[-1].startswith(f"kvlog {command}: progress 100%, {count}/{count} files, {total} of {total}, ")
-    quiet = subprocess.run(
-        [sys.executable, "-m", "kvlog", "validate", str(events)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+    quiet = kvlog_text("validate", events)
     assert quiet.returncode == 0 and " progress " not in quiet.stderr  # not asked for, on a pipe: nothing
 
 
