@@ -98,7 +98,8 @@ def test_a_shown_run_asks_each_inputs_size_once(
 
 def test_migrate_in_one_process_tells_a_large_files_bytes_as_it_reads_them(tmp_path: Path) -> None:
     big = tmp_path / "big.log.gz"  # counted as the compressed bytes read, not the text they hold
-    big.write_bytes(gzip.compress((CORPUS / "gen2_2025.log").read_bytes() * 4000, compresslevel=1))
+    # ~1.2 MB of text: told in about 14 reads (x100 is told in one, as if read at once; x4000 took 10 s)
+    big.write_bytes(gzip.compress((CORPUS / "gen2_2025.log").read_bytes() * 400, compresslevel=1))
     recorder = Recorder()
     assert commands.migrate(big, output=tmp_path / "out.gz", progress=recorder).exit_status == 0
     reads = recorder.reads_before_first_file()
@@ -112,7 +113,7 @@ def test_worker_processes_tell_a_large_files_bytes_while_it_is_read(
 ) -> None:
     monkeypatch.setattr(workers, "READ_POLL_S", 0.001)  # the parent looks at its workers' reads as often as it can
     big = tmp_path / "big.log"
-    big.write_bytes((CORPUS / "gen2_2025.log").read_bytes() * 4000)
+    big.write_bytes((CORPUS / "gen2_2025.log").read_bytes() * 400)  # ~1.2 MB: a second or more of a worker's work
     small = fleet_logs(tmp_path / "logs", CORPUS, 2)[:-1]
     recorder = Recorder()
     assert commands.migrate([big, *small], output=tmp_path / "out", jobs=2, progress=recorder).exit_status == 0
