@@ -3,7 +3,7 @@
 The display (``kvlog.cli.progress``) is told increments of files and bytes done; these tests record
 them through the commands' ``progress`` argument and check that they reach the inputs' totals
 exactly (a failed input counts as done), and that a large file's bytes are told as it is read.
-The engine ``ray`` is tested on a real cluster in test_summarize_fleet.py.
+The engine ``ray`` is tested on a real cluster in test_fleet_ray_summarize.py.
 """
 
 from __future__ import annotations
