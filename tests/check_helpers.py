@@ -10,14 +10,12 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from cli_harness import SCRIPT
 from cli_harness import kvlog_text as kvlog  # noqa: F401 - the check tests' kvlog(), in process
 
 from kvlog import commands
 from kvlog.check.report import Format, format_report, summary
 from kvlog.schema.resources import data_dir
 
-KVLOG = str(SCRIPT)
 GIT_ENV = {
     "GIT_AUTHOR_NAME": "kvlog tests",
     "GIT_AUTHOR_EMAIL": "tests@kvlog.invalid",

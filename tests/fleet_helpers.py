@@ -107,11 +107,13 @@ class Cluster:
         for node in reversed(self._nodes):
             if node.poll() is None:
                 os.killpg(node.pid, signal.SIGTERM)
+        # one grace for all the nodes, not one each: they end on SIGTERM side by side
+        deadline = time.monotonic() + STOP_GRACE_S
         for node in self._nodes:
             try:
                 # a head some driver connected to takes ~30 s to end on SIGTERM; its group's SIGKILL then
                 # ends every process of the node (raylet, GCS, workers) all the same, and at once
-                node.wait(timeout=STOP_GRACE_S)
+                node.wait(timeout=max(0.0, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
                 os.killpg(node.pid, signal.SIGKILL)
                 node.wait()

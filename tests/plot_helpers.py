@@ -1,4 +1,4 @@
-"""What the tests of ``kvlog plot`` share: the corpus logs it is shown on, and the command run for real."""
+"""What the tests of ``kvlog plot`` share: the corpus logs it is shown on, and the command run."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import orjson
+from cli_harness import kvlog_text
 
 from kvlog import commands
 from kvlog.plot.timeline import Timeline, timelines
@@ -29,9 +30,15 @@ PLOT = [
 
 
 def kvlog_plot(
-    *args: str | Path, prelude: str = "", env: dict[str, str] | None = None
+    *args: str | Path, prelude: str = "", env: dict[str, str] | None = None, process: bool = False
 ) -> subprocess.CompletedProcess[str]:
-    """``kvlog plot ARGS`` in a fresh process; ``prelude`` runs first (to hide a package, as if not installed)."""
+    """``kvlog plot ARGS``, in this process unless it needs one of its own.
+
+    A process runs it where ``prelude`` must run first (to hide a package, as if not installed) or where
+    ``process`` says so: a PNG drawn by the browser, whose own standard error only a process captures.
+    """
+    if not prelude and not process:
+        return kvlog_text("plot", *args, env=env)
     command = PLOT if not prelude else [sys.executable, "-c", f"{prelude}; {PLOT[2]}"]
     return subprocess.run([*command, *map(str, args)], capture_output=True, text=True, check=False, env=env)
 

@@ -7,10 +7,8 @@ The server speaks the S3 protocol over HTTP; kvlog reaches it as it reaches any 
 from __future__ import annotations
 
 import gzip
-import subprocess
-import sys
 import urllib.request
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -62,6 +60,18 @@ class S3:
 @contextmanager
 def s3_server() -> Iterator[S3]:
     """A moto S3 server with the bucket ``BUCKET``, and this process's ``AWS_*`` variables pointing at it."""
+    with s3_server_alone() as store, pytest.MonkeyPatch.context() as patch:
+        for name in ("AWS_PROFILE", "AWS_CONFIG_FILE", "AWS_SHARED_CREDENTIALS_FILE", "AWS_SESSION_TOKEN"):
+            patch.delenv(name, raising=False)
+        for name, value in store.environment.items():
+            patch.setenv(name, value)
+        yield store
+        forget_store_clients()
+
+
+@contextmanager
+def s3_server_alone() -> Iterator[S3]:
+    """A moto S3 server with the bucket ``BUCKET``; this process's variables are left as they are."""
     pytest.importorskip("s3fs")
     from moto.server import ThreadedMotoServer  # noqa: PLC0415 - a test dependency (the dev extra)
 
@@ -73,13 +83,7 @@ def s3_server() -> Iterator[S3]:
         # moto keeps its buckets per process, not per server: each module starts from an empty store
         urllib.request.urlopen(urllib.request.Request(f"{store.endpoint}/moto-api/reset", method="POST")).close()
         store.client.create_bucket(Bucket=BUCKET)
-        with pytest.MonkeyPatch.context() as patch:
-            for name in ("AWS_PROFILE", "AWS_CONFIG_FILE", "AWS_SHARED_CREDENTIALS_FILE", "AWS_SESSION_TOKEN"):
-                patch.delenv(name, raising=False)
-            for name, value in store.environment.items():
-                patch.setenv(name, value)
-            yield store
-            forget_store_clients()
+        yield store
     finally:
         server.stop()
 
@@ -104,17 +108,6 @@ def server_logs(directory: Path) -> list[Path]:
             path.write_bytes(source.read_bytes())
         made.append(path)
     return made
-
-
-def kvlog(*args: str | Path, env: Mapping[str, str] | None = None) -> subprocess.CompletedProcess[bytes]:
-    """``kvlog ARGS...`` as a user runs it, in this process's environment unless ``env`` is given."""
-    return subprocess.run(
-        [sys.executable, "-m", "kvlog", *map(str, args)],
-        capture_output=True,
-        env=None if env is None else dict(env),
-        timeout=600,
-        check=False,
-    )
 
 
 def upload(store: S3, paths: list[Path], prefix: str) -> list[str]:

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 from xml.etree import ElementTree
 
+import cli_harness
 import pytest
 from check_helpers import (
     ACME_V1,
@@ -326,11 +327,8 @@ def plant_names(root: Path) -> None:
 
 
 def run_bytes(root: Path, *args: str) -> tuple[int, bytes]:
-    import subprocess  # noqa: PLC0415
-
-    from check_helpers import KVLOG  # noqa: PLC0415
-
-    done = subprocess.run([KVLOG, *args], cwd=root, capture_output=True, check=False, timeout=120)
+    """``kvlog ARGS...`` in ``root``, in this process: (exit status, standard output as bytes)."""
+    done = cli_harness.kvlog(*args, cwd=root)
     assert b"Traceback" not in done.stderr, done.stderr
     return done.returncode, done.stdout
 

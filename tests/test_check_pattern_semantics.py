@@ -12,13 +12,12 @@ from __future__ import annotations
 
 import copy
 import json
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
+from cli_harness import kvlog_text
 from foundation_samples import sample
 
 from kvlog.schema.catalog import SCHEMA_BASE_URI, Catalog, default_catalog
@@ -55,9 +54,7 @@ def test_kvlog_validate_reports_the_timestamp_ending_in_a_newline_and_fails(tmp_
     event = {**sample("kv_arena.closed", 1), "timestamp": "2026-12-05T10:00:00Z\n"}
     log = tmp_path / "events.jsonl"
     log.write_bytes(orjson.dumps(event) + b"\n")
-    result = subprocess.run(
-        [sys.executable, "-m", "kvlog", "validate", str(log)], capture_output=True, text=True, check=False
-    )
+    result = kvlog_text("validate", log)
     assert result.returncode == 1, (result.stdout, result.stderr)
     assert result.stdout.startswith(f"{log}:1: kv_arena.closed@1: $.timestamp: ")
     assert "1 invalid" in result.stderr

@@ -13,13 +13,12 @@ everywhere (``validate``, ``migrate``, emission) and ``true`` no version at all.
 from __future__ import annotations
 
 import io
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
+from cli_harness import kvlog_text
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from migration_helpers import READY_V1
@@ -92,9 +91,7 @@ def test_validate_judges_each_line_alone_whatever_came_before(names: list[str]) 
 def test_kvlog_validate_passes_a_valid_event_after_one_whose_version_is_true(tmp_path: Path) -> None:
     log = tmp_path / "events.jsonl"
     log.write_bytes(line(True) + b"\n" + line(1) + b"\n" + line(1.0) + b"\n")
-    result = subprocess.run(
-        [sys.executable, "-m", "kvlog", "validate", str(log)], capture_output=True, text=True, check=False
-    )
+    result = kvlog_text("validate", log)
     assert result.returncode == 1, result.stderr
     assert result.stdout.splitlines()[0].startswith(
         f"{log}:1: kv_arena.closed@true: $.schema_version: unknown version true"

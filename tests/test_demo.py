@@ -1,4 +1,4 @@
-"""``kvlog demo`` as users run it: real subprocesses, a real pipe into ``kvlog validate -``."""
+"""``kvlog demo`` as users run it: a real pipe into ``kvlog validate -``, and the console in process."""
 
 from __future__ import annotations
 
@@ -10,9 +10,10 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-from cli_harness import PYTHON_M_KVLOG
+from cli_harness import PYTHON_M_KVLOG, kvlog_text
 
 from kvlog.demo import run_demo
+from kvlog.emission import get_config, restore
 
 KVLOG = PYTHON_M_KVLOG
 
@@ -58,7 +59,12 @@ def test_demo_json_piped_into_validate_is_valid_and_tells_the_post_capture_story
 
 
 def test_demo_console_prints_sglang_style_lines_for_people() -> None:
-    result = subprocess.run([*KVLOG, "demo"], capture_output=True, text=True, timeout=120, check=True)
+    saved = get_config()  # the demo configures emission for its own output: the next test gets it back
+    try:
+        result = kvlog_text("demo")
+    finally:
+        restore(saved)
+    assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
     assert all(line.startswith("[") and " TP0] " in line for line in lines)
     text = result.stdout

@@ -1,37 +1,37 @@
 """``--engine ray`` on a real cluster of two raylets on loopback: every byte as ``--jobs 1`` gives it.
 
 The cluster is started by the test (``ray start --head`` and a worker node ``ray start --address``),
-the commands run as a user runs them (``kvlog`` in a subprocess, connected with ``--ray-address``),
+the commands on the cluster run as a user runs them (``kvlog`` in a subprocess, connected with
+``--ray-address``), the local runs they are compared with in this process (``cli_harness``),
 and each result is compared, byte for byte, with the local engine's on the same inputs.
 """
 
 from __future__ import annotations
 
 import subprocess
-import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 pytest.importorskip("ray")
 
-from fleet_helpers import ENVIRONMENT, Cluster, fleet_logs, ray_cluster
+from cli_harness import PYTHON_M_KVLOG, kvlog_process
+from cli_harness import kvlog as in_process
+from fleet_helpers import ENVIRONMENT, Cluster, fleet_logs
 
 CORPUS = Path(__file__).resolve().parent / "corpus"
 
 
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    with ray_cluster(tmp_path_factory.mktemp("ray-nodes"), workers=1) as started:
-        yield started
-
-
 def kvlog(*args: str | Path) -> subprocess.CompletedProcess[bytes]:
-    return subprocess.run(
-        [sys.executable, "-m", "kvlog", *map(str, args)], capture_output=True, env=ENVIRONMENT, timeout=600, check=False
-    )
+    """``kvlog ARGS...`` as a user runs it; in this process when it runs on this machine (no ``--engine ray``).
+
+    A run on the cluster stays a process: what it prints is compared byte for byte with the local run, and
+    Ray's own driver would print onto the real standard streams, which only a process captures.
+    """
+    if "--ray-address" in args:
+        return kvlog_process(*args, env=ENVIRONMENT, timeout=600)
+    return in_process(*args, env=ENVIRONMENT)
 
 
 def on_the(cluster: Cluster) -> list[str]:
@@ -96,7 +96,7 @@ def test_a_node_killed_mid_run_loses_and_duplicates_nothing(cluster: Cluster, tm
     cluster.wait_for_nodes(3)
     out = tmp_path / "ray"
     run = subprocess.Popen(
-        [sys.executable, "-m", "kvlog", "migrate", *map(str, logs), "-o", str(out), *on_the(cluster)],
+        [*PYTHON_M_KVLOG, "migrate", *map(str, logs), "-o", str(out), *on_the(cluster)],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         env=ENVIRONMENT,
@@ -142,7 +142,7 @@ def test_a_worker_killed_mid_task_changes_no_byte_of_any_stream(cluster: Cluster
     stdout, stderr = tmp_path / "stdout", tmp_path / "stderr"  # files: a full pipe would stop the run
     with stdout.open("wb") as out, stderr.open("wb") as err:
         run = subprocess.Popen(
-            [sys.executable, "-m", "kvlog", "migrate", *map(str, logs), *on_the(cluster)],
+            [*PYTHON_M_KVLOG, "migrate", *map(str, logs), *on_the(cluster)],
             stdout=out,
             stderr=err,
             env=ENVIRONMENT,

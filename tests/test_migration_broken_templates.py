@@ -7,11 +7,10 @@ now exits as for any broken migration file (exit 4), before anything is read or 
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from cli_harness import kvlog_text
 from migration_helpers import edited_migrations
 
 from kvlog.commands import EXIT_BROKEN_MIGRATIONS
@@ -42,8 +41,7 @@ def test_a_template_that_cannot_be_read_fails_to_load_naming_its_file(
 def test_migrate_with_such_a_file_exits_as_for_broken_migrations(tmp_path: Path) -> None:
     edited = edited_migrations(tmp_path, "sglang-text/2025-01.toml", "{k_bytes:gib2}", "{k_bytes:gib9}")
     (tmp_path / "in.log").write_text("a line\n")
-    command = [sys.executable, "-m", "kvlog", "migrate", "--migrations", str(tmp_path / "migrations")]
-    done = subprocess.run([*command, str(tmp_path / "in.log")], capture_output=True, text=True, check=False)
+    done = kvlog_text("migrate", "--migrations", tmp_path / "migrations", tmp_path / "in.log")
     assert done.returncode == EXIT_BROKEN_MIGRATIONS
     assert str(edited) in done.stderr
     assert "unknown unit 'gib9'" in done.stderr

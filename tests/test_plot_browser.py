@@ -165,7 +165,7 @@ def test_png_and_svg_are_rendered_as_the_figure_is_laid_out(tmp_path: Path) -> N
     layout = memory_figure(runs_of(POSTCAPTURE, HYBRID)).layout
     png, svg = tmp_path / "memory.png", tmp_path / "memory.svg"
     for out in (png, svg):
-        result = kvlog_plot(POSTCAPTURE, HYBRID, "-o", out)
+        result = kvlog_plot(POSTCAPTURE, HYBRID, "-o", out, process=True)
         assert result.returncode == commands.EXIT_OK, result.stderr
         assert result.stderr == f"kvlog plot: 45 event(s), 8 run(s) drawn to {out}\n"  # the browser stays quiet
     assert png_size(png.read_bytes()) == (layout.width, layout.height)
@@ -177,7 +177,7 @@ def test_png_and_svg_are_rendered_as_the_figure_is_laid_out(tmp_path: Path) -> N
 def test_an_image_without_a_browser_says_what_to_install(tmp_path: Path) -> None:
     out = tmp_path / "memory.png"
     env = {**os.environ, "BROWSER_PATH": str(tmp_path / "no-chromium")}
-    result = kvlog_plot(HYBRID, "-o", out, env=env)
+    result = kvlog_plot(HYBRID, "-o", out, env=env, process=True)
     assert result.returncode == commands.EXIT_ERROR
     assert result.stderr.startswith(f"kvlog plot: {out}: kvlog plot renders PNG with Chrome or Chromium, and none was")
     assert "apt-get install chromium" in result.stderr and "Traceback" not in result.stderr

@@ -3,7 +3,7 @@
 The display (``kvlog.cli.progress``) is told increments of files and bytes done; these tests record
 them through the commands' ``progress`` argument and check that they reach the inputs' totals
 exactly (a failed input counts as done), and that a large file's bytes are told as it is read.
-The engine ``ray`` is tested on a real cluster in test_summarize_fleet.py.
+The engine ``ray`` is tested on a real cluster in test_fleet_ray_summarize.py.
 """
 
 from __future__ import annotations
@@ -11,11 +11,10 @@ from __future__ import annotations
 import functools
 import gzip
 import io
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from cli_harness import kvlog_text
 from fleet_helpers import fleet_logs
 from progress_helpers import Recorder, sizes
 from test_migration_cli import stderr_on_a_terminal
@@ -99,7 +98,8 @@ def test_a_shown_run_asks_each_inputs_size_once(
 
 def test_migrate_in_one_process_tells_a_large_files_bytes_as_it_reads_them(tmp_path: Path) -> None:
     big = tmp_path / "big.log.gz"  # counted as the compressed bytes read, not the text they hold
-    big.write_bytes(gzip.compress((CORPUS / "gen2_2025.log").read_bytes() * 4000, compresslevel=1))
+    # ~1.2 MB of text: told in about 14 reads (x100 is told in one, as if read at once; x4000 took 10 s)
+    big.write_bytes(gzip.compress((CORPUS / "gen2_2025.log").read_bytes() * 400, compresslevel=1))
     recorder = Recorder()
     assert commands.migrate(big, output=tmp_path / "out.gz", progress=recorder).exit_status == 0
     reads = recorder.reads_before_first_file()
@@ -113,7 +113,7 @@ def test_worker_processes_tell_a_large_files_bytes_while_it_is_read(
 ) -> None:
     monkeypatch.setattr(workers, "READ_POLL_S", 0.001)  # the parent looks at its workers' reads as often as it can
     big = tmp_path / "big.log"
-    big.write_bytes((CORPUS / "gen2_2025.log").read_bytes() * 4000)
+    big.write_bytes((CORPUS / "gen2_2025.log").read_bytes() * 400)  # ~1.2 MB: a second or more of a worker's work
     small = fleet_logs(tmp_path / "logs", CORPUS, 2)[:-1]
     recorder = Recorder()
     assert commands.migrate([big, *small], output=tmp_path / "out", jobs=2, progress=recorder).exit_status == 0
@@ -143,25 +143,12 @@ def test_the_plain_lines_count_files_and_bytes_where_stderr_is_not_a_terminal(tm
     again = tmp_path / "again.jsonl"
     again.write_bytes(events.read_bytes())
     for command, inputs in (("migrate", logs), ("validate", [events, again])):
-        done = subprocess.run(
-            [sys.executable, "-m", "kvlog", command, *map(str, inputs), "--progress", "--jobs", "2"],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            text=True,
-            timeout=300,
-            check=False,
-        )
+        done = kvlog_text(command, *inputs, "--progress", "--jobs", "2")
         lines = [line for line in done.stderr.splitlines() if " progress " in line]
         count, total = len(inputs), BYTES.format(sizes(inputs))
         assert lines[0].startswith(f"kvlog {command}: progress 0%, 0/{count} files, 0 B of {total}, "), lines
         assert lines[-1].startswith(f"kvlog {command}: progress 100%, {count}/{count} files, {total} of {total}, ")
-    quiet = subprocess.run(
-        [sys.executable, "-m", "kvlog", "validate", str(events)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+    quiet = kvlog_text("validate", events)
     assert quiet.returncode == 0 and " progress " not in quiet.stderr  # not asked for, on a pipe: nothing
 
 

@@ -17,7 +17,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from store_helpers import BUCKET, S3, kvlog, s3_server, server_logs, upload
+from cli_harness import PYTHON_M_KVLOG, kvlog
+from store_helpers import BUCKET, S3, forget_store_clients, s3_server, server_logs, upload
 
 from kvlog import commands
 from kvlog.errors import OptionError
@@ -213,7 +214,7 @@ def test_a_run_stopped_mid_upload_leaves_no_object_and_no_upload(s3: S3, logs: l
     text = logs[0].read_bytes()
     chunk = text * ((1 << 20) // len(text))
     run = subprocess.Popen(
-        [sys.executable, "-m", "kvlog", "migrate", "-", "-o", f"s3://{BUCKET}/stopped/out/big.log"],
+        [*PYTHON_M_KVLOG, "migrate", "-", "-o", f"s3://{BUCKET}/stopped/out/big.log"],
         stdin=subprocess.PIPE,
         stderr=subprocess.PIPE,
         env=os.environ,
@@ -262,7 +263,11 @@ def test_an_unreachable_endpoint_is_named_with_the_uri(s3: S3, tmp_path: Path) -
         "AWS_ENDPOINT_URL": nowhere,
         "AWS_MAX_ATTEMPTS": "1",
     }  # one attempt: no retries to wait for
-    done = kvlog("migrate", f"s3://{BUCKET}/a.log", f"s3://{BUCKET}/logs/", "-o", tmp_path, env=environment)
+    forget_store_clients()  # a client made for the server would be used again: a new run reads the variables
+    try:
+        done = kvlog("migrate", f"s3://{BUCKET}/a.log", f"s3://{BUCKET}/logs/", "-o", tmp_path, env=environment)
+    finally:
+        forget_store_clients()
     assert done.returncode == 2
     assert f"s3://{BUCKET}/logs/: cannot list: Could not connect to the endpoint URL".encode() in done.stderr
     assert f"s3://{BUCKET}/a.log: cannot open: Could not connect to the endpoint URL".encode() in done.stderr

@@ -43,11 +43,6 @@ MIXED = [
 ]
 
 
-@pytest.fixture(scope="module")
-def validator() -> EventValidator:
-    return EventValidator()
-
-
 def _counts(summary: Summary) -> tuple[int, ...]:
     return (
         summary.lines,

@@ -48,11 +48,6 @@ NO_VERSION = b'{"event": "kv_pool.allocation"}\n'
 TEXT = b"plain text\n"
 
 
-@pytest.fixture(scope="module")
-def validator() -> EventValidator:
-    return EventValidator()
-
-
 def _counts(summary: Summary) -> tuple[Any, ...]:
     return (
         summary.lines,

@@ -19,11 +19,6 @@ ALLOCATION = sample("kv_pool.allocation", 2)
 UNKNOWN_FIELD = "unknown field (not in this event's schema; engine-specific fields go under ext)"
 
 
-@pytest.fixture(scope="module")
-def validator() -> EventValidator:
-    return EventValidator()
-
-
 def test_a_valid_event_has_no_violations_and_is_valid(validator: EventValidator) -> None:
     assert validator.violations(ALLOCATION) == []
     assert validator.is_valid(ALLOCATION) is True

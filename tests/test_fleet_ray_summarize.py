@@ -11,26 +11,19 @@ from __future__ import annotations
 import io
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 pytest.importorskip("ray")
 
-from fleet_helpers import ENVIRONMENT, Cluster, fleet_logs, ray_cluster
+from fleet_helpers import ENVIRONMENT, Cluster, fleet_logs
 from progress_helpers import Recorder, sizes
 
 from kvlog import commands
 from kvlog.io.progress import read_in_task
 
 CORPUS = Path(__file__).resolve().parent / "corpus"
-
-
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    with ray_cluster(tmp_path_factory.mktemp("ray-nodes"), workers=1) as started:
-        yield started
 
 
 @pytest.fixture

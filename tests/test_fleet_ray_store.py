@@ -8,24 +8,32 @@ each task reads its input from the store and writes its output object itself.
 from __future__ import annotations
 
 import gzip
-from collections.abc import Iterator
+import subprocess
 from pathlib import Path
 
 import pytest
 
 pytest.importorskip("ray")
 
-from fleet_helpers import ENVIRONMENT, Cluster, fleet_logs, ray_cluster
-from store_helpers import BUCKET, CORPUS, S3, kvlog, s3_server, upload
+from cli_harness import kvlog as in_process
+from cli_harness import kvlog_process
+from fleet_helpers import ENVIRONMENT, Cluster, fleet_logs
+from store_helpers import BUCKET, CORPUS, S3, upload
 
 
-@pytest.fixture(scope="module")
-def store_and_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[S3, Cluster]]:
-    with s3_server() as s3, pytest.MonkeyPatch.context() as patch:
-        for name, value in s3.environment.items():
-            patch.setitem(ENVIRONMENT, name, value)  # the nodes, their workers and the driver see the server
-        with ray_cluster(tmp_path_factory.mktemp("ray-nodes"), workers=1) as cluster:
-            yield s3, cluster
+@pytest.fixture
+def store_and_cluster(cluster: Cluster, cluster_store: S3, monkeypatch: pytest.MonkeyPatch) -> tuple[S3, Cluster]:
+    """The shared cluster, whose nodes were started pointed at ``cluster_store`` (tests/conftest.py)."""
+    for name, value in cluster_store.environment.items():
+        monkeypatch.setitem(ENVIRONMENT, name, value)  # the driver sees the server as the nodes and workers do
+    return cluster_store, cluster
+
+
+def kvlog(*args: str | Path) -> subprocess.CompletedProcess[bytes]:
+    """``kvlog ARGS...``: on the cluster as a process (its streams are compared), on this machine in this one."""
+    if "--ray-address" in args:
+        return kvlog_process(*args, env=ENVIRONMENT, timeout=600)
+    return in_process(*args)
 
 
 def test_migrate_on_the_cluster_from_and_to_the_store_is_the_local_run(
@@ -37,12 +45,12 @@ def test_migrate_on_the_cluster_from_and_to_the_store_is_the_local_run(
     local = tmp_path / "local"
     expected = kvlog(
         "migrate", *logs, "-o", f"{local}/", "--format", "text", "--report", tmp_path / "report.json",
-        "--dead-letter", tmp_path / "dead.jsonl", "--jobs", "1", env=ENVIRONMENT,
+        "--dead-letter", tmp_path / "dead.jsonl", "--jobs", "1",
     )  # fmt: skip
     stored = f"s3://{BUCKET}/fleet/"
     done = kvlog(
         "migrate", f"{stored}in/*.log*", "-o", f"{stored}out/", "--format", "text", "--report", f"{stored}report.json",
-        "--dead-letter", f"{stored}dead.jsonl", "--engine", "ray", "--ray-address", cluster.address, env=ENVIRONMENT,
+        "--dead-letter", f"{stored}dead.jsonl", "--engine", "ray", "--ray-address", cluster.address,
     )  # fmt: skip
 
     def as_stored(data: bytes) -> bytes:  # the inputs named by their URIs instead of their paths
@@ -63,16 +71,14 @@ def test_validate_on_the_cluster_of_a_store_glob_reports_as_the_local_run(
     store_and_cluster: tuple[S3, Cluster], tmp_path: Path
 ) -> None:
     s3, cluster = store_and_cluster
-    made = kvlog("migrate", *sorted(CORPUS.glob("*.log")), "--only-events", env=ENVIRONMENT)
+    made = kvlog("migrate", *sorted(CORPUS.glob("*.log")), "--only-events")
     broken = tmp_path / "a-broken.jsonl.gz"
     broken.write_bytes(gzip.compress(b'{"event":"kv_pool.allocation"}\nnot json\n' + made.stdout))
     events = tmp_path / "b-events.jsonl"
     events.write_bytes(made.stdout)
     stored = upload(s3, [broken, events], "validate/")[0].rpartition("/")[0] + "/"
-    local = kvlog("validate", broken, events, env=ENVIRONMENT)
-    remote = kvlog(
-        "validate", f"{stored}*.jsonl*", "--engine", "ray", "--ray-address", cluster.address, env=ENVIRONMENT
-    )
+    local = kvlog("validate", broken, events)
+    remote = kvlog("validate", f"{stored}*.jsonl*", "--engine", "ray", "--ray-address", cluster.address)
     named = [output.replace(f"{tmp_path}/".encode(), stored.encode()) for output in (local.stdout, local.stderr)]
     assert (remote.returncode, remote.stdout, remote.stderr) == (local.returncode, *named)
     assert local.returncode == 1
