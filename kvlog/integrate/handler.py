@@ -50,7 +50,7 @@ import orjson
 
 from kvlog.envelope import ordered, utc_timestamp
 from kvlog.errors import MetricsEndpointError
-from kvlog.follow.holding import Holding
+from kvlog.follow.holding import HOLD_S, Holding
 from kvlog.integrate.budget import MAX_HELD_BYTES, Budget, cost, readable
 from kvlog.integrate.servers import LIVE_SERVERS, LiveServer, configuring
 from kvlog.migration import load_chain
@@ -112,7 +112,7 @@ class EventHandler(logging.Handler):
         ranks: dict[str, int] | None = None,
         metrics_port: int | None = None,
         metrics_host: str = "127.0.0.1",
-        hold_s: float = 300.0,
+        hold_s: float = HOLD_S,
         queue_records: int = QUEUE_RECORDS,
         max_held_bytes: int = MAX_HELD_BYTES,
     ) -> None:
@@ -577,7 +577,7 @@ def handler_for(
     *,
     metrics_port: int | None = None,
     metrics_host: str = "127.0.0.1",
-    hold_s: float = 300.0,
+    hold_s: float = HOLD_S,
     max_held_bytes: int = MAX_HELD_BYTES,
     server_default: bool = True,
 ) -> logging.Handler:
