@@ -7,10 +7,12 @@ events (each held behind the pool), or configuration dumps of 1 MB on one line. 
 the most the handler's own accounting held (``Budget.peak``), the most ``tracemalloc`` saw allocated
 above the process before the flood (the handler, its worker and the engine, transient copies
 included), the records dropped, and the events written. The baseline (``--before TREE``, a checkout
-of 1fdc331) is the handler before the budget: only the queue's count bound. Each run is a fresh
-process (``tracemalloc`` and logging are global), after the machine goes idle.
+of 1fdc331) is the handler before the budget: only the queue's count bound; ``--baseline TREE`` (a
+checkout with the budget, the commit before a change) runs that tree's handler at each budget beside
+this one's. Each run is a fresh process (``tracemalloc`` and logging are global), in the tree it
+measures, after the machine goes idle.
 
-Usage: ``.venv/bin/python benchmarks/bench_integrate_held.py [--budget MIB ...] [--before TREE]``.
+Usage: ``.venv/bin/python benchmarks/bench_integrate_held.py [--budget MIB ...] [--before TREE] [--baseline TREE]``.
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ import sys
 from pathlib import Path
 
 from quiet import wait_for_idle
+
+TREE = Path(__file__).resolve().parent.parent
 
 #: kind: (records, what each says)
 FLOODS = {
@@ -70,9 +74,9 @@ with tempfile.TemporaryDirectory() as tmp:
 """
 
 
-def run(budget: int, records: int, text: str, pad: int, tree: Path | None = None) -> dict[str, int]:
+def run(budget: int, records: int, text: str, pad: int, tree: Path = TREE) -> dict[str, int]:
     wait_for_idle()
-    env = os.environ | ({"PYTHONPATH": str(tree)} if tree is not None else {})
+    env = os.environ | {"PYTHONPATH": str(tree)}
     done = subprocess.run(
         [sys.executable, "-c", RUN, str(budget), str(records), text, str(pad)],
         capture_output=True,
@@ -91,18 +95,21 @@ def main() -> None:
     parser.add_argument(
         "--before", type=Path, metavar="TREE", help="a checkout without the budget (git archive 1fdc331)"
     )
+    parser.add_argument("--baseline", type=Path, metavar="TREE", help="a checkout with the budget, run at each budget")
     args = parser.parse_args()
     mib = 1 << 20
-    print("| flood | records | budget | held (accounting) | allocated (tracemalloc) | dropped | events written |")
-    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+    print("| flood | records | tree | budget | held (accounting) | allocated (tracemalloc) | dropped | events |")
+    print("| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: |")
+    trees = [("this", TREE), *([("baseline", args.baseline.resolve())] if args.baseline is not None else [])]
     for kind, (records, text) in FLOODS.items():
-        contenders = [(0, args.before)] if args.before is not None else []
-        for budget, tree in [*contenders, *((budget, None) for budget in args.budget)]:
+        contenders = [("before", 0, args.before.resolve())] if args.before is not None else []
+        contenders += [(name, budget, tree) for budget in args.budget for name, tree in trees]
+        for name, budget, tree in contenders:
             got = run(budget * mib, records, text, PAD[kind], tree)
-            named = "none (before: count only)" if not budget else f"{budget} MiB"
+            named = "none (count only)" if not budget else f"{budget} MiB"
             held = f"{got['peak'] / mib:.1f} MiB" if got["peak"] >= 0 else "-"
             print(
-                f"| {kind} | {records:,} | {named} | {held} | {got['traced'] / mib:.1f} MiB "
+                f"| {kind} | {records:,} | {name} | {named} | {held} | {got['traced'] / mib:.1f} MiB "
                 f"| {got['dropped']:,} | {got['written']:,} |"
             )
 

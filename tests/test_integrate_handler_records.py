@@ -178,3 +178,55 @@ def test_a_record_that_cannot_be_formatted_is_left_to_the_servers_own_handlers(t
     assert [e["event"] for e in decoded(events)] == ["weights.load_begin"]
     assert handler.written == 1
     assert handler.dropped == 0
+
+
+POOL = "KV Cache is allocated. dtype: torch.bfloat16, #tokens: 2652800, K size: 0.25 GB, V size: 0.25 GB"
+
+
+@pytest.mark.parametrize(
+    "header",
+    [
+        "[2026-01-01 00:00:00 TP3] ",  # sglang's prefix
+        "[2026-01-01 00:00:00 TP3] INFO mem.py:12: ",  # with a custom format's level and call site
+        "INFO mem.py:12: ",  # the level and call site alone, which a printed line's prefix may end with
+        "(EngineCore_DP3 pid=99) INFO 01-01 00:00:00 [x.py:1] ",  # vLLM's
+    ],
+)
+def test_a_message_that_starts_like_a_printed_line_keeps_its_records_header(tmp_path: Path, header: str) -> None:
+    """What looks like a prefix inside a message is message text: it is never split off as a header.
+
+    The record says the header (its time, pid and ranks); a wording that takes words before its own
+    (a pool's label) takes that text as it takes any other.
+    """
+    _, handler, events = attached(tmp_path)
+    handler.handle(_record(header + POOL))
+    handler.close()
+    (event,) = decoded(events)
+    assert (event["timestamp"], event["pid"], event["ranks"]) == (utc_timestamp(CREATED), os.getpid(), {"tp": 0})
+    assert event["label"] == header.strip()
+
+
+def test_a_progress_bar_glued_before_a_message_keeps_the_records_header(tmp_path: Path) -> None:
+    """A tqdm bar's carriage return before a memory line: the line after it is read, under the record's header."""
+    _, handler, events = attached(tmp_path)
+    handler.handle(_record(f"Loading 50%|#####     |\r{POOL}"))
+    handler.close()
+    (event,) = decoded(events)
+    assert (event["event"], event["timestamp"], event["ranks"]) == (
+        "kv_pool.allocation",
+        utc_timestamp(CREATED),
+        {"tp": 0},
+    )
+    migrated = event["migrated"]
+    assert isinstance(migrated, dict)
+    assert migrated["original"] == f"Loading 50%|#####     |\r{POOL}", "the message as logged, no prefix printed for it"
+
+
+def test_a_vllm_record_without_a_process_id_gives_no_pid(tmp_path: Path) -> None:
+    """``logging.logProcesses`` off: the record names no process, and the event claims none (not a pid 0)."""
+    handler = EventHandler(VLLM, str(tmp_path / "kv.jsonl"))
+    record = {"name": "vllm.v1", "msg": VLLM_BLOCKS, "levelno": logging.INFO, "processName": "Worker_TP1"}
+    handler.handle(logging.makeLogRecord({**record, "process": None}))
+    handler.close()
+    (event,) = decoded(tmp_path / "kv.jsonl")
+    assert (event["ranks"], "pid" in event) == ({"tp": 1}, False)

@@ -6,6 +6,7 @@ tests read the package's source and fail where an inline copy of an owned rule r
 
 from __future__ import annotations
 
+import inspect
 import os
 import re
 import shutil
@@ -14,9 +15,12 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from kvlog import commands
 from kvlog.check import drafts
+from kvlog.cli.integrate import integrate
 from kvlog.cli.migrate import migrate
 from kvlog.cli.summarize import summarize
+from kvlog.integrate import LIVE_SERVERS
 from kvlog.io.inputs import STDIN, file_size
 from kvlog.io.progress import input_size
 from kvlog.io.uris import is_uri
@@ -126,3 +130,19 @@ def test_the_draft_reader_takes_where_subschemas_sit_from_the_schema_walk() -> N
     assert drafts._SINGLE <= walk.SINGLE and drafts._LISTS == walk.LISTS and drafts._MAPS <= walk.MAPS
     text = (PACKAGE / "check" / "drafts.py").read_text(encoding="utf-8")
     assert '"allOf", "anyOf"' not in text  # no table of its own
+
+
+def test_kvlog_integrate_passes_its_options_by_name_with_the_command_functions_defaults() -> None:
+    """The click command forwards nothing by hand: each option is ``commands.integrate``'s keyword, with its default."""
+    assert integrate.callback is not None
+    taken = [(p.name, p.kind) for p in inspect.signature(integrate.callback).parameters.values()]
+    assert taken == [("server", inspect.Parameter.POSITIONAL_OR_KEYWORD), ("options", inspect.Parameter.VAR_KEYWORD)]
+    signature = inspect.signature(commands.integrate).parameters
+    options = {param.name: param for param in integrate.params}
+    assert set(options) == set(signature)
+    assert list(options["server"].type.choices) == list(LIVE_SERVERS)  # type: ignore[attr-defined]
+    for name, param in options.items():
+        if name in ("server", "metrics_port", "keep"):
+            continue
+        default = param.default if name != "max_held_bytes" else param.default << 20  # --max-held is in MiB
+        assert default == signature[name].default, name

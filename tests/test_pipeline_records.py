@@ -1,8 +1,9 @@
 """The line pipeline's design: the engine hands on ``Record``s, and no consumer parses back what it wrote.
 
 ``kvlog follow`` and the live handler once decoded the JSON the engine had just encoded, and the
-engine carried its own notes (``_source``, ``_source_version``) inside the event dict; these tests fail
-if either comes back (``docs/pipeline.md``).
+engine carried its own notes (``_source``, ``_source_version``) inside the event dict; the handler also
+printed a prefix for each record only for the engine to split it off again. These tests fail if any
+of that comes back (``docs/pipeline.md``).
 """
 
 from __future__ import annotations
@@ -24,13 +25,16 @@ from test_integrate_handler import START_UP
 from kvlog.commands._migrate import migrator_for
 from kvlog.follow.runner import EventOutput, Follower
 from kvlog.integrate.handler import EventHandler
-from kvlog.integrate.servers import SGLANG
+from kvlog.integrate.servers import SGLANG, VLLM
 from kvlog.io.tailing import Tailer
 from kvlog.migration.candidates import MAX_LINE_BYTES
 from kvlog.migration.engine import FileRun, MigrateOptions, Migrator
 from kvlog.migration.records import Record
 from kvlog.migration.report import MigrationReport
+from kvlog.text.prefix import SGLANG as SGLANG_PREFIX
+from kvlog.text.prefix import LinePrefix, SglangPrefix, VllmPrefix
 
+CORPUS = Path(__file__).parent / "corpus"
 POOL = (
     "[2026-07-24 08:00:32 TP0] KV Cache is allocated. dtype: torch.bfloat16, #tokens: 2652800, "
     "K size: 0.25 GB, V size: 0.25 GB"
@@ -130,3 +134,86 @@ def test_the_live_handler_writes_its_events_without_parsing_what_the_engine_wrot
     written = (tmp_path / "kv.jsonl").read_bytes().splitlines()
     assert handler.written == len(written) > 0
     assert all(orjson.loads(line)["migrated"]["file"] is None for line in written)
+
+
+def _no_prefix(*_args: object) -> str:
+    raise AssertionError("the live handler printed or split a line prefix")
+
+
+def test_the_live_handler_neither_prints_nor_splits_a_prefix(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A record's time, pid and ranks are its message's header as they are: no text stands for them.
+
+    Every server's prefix refuses to build or split: a handler that printed a prefix for the engine to
+    split again (or split a message) fails its batches, and writes nothing.
+    """
+    sglang = EventHandler(SGLANG, str(tmp_path / "sglang.jsonl"), ranks={"tp": 0})
+    vllm = EventHandler(VLLM, str(tmp_path / "vllm.jsonl"))
+    for server in (SglangPrefix, VllmPrefix):
+        monkeypatch.setattr(server, "build", _no_prefix)
+        monkeypatch.setattr(server, "split", _no_prefix)
+    messages = [*START_UP, "\n".join(START_UP[:2]), "KV Cache is allocated, but in no wording kvlog knows: 4 GB"]
+    for message in messages:
+        sglang.handle(logging.makeLogRecord({"name": "sglang.srt", "msg": message, "levelno": logging.INFO}))
+    vllm_record = {"name": "vllm.v1", "msg": "# GPU blocks: 2048, # CPU blocks: 512", "processName": "EngineCore_DP1"}
+    vllm.handle(logging.makeLogRecord({**vllm_record, "levelno": logging.INFO}))
+    sglang.close()
+    vllm.close()
+    monkeypatch.undo()
+    assert capsys.readouterr().err == ""
+    assert (sglang.written, vllm.written) == (len(START_UP) + 2, 1)
+
+
+def _records(feed: Any, options: MigrateOptions | Migrator) -> list[Record]:
+    taken = Taken()
+    migrator = options if isinstance(options, Migrator) else Migrator(shipped_chain(), options)
+    run = FileRun(migrator, None, MigrationReport(files=1), None, taken)
+    feed(run)
+    run.finish()
+    return taken.records
+
+
+@pytest.mark.parametrize("log", ["gen2_2025.log", "postcapture_before_fix_2026_07.log", "hybrid_swa_2026.log"])
+def test_a_header_said_is_read_as_the_same_header_printed(log: str) -> None:
+    """A record's path into the engine differs from a printed line's only in where the header comes from.
+
+    Each line of a log, fed as the message its prefix heads with that prefix's header as said, gives
+    the events its printed line gives: the same wordings, context, look-ahead and corrections. Only
+    ``migrated.original`` (the text as read) and ``raw`` differ: the said line has no prefix to quote.
+    """
+    lines = (CORPUS / log).read_text().splitlines()
+    said = [SGLANG_PREFIX.split(line) for line in lines]
+    options = MigrateOptions(only_events=True, source="sglang")
+    printed = _records(lambda run: run.feed("".join(f"{line}\n" for line in lines).encode()), options)
+    headed = _records(lambda run: run.messages(said), options)
+
+    def unquoted(record: Record) -> dict[str, Any]:
+        return {**record.event, "migrated": {k: v for k, v in record.event["migrated"].items() if k != "original"}}
+
+    assert len(headed) == len(printed) > 0
+    assert [unquoted(r) for r in headed] == [unquoted(r) for r in printed]
+    assert [(r.line, r.source_format, r.source_version) for r in headed] == [
+        (r.line, r.source_format, r.source_version) for r in printed
+    ]
+
+
+def test_a_header_said_exactly_marks_no_time_inferred() -> None:
+    """A record's time is the instant, in UTC: the event takes it as it is, with no provenance note for it.
+
+    Also where the migrator read the same message printed before (a printed time is inferred: its
+    event is no copy for a said one), and for the second record (the first's event reused).
+    """
+    message = START_UP[0]  # weights.load_begin: no step of it names the time, so its event is reused
+    said = LinePrefix("2026-07-24T08:00:32.250000Z", {"tp": 1}, None, message, exact=True)  # no pid: as printed
+    migrator = Migrator(shipped_chain(), MigrateOptions(only_events=True))
+    line = f"[2026-07-24 08:00:32 TP1] {message}\n"
+    printed = _records(lambda run: run.feed((line * 2).encode()), migrator)
+    assert [r.event["migrated"]["inferred"]["timestamp"]["rule"] for r in printed] == ["naive-time-as-utc"] * 2
+    records = _records(lambda run: run.messages([said, said]), migrator)
+    assert len(records) == 2
+    for record in records:
+        event = record.event
+        assert (event["timestamp"], event["ranks"]) == ("2026-07-24T08:00:32.250000Z", {"tp": 1})
+        assert "timestamp" not in event["migrated"].get("inferred", {})
+        assert record.raw == message.encode() + b"\n"

@@ -14,6 +14,7 @@ import click
 from click.decorators import FC
 
 from kvlog.commands import ENGINES
+from kvlog.text.prefix import SERVERS
 
 engine = click.option(
     "--engine",
@@ -43,7 +44,7 @@ _WROTE = "The server that wrote the inputs (default: detected per file from the 
 
 def source(help_text: str = _WROTE) -> Callable[[FC], FC]:
     """``--source``: the server whose wording the inputs are in, for the commands that read logs."""
-    return click.option("--source", type=click.Choice(["sglang", "vllm"]), help=help_text)
+    return click.option("--source", type=click.Choice(list(SERVERS)), help=help_text)
 
 
 jobs = click.option("-j", "--jobs", type=click.IntRange(min=1), default=1, show_default=True, help="Worker processes.")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import click
 
@@ -11,7 +12,9 @@ from kvlog.cli import live
 from kvlog.cli.examples import examples
 from kvlog.cli.failing import fail, message
 from kvlog.errors import KvlogError
+from kvlog.integrate import LIVE_SERVERS
 from kvlog.integrate.budget import MAX_HELD_BYTES
+from kvlog.integrate.config import EVENTS
 
 
 @click.command(
@@ -20,10 +23,10 @@ from kvlog.integrate.budget import MAX_HELD_BYTES
         "kvlog integrate vllm --metrics-port 9400 > kvlog-logging.json",
     )
 )
-@click.argument("server", type=click.Choice(["sglang", "vllm"]))
+@click.argument("server", type=click.Choice(list(LIVE_SERVERS)))
 @click.option(
     "--events",
-    default="kvlog-events-{pid}.jsonl",
+    default=EVENTS,
     show_default=True,
     metavar="PATH|-",
     help="Each server process's events, as JSON lines: {pid} and {rank} (tp0, dp1-tp1-ep1, main) are filled in "
@@ -54,15 +57,7 @@ from kvlog.integrate.budget import MAX_HELD_BYTES
     metavar="CONFIG.json",
     help="Merge kvlog's handler into this logging configuration instead of the server's default.",
 )
-def integrate(  # noqa: PLR0917 - click passes every option as an argument
-    server: str,
-    events: str,
-    metrics_port: int | None,
-    metrics_host: str,
-    hold_s: float,
-    max_held_bytes: int,
-    keep: str | None,
-) -> None:
+def integrate(server: str, **options: Any) -> None:
     """Print a logging configuration that makes a running SERVER (sglang or vllm) emit typed events.
 
     Save it and name it in the server's variable; nothing else changes:
@@ -76,16 +71,9 @@ def integrate(  # noqa: PLR0917 - click passes every option as an argument
     Exit status: 0 the configuration was printed; 2 an option cannot work, or the --keep file cannot
     be read or merged into.
     """
+    # the options are ``commands.integrate``'s keyword arguments, by name, with its defaults: none is passed by hand
     try:
-        document = commands.integrate(
-            server,
-            events=events,
-            metrics_port=metrics_port,
-            metrics_host=metrics_host,
-            hold_s=hold_s,
-            max_held_bytes=max_held_bytes,
-            keep=keep,
-        )
+        document = commands.integrate(server, **options)
     except KvlogError as exc:
         fail("integrate", message(exc, integrate), commands.exit_status_of(exc))
     click.echo(json.dumps(document, indent=2))

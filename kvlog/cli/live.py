@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import click
 
+from kvlog.follow.holding import HOLD_S
+
 #: the bounded look-ahead in time of ``kvlog.follow.holding``
 hold = click.option(
     "--hold",
     "hold_s",
     type=float,
-    default=300.0,
+    default=HOLD_S,
     show_default=True,
     metavar="SECONDS",
     help="How long an event may wait for a later line that tells its state (the post-capture line) before it is "

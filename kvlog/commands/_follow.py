@@ -16,6 +16,7 @@ from kvlog.commands import EXIT_OK
 from kvlog.commands._migrate import migrator_for
 from kvlog.errors import OptionError
 from kvlog.follow import state as saved
+from kvlog.follow.holding import HOLD_S
 from kvlog.follow.own import OwnFiles
 from kvlog.follow.runner import EventOutput, Follower, Observer
 from kvlog.follow.stall import StallWatch
@@ -52,7 +53,7 @@ def follow(
     *,
     output: str | Path | None = None,
     state: str | Path | None = None,
-    hold_s: float = 300.0,
+    hold_s: float = HOLD_S,
     new_only: bool = False,
     source: str | None = None,
     migrations: str | Path | None = None,

@@ -9,18 +9,20 @@ from pathlib import Path
 from typing import Any
 
 from kvlog.errors import OptionError
+from kvlog.follow.holding import HOLD_S
 from kvlog.integrate import LIVE_SERVERS, configuration
 from kvlog.integrate.budget import MAX_HELD_BYTES, MIN_HELD_BYTES
+from kvlog.integrate.config import EVENTS
 from kvlog.io.errors import InputError
 
 
 def integrate(
     server: str,
     *,
-    events: str = "kvlog-events-{pid}.jsonl",
+    events: str = EVENTS,
     metrics_port: int | None = None,
     metrics_host: str = "127.0.0.1",
-    hold_s: float = 300.0,
+    hold_s: float = HOLD_S,
     max_held_bytes: int = MAX_HELD_BYTES,
     keep: str | Path | None = None,
 ) -> dict[str, Any]:

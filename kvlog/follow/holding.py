@@ -9,8 +9,13 @@ with the bound in ``migrated.inferred``.
 from __future__ import annotations
 
 from collections import deque
+from typing import TYPE_CHECKING
 
-from kvlog.migration.engine import FileRun
+if TYPE_CHECKING:  # the options that name the default (``--hold``) import this without the engine
+    from kvlog.migration.engine import FileRun
+
+#: how long an event waits by default (``--hold`` of ``kvlog follow`` and ``kvlog integrate``)
+HOLD_S = 300.0
 
 
 class Holding:

@@ -14,11 +14,14 @@ from collections.abc import Mapping
 from typing import Any
 
 from kvlog.errors import KvlogError
+from kvlog.follow.holding import HOLD_S
 from kvlog.integrate.budget import MAX_HELD_BYTES
 
 #: the handler's name in the document (``--keep`` replaces one kvlog wrote before, and refuses any other)
 HANDLER = "kvlog"
 FACTORY = "kvlog.integrate.handler_for"
+#: where each server process writes its events unless told (``--events``): ``{pid}`` filled in by the process
+EVENTS = "kvlog-events-{pid}.jsonl"
 
 
 class ConfigurationError(KvlogError):
@@ -31,7 +34,7 @@ def configuration(
     events: str,
     metrics_port: int | None = None,
     metrics_host: str = "127.0.0.1",
-    hold_s: float = 300.0,
+    hold_s: float = HOLD_S,
     max_held_bytes: int = MAX_HELD_BYTES,
     keep: Mapping[str, Any] | None = None,
     keep_name: str = "the configuration",
@@ -40,7 +43,7 @@ def configuration(
     options: dict[str, Any] = {"()": FACTORY, "server": server, "events": events}
     if metrics_port is not None:
         options |= {"metrics_port": metrics_port, "metrics_host": metrics_host}
-    if hold_s != 300.0:
+    if hold_s != HOLD_S:  # the factory's default: the document says only what differs
         options["hold_s"] = hold_s
     if max_held_bytes != MAX_HELD_BYTES:
         options["max_held_bytes"] = max_held_bytes

@@ -6,15 +6,16 @@ byte budget (``kvlog.integrate.budget``: what the queue and the look-ahead hold 
 ``max_held_bytes``). The look-ahead takes at most half of it: past that, the events waiting for a
 later line are written as they stand (the bound in ``migrated.inferred``), so that the records after
 them are read rather than dropped. Everything else
-happens on one worker thread per process: each record becomes the line the server's default format
-prints (its prefix built by the server's ``ServerPrefix``), read by the migration engine with the
-same grammar and context rules as ``kvlog migrate`` and ``kvlog follow`` (the arena line before a
-pool, the post-capture lines after it, held for at most ``hold_s`` as ``follow`` holds them). What a
-record says better than a printed line replaces what the line could only infer: the exact time
-(``created``, UTC) and the process id. The record's logger and the source file and line of its
-logging call are provenance in ``ext`` (``logger``, ``code_file``, ``code_line``); ``migrated.file`` is
-null (no file was read) and ``migrated.line`` numbers the records the handler read in its process, so
-an event's evidence lines and its run stay those of its process.
+happens on one worker thread per process: each record's message is read by the migration engine
+under the header the record itself says (``FileRun.messages``: no prefix is printed for it, nor split
+off it), with the same grammar and context rules as ``kvlog migrate`` and ``kvlog follow`` (the arena
+line before a pool, the post-capture lines after it, held for at most ``hold_s`` as ``follow`` holds
+them). The header says what a printed line could only infer: the exact time (``created``, UTC, so
+nothing about it is inferred), the process id, and the ranks (the process's, or its record's process
+name's). The record's logger and the source file and line of its logging call are provenance in
+``ext`` (``logger``, ``code_file``, ``code_line``); ``migrated.file`` is null (no file was read) and
+``migrated.line`` numbers the records' lines the handler read in its process, so an event's evidence
+lines and its run stay those of its process.
 
 The handler never raises into the server and never blocks it: failures to write are said once on
 standard error and the events of that process are dropped and counted. A forked child starts afresh
@@ -49,7 +50,7 @@ import orjson
 
 from kvlog.envelope import ordered, utc_timestamp
 from kvlog.errors import MetricsEndpointError
-from kvlog.follow.holding import Holding
+from kvlog.follow.holding import HOLD_S, Holding
 from kvlog.integrate.budget import MAX_HELD_BYTES, Budget, cost, readable
 from kvlog.integrate.servers import LIVE_SERVERS, LiveServer, configuring
 from kvlog.migration import load_chain
@@ -57,7 +58,7 @@ from kvlog.migration.candidates import might_be_read
 from kvlog.migration.engine import FileRun, MigrateOptions, Migrator
 from kvlog.migration.records import Record
 from kvlog.migration.report import MigrationReport
-from kvlog.text.prefix import rank_tags
+from kvlog.text.prefix import LinePrefix, rank_tags
 
 if TYPE_CHECKING:
     from kvlog.metrics.prometheus import Endpoint as _Endpoint
@@ -111,7 +112,7 @@ class EventHandler(logging.Handler):
         ranks: dict[str, int] | None = None,
         metrics_port: int | None = None,
         metrics_host: str = "127.0.0.1",
-        hold_s: float = 300.0,
+        hold_s: float = HOLD_S,
         queue_records: int = QUEUE_RECORDS,
         max_held_bytes: int = MAX_HELD_BYTES,
     ) -> None:
@@ -321,28 +322,28 @@ class _Reading:
         self.observe: Callable[[dict[str, Any]], None] | None = None
 
     def read(self, records: list[_Record]) -> None:
-        r"""Records as the lines the server prints, fed to the engine at once; the events written, flushed.
+        """Records as messages under their own headers, fed to the engine at once; the events written, flushed.
 
-        A message may hold lone surrogates (``"\ud800"``), which UTF-8 cannot encode (``surrogateescape``
-        only those standing for bytes): they are written escaped, as the six characters ``\ud800``. Else
-        the whole batch failed to encode and every record in it was lost.
+        Each record's header is what it says itself: its time, pid, and ranks (the process's, else its
+        process name's). No level: the wording's, as every memory line kvlog reads gets it.
         """
         server, own = self.handler.server, self.handler.ranks
         size = sum(record.cost for record in records)
         if size:  # charged to the batch's last line before anything can fail: its bytes are given back all the same
             self.charged.append((self.run.number + sum(r.message.count("\n") + 1 for r in records), size))
             self.charged_bytes += size
-        text: list[str] = []
+        said: list[LinePrefix] = []
+        number = self.run.number
         for record in records:
             ranks = own if own is not None else server.record_ranks(record.process_name)
-            prefix = server.prefix.build(utc_timestamp(record.created), ranks or None)
-            for line in record.message.split("\n"):
-                text.append(f"{prefix}{line}\n")
-                number = self.run.number + len(text)
+            timestamp = utc_timestamp(record.created)
+            said.append(LinePrefix(timestamp, ranks or {}, None, record.message, pid=record.process, exact=True))
+            for _ in range(record.message.count("\n") + 1):
+                number += 1
                 self.records[number] = record
                 self.lines.append(number)
-        if text:
-            self.run.feed("".join(text).encode("utf-8", "backslashreplace"))
+        if said:
+            self.run.messages(said)
             self.holding.read(self.run, time.monotonic())
         self._forget_written()
         if self.charged_bytes > self.lookahead_bytes:
@@ -385,11 +386,11 @@ class _Reading:
         """The downstream's bytes: none but the empty lines of ``only_events`` (it reads events only)."""
 
     def record(self, read: Record) -> None:
-        """An event the engine read: what its log record says exactly added, written, and told to the gauges."""
+        """An event the engine read: where its log record was logged added, written, and told to the gauges."""
         record = self.records.get(read.line)
         event = dict(read.event)  # the engine's context may still revise its own: what the record adds is ours
         if record is not None:  # the engine validated the event; what the record adds is valid by construction
-            _from_record(event, record)
+            _logged_at(event, record)
         ranks = event.get("ranks") or {}
         if self.output is None:
             self.output = _Output(self.handler, ranks)
@@ -400,18 +401,8 @@ class _Reading:
             self.observe(event)
 
 
-def _from_record(event: dict[str, Any], record: _Record) -> None:
-    """What the record says exactly, in place of what its printed line could only infer; where it was logged."""
-    event["timestamp"] = utc_timestamp(record.created)
-    if record.process is not None:
-        event["pid"] = record.process
-    migrated = event["migrated"] = dict(event["migrated"])
-    migrated["file"] = None  # no file was read: ``line`` numbers this process's records, as its evidence does
-    inferred = {name: note for name, note in migrated.get("inferred", {}).items() if name != "timestamp"}
-    if inferred:
-        migrated["inferred"] = inferred
-    else:
-        migrated.pop("inferred", None)
+def _logged_at(event: dict[str, Any], record: _Record) -> None:
+    """Where the record was logged (its logger, its call site), which no header says: provenance in ``ext``."""
     code = {"code_file": record.pathname, "code_line": record.lineno} if record.lineno >= 1 else {}
     event["ext"] = {**event.get("ext", {}), "logger": record.logger, **code}
 
@@ -586,7 +577,7 @@ def handler_for(
     *,
     metrics_port: int | None = None,
     metrics_host: str = "127.0.0.1",
-    hold_s: float = 300.0,
+    hold_s: float = HOLD_S,
     max_held_bytes: int = MAX_HELD_BYTES,
     server_default: bool = True,
 ) -> logging.Handler:

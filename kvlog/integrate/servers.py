@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from types import FrameType
 from typing import Any
 
-from kvlog.text.prefix import SERVERS, ServerPrefix, sglang_ranks, vllm_process_ranks
+from kvlog.text.prefix import sglang_ranks, vllm_process_ranks
 
 #: how far up the stack the server's configure function may be from the handler factory (dictConfig's own frames)
 _FRAMES = 64
@@ -99,8 +99,6 @@ class LiveServer:
     function: str
     #: the logger the server's default handler is on ("" for the root logger), where kvlog's handler goes too
     logger: str
-    #: the server's line prefix, which the handler writes each record's line with
-    prefix: ServerPrefix
     #: runs the server's default configuration from the frame of its configure function
     run_default: Callable[[LiveServer, FrameType], None]
     #: the ranks of the configuring process, when the server says them at configuration (sglang's prefix)
@@ -163,7 +161,6 @@ SGLANG = LiveServer(
     "SGLANG_LOGGING_CONFIG_PATH",
     "configure_logger",
     "",
-    SERVERS["sglang"],
     _run_sglang_default,
     _sglang_ranks,
     _no_record_ranks,
@@ -173,7 +170,6 @@ VLLM = LiveServer(
     "VLLM_LOGGING_CONFIG_PATH",
     "_configure_vllm_root_logger",
     "vllm",
-    SERVERS["vllm"],
     _run_vllm_default,
     _no_process_ranks,
     vllm_process_ranks,

@@ -13,7 +13,8 @@ copied through as it was and, when it looks like a memory line, reported with th
 Events that wait for a later line (see ``kvlog.migration.context``) hold back the output behind them
 for at most ``LOOKAHEAD_LINES`` lines or ``LOOKAHEAD_BYTES`` bytes: memory stays bounded on any file.
 A live follower (``kvlog.follow``) drives the same ``FileRun`` with whole lines as they arrive and bounds
-the look-ahead in time as well (``release_through``).
+the look-ahead in time as well (``release_through``); the live handler (``kvlog.integrate``) with log
+records' messages under the header each record says (``messages``), which no prefix is split from.
 """
 
 from __future__ import annotations
@@ -21,8 +22,8 @@ from __future__ import annotations
 import io
 import re
 from collections import deque
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any, Literal
@@ -64,8 +65,9 @@ _MEMORY_WORDING = re.compile(r"is allocated|VA upper bound|reserved(?:_va)?=|mem
 
 
 #: what a recognised line's event at its newest version depends on besides its message, when it can be
-#: reused (``FileRun._event``): whether its prefix printed a time, its level, pid, and whether it has ranks
-Shape = tuple[str, bool, str, int | None, bool]
+#: reused (``FileRun._event``): whether its header says a time and whether exactly, its level, pid, and
+#: whether it has ranks
+Shape = tuple[str, bool, bool, str, int | None, bool]
 #: the envelope values that differ between lines of one ``Shape``: a reused event is only valid when no
 #: operation of its rule or steps reads, writes or drops them
 _PER_LINE = frozenset({"timestamp", "ranks", "migrated"})
@@ -121,6 +123,15 @@ class Family:
                 if found is not None:
                     return found
         return None
+
+
+def _header(family: Family, line: str, said: LinePrefix | None) -> LinePrefix:
+    """What ``line``'s header says: the server's prefix split off it, or the header ``said`` (the line all message).
+
+    The one place the two ways in part: everything the engine does with a line's header after this is
+    the same for a printed line and a log record's (``FileRun.messages``).
+    """
+    return family.prefix.split(line) if said is None else replace(said, message=line)
 
 
 def _file_modified(file: str | None) -> str | None:
@@ -253,6 +264,8 @@ class FileRun:
         self.held_lines = 0
         self.held_bytes = 0
         self.open_line = False  # the last passthrough segment ended inside a line
+        #: while ``messages`` reads: the header of each of its lines, and the number of the first
+        self._said: tuple[list[LinePrefix], int] | None = None
 
     def take(self, pieces: Iterable[tuple[bool | None, bytes, int, int]]) -> None:
         """Migrate what ``segments`` or ``split`` found: candidate lines one by one, the rest in runs."""
@@ -276,6 +289,26 @@ class FileRun:
             self.overlong(lines.head, lines.length)
             return
         self.take(segments(io.BytesIO(lines)))
+
+    def messages(self, said: Sequence[LinePrefix]) -> None:
+        r"""Messages whose header is known, each line of one a line of its own: the live handler's way in.
+
+        A log record says its time, pid and ranks itself (``kvlog.integrate``): each ``LinePrefix`` is
+        one record's, its ``message`` the record's. Its lines are read as a log's lines are (the same
+        probes, look-ahead and context, through ``take``), but nothing in them is split off as a
+        prefix: text that looks like one in a message is message text, and every line has its
+        record's header, a progress bar's ``\r`` in it or not. Lone surrogates (``"\ud800"``), which UTF-8
+        cannot encode, are read escaped, as the six characters ``\ud800``.
+        """
+        if not said:
+            return
+        headers = [header for header in said for _ in range(header.message.count("\n") + 1)]
+        data = "\n".join([header.message for header in said]).encode("utf-8", "backslashreplace") + b"\n"
+        self._said = (headers, self.number + 1)
+        try:
+            self.take(segments(io.BytesIO(data)))
+        finally:
+            self._said = None
 
     def overlong(self, head: bytes, length: int) -> None:
         """The line just counted was ``length`` bytes (``head`` its first), too long to be read.
@@ -332,13 +365,14 @@ class FileRun:
     def _line(self, raw: bytes) -> None:
         self.number += 1
         body = raw[:-1] if raw.endswith(b"\n") else raw
+        said = None if self._said is None else self._said[0][self.number - self._said[1]]
         if len(body) > MAX_LINE_BYTES:
             held = None  # no sglang memory line or kvlog event is this long: copied, never parsed
             self.overlong(body, len(raw))
-        elif body.lstrip()[:1] == b"{":
+        elif said is None and body.lstrip()[:1] == b"{":  # a record's message is a server's text, never an event
             held = self._json(raw, body)
         else:
-            held = self._text(raw, body)
+            held = self._text(raw, body, said)
         if held is None:
             if not self.migrator.options.only_events:
                 self._emit(raw, 1)
@@ -359,7 +393,8 @@ class FileRun:
 
     # -- reading --------------------------------------------------------------------------------
 
-    def _text(self, raw: bytes, body: bytes) -> Held | None:
+    def _text(self, raw: bytes, body: bytes, said: LinePrefix | None = None) -> Held | None:
+        """A text line's event (None: none): its header split off it, or ``said`` (a record's, ``messages``)."""
         try:
             text = body.decode("utf-8")
         except UnicodeDecodeError as exc:
@@ -367,10 +402,10 @@ class FileRun:
             read = body.decode("utf-8", "replace")
             self._unparsed(log_text(body), f"not valid UTF-8 ({exc.reason} at byte {exc.start})", read_as=read)
             return None
-        found = self._recognise(text)
+        found = self._recognise(text, said)
         if found is None:
             servers = self.family.server if self.family else " or ".join(f.server for f in self.migrator.families)
-            self._unparsed(text, f"looks like a memory line but matches no known {servers} wording")
+            self._unparsed(text, f"looks like a memory line but matches no known {servers} wording", said=said)
             return None
         recognised, prefix, before = found
         timestamp, ranks, after = prefix.timestamp, prefix.ranks, recognised.parsed.rest
@@ -427,7 +462,8 @@ class FileRun:
         """
         family, rule = self.family, recognised.rule
         assert family is not None, "_recognise sets the family"
-        shape = (prefix.message, prefix.timestamp is None, prefix.level or rule.level, prefix.pid, bool(prefix.ranks))
+        level = prefix.level or rule.level
+        shape = (prefix.message, prefix.timestamp is None, prefix.exact, level, prefix.pid, bool(prefix.ranks))
         built = family.shapes.get(shape)
         if built is not None:
             event, nested = built
@@ -468,25 +504,30 @@ class FileRun:
             family.shapes.clear()  # a message's shapes may be many: each pid a vLLM prefix names is one
         family.shapes[shape] = (jsonline.copy(kept), nested)
 
-    def _message(self, text: str) -> str:
-        """A line without its prefix: the first server's prefix that reads one (the line itself if none does)."""
+    def _message(self, text: str, said: LinePrefix | None) -> str:
+        """A line without its prefix: the first server's prefix that reads one (the line itself if none does).
+
+        A line whose header was ``said`` has none: it is all message.
+        """
+        if said is not None:
+            return text
         for family in self.migrator.families:
             prefix = family.prefix.split(text)
             if prefix.message != text.rstrip(" \t\r\n"):
                 return prefix.message
         return text
 
-    def _recognise(self, text: str) -> tuple[Recognised, LinePrefix, str] | None:
+    def _recognise(self, text: str, said: LinePrefix | None = None) -> tuple[Recognised, LinePrefix, str] | None:
         """Try the line as printed, then what follows its last carriage return (a tqdm bar glued before it).
 
-        Returns what was read, the prefix, and the text glued before the line (kept, never dropped).
+        Returns what was read, the header (``_header``), and the text glued before the line (kept, never dropped).
         """
         stripped = text.rstrip(" \t\r")
         family = self.family
         if family is not None and "\r" not in stripped:
             # what is tried first below, without the list of attempts: the line as printed, read as the
             # server this input's lines were read as (nearly every line of a log)
-            prefix = family.prefix.split(stripped)
+            prefix = _header(family, stripped, said)
             if prefix.message.startswith(family.starts):
                 recognised = family.recognise(prefix.message)
                 if recognised is not None:
@@ -500,7 +541,7 @@ class FileRun:
             families = [self.family, *(f for f in families if f is not self.family)]
         for family in families:
             for candidate, before in attempts:
-                prefix = family.prefix.split(candidate)
+                prefix = _header(family, candidate, said)
                 if not prefix.message.startswith(family.starts):
                     continue  # most candidate lines (request logs that mention the KV cache) end here
                 recognised = family.recognise(prefix.message)
@@ -565,10 +606,10 @@ class FileRun:
                 mark_inferred(event, marked, InferenceRule.MARKED_INFERRED, EVIDENCE[InferenceRule.MARKED_INFERRED])
         return Held(event, self.number, revisable=True, raw=raw, source=source, source_version=version)
 
-    def _unparsed(self, text: str, reason: str, *, read_as: str | None = None) -> None:
+    def _unparsed(self, text: str, reason: str, *, read_as: str | None = None, said: LinePrefix | None = None) -> None:
         """Report ``text`` if it looks like a memory line (as ``read_as`` reads, where that differs)."""
         read = text if read_as is None else read_as
-        message = self._message(read)
+        message = self._message(read, said)
         if not carries_memory_figure(message) and _MEMORY_WORDING.search(message) is None:
             return
         if self.migrator.allowed_unparsed is not None and self.migrator.allowed_unparsed.search(read):

@@ -80,8 +80,9 @@ class Recognised:
         migrated = provenance(event)
         migrated["source_format"] = self.generation.id
         migrated["steps"] = [self.generation.id]
-        read_as = InferenceRule.NO_TIMESTAMP if timestamp is None else InferenceRule.NAIVE_TIME_AS_UTC
-        mark_inferred(event, "timestamp", read_as, EVIDENCE[read_as])
+        if not prefix.exact:
+            read_as = InferenceRule.NO_TIMESTAMP if timestamp is None else InferenceRule.NAIVE_TIME_AS_UTC
+            mark_inferred(event, "timestamp", read_as, EVIDENCE[read_as])
         if self.parsed.uncertainty_bytes:
             migrated["uncertainty_bytes"] = dict(self.parsed.uncertainty_bytes)
         for op in rule.ops:

@@ -23,11 +23,13 @@ _TRAILING = " \t\r\n"
 
 @dataclass(frozen=True)
 class LinePrefix:
-    """What the prefix said, and the message after it (trailing spaces and carriage returns removed).
+    """What a line's header says, and the message after it (trailing spaces and carriage returns removed).
 
-    ``partial`` is what a prefix without a full date prints of the time, as the end of an RFC 3339
-    timestamp (``10:00:05``: the time of day; ``06-01T10:00:05``: month, day and time, no year);
-    ``timestamp`` is then None. ``pid`` is the process a prefix names.
+    The one shape of a header, whoever reads it: a ``ServerPrefix`` splits it off a printed line, and
+    the live handler makes it from a log record's own fields (``kvlog.migration.engine.FileRun.messages``),
+    so that the engine reads both alike. ``partial`` is what a prefix without a full date prints of the
+    time, as the end of an RFC 3339 timestamp (``10:00:05``: the time of day; ``06-01T10:00:05``:
+    month, day and time, no year); ``timestamp`` is then None. ``pid`` is the process a prefix names.
     """
 
     timestamp: str | None
@@ -36,6 +38,9 @@ class LinePrefix:
     message: str
     partial: str | None = None
     pid: int | None = None
+    #: ``timestamp`` is the instant itself, in UTC (a log record's ``created``): nothing about it is inferred,
+    #: where a printed time is a naive clock that kvlog reads as UTC
+    exact: bool = False
 
 
 class ServerPrefix(Protocol):
