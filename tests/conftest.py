@@ -87,6 +87,17 @@ def cluster_store(cluster: Cluster) -> S3:
     return _RAY_NODES.s3
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The tests of the shared Ray cluster go to one pytest-xdist worker, one after another.
+
+    ``scripts/test`` runs the suite on several workers (``--dist loadgroup``): one group keeps a single
+    cluster for them all (two clusters on one loopback would also compete for Ray's fixed ports).
+    """
+    for item in items:
+        if "cluster" in item.fixturenames:
+            item.add_marker(pytest.mark.xdist_group("ray-cluster"))
+
+
 @pytest.hookimpl(trylast=True)
 def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> None:
     """Stop the shared Ray cluster once the next test (if any) does not use it."""
