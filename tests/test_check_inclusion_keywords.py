@@ -14,15 +14,16 @@ from typing import Any
 import pytest
 from jsonschema import Draft202012Validator
 
-from kvlog.check import compare, drafts
+from kvlog.check import compare
 from kvlog.check.inclusion import Judge, applicators, arrays, objects, scalars
 from kvlog.check.inclusion.keywords import APPLICATORS, KEYWORDS, TYPES, reference, typed
+from kvlog.schema import walk
 
 S: dict[str, Any] = {"type": "string"}
 
 
 def test_the_table_has_a_rule_for_each_keyword_the_drafts_are_read_into_and_no_other() -> None:
-    assert set(KEYWORDS) == set(drafts._KEYWORDS["2020-12"])
+    assert set(KEYWORDS) == set(walk.KEYWORDS["2020-12"])
 
 
 def test_each_applicator_keyword_is_judged_by_its_applicator_rule_and_each_type_by_its_own() -> None:
