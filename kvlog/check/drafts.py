@@ -113,6 +113,7 @@ def _compile(schema: Any, draft: Draft) -> Any:
 class _Reader:
     root: Any
     draft: Draft
+    _top: Followed | None = None  # the document's own scope, made at its first $ref
 
     def read(self, node: Any, pointer: str, scope: Followed | None) -> Any:
         """``node`` in 2020-12 keywords; ``scope``: the last reference followed to reach it, if any."""
@@ -171,7 +172,9 @@ class _Reader:
         if not ref.startswith("#"):
             return {"$ref": ref}  # another document: opaque, compared only for equality
         if scope is None:
-            scope = Followed(self.root, document_resolver(self.root, self.draft), ())
+            if self._top is None:
+                self._top = Followed(self.root, document_resolver(self.root, self.draft), ())
+            scope = self._top
         try:
             followed = follow(ref, scope.resolver, (pointer,), scope.seen)
         except DerefError as exc:

@@ -220,7 +220,7 @@ def document_resolver(schema: Any, draft: Draft) -> Resolver[Any]:
     }
     resource = specifications[draft].create_resource(schema)
     uri = resource.id() or ""
-    registry: Registry[Any] = Registry().with_resource(uri, resource).crawl()  # crawled: each $id it holds
+    registry: Registry[Any] = Registry().with_resource(uri, resource)  # crawled at a first miss (an $id, an anchor)
     return registry.resolver(base_uri=uri)
 
 
