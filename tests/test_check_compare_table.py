@@ -33,7 +33,7 @@ from hypothesis_jsonschema._canonicalise import HypothesisRefResolutionError
 from referencing.exceptions import Unresolvable
 
 from kvlog.check import compare
-from kvlog.check.drafts import Draft
+from kvlog.schema.walk import Draft
 
 Expected = Literal["compatible", "breaking", "undecided"]
 Case = tuple[str, Draft, Any, Any, Expected]

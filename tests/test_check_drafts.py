@@ -130,3 +130,23 @@ def test_an_open_content_model_written_as_an_empty_schema_does_not_force_a_membe
     assert verdict.compatible is not True  # undecided today: the search never proposes {"b": ...} here
     closed = {**old, "additionalProperties": False}  # closed to {"a"} with one member at least: "a" is always there
     assert compare(closed, {"type": "object", "required": ["a"]}).compatible is True
+
+
+INTEGER = {"type": "integer"}
+LOCAL_REFERENCES = {
+    "anchor": {"$defs": {"n": {"$anchor": "count", **INTEGER}}, "$ref": "#count"},
+    "draft-07-anchor": {"$schema": DRAFT_07, "definitions": {"n": {"$id": "#count", **INTEGER}}, "$ref": "#count"},
+    "percent-escaped-pointer": {"$defs": {"a count": INTEGER}, "$ref": "#/$defs/a%20count"},
+    "under-an-id": {"$id": "https://acme.example/c.json", "$defs": {"n": INTEGER}, "$ref": "#/$defs/n"},
+}
+
+
+@pytest.mark.parametrize("reader", LOCAL_REFERENCES.values(), ids=LOCAL_REFERENCES.keys())
+def test_a_local_reference_is_followed_as_the_validators_follow_it(reader: dict[str, Any]) -> None:
+    """A plain-name anchor or a percent-escaped pointer names a schema in the document, as the validators
+    read it: the verdict follows it (it was undecided, "does not resolve") and shows the break."""
+    from kvlog.check import compare  # noqa: PLC0415
+
+    assert compare({"type": "integer"}, reader).compatible is True
+    verdict = compare({"type": ["integer", "string"]}, reader)
+    assert verdict.compatible is False and isinstance(verdict.counterexample, str)

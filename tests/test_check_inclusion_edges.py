@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 from jsonschema import Draft202012Validator
 
-from kvlog.check.inclusion import Judge, Outcome, merge
+from kvlog.check.inclusion import Judge, Outcome
+from kvlog.check.inclusion.algebra import merge
 from kvlog.check.instances import candidates
 
 I: dict[str, Any] = {"type": "integer"}  # noqa: E741

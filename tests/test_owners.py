@@ -146,3 +146,24 @@ def test_kvlog_integrate_passes_its_options_by_name_with_the_command_functions_d
             continue
         default = param.default if name != "max_held_bytes" else param.default << 20  # --max-held is in MiB
         assert default == signature[name].default, name
+
+
+def test_one_table_says_which_keywords_each_draft_defines_and_one_function_follows_a_ref() -> None:
+    """kvlog.schema.walk owns the drafts' vocabulary and the $ref follower; the draft reader takes both."""
+    assert vars(drafts)["walk"] is walk and vars(drafts)["declared"] is walk.declared
+    assert vars(drafts)["follow"] is walk.follow
+    for path, text in _sources():
+        if path.name != "walk.py":
+            assert "json-schema.org/draft-0" not in text, f"{path}: tell a draft by kvlog.schema.walk.declared"
+            assert ".lookup(" not in text, f"{path}: follow a $ref through kvlog.schema.walk.follow"
+            assert '.replace("~1", "/")' not in text, f"{path}: follow a $ref through kvlog.schema.walk.follow"
+
+
+def test_a_reference_through_a_number_is_a_reference_that_does_not_resolve() -> None:
+    from referencing import Registry, Resource  # noqa: PLC0415
+    from referencing.jsonschema import DRAFT202012  # noqa: PLC0415
+
+    document = {"$id": "urn:acme", "minimum": 3, "properties": {"a": {"$ref": "#/minimum/x"}}}
+    registry = Registry().with_resource("urn:acme", Resource.from_contents(document, default_specification=DRAFT202012))
+    with pytest.raises(walk.DerefError, match=r"at properties/a: does not resolve \(TypeError\)"):
+        walk.dereference(document, registry, "urn:acme")

@@ -14,23 +14,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any, Literal
+from typing import Any
 
 import jsonschema_rs
 import orjson
 
 from kvlog.schema import walk
+from kvlog.schema.walk import DerefError, Draft, Followed, declared, document_resolver, follow
 
-Draft = Literal["draft-04", "draft-06", "draft-07", "2019-09", "2020-12"]
-DRAFTS: tuple[Draft, ...] = ("draft-04", "draft-06", "draft-07", "2019-09", "2020-12")
-
-_BY_URI: dict[str, Draft] = {
-    "json-schema.org/draft-04/schema": "draft-04",
-    "json-schema.org/draft-06/schema": "draft-06",
-    "json-schema.org/draft-07/schema": "draft-07",
-    "json-schema.org/draft/2019-09/schema": "2019-09",
-    "json-schema.org/draft/2020-12/schema": "2020-12",
-}
 _VALIDATORS: dict[Draft, Any] = {
     "draft-04": jsonschema_rs.Draft4Validator,
     "draft-06": jsonschema_rs.Draft6Validator,
@@ -39,54 +30,8 @@ _VALIDATORS: dict[Draft, Any] = {
     "2020-12": jsonschema_rs.Draft202012Validator,
 }
 
-_COMMON = frozenset(
-    {
-        "type",
-        "enum",
-        "minimum",
-        "maximum",
-        "exclusiveMinimum",
-        "exclusiveMaximum",
-        "multipleOf",
-        "minLength",
-        "maxLength",
-        "pattern",
-        "items",
-        "additionalItems",
-        "minItems",
-        "maxItems",
-        "uniqueItems",
-        "properties",
-        "patternProperties",
-        "additionalProperties",
-        "required",
-        "minProperties",
-        "maxProperties",
-        "dependencies",
-        "allOf",
-        "anyOf",
-        "oneOf",
-        "not",
-        "$ref",
-    }
-)
-# The assertions and applicators each draft defines; anything else in a schema is an annotation there.
-_KEYWORDS: dict[Draft, frozenset[str]] = {
-    "draft-04": _COMMON,
-    "draft-06": _COMMON | {"const", "contains", "propertyNames"},
-    "draft-07": _COMMON | {"const", "contains", "propertyNames", "if", "then", "else"},
-}
-_KEYWORDS["2019-09"] = (_KEYWORDS["draft-07"] - {"dependencies"}) | {
-    "dependentRequired",
-    "dependentSchemas",
-    "unevaluatedItems",
-    "unevaluatedProperties",
-    "minContains",
-    "maxContains",
-}
-_KEYWORDS["2020-12"] = (_KEYWORDS["2019-09"] - {"additionalItems"}) | {"prefixItems"}
-
-# Where subschemas sit is kvlog.schema.walk's table; the reader takes ``items``, ``additionalItems`` and
+# Which keywords each draft defines, where a $ref hides its siblings and where subschemas sit are
+# kvlog.schema.walk's tables, and walk.follow follows a $ref; the reader takes ``items``, ``additionalItems`` and
 # ``dependencies`` apart (their meaning changed between drafts), and leaves ``$defs``/``definitions``
 # (read where a ``$ref`` takes them) and the annotation ``contentSchema`` as they are written.
 _SINGLE = walk.SINGLE - {"items", "additionalItems", "contentSchema"}
@@ -98,25 +43,9 @@ class SchemaError(ValueError):
     """A schema that cannot be read: the message says where and why."""
 
 
-def declared(schema: Any) -> Draft | None:
-    """The draft a document's ``$schema`` names, or None when it names none kvlog knows."""
-    uri = schema.get("$schema") if isinstance(schema, dict) else None
-    if not isinstance(uri, str):
-        return None
-    return _BY_URI.get(uri.split("://", 1)[-1].rstrip("#"))
-
-
 def detect(schema: Any, default: Draft = "2020-12") -> Draft:
     """The draft a document's ``$schema`` names, else ``default``."""
     return declared(schema) or default
-
-
-# Keywords only the drafts before 2019-09 define, and keywords only 2019-09 and later define.
-_EARLIER_ONLY = frozenset({"definitions", "dependencies", "additionalItems"})
-_LATER_ONLY = frozenset(
-    {"$defs", "prefixItems", "unevaluatedItems", "unevaluatedProperties", "dependentRequired", "dependentSchemas"}
-    | {"minContains", "maxContains", "$anchor", "$dynamicRef", "$recursiveRef"}
-)
 
 
 def infer(schema: Any) -> Draft:
@@ -130,8 +59,8 @@ def infer(schema: Any) -> Draft:
     if named is not None:
         return named
     keys = set(_keys(schema))
-    earlier = bool(keys & _EARLIER_ONLY) or "items[]" in keys
-    return "draft-07" if earlier and not keys & _LATER_ONLY else "2020-12"
+    earlier = bool(keys & walk.EARLIER_ONLY) or "items[]" in keys
+    return "draft-07" if earlier and not keys & walk.LATER_ONLY else "2020-12"
 
 
 def _keys(root: Any) -> Any:
@@ -184,28 +113,30 @@ def _compile(schema: Any, draft: Draft) -> Any:
 class _Reader:
     root: Any
     draft: Draft
+    _top: Followed | None = None  # the document's own scope, made at its first $ref
 
-    def read(self, node: Any, pointer: str, active: tuple[str, ...]) -> Any:
+    def read(self, node: Any, pointer: str, scope: Followed | None) -> Any:
+        """``node`` in 2020-12 keywords; ``scope``: the last reference followed to reach it, if any."""
         if isinstance(node, bool):
             return node
         if not isinstance(node, dict):
             raise SchemaError(f"{pointer or '#'}: a schema must be an object or a boolean, not {type(node).__name__}")
-        keywords = _KEYWORDS[self.draft]
-        if "$ref" in node and self.draft in ("draft-04", "draft-06", "draft-07"):
-            return self._ref(node["$ref"], pointer, active)  # its siblings are ignored up to draft-07
+        keywords = walk.KEYWORDS[self.draft]
+        if "$ref" in node and self.draft in walk.REF_HIDES_SIBLINGS:
+            return self._ref(node["$ref"], pointer, scope)  # its siblings are ignored up to draft-07
         out: dict[str, Any] = {}
         for key, value in node.items():
             if key not in keywords or key == "$ref":
                 continue
             here = f"{pointer}/{key}"
             if key in _SINGLE:  # a keyword of another draft was skipped above
-                out[key] = self.read(value, here, active)
+                out[key] = self.read(value, here, scope)
             elif key in _LISTS:
-                out[key] = [self.read(sub, f"{here}/{i}", active) for i, sub in enumerate(_list(value, here))]
+                out[key] = [self.read(sub, f"{here}/{i}", scope) for i, sub in enumerate(_list(value, here))]
             elif key in _MAPS:
-                out[key] = {name: self.read(sub, f"{here}/{name}", active) for name, sub in _map(value, here).items()}
+                out[key] = {name: self.read(sub, f"{here}/{name}", scope) for name, sub in _map(value, here).items()}
             elif key == "items":
-                self._items(node, value, here, active, out)
+                self._items(node, value, here, scope, out)
             elif key == "additionalItems":
                 continue  # read with items
             elif key == "dependencies":
@@ -213,7 +144,7 @@ class _Reader:
                     if isinstance(need, list):
                         out.setdefault("dependentRequired", {})[name] = need
                     else:
-                        out.setdefault("dependentSchemas", {})[name] = self.read(need, f"{here}/{name}", active)
+                        out.setdefault("dependentSchemas", {})[name] = self.read(need, f"{here}/{name}", scope)
             elif key in ("exclusiveMinimum", "exclusiveMaximum") and self.draft == "draft-04":
                 continue  # a flag on minimum/maximum, read below
             else:
@@ -223,35 +154,34 @@ class _Reader:
                 if node.get(flag) is True and bound in out:
                     out[flag] = out.pop(bound)
         if "$ref" in node:
-            resolved = self._ref(node["$ref"], pointer, active)
+            resolved = self._ref(node["$ref"], pointer, scope)
             return {"allOf": [resolved, out]} if out else resolved
         return out
 
-    def _items(self, node: dict[str, Any], value: Any, here: str, active: tuple[str, ...], out: dict[str, Any]) -> None:
+    def _items(self, node: dict[str, Any], value: Any, here: str, scope: Followed | None, out: dict[str, Any]) -> None:
         if isinstance(value, list) and self.draft != "2020-12":
-            out["prefixItems"] = [self.read(sub, f"{here}/{i}", active) for i, sub in enumerate(value)]
+            out["prefixItems"] = [self.read(sub, f"{here}/{i}", scope) for i, sub in enumerate(value)]
             if "additionalItems" in node:
-                out["items"] = self.read(node["additionalItems"], here.rsplit("/", 1)[0] + "/additionalItems", active)
+                out["items"] = self.read(node["additionalItems"], here.rsplit("/", 1)[0] + "/additionalItems", scope)
         else:
-            out["items"] = self.read(value, here, active)
+            out["items"] = self.read(value, here, scope)
 
-    def _ref(self, ref: Any, pointer: str, active: tuple[str, ...]) -> Any:
+    def _ref(self, ref: Any, pointer: str, scope: Followed | None) -> Any:
         if not isinstance(ref, str):
             raise SchemaError(f"{pointer or '#'}/$ref: must be a string")
         if not ref.startswith("#"):
             return {"$ref": ref}  # another document: opaque, compared only for equality
-        if ref in active:
+        if scope is None:
+            if self._top is None:
+                self._top = Followed(self.root, document_resolver(self.root, self.draft), ())
+            scope = self._top
+        try:
+            followed = follow(ref, scope.resolver, (pointer,), scope.seen)
+        except DerefError as exc:
+            raise SchemaError(f"{pointer or '#'}/$ref: {ref} {exc.reason}") from None
+        if followed is None:
             return {"$ref": ref}  # recursion: opaque
-        target = self.root
-        for part in filter(None, ref[1:].split("/")):
-            token = part.replace("~1", "/").replace("~0", "~")
-            if isinstance(target, dict) and token in target:
-                target = target[token]
-            elif isinstance(target, list) and token.isdigit() and int(token) < len(target):
-                target = target[int(token)]
-            else:
-                raise SchemaError(f"{pointer or '#'}/$ref: {ref} does not resolve in the document")
-        return self.read(target, ref[1:], (*active, ref))
+        return self.read(followed.contents, ref[1:], followed)
 
 
 def _list(value: Any, where: str) -> list[Any]:
@@ -268,4 +198,4 @@ def _map(value: Any, where: str) -> dict[str, Any]:
 
 def to_2020(schema: Any, draft: Draft) -> Any:
     """``schema`` (of ``draft``) in Draft 2020-12 keywords, local references inlined, annotations dropped."""
-    return _Reader(schema, draft).read(schema, "", ())
+    return _Reader(schema, draft).read(schema, "", None)

@@ -15,13 +15,13 @@ from typing import Any, Literal
 
 import orjson
 
-from kvlog.check.drafts import Draft, detect
+from kvlog.check.drafts import detect
 from kvlog.check.findings import Finding
 from kvlog.check.inclusion import Outcome
 from kvlog.check.jsondiff import describe_change, diff
 from kvlog.check.snapshot import SchemaFile, Snapshot, locate
 from kvlog.check.verdict import includes
-from kvlog.schema.walk import strip_annotations
+from kvlog.schema.walk import Draft, strip_annotations
 
 Mode = Literal["backward", "backward_transitive", "forward", "forward_transitive", "full", "full_transitive", "none"]
 MODES: tuple[Mode, ...] = (

@@ -11,11 +11,11 @@ from jsonschema import Draft4Validator, Draft6Validator, Draft7Validator, Draft2
 from jsonschema.exceptions import ValidationError
 from jsonschema.protocols import Validator
 
-from kvlog.check.drafts import Draft, detect
-from kvlog.check.drafts import declared as declared_draft
+from kvlog.check.drafts import detect
 from kvlog.check.findings import Finding
 from kvlog.check.snapshot import SchemaFile, Snapshot, locate
-from kvlog.schema.walk import DerefError, dereference
+from kvlog.schema.walk import DerefError, Draft, dereference
+from kvlog.schema.walk import declared as declared_draft
 
 # The drafts a catalog file may declare in $schema; each file is checked against its own metaschema.
 _META_CLASSES: dict[Draft, type[Validator]] = {

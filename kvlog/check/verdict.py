@@ -12,9 +12,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from kvlog.check.drafts import Draft, SchemaError, detect, infer, to_2020, validator
+from kvlog.check.drafts import SchemaError, detect, infer, to_2020, validator
 from kvlog.check.inclusion import Found, Judge, Outcome, Reason
 from kvlog.check.instances import candidates, fragile
+from kvlog.schema.walk import Draft
 
 Mode = Literal["backward", "backward_transitive", "forward", "forward_transitive", "full", "full_transitive", "none"]
 Direction = Literal["backward", "forward"]
