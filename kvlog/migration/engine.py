@@ -212,7 +212,23 @@ class Migrator:
         """
         report = MigrationReport(files=1)
         written = Written(self.encoder(), out, report, only_events=self.options.only_events)
-        run = FileRun(self, None if name == "-" else name, report, dead, written)
+        return self.take(name, stream, written, dead, report)
+
+    def take(
+        self,
+        name: str,
+        stream: Readable,
+        downstream: Downstream,
+        dead: DeadLetter | None = None,
+        report: MigrationReport | None = None,
+    ) -> MigrationReport:
+        """Read one input through the transform to ``downstream``: for a consumer that takes the records itself.
+
+        ``plot`` and ``summarize`` take the events so, in the process that runs the engine: nothing is
+        encoded for them to decode again.
+        """
+        report = MigrationReport(files=1) if report is None else report
+        run = FileRun(self, None if name == "-" else name, report, dead, downstream)
         try:
             run.take(segments(stream))
         except InputError as exc:
