@@ -22,7 +22,7 @@ from kvlog.io.progress import Advance, ignore
 from kvlog.io.store import targets
 from kvlog.migration.encoders import jsonl
 from kvlog.migration.engine import MigrateOptions, Migrator, OutputFormat
-from kvlog.migration.errors import MigrationError
+from kvlog.migration.errors import MigrationError, UnknownCatalogVersion
 from kvlog.migration.plan import Request, allowed_unparsed, plan
 from kvlog.migration.records import Record
 from kvlog.migration.report import MigrationReport
@@ -150,16 +150,7 @@ def migrate(
     names = [inputs] if isinstance(inputs, (str, Path)) else list(inputs)
     if output_format not in _FORMATS:
         raise OptionError("{output_format} {given}: expected one of jsonl, text, legacy", given=repr(output_format))
-    if to_catalog is not None and output_format != "jsonl":
-        raise OptionError("{to_catalog} chooses the catalog version of JSON events: it needs {output_format} jsonl")
-    if legacy_generation is not None and output_format != "legacy":
-        raise OptionError("{legacy_generation} chooses an old wording: it needs {output_format} legacy")
-    if jobs < 1:
-        raise OptionError("{jobs} {given}: at least one worker is needed", given=jobs)
-    if taker is not None and (jobs > 1 or engine != "local"):
-        raise OptionError("{taker} takes the records in this process: it needs {jobs} 1 and {engine} local")
-    output, report, dead_letter = targets(output, report, dead_letter)  # URIs: see kvlog.io.store
-    options = MigrateOptions(
+    options = MigrateOptions(  # which options need which format: MigrateOptions says
         output_format=output_format,
         to_catalog=to_catalog,
         only_events=only_events,
@@ -168,6 +159,11 @@ def migrate(
         source=source,
         allowed_unparsed=allowed_unparsed(tuple(allow_unparsed), tuple(map(str, allow_unparsed_from))),
     )
+    if jobs < 1:
+        raise OptionError("{jobs} {given}: at least one worker is needed", given=jobs)
+    if taker is not None and (jobs > 1 or engine != "local"):
+        raise OptionError("{taker} takes the records in this process: it needs {jobs} 1 and {engine} local")
+    output, report, dead_letter = targets(output, report, dead_letter)  # URIs: see kvlog.io.store
     found = expand_inputs(tuple(map(str, names)), (backup_suffix,) if in_place else (), follow_links=not in_place)
     tasks = plan(Request(found.inputs, _str(output), in_place, backup_suffix, dry_run, _str(report), _str(dead_letter)))
     say = on_notice or (lambda _: None)
@@ -292,13 +288,12 @@ def migrator_for(migrations: Path | None, options: MigrateOptions) -> Migrator:
         chain = load_chain(migrations)
     except MigrationError as exc:
         raise BrokenMigrations(str(exc)) from None
-    newest = chain.catalog.newest_release()
-    if options.to_catalog is not None and not 1 <= options.to_catalog <= newest:
-        raise OptionError(
-            "{to_catalog} {given}: catalog versions are 1..{newest}", given=options.to_catalog, newest=newest
-        )
     try:
         return Migrator(chain, options)
+    except UnknownCatalogVersion as exc:  # the engine checks the range; this is how a command words it
+        raise OptionError(
+            "{to_catalog} {given}: catalog versions are 1..{newest}", given=exc.version, newest=exc.newest
+        ) from None
     except ValueError as exc:  # an unknown legacy generation, a source no migration reads
         raise OptionError("{error}", error=exc) from None
 
