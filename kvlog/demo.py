@@ -14,13 +14,12 @@ import io
 from importlib.util import find_spec
 from typing import IO, TYPE_CHECKING
 
-import orjson
-
 from kvlog.emission import Output, bind_ranks, configure
 from kvlog.testing import capture_events
 
 if TYPE_CHECKING:
     from kvlog.memory.backend import BackendName
+    from kvlog.migration.records import Record
 
 MIB = 1 << 20
 
@@ -90,14 +89,13 @@ def migration_tour(stream: IO[str]) -> int:
     from kvlog.migration.engine import MigrateOptions, Migrator  # noqa: PLC0415 - same reason
     from kvlog.migration.legacy import current_line  # noqa: PLC0415 - same reason
 
-    out = io.BytesIO()
-    Migrator(load_chain(), MigrateOptions()).migrate("old-sglang.log", io.BytesIO(OLD_SGLANG_LOG.encode()), out)
+    kept = _Records()
+    Migrator(load_chain(), MigrateOptions()).take("old-sglang.log", io.BytesIO(OLD_SGLANG_LOG.encode()), kept)
     stream.write("\nkvlog migrate: lines of old sglang logs that read differently today\n")
+    lines = OLD_SGLANG_LOG.splitlines()
     count = 0
-    for old, new in zip(OLD_SGLANG_LOG.splitlines(), out.getvalue().decode().splitlines(), strict=True):
-        if not new.startswith("{"):
-            continue
-        event = orjson.loads(new)
+    for record in kept.records:  # the events themselves, with their input lines: nothing is encoded to be read back
+        old, event = lines[record.line - 1], record.event
         count += 1
         inferred = event["migrated"].get("inferred", {})
         notes = [
@@ -110,3 +108,16 @@ def migration_tour(stream: IO[str]) -> int:
             stream.write(f"  was: {old}\n  now: {today}\n")
             stream.write(f"       inferred: {'; '.join(notes)}\n" if notes else "")
     return count
+
+
+class _Records:
+    """The engine's downstream for the tour: the records kept, the lines no rule reads dropped."""
+
+    def __init__(self) -> None:
+        self.records: list[Record] = []
+
+    def passthrough(self, data: bytes | memoryview, /) -> None:
+        """Nothing: the tour shows the memory lines alone."""
+
+    def record(self, record: Record, /) -> None:
+        self.records.append(record)

@@ -18,6 +18,7 @@ from migration_helpers import POOL_V1, Taken, edited_migrations, migrate, migrat
 from kvlog.io import jsonline
 from kvlog.migration import engine, load_chain
 from kvlog.migration.engine import FileRun, MigrateOptions, Migrator, OutputFormat
+from kvlog.migration.errors import PlanError
 from kvlog.migration.records import Record
 from kvlog.migration.report import MigrationReport
 
@@ -46,6 +47,31 @@ def test_a_source_no_migration_reads_is_refused_naming_those_that_are() -> None:
 def test_a_catalog_version_outside_the_catalog_is_refused(version: int) -> None:
     with pytest.raises(ValueError, match=rf"catalog version {version} is not known \(catalog versions are 1..2\)"):
         Migrator(shipped_chain(), MigrateOptions(to_catalog=version))
+
+
+@pytest.mark.parametrize(
+    ("options", "worded"),
+    [
+        (
+            {"output_format": "text", "to_catalog": 1},
+            "--to chooses the catalog version of JSON events: it needs -f jsonl",
+        ),
+        (
+            {"legacy_generation": "sglang-text/2025-06"},
+            "--legacy-generation chooses an old wording: it needs -f legacy",
+        ),
+    ],
+)
+def test_an_option_another_format_writes_is_refused_by_the_options_themselves(
+    options: dict[str, Any], worded: str
+) -> None:
+    """One owner for "needs this format": every caller of the engine (migrate, follow, a library) meets it."""
+    with pytest.raises(PlanError) as raised:
+        MigrateOptions(**options)
+    assert (
+        raised.value.worded({"to_catalog": "--to", "output_format": "-f", "legacy_generation": "--legacy-generation"})
+        == worded
+    )
 
 
 def test_both_ends_of_the_catalog_are_versions_to_write() -> None:

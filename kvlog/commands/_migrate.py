@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import io
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from contextlib import AbstractContextManager, ExitStack, nullcontext
@@ -21,11 +20,13 @@ from kvlog.io.inputs import STDIN
 from kvlog.io.outputs import atomic_output
 from kvlog.io.progress import Advance, ignore
 from kvlog.io.store import targets
+from kvlog.migration.encoders import jsonl
 from kvlog.migration.engine import MigrateOptions, Migrator, OutputFormat
-from kvlog.migration.errors import MigrationError
+from kvlog.migration.errors import MigrationError, UnknownCatalogVersion
 from kvlog.migration.plan import Request, allowed_unparsed, plan
+from kvlog.migration.records import Record
 from kvlog.migration.report import MigrationReport
-from kvlog.migration.runner import run_tasks
+from kvlog.migration.runner import Taker, run_tasks
 from kvlog.migration.steps import load_chain
 from kvlog.text.printable import printable_name
 
@@ -119,6 +120,7 @@ def migrate(
     progress: Progress | None = None,
     on_notice: Callable[[str], None] | None = None,
     option_names: Mapping[str, str] | None = None,
+    taker: Taker | None = None,
 ) -> MigrateOutcome:
     """Migrate ``inputs`` (files, globs, directories, ``-`` for standard input) as ``kvlog migrate`` does.
 
@@ -136,6 +138,9 @@ def migrate(
     ``gs://``, see ``kvlog.io.store``); the results are the same.
     ``option_names`` spells the options named in that text and in the summary (the CLI passes its
     flags: ``{"backup_suffix": "--backup-suffix", ...}``); by default they are named by keyword.
+    ``taker`` takes each event (a ``kvlog.migration.records.Record``) and each dead letter as the
+    engine makes them, instead of their being written (``plot`` and ``summarize`` read ``migrate`` so):
+    records do not cross a process boundary, so it needs ``jobs`` 1 and the ``local`` engine.
 
     Raises ``OptionError`` when the options or paths conflict, ``BrokenMigrations`` when the migration
     files are broken, ``InputError`` for an ``allow_unparsed_from`` file that cannot be read, and
@@ -145,14 +150,7 @@ def migrate(
     names = [inputs] if isinstance(inputs, (str, Path)) else list(inputs)
     if output_format not in _FORMATS:
         raise OptionError("{output_format} {given}: expected one of jsonl, text, legacy", given=repr(output_format))
-    if to_catalog is not None and output_format != "jsonl":
-        raise OptionError("{to_catalog} chooses the catalog version of JSON events: it needs {output_format} jsonl")
-    if legacy_generation is not None and output_format != "legacy":
-        raise OptionError("{legacy_generation} chooses an old wording: it needs {output_format} legacy")
-    if jobs < 1:
-        raise OptionError("{jobs} {given}: at least one worker is needed", given=jobs)
-    output, report, dead_letter = targets(output, report, dead_letter)  # URIs: see kvlog.io.store
-    options = MigrateOptions(
+    options = MigrateOptions(  # which options need which format: MigrateOptions says
         output_format=output_format,
         to_catalog=to_catalog,
         only_events=only_events,
@@ -161,6 +159,11 @@ def migrate(
         source=source,
         allowed_unparsed=allowed_unparsed(tuple(allow_unparsed), tuple(map(str, allow_unparsed_from))),
     )
+    if jobs < 1:
+        raise OptionError("{jobs} {given}: at least one worker is needed", given=jobs)
+    if taker is not None and (jobs > 1 or engine != "local"):
+        raise OptionError("{taker} takes the records in this process: it needs {jobs} 1 and {engine} local")
+    output, report, dead_letter = targets(output, report, dead_letter)  # URIs: see kvlog.io.store
     found = expand_inputs(tuple(map(str, names)), (backup_suffix,) if in_place else (), follow_links=not in_place)
     tasks = plan(Request(found.inputs, _str(output), in_place, backup_suffix, dry_run, _str(report), _str(dead_letter)))
     say = on_notice or (lambda _: None)
@@ -184,6 +187,7 @@ def migrate(
             dead_letter=dead,
             progress=update,
             stdout=stdout,
+            taker=taker,
         )
         try:
             for outcome in outcomes:
@@ -224,6 +228,30 @@ def _str(path: str | Path | None) -> str | None:
     return None if path is None else str(path)
 
 
+class Collected:
+    """A ``Taker`` that keeps the events and the dead letters of a run, in input order (``plot``, ``summarize``).
+
+    It keeps the events ``migrate --only-events`` writes, and no other: one that cannot be written
+    (a step nested it deeper than JSON is written) is refused as ``Written`` refuses it, so that the
+    engine dead-letters it here as it does in a worker process, whose events come as bytes.
+    """
+
+    def __init__(self) -> None:
+        self.events: list[dict[str, Any]] = []
+        self.dead_letters: list[dict[str, Any]] = []
+
+    def passthrough(self, data: bytes | memoryview, /) -> None:
+        """Nothing: ``only_events`` drops every line no rule reads."""
+
+    def record(self, record: Record, /) -> None:
+        if not record.verbatim:
+            jsonl(record)  # raises MigrationError where Written would: the bytes are not kept
+        self.events.append(record.event)
+
+    def dead_letter(self, letter: dict[str, Any], /) -> None:
+        self.dead_letters.append(letter)
+
+
 def migrated_events(
     inputs: str | Path | Iterable[str | Path],
     *,
@@ -231,25 +259,27 @@ def migrated_events(
     migrations: str | Path | None,
     on_notice: Callable[[str], None] | None,
     keep_original: bool = False,
-    dead_letter: str | Path | None = None,
-) -> tuple[list[dict[str, Any]], MigrateOutcome]:
-    """The current events ``migrate`` makes of ``inputs``, for the commands that read them (plot, summarize).
+    ray_address: str | None = None,
+    progress: Progress | None = None,
+) -> tuple[Collected, MigrateOutcome]:
+    """The current events ``migrate`` makes of ``inputs``, and its dead letters, for the commands that read them.
 
-    Old logs and files of kvlog events alike, with the migration's inferences: nothing else parses a line.
+    Old logs and files of kvlog events alike, with the migration's inferences: nothing else parses a
+    line. The engine hands the records over in this process: no event is encoded to be decoded again.
     """
-    stream = io.BytesIO()
+    collected = Collected()
     outcome = migrate(
         inputs,
         only_events=True,
         keep_original=keep_original,
         source=source,
         migrations=migrations,
-        dead_letter=dead_letter,
-        stdout=stream,
+        ray_address=ray_address,
+        progress=progress,
         on_notice=on_notice,
+        taker=collected,
     )
-    lines = stream.getvalue().splitlines()
-    return [event for line in lines if line.strip() and isinstance(event := orjson.loads(line), dict)], outcome
+    return collected, outcome
 
 
 def migrator_for(migrations: Path | None, options: MigrateOptions) -> Migrator:
@@ -258,13 +288,12 @@ def migrator_for(migrations: Path | None, options: MigrateOptions) -> Migrator:
         chain = load_chain(migrations)
     except MigrationError as exc:
         raise BrokenMigrations(str(exc)) from None
-    newest = chain.catalog.newest_release()
-    if options.to_catalog is not None and not 1 <= options.to_catalog <= newest:
-        raise OptionError(
-            "{to_catalog} {given}: catalog versions are 1..{newest}", given=options.to_catalog, newest=newest
-        )
     try:
         return Migrator(chain, options)
+    except UnknownCatalogVersion as exc:  # the engine checks the range; this is how a command words it
+        raise OptionError(
+            "{to_catalog} {given}: catalog versions are 1..{newest}", given=exc.version, newest=exc.newest
+        ) from None
     except ValueError as exc:  # an unknown legacy generation, a source no migration reads
         raise OptionError("{error}", error=exc) from None
 

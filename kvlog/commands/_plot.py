@@ -2,7 +2,8 @@
 
 The inputs are read by ``migrate`` (only the events, each with its original line), so an old log and
 a file of kvlog events are drawn from the same current events, with the same inferences and
-evidence the migration records: nothing here parses a log line.
+evidence the migration records: nothing here parses a log line, nor the events, which the engine
+hands over in this process (``docs/pipeline.md``).
 """
 
 from __future__ import annotations
@@ -74,9 +75,10 @@ def plot(
             suffixes=", ".join(FORMATS),
         )
     require_extra(fmt)
-    events, migrated = migrated_events(
+    collected, migrated = migrated_events(
         inputs, source=source, migrations=migrations, on_notice=on_notice, keep_original=True
     )
+    events = collected.events
     invalid: list[dict[str, Any]] = []
     runs = timelines(events, invalid.append)
     failed = EXIT_ERROR if migrated.problems else EXIT_OK

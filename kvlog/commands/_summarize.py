@@ -2,10 +2,13 @@
 
 The inputs are read by ``migrate`` (only the events, and the memory lines no rule read), so an old log
 and a file of kvlog events give the same rows, with the same inferences: nothing here parses a line.
-``migrate`` runs them on any engine (``--jobs``, ``--engine ray``), writing the events in input order
-to a scratch file that is read back here, so the table is the same on every engine. It is read in
-groups of sources (a file's events, or a process's across files): runs of different sources share
-nothing, so the rows of each group are those of the whole, and memory holds one group at a time.
+In one process (``jobs`` 1, the local engine) the engine hands the events and dead letters over as
+it makes them, and memory holds them: nothing is encoded to be decoded again. On the other engines
+(``--jobs``, ``--engine ray``) the workers' events cross a process boundary as bytes: ``migrate``
+joins them, in input order, into a scratch file read here a group of sources at a time (a file's
+events, or a process's across files): runs of different sources share nothing, so the rows of each
+group are those of the whole, and memory holds one group at a time. The table is the same, byte for
+byte, on every engine.
 """
 
 from __future__ import annotations
@@ -19,8 +22,9 @@ from typing import IO, Any
 import orjson
 
 from kvlog.commands import EXIT_ERROR, EXIT_FINDINGS, EXIT_OK
-from kvlog.commands._migrate import Progress, migrate
+from kvlog.commands._migrate import Progress, migrate, migrated_events
 from kvlog.errors import OptionError
+from kvlog.io import jsonline
 from kvlog.io.expansion import expand_inputs, file_identity
 from kvlog.io.inputs import STDIN
 from kvlog.io.outputs import atomic_output, stdout_binary
@@ -72,23 +76,30 @@ def summarize(
     names = tuple(map(str, [inputs] if isinstance(inputs, (str, Path)) else inputs))
     if output is not None and str(output) != "-":
         _refuse_an_input(Path(output), names)
-    with tempfile.TemporaryDirectory(prefix="kvlog-summarize-") as scratch:
-        dead, scratch_events = Path(scratch) / "unparsed.jsonl", Path(scratch) / "events.jsonl"
-        with scratch_events.open("wb") as events:
-            migrated = migrate(
-                names,
-                only_events=True,
-                source=source,
-                migrations=migrations,
-                dead_letter=dead,
-                jobs=jobs,
-                engine=engine,
-                ray_address=ray_address,
-                stdout=events,
-                progress=progress,
-                on_notice=on_notice,
-            )
-        summary, count, invalid = _summarized(scratch_events, dead)
+    if jobs == 1 and engine == "local":
+        collected, migrated = migrated_events(
+            names, source=source, migrations=migrations, ray_address=ray_address, progress=progress, on_notice=on_notice
+        )
+        summary, count, invalid = _summarized(lambda: collected.events, collected.dead_letters)
+    else:
+        with tempfile.TemporaryDirectory(prefix="kvlog-summarize-") as scratch:
+            dead, scratch_events = Path(scratch) / "unparsed.jsonl", Path(scratch) / "events.jsonl"
+            with scratch_events.open("wb") as events:
+                migrated = migrate(
+                    names,
+                    only_events=True,
+                    source=source,
+                    migrations=migrations,
+                    dead_letter=dead,
+                    jobs=jobs,
+                    engine=engine,
+                    ray_address=ray_address,
+                    stdout=events,
+                    progress=progress,
+                    on_notice=on_notice,
+                )
+            letters = _shipped(dead) if dead.exists() else ()
+            summary, count, invalid = _summarized(lambda: _shipped(scratch_events), letters)
     if migrated.problems and not migrated.report.files:  # no input was read: a table of nothing would say all is well
         return SummarizeOutcome(EXIT_ERROR, summary, count, migrated.problems, invalid)
     text = render(summary, output_format).encode()
@@ -104,16 +115,23 @@ def summarize(
     return SummarizeOutcome(status, summary, count, migrated.problems, invalid)
 
 
-def _events(path: Path) -> Iterator[dict[str, Any]]:
-    """The JSON objects of a file ``migrate`` wrote, one a line, read a line at a time."""
+def _shipped(path: Path) -> Iterator[dict[str, Any]]:
+    """The JSON objects of a file ``migrate`` joined from its workers' bytes, one a line, read a line at a time.
+
+    The process boundary: worker processes and Ray tasks ship their events as JSON lines. Each is read
+    exactly (``jsonline.exact``: an integer beyond 64 bits keeps its value), as the records the engine
+    hands over in one process hold it, so that the table is the same on every engine.
+    """
     with path.open("rb") as lines:
         for line in lines:
-            if line.strip() and isinstance(event := orjson.loads(line), dict):
+            if line.strip() and isinstance(event := jsonline.exact(line, orjson.loads(line)), dict):
                 yield event
 
 
-def _summarized(events: Path, dead_letters: Path) -> tuple[FleetSummary, int, int]:
-    """The summary of ``events`` with the dead letters of ``dead_letters``; how many events, how many invalid.
+def _summarized(
+    events: Callable[[], Iterable[dict[str, Any]]], dead_letters: Iterable[dict[str, Any]]
+) -> tuple[FleetSummary, int, int]:
+    """The summary of the events (each ``events()`` a pass over them) with ``dead_letters``; how many, how many invalid.
 
     A first pass finds where each source's last event is; the second gives ``summarize_runs`` each
     shortest stretch of events that holds all the events of its sources, with the dead letters of
@@ -121,10 +139,10 @@ def _summarized(events: Path, dead_letters: Path) -> tuple[FleetSummary, int, in
     """
     last: dict[str, int] = {}
     count = 0
-    for count, event in enumerate(_events(events), start=1):
+    for count, event in enumerate(events(), start=1):
         last[event_source(event)] = count
     letters: dict[str, list[dict[str, Any]]] = {}
-    for letter in _events(dead_letters) if dead_letters.exists() else ():
+    for letter in dead_letters:
         letters.setdefault(str(letter.get("file")), []).append(letter)
     rows: list[RunRow] = []
     outside = 0
@@ -132,7 +150,7 @@ def _summarized(events: Path, dead_letters: Path) -> tuple[FleetSummary, int, in
     group: list[dict[str, Any]] = []
     sources: set[str] = set()
     end = 0
-    for index, event in enumerate(_events(events), start=1):
+    for index, event in enumerate(events(), start=1):
         source = event_source(event)
         group.append(event)
         sources.add(source)

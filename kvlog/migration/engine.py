@@ -38,7 +38,7 @@ from kvlog.migration.candidates import JSON_EVENT, MAX_LINE_BYTES, Readable, car
 from kvlog.migration.context import Context, Held
 from kvlog.migration.dating import DateContext, complete
 from kvlog.migration.encoders import Encoder, Legacy, Written, jsonl, text
-from kvlog.migration.errors import MigrationError
+from kvlog.migration.errors import MigrationError, PlanError, UnknownCatalogVersion
 from kvlog.migration.grammar import MARKED, Generation, Recognised
 from kvlog.migration.legacy import LegacyRenderer
 from kvlog.migration.ops import Op, mark_inferred, provenance, source_format
@@ -158,6 +158,13 @@ class MigrateOptions:
     #: the server whose lines the inputs are (``sglang``, ``vllm``); None: detected per file
     source: str | None = None
 
+    def __post_init__(self) -> None:
+        """An option that chooses what one format writes needs that format: refused here, for every caller."""
+        if self.to_catalog is not None and self.output_format != "jsonl":
+            raise PlanError("{to_catalog} chooses the catalog version of JSON events: it needs {output_format} jsonl")
+        if self.legacy_generation is not None and self.output_format != "legacy":
+            raise PlanError("{legacy_generation} chooses an old wording: it needs {output_format} legacy")
+
 
 class Migrator:
     """Everything that does not change from one input to the next: the chain, its parsers, the validator."""
@@ -165,6 +172,9 @@ class Migrator:
     def __init__(self, chain: Chain, options: MigrateOptions, validator: EventValidator | None = None) -> None:
         self.chain = chain
         self.catalog = chain.catalog
+        top = self.catalog.newest_release()
+        if options.to_catalog is not None and not 1 <= options.to_catalog <= top:
+            raise UnknownCatalogVersion(options.to_catalog, top)  # the one check of to_catalog's range
         self.options = options
         self.validator = validator or EventValidator(self.catalog)
         servers = chain.servers()
@@ -173,9 +183,6 @@ class Migrator:
         self.families = [
             Family.of(chain, server) for server in servers if options.source is None or server == options.source
         ]
-        top = self.catalog.newest_release()
-        if options.to_catalog is not None and not 1 <= options.to_catalog <= top:
-            raise ValueError(f"catalog version {options.to_catalog} is not known (catalog versions are 1..{top})")
         self.to_catalog = options.to_catalog or top
         self.legacy = LegacyRenderer(chain, options.legacy_generation) if options.output_format == "legacy" else None
         patterns = options.allowed_unparsed
@@ -223,7 +230,23 @@ class Migrator:
         """
         report = MigrationReport(files=1)
         written = Written(self.encoder(), out, report, only_events=self.options.only_events)
-        run = FileRun(self, None if name == "-" else name, report, dead, written)
+        return self.take(name, stream, written, dead, report)
+
+    def take(
+        self,
+        name: str,
+        stream: Readable,
+        downstream: Downstream,
+        dead: DeadLetter | None = None,
+        report: MigrationReport | None = None,
+    ) -> MigrationReport:
+        """Read one input through the transform to ``downstream``: for a consumer that takes the records itself.
+
+        ``plot`` and ``summarize`` take the events so, in the process that runs the engine: nothing is
+        encoded for them to decode again.
+        """
+        report = MigrationReport(files=1) if report is None else report
+        run = FileRun(self, None if name == "-" else name, report, dead, downstream)
         try:
             run.take(segments(stream))
         except InputError as exc:

@@ -19,6 +19,15 @@ class PlanError(OptionError):
     """The options or paths of a run conflict; nothing was read or written."""
 
 
+class UnknownCatalogVersion(ValueError):
+    """A catalog version to write that the catalog does not have; the command layer words it as an option."""
+
+    def __init__(self, version: int, newest: int) -> None:
+        super().__init__(f"catalog version {version} is not known (catalog versions are 1..{newest})")
+        self.version = version
+        self.newest = newest
+
+
 class GrammarError(ValueError):
     """A generation file is inconsistent with the catalog; the caller adds the file name."""
 
@@ -31,4 +40,4 @@ class ApplyError(ValueError):
     """An operation cannot be applied to this event (an unmapped enum value, a missing field)."""
 
 
-__all__ = ["ApplyError", "GrammarError", "MigrationError", "OpError", "PlanError"]
+__all__ = ["ApplyError", "GrammarError", "MigrationError", "OpError", "PlanError", "UnknownCatalogVersion"]

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, ExitStack, closing, contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any, Protocol
 
 import orjson
 
@@ -31,6 +31,7 @@ from kvlog.io.progress import Advance, InOrder, read_in_task
 from kvlog.io.stopping import held_back, off_the_books, on_the_books, stop_on_signals
 from kvlog.migration.engine import DeadLetter, MigrateOptions, Migrator
 from kvlog.migration.plan import Task
+from kvlog.migration.records import Downstream
 from kvlog.migration.report import MigrationReport
 from kvlog.migration.steps import load_chain
 
@@ -54,6 +55,15 @@ class Outcome:
     staged_dead: str | None = None
 
 
+class Taker(Downstream, Protocol):
+    """A consumer of the records themselves (``plot``, ``summarize``): each event and each dead letter, as made.
+
+    Records do not cross a process boundary: a taker takes them in the process that runs the engine.
+    """
+
+    def dead_letter(self, letter: dict[str, Any], /) -> None: ...
+
+
 def run_tasks(
     tasks: list[Task],
     migrator: Migrator,
@@ -63,6 +73,7 @@ def run_tasks(
     dead_letter: IO[bytes] | None,
     progress: Advance,
     stdout: IO[bytes] | None = None,
+    taker: Taker | None = None,
 ) -> Iterator[Outcome]:
     """Migrate every task, yielding outcomes in input order.
 
@@ -72,13 +83,16 @@ def run_tasks(
     the other; standard input is always read here). Output for standard output goes to ``stdout``
     (default: the process's own). ``progress`` hears the files done and their bytes on disk as the
     run goes (``kvlog.io.progress``): read by read here and on a cluster, a file at a time from
-    worker processes; each total is reached exactly, a failed input counting as done.
+    worker processes; each total is reached exactly, a failed input counting as done. ``taker``, where
+    given, takes every event and dead letter instead of ``stdout`` and ``dead_letter``: the tasks then
+    run in this process, whatever ``engine``.
     """
-    sink = _standard_output(stdout) if any(task.destination.kind == "stdout" for task in tasks) else None
+    wants_stdout = taker is None and any(task.destination.kind == "stdout" for task in tasks)
+    sink = _standard_output(stdout) if wants_stdout else None
     tally = InOrder((task.name for task in tasks), progress)
-    if engine is None or (engine.local and len(tasks) <= 1) or any(task.name == STDIN for task in tasks):
+    if taker is not None or engine is None or (engine.local and len(tasks) <= 1) or any(t.name == STDIN for t in tasks):
         for task in tasks:
-            outcome = _run(migrator, task, dead_letter, tally.read, staging=None, stdout=sink)
+            outcome = _run(migrator, task, dead_letter, tally.read, staging=None, stdout=sink, taker=taker)
             tally.done()
             yield outcome
         return
@@ -168,21 +182,27 @@ def _run(  # noqa: PLR0917 - one task's state, passed on as it is
     progress: Callable[[int], None],
     staging: Path | None,
     stdout: IO[bytes] | None,
+    taker: Taker | None = None,
 ) -> Outcome:
-    def dead(record: dict[str, Any]) -> None:
+    def written(record: dict[str, Any]) -> None:
         if dead_letter is not None:
             dead_letter.write(orjson.dumps(record) + b"\n")
 
+    dead = written if taker is None else taker.dead_letter
     staged: str | None = None
     try:
         if task.destination.kind == "in_place":
             report, note = _run_in_place(migrator, task, dead, progress)
             return Outcome(task.name, report, note=note)
         # the input is opened first: see kvlog.io.inplace
-        with _opened(task.name) as (raw, stream), _open_output(task, staging, stdout) as out:
-            if staging is not None and task.destination.kind == "stdout":
-                staged = out.name
-            report = migrator.migrate(task.name, _Counting(task.name, stream, progress, raw), out, dead)
+        with _opened(task.name) as (raw, stream):
+            counted = _Counting(task.name, stream, progress, raw)
+            if taker is not None:  # the records themselves, in this process: nothing to encode, nothing to open
+                return Outcome(task.name, migrator.take(task.name, counted, taker, dead))
+            with _open_output(task, staging, stdout) as out:
+                if staging is not None and task.destination.kind == "stdout":
+                    staged = out.name
+                report = migrator.migrate(task.name, counted, out, dead)
     except KvlogError as exc:
         error = exc if isinstance(exc, NamesOptions) else str(exc)
         return Outcome(task.name, MigrationReport(), error, staged_output=staged)
