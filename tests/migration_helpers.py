@@ -11,6 +11,7 @@ from typing import Any
 
 import orjson
 
+from kvlog.io import jsonline
 from kvlog.migration import Chain, load_chain
 from kvlog.migration.engine import FileRun, MigrateOptions, Migrator
 from kvlog.migration.records import Record
@@ -100,6 +101,21 @@ def edited_migrations(directory: Path, relative: str, old: str, new: str) -> Pat
     assert old in text, f"{relative} has no {old!r}"
     path.write_text(text.replace(old, new, 1))
     return path
+
+
+def too_deep_migrations(directory: Path) -> Path:
+    """``directory/migrations`` whose kv_pool.allocation v1-to-v2 step sets ``ext`` deeper than JSON is written.
+
+    ``migrate`` must dead-letter such an event (orjson refuses it), on every path that writes or takes records.
+    """
+    deep = "{" + '"a": ' + "[" * jsonline.MAX_DEPTH + "]" * jsonline.MAX_DEPTH + "}"
+    return edited_migrations(
+        directory,
+        "kv_pool.allocation/v1-to-v2.toml",
+        '[[ops]]\nop = "default"\nfield = "pool"',
+        f'[[ops]]\nop = "set"\nfield = "ext"\nvalue = {{ json = \'{deep}\' }}\n\n'
+        '[[ops]]\nop = "default"\nfield = "pool"',
+    )
 
 
 def broken_migrations(directory: Path) -> Path:

@@ -13,9 +13,17 @@ from typing import Any
 
 import orjson
 import pytest
-from migration_helpers import POOL_V1, Taken, edited_migrations, migrate, migrated, shipped_chain, state
+from migration_helpers import (
+    POOL_V1,
+    Taken,
+    edited_migrations,
+    migrate,
+    migrated,
+    shipped_chain,
+    state,
+    too_deep_migrations,
+)
 
-from kvlog.io import jsonline
 from kvlog.migration import engine, load_chain
 from kvlog.migration.engine import FileRun, MigrateOptions, Migrator, OutputFormat
 from kvlog.migration.errors import PlanError
@@ -317,14 +325,7 @@ def test_an_old_event_its_upgrade_step_cannot_apply_to_is_rejected_and_copied_an
 
 def test_an_event_a_step_nests_deeper_than_json_is_written_is_rejected_and_copied(tmp_path: Path) -> None:
     """A step of ``--migrations`` sets ``ext`` 255 levels deep, past what orjson writes: a dead letter, not a crash."""
-    deep = "{" + '"a": ' + "[" * jsonline.MAX_DEPTH + "]" * jsonline.MAX_DEPTH + "}"
-    edited_migrations(
-        tmp_path,
-        "kv_pool.allocation/v1-to-v2.toml",
-        '[[ops]]\nop = "default"\nfield = "pool"',
-        f'[[ops]]\nop = "set"\nfield = "ext"\nvalue = {{ json = \'{deep}\' }}\n\n'
-        '[[ops]]\nop = "default"\nfield = "pool"',
-    )
+    too_deep_migrations(tmp_path)
     line = orjson.dumps(POOL_V1) + b"\n"
     out, dead = io.BytesIO(), []
     report = Migrator(load_chain(tmp_path / "migrations"), MigrateOptions()).migrate(

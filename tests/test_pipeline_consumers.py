@@ -17,11 +17,10 @@ from typing import Any
 
 import orjson
 import pytest
-from migration_helpers import POOL_V1, edited_migrations
+from migration_helpers import POOL_V1, too_deep_migrations
 
 from kvlog import commands
 from kvlog.demo import migration_tour
-from kvlog.io import jsonline
 from kvlog.migration.encoders import Written
 from kvlog.plot.timeline import timelines
 from kvlog.summary import render, summarize_runs
@@ -131,14 +130,7 @@ def test_a_byte_count_beyond_64_bits_is_summarized_exactly_in_one_process_and_on
 
 def test_an_event_migrate_cannot_write_is_a_dead_letter_of_summarize_too(tmp_path: Path) -> None:
     """A step nests ``ext`` deeper than JSON is written: ``migrate`` dead-letters it; the records path must as well."""
-    deep = "{" + '"a": ' + "[" * jsonline.MAX_DEPTH + "]" * jsonline.MAX_DEPTH + "}"
-    edited_migrations(
-        tmp_path,
-        "kv_pool.allocation/v1-to-v2.toml",
-        '[[ops]]\nop = "default"\nfield = "pool"',
-        f'[[ops]]\nop = "set"\nfield = "ext"\nvalue = {{ json = \'{deep}\' }}\n\n'
-        '[[ops]]\nop = "default"\nfield = "pool"',
-    )
+    too_deep_migrations(tmp_path)
     log = tmp_path / "deep.jsonl"
     log.write_bytes(orjson.dumps(POOL_V1) + b"\n")
     table = io.BytesIO()
