@@ -46,7 +46,7 @@ def test_kvlog_keeps_its_layers() -> None:
         ("kvlog/io/tailing.py", "import inotify_simple", "The logging core, migration and validation never import the"),
         ("kvlog/metrics/series.py", "import prometheus_client", "The metrics series"),
         ("kvlog/validate.py", "import kvlog.metrics.series", "The logging core never imports the metrics layer"),
-        ("kvlog/follow/runner.py", "import kvlog.otel", "The OpenTelemetry export is a leaf"),
+        ("kvlog/follow/follower.py", "import kvlog.otel", "The OpenTelemetry export is a leaf"),
         ("kvlog/plot/timeline.py", "import plotly", "The plot timeline"),
         ("kvlog/memory/arena.py", "import kvlog.check", "Memory imports neither"),
         ("kvlog/io/inputs.py", "import kvlog.validate", "I/O knows no command"),

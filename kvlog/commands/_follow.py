@@ -16,8 +16,8 @@ from kvlog.commands import EXIT_OK
 from kvlog.commands._migrate import migrator_for
 from kvlog.errors import OptionError
 from kvlog.follow import state as saved
+from kvlog.follow.follower import EventOutput, Follower, Observer
 from kvlog.follow.own import OwnFiles
-from kvlog.follow.runner import EventOutput, Follower, Observer
 from kvlog.follow.stall import StallWatch
 from kvlog.follow.waking import Waker
 from kvlog.io.compression import is_compressed
