@@ -21,11 +21,11 @@ from kvlog.io.inputs import STDIN
 from kvlog.io.outputs import atomic_output
 from kvlog.io.progress import Advance, ignore
 from kvlog.io.store import targets
+from kvlog.migration.batch import run_tasks
 from kvlog.migration.engine import MigrateOptions, Migrator, OutputFormat
 from kvlog.migration.errors import MigrationError
 from kvlog.migration.plan import Request, allowed_unparsed, plan
 from kvlog.migration.report import MigrationReport
-from kvlog.migration.runner import run_tasks
 from kvlog.migration.steps import load_chain
 from kvlog.text.printable import printable_name
 
