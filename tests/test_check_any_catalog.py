@@ -40,9 +40,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kvlog import commands
+from kvlog.check.driver import CheckReport
 from kvlog.check.findings import Finding
 from kvlog.check.report import format_report
-from kvlog.check.runner import CheckReport
 from kvlog.errors import KvlogError
 
 SCHEMAS = Path("telemetry/schemas")

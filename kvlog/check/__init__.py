@@ -9,9 +9,9 @@ JUnit XML or JSON.
 from __future__ import annotations
 
 from kvlog.check.drafts import Draft
+from kvlog.check.driver import CheckOptions, CheckReport, run_check
 from kvlog.check.findings import RULES, Finding
 from kvlog.check.inclusion import Reason
-from kvlog.check.runner import CheckOptions, CheckReport, run_check
 from kvlog.check.verdict import Verdict, compare
 
 __all__ = ["RULES", "CheckOptions", "CheckReport", "Draft", "Finding", "Reason", "Verdict", "compare", "run_check"]

@@ -6,8 +6,8 @@ import json
 from typing import Literal
 from xml.etree import ElementTree
 
+from kvlog.check.driver import CheckReport
 from kvlog.check.findings import RULES, Finding, count_errors
-from kvlog.check.runner import CheckReport
 from kvlog.text.printable import CATALOG_REPORT, printable, printable_name
 
 Format = Literal["text", "github", "junit", "json"]
