@@ -33,8 +33,8 @@ from quiet import wait_for_idle
 
 import kvlog
 from kvlog import events
-from kvlog.schema.validation import EventValidator
-from kvlog.validate import Summary, validate_lines
+from kvlog.file_validation import Summary, validate_lines
+from kvlog.schema.event_validator import EventValidator
 
 GB = 1 << 30
 DTYPE = "torch.bfloat16"

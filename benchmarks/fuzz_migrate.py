@@ -24,10 +24,10 @@ import atheris
 with atheris.instrument_imports():
     import orjson
 
+    from kvlog.file_validation import Summary, validate_lines
     from kvlog.migration import load_chain
     from kvlog.migration.engine import MigrateOptions, Migrator
-    from kvlog.schema.validation import EventValidator
-    from kvlog.validate import Summary, validate_lines
+    from kvlog.schema.event_validator import EventValidator
 
 CHAIN = load_chain()
 MIGRATORS = {fmt: Migrator(CHAIN, MigrateOptions(output_format=fmt)) for fmt in ("jsonl", "text", "legacy")}

@@ -45,7 +45,7 @@ from kvlog.envelope import envelope, ordered, utc_timestamp
 from kvlog.errors import SchemaViolationError
 from kvlog.event_base import Event
 from kvlog.schema.catalog import Catalog, catalog_version
-from kvlog.schema.validation import EventValidator, Violation
+from kvlog.schema.event_validator import EventValidator, Violation
 from kvlog.text.console import console_line, console_renderer
 
 ValidationMode = Literal["off", "warn", "drop", "raise"]

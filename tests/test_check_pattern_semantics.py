@@ -21,9 +21,9 @@ import orjson
 import pytest
 from foundation_samples import sample
 
+from kvlog.file_validation import Summary, validate_lines
 from kvlog.schema.catalog import SCHEMA_BASE_URI, Catalog, default_catalog
-from kvlog.schema.validation import EventValidator, Violation
-from kvlog.validate import Summary, validate_lines
+from kvlog.schema.event_validator import EventValidator, Violation
 
 CATALOG = default_catalog()
 EVENT_VERSIONS = [(event, version) for event in CATALOG.events() for version in CATALOG.versions(event)]

@@ -26,10 +26,10 @@ from migration_helpers import READY_V1
 
 import kvlog
 from kvlog import commands, events
-from kvlog.check.validator import CheckValidator
+from kvlog.check.linear_validator import CheckValidator
+from kvlog.file_validation import Summary, validate_lines
 from kvlog.schema.catalog import catalog_version, default_catalog
-from kvlog.schema.validation import EventValidator
-from kvlog.validate import Summary, validate_lines
+from kvlog.schema.event_validator import EventValidator
 
 CLOSED: dict[str, Any] = {
     "event": "kv_arena.closed",

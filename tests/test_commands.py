@@ -76,11 +76,11 @@ def test_importing_the_package_loads_no_command_and_validate_loads_no_other() ->
     code = (
         "import sys, kvlog.commands; "
         "heavy = lambda: sorted(m for m in sys.modules if m.startswith(('kvlog.migration', 'kvlog.check', "
-        "'kvlog.validate', 'kvlog.memory'))); "
+        "'kvlog.file_validation', 'kvlog.memory'))); "
         "print(heavy()); kvlog.commands.validate('/dev/null'); print(heavy())"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)
-    assert done.stdout.splitlines() == ["[]", "['kvlog.validate']"]
+    assert done.stdout.splitlines() == ["[]", "['kvlog.file_validation']"]
 
 
 # -- migrate: options ----------------------------------------------------------------------------------

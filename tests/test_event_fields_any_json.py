@@ -20,13 +20,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from kvlog.file_validation import Summary, validate_lines
 from kvlog.metrics.series import MemorySeries
 from kvlog.migration import load_chain
 from kvlog.migration.engine import MigrateOptions, Migrator
 from kvlog.plot.timeline import timelines
-from kvlog.schema.validation import EventValidator
+from kvlog.schema.event_validator import EventValidator
 from kvlog.summary import summarize_runs
-from kvlog.validate import Summary, validate_lines
 
 CHAIN = load_chain()
 EXAMPLES = [event for step in CHAIN.steps for example in step.examples for event in example]

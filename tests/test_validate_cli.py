@@ -18,8 +18,8 @@ from cli_harness import kvlog_text as kvlog
 from foundation_samples import FIELDS, sample
 
 from kvlog import commands
+from kvlog.file_validation import chunk_ranges
 from kvlog.schema.catalog import default_catalog
-from kvlog.validate import chunk_ranges
 
 GOOD = [sample(event, version) for event, version in FIELDS]  # the hand-written ones: stable across catalog growth
 ALLOCATION = sample("kv_pool.allocation", 2)

@@ -1,4 +1,4 @@
-"""``kvlog.validate`` as a library: how each kind of line is counted and reported, and how files are chunked.
+"""``kvlog.file_validation`` as a library: how each kind of line is counted and reported, and how files are chunked.
 
 The CLI tests check the printed findings; these pin the counts behind the summary line (lines,
 events, invalid, non-JSON, skipped, unknown events, by event) for every path of the slow reading,
@@ -14,10 +14,7 @@ from pathlib import Path
 import pytest
 from foundation_samples import sample
 
-from kvlog.io.errors import InputError
-from kvlog.io.inputs import OverlongLine
-from kvlog.schema.validation import EventValidator, Violation
-from kvlog.validate import (
+from kvlog.file_validation import (
     LineProblem,
     Skips,
     Summary,
@@ -26,6 +23,9 @@ from kvlog.validate import (
     validate_input,
     validate_lines,
 )
+from kvlog.io.errors import InputError
+from kvlog.io.inputs import OverlongLine
+from kvlog.schema.event_validator import EventValidator, Violation
 
 VALID = json.dumps(sample("kv_pool.allocation", 2)).encode() + b"\n"
 #: one line of each kind the slow path tells apart, in this order

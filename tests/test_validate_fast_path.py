@@ -17,10 +17,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from kvlog.file_validation import Summary, validate_lines
 from kvlog.io import inputs
 from kvlog.io.inputs import OverlongLine, bounded_lines, range_lines
-from kvlog.schema.validation import EventValidator
-from kvlog.validate import Summary, validate_lines
+from kvlog.schema.event_validator import EventValidator
 
 #: keys that collide often, and strings that hold what a key looks like in the text
 _KEYS = st.sampled_from(["a", "b", "ext", 'a":', '\\":', '"', "\\", 'x":{"a":1}', "\u00e9", "a "])

@@ -1,4 +1,4 @@
-"""``kvlog.validate``: which path a line takes, how many processes a file is given, ``validate_on``.
+"""``kvlog.file_validation``: which path a line takes, how many processes a file is given, ``validate_on``.
 
 Lines: the hot loop settles a line of a kind (event name, version) it has seen by one compiled check;
 only the first line of each kind, and lines that are not events, take the slow path (``_look_closer``).
@@ -27,11 +27,8 @@ import orjson
 import pytest
 from foundation_samples import sample
 
-from kvlog import events, validate
-from kvlog.io.errors import InputError
-from kvlog.io.progress import InOrder
-from kvlog.schema.validation import EventValidator
-from kvlog.validate import (
+from kvlog import events, file_validation
+from kvlog.file_validation import (
     PARALLEL_MIN_BYTES,
     LineProblem,
     Summary,
@@ -42,6 +39,9 @@ from kvlog.validate import (
     validate_lines,
     validate_on,
 )
+from kvlog.io.errors import InputError
+from kvlog.io.progress import InOrder
+from kvlog.schema.event_validator import EventValidator
 
 VALID = json.dumps(sample("kv_pool.allocation", 2)).encode() + b"\n"
 NO_VERSION = b'{"event": "kv_pool.allocation"}\n'
@@ -72,13 +72,13 @@ def test_lines_of_a_kind_already_seen_never_take_the_slow_path(
     monkeypatch: pytest.MonkeyPatch, validator: EventValidator
 ) -> None:
     slow: list[int] = []
-    look_closer = validate._look_closer
+    look_closer = file_validation._look_closer
 
     def spy(name: str, number: int, *rest: Any) -> list[LineProblem]:
         slow.append(number)
         return look_closer(name, number, *rest)
 
-    monkeypatch.setattr(validate, "_look_closer", spy)
+    monkeypatch.setattr(file_validation, "_look_closer", spy)
     other = orjson.dumps(sample("kv_arena.closed", events.KvArenaClosed.VERSION), option=orjson.OPT_APPEND_NEWLINE)
     lines = [VALID] * 50 + [other] * 50 + [VALID, NO_VERSION, TEXT, other, NO_VERSION]
     summary = Summary()
@@ -114,9 +114,9 @@ def paths(monkeypatch: pytest.MonkeyPatch) -> Paths:
         for _ in items:
             yield [], Summary()
 
-    monkeypatch.setattr(validate, "_validate_chunk", chunk_here)
-    monkeypatch.setattr(validate, "in_order", pool)
-    monkeypatch.setattr(validate, "available_cpus", lambda: 3)
+    monkeypatch.setattr(file_validation, "_validate_chunk", chunk_here)
+    monkeypatch.setattr(file_validation, "in_order", pool)
+    monkeypatch.setattr(file_validation, "available_cpus", lambda: 3)
     return seen
 
 
@@ -217,7 +217,7 @@ def _one_by_one(names: list[str], validator: EventValidator) -> tuple[list[LineP
 @pytest.fixture
 def small_split(monkeypatch: pytest.MonkeyPatch) -> int:
     """A file of 256 KiB is split as one of PARALLEL_MIN_BYTES is, so that its lines stay few."""
-    monkeypatch.setattr(validate, "PARALLEL_MIN_BYTES", 256 << 10)
+    monkeypatch.setattr(file_validation, "PARALLEL_MIN_BYTES", 256 << 10)
     return 256 << 10
 
 
@@ -294,7 +294,7 @@ def test_validate_on_tells_progress_each_byte_range_read_and_each_input_once_don
 def test_the_cpus_counted_are_this_processs_own(monkeypatch: pytest.MonkeyPatch) -> None:
     """``sched_getaffinity(0)`` is this process; another pid (init's, say) may run on other CPUs."""
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1, 2} if pid == 0 else {0})
-    assert validate.available_cpus() == 3
+    assert file_validation.available_cpus() == 3
 
 
 def test_validate_input_tells_each_byte_range_as_it_is_done_and_a_stream_nothing(

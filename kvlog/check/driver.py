@@ -12,11 +12,11 @@ from kvlog.check.evolution import Evolution, Mode
 from kvlog.check.files import inside
 from kvlog.check.findings import Finding
 from kvlog.check.gitref import files_at_ref
+from kvlog.check.linear_validator import CheckValidator
 from kvlog.check.naming import check_naming
 from kvlog.check.patterns import check_patterns
 from kvlog.check.snapshot import Snapshot, refusals
 from kvlog.check.structure import check_structure
-from kvlog.check.validator import CheckValidator
 
 
 @dataclass(frozen=True)

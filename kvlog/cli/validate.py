@@ -16,7 +16,7 @@ from kvlog.cli.progress import progress_reporter
 from kvlog.cli.stdout import abandon_out, flush_out, write_out
 from kvlog.commands import InputFailure
 from kvlog.errors import KvlogError
-from kvlog.validate import PARALLEL_MIN_BYTES, LineProblem
+from kvlog.file_validation import PARALLEL_MIN_BYTES, LineProblem
 
 
 class _OutputError(Exception):

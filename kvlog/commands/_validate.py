@@ -12,13 +12,21 @@ from typing import cast
 from kvlog.commands import EXIT_ERROR, EXIT_FINDINGS, EXIT_OK
 from kvlog.commands._engine import cluster_for
 from kvlog.errors import OptionError
+from kvlog.file_validation import (
+    LineProblem,
+    Skips,
+    Summary,
+    Unreadable,
+    unreadable_reason,
+    validate_input,
+    validate_on,
+)
 from kvlog.io.errors import InputError
 from kvlog.io.expansion import expand_inputs
 from kvlog.io.inputs import STDIN
 from kvlog.io.progress import Advance, InOrder, ignore
-from kvlog.schema.validation import EventValidator
+from kvlog.schema.event_validator import EventValidator
 from kvlog.text.printable import printable, printable_name
-from kvlog.validate import LineProblem, Skips, Summary, Unreadable, unreadable_reason, validate_input, validate_on
 
 
 @dataclass(frozen=True)

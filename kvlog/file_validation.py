@@ -32,8 +32,8 @@ from kvlog.io.jsonline import problems
 from kvlog.io.progress import InOrder
 from kvlog.io.workers import Engine, in_order
 from kvlog.schema.catalog import Catalog
+from kvlog.schema.event_validator import EventValidator, Violation
 from kvlog.schema.readings import json_text
-from kvlog.schema.validation import EventValidator, Violation
 from kvlog.text.printable import printable, printable_name
 
 #: Below this size a file is validated serially unless ``jobs`` is given: starting workers costs more.
