@@ -14,7 +14,7 @@ from cli_harness import SCRIPT
 from cli_harness import kvlog_text as kvlog  # noqa: F401 - the check tests' kvlog(), in process
 
 from kvlog import commands
-from kvlog.check.report import Format, format_report, summary
+from kvlog.check.rendering import Format, format_report, summary
 from kvlog.schema.resources import data_dir
 
 KVLOG = str(SCRIPT)

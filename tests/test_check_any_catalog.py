@@ -42,7 +42,7 @@ from hypothesis import strategies as st
 from kvlog import commands
 from kvlog.check.driver import CheckReport
 from kvlog.check.findings import Finding
-from kvlog.check.report import format_report
+from kvlog.check.rendering import format_report
 from kvlog.errors import KvlogError
 
 SCHEMAS = Path("telemetry/schemas")

@@ -2,7 +2,7 @@
 
 ``compare(old, new, mode, draft)`` is the schema-compatibility verdict the rules use, for any draft.
 Each rule has a stable id (``kvlog.check.findings.RULES``); ``run_check`` applies the applicable
-ones and returns a ``CheckReport`` that ``kvlog.check.report`` renders as text, GitHub annotations,
+ones and returns a ``CheckReport`` that ``kvlog.check.rendering`` renders as text, GitHub annotations,
 JUnit XML or JSON.
 """
 

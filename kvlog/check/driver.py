@@ -6,7 +6,6 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from kvlog.check import migrations
-from kvlog.check.config import Project
 from kvlog.check.corpus import replay_corpus
 from kvlog.check.evolution import Evolution, Mode
 from kvlog.check.files import inside
@@ -15,6 +14,7 @@ from kvlog.check.gitref import files_at_ref
 from kvlog.check.linear_validator import CheckValidator
 from kvlog.check.naming import check_naming
 from kvlog.check.patterns import check_patterns
+from kvlog.check.project import Project
 from kvlog.check.snapshot import Snapshot, refusals
 from kvlog.check.structure import check_structure
 

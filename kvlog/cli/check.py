@@ -10,7 +10,7 @@ import click
 
 from kvlog import commands
 from kvlog.check.evolution import MODES
-from kvlog.check.report import Format, format_report, summary
+from kvlog.check.rendering import Format, format_report, summary
 from kvlog.cli.examples import examples
 from kvlog.cli.failing import fail, message
 from kvlog.cli.stdout import abandon_out, flush_out, write_out
