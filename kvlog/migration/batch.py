@@ -41,7 +41,7 @@ _COPY_BLOCK = 1 << 20
 
 
 @dataclass
-class Outcome:
+class InputResult:
     """What happened to one input."""
 
     name: str
@@ -63,8 +63,8 @@ def run_tasks(
     dead_letter: IO[bytes] | None,
     progress: Advance,
     stdout: IO[bytes] | None = None,
-) -> Iterator[Outcome]:
-    """Migrate every task, yielding outcomes in input order.
+) -> Iterator[InputResult]:
+    """Migrate every task, yielding results in input order.
 
     ``migrator`` is built by the caller from the chain in ``migrations``, so that a broken chain or an
     option it refuses fails once, before anything is opened; each worker builds its own from the same
@@ -78,12 +78,12 @@ def run_tasks(
     tally = InOrder((task.name for task in tasks), progress)
     if engine is None or (engine.local and len(tasks) <= 1) or any(task.name == STDIN for task in tasks):
         for task in tasks:
-            outcome = _run(migrator, task, dead_letter, tally.read, staging=None, stdout=sink)
+            result = _run(migrator, task, dead_letter, tally.read, staging=None, stdout=sink)
             tally.done()
-            yield outcome
+            yield result
         return
     with _staging_directory() as staging:
-        outcomes = engine.in_order(
+        results = engine.in_order(
             _run_in_worker,
             [(task, dead_letter is not None) for task in tasks],
             start=_start_worker,
@@ -95,13 +95,13 @@ def run_tasks(
         )
         written: list[Path] = []  # the outputs of the tasks done, whose writers have all ended
         try:
-            with closing(outcomes):
-                for task, outcome in zip(tasks, outcomes, strict=True):
+            with closing(results):
+                for task, result in zip(tasks, results, strict=True):
                     if not engine.local and task.destination.path is not None:
                         written.append(task.destination.path)
-                    _unstage(outcome, sink, dead_letter)
+                    _unstage(result, sink, dead_letter)
                     tally.done()
-                    yield outcome
+                    yield result
         except WorkerDied as exc:
             raise WorkerDied(f"{exc}; the inputs not reported above were not migrated") from None
         finally:
@@ -110,10 +110,10 @@ def run_tasks(
             remove_stale_temporaries(*written)
 
 
-def _lost(arguments: tuple[Task, bool], reason: str) -> Outcome:
-    """The outcome of a task its engine lost for good: the input is named as failed, as a local failure is."""
+def _lost(arguments: tuple[Task, bool], reason: str) -> InputResult:
+    """The result of a task its engine lost for good: the input is named as failed, as a local failure is."""
     task, _ = arguments
-    return Outcome(task.name, MigrationReport(), f"{task.name}: {reason}")
+    return InputResult(task.name, MigrationReport(), f"{task.name}: {reason}")
 
 
 @dataclass(frozen=True)
@@ -151,14 +151,14 @@ def _staging_directory() -> Iterator[Path]:
         off_the_books(staging)
 
 
-def _run_in_worker(worker: _Worker, arguments: tuple[Task, bool]) -> Outcome:
+def _run_in_worker(worker: _Worker, arguments: tuple[Task, bool]) -> InputResult:
     task, want_dead = arguments
     with ExitStack() as stack:
         dead = stack.enter_context(_staging(worker.staging, "dead")) if want_dead else None
-        outcome = _run(worker.migrator, task, dead, read_in_task, staging=worker.staging, stdout=None)
+        result = _run(worker.migrator, task, dead, read_in_task, staging=worker.staging, stdout=None)
         if dead is not None:
-            outcome.staged_dead = dead.name
-        return outcome
+            result.staged_dead = dead.name
+        return result
 
 
 def _run(  # noqa: PLR0917 - one task's state, passed on as it is
@@ -168,7 +168,7 @@ def _run(  # noqa: PLR0917 - one task's state, passed on as it is
     progress: Callable[[int], None],
     staging: Path | None,
     stdout: IO[bytes] | None,
-) -> Outcome:
+) -> InputResult:
     def dead(record: dict[str, Any]) -> None:
         if dead_letter is not None:
             dead_letter.write(orjson.dumps(record) + b"\n")
@@ -177,7 +177,7 @@ def _run(  # noqa: PLR0917 - one task's state, passed on as it is
     try:
         if task.destination.kind == "in_place":
             report, note = _run_in_place(migrator, task, dead, progress)
-            return Outcome(task.name, report, note=note)
+            return InputResult(task.name, report, note=note)
         # the input is opened first: see kvlog.io.inplace
         with _opened(task.name) as (raw, stream), _open_output(task, staging, stdout) as out:
             if staging is not None and task.destination.kind == "stdout":
@@ -185,10 +185,10 @@ def _run(  # noqa: PLR0917 - one task's state, passed on as it is
             report = migrator.migrate(task.name, _Counting(task.name, stream, progress, raw), out, dead)
     except KvlogError as exc:
         error = exc if isinstance(exc, NamesOptions) else str(exc)
-        return Outcome(task.name, MigrationReport(), error, staged_output=staged)
+        return InputResult(task.name, MigrationReport(), error, staged_output=staged)
     except OSError as exc:  # what no wrapper could attribute (the wrappers name inputs and outputs)
-        return Outcome(task.name, MigrationReport(), f"{task.name}: {exc.strerror or exc}", staged_output=staged)
-    return Outcome(task.name, report, staged_output=staged)
+        return InputResult(task.name, MigrationReport(), f"{task.name}: {exc.strerror or exc}", staged_output=staged)
+    return InputResult(task.name, report, staged_output=staged)
 
 
 def _run_in_place(
@@ -252,8 +252,8 @@ def _staging(directory: Path, kind: str) -> Iterator[IO[bytes]]:
         yield NamedSink(handle, handle.name)  # type: ignore[misc]
 
 
-def _unstage(outcome: Outcome, stdout: IO[bytes] | None, dead_letter: IO[bytes] | None) -> None:
-    for staged, sink in ((outcome.staged_output, stdout), (outcome.staged_dead, dead_letter)):
+def _unstage(result: InputResult, stdout: IO[bytes] | None, dead_letter: IO[bytes] | None) -> None:
+    for staged, sink in ((result.staged_output, stdout), (result.staged_dead, dead_letter)):
         if staged is None:
             continue
         if sink is not None:
