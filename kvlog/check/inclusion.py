@@ -51,7 +51,7 @@ class Found:
 
 
 @dataclass(frozen=True)
-class Outcome:
+class Inclusion:
     """``holds``: True (included), False (an instance breaks; ``witness`` when one was built), None (undecided)."""
 
     holds: bool | None
@@ -59,22 +59,22 @@ class Outcome:
     witness: Found | None = None
 
 
-YES = Outcome(True)
+YES = Inclusion(True)
 
 
-def conjoin(outcomes: Iterable[Outcome]) -> Outcome:
+def conjoin(outcomes: Iterable[Inclusion]) -> Inclusion:
     """Every obligation must hold: the first break wins, else any undecided one, else yes."""
     listed = list(outcomes)
     broken = [o for o in listed if o.holds is False]
     if broken:
         witness = next((o.witness for o in broken if o.witness is not None), None)
         first_per_path = {reason.path: reason for reason in reversed(_reasons(broken))}
-        return Outcome(False, tuple(reversed(first_per_path.values())), witness)
+        return Inclusion(False, tuple(reversed(first_per_path.values())), witness)
     undecided = [o for o in listed if o.holds is None]
-    return Outcome(None, _reasons(undecided)) if undecided else YES
+    return Inclusion(None, _reasons(undecided)) if undecided else YES
 
 
-def _reasons(outcomes: list[Outcome]) -> tuple[Reason, ...]:
+def _reasons(outcomes: list[Inclusion]) -> tuple[Reason, ...]:
     return tuple(dict.fromkeys(reason for o in outcomes for reason in o.reasons))
 
 
@@ -268,7 +268,7 @@ class Judge:
         self.r = reader_label
         self._depth = 0
 
-    def includes(self, writer: Any, reader: Any, path: str = "$") -> Outcome:
+    def includes(self, writer: Any, reader: Any, path: str = "$") -> Inclusion:
         """Whether every instance of ``writer`` is one of ``reader``."""
         if reader is True or reader == {} or writer is False or same(writer, reader):
             return YES
@@ -282,7 +282,7 @@ class Judge:
 
     # -- the reader, split exactly --------------------------------------------------------------------
 
-    def _includes(self, writer: Any, reader: Any, path: str) -> Outcome:
+    def _includes(self, writer: Any, reader: Any, path: str) -> Inclusion:
         if (isinstance(writer, dict) and "$ref" in writer) or (isinstance(reader, dict) and "$ref" in reader):
             return self._undecided(path, "a reference kvlog does not follow (recursive or to another document)")
         split = branches(writer)
@@ -314,7 +314,7 @@ class Judge:
                 reader.update(taken)
         return [reader, *parts]
 
-    def _branch(self, kind: str, writer: dict[str, Any], reader: Any, path: str) -> Outcome:
+    def _branch(self, kind: str, writer: dict[str, Any], reader: Any, path: str) -> Inclusion:
         if reader is True or reader == {}:
             return YES
         if reader is False:
@@ -335,7 +335,7 @@ class Judge:
             return self._search(writer, reader, path, "the new schema mixes applicators with unevaluated keywords")
         return self._typed(kind, writer, reader, path)
 
-    def _any(self, kind: str, writer: dict[str, Any], members: list[Any], path: str) -> Outcome:
+    def _any(self, kind: str, writer: dict[str, Any], members: list[Any], path: str) -> Inclusion:
         relevant = [m for m in members if _admits(m, kind)]
         if not relevant:
             return self._refute(path, writer, f"no anyOf branch of {self.r} accepts {kind} values; {self.w} has them")
@@ -353,12 +353,12 @@ class Judge:
             and accepts(writer, union.value)
             and accepts({"anyOf": members}, union.value) is False
         ):
-            return Outcome(
+            return Inclusion(
                 False, (Reason(path, f"the anyOf branches of {self.r} leave out values {self.w} has"),), union
             )
         return self._search(writer, {"anyOf": members}, path, message)
 
-    def _one(self, kind: str, writer: dict[str, Any], members: list[Any], path: str) -> Outcome:
+    def _one(self, kind: str, writer: dict[str, Any], members: list[Any], path: str) -> Inclusion:
         relevant = [m for m in members if _admits(m, kind)]
         if not relevant:
             return self._refute(path, writer, f"no oneOf branch of {self.r} accepts {kind} values; {self.w} has them")
@@ -373,14 +373,14 @@ class Judge:
         overlaps = {"anyOf": [merge(writer, member) for member in relevant]}  # where two branches may both match
         return self._search(writer, {"oneOf": members}, path, message, around=overlaps)
 
-    def _not(self, writer: dict[str, Any], negated: Any, path: str) -> Outcome:
+    def _not(self, writer: dict[str, Any], negated: Any, path: str) -> Inclusion:
         if self.disjoint(writer, negated):
             return YES
         return self._search(
             writer, {"not": negated}, path, f"{self.r} forbids values matching a 'not' schema that {self.w} may hold"
         )
 
-    def _conditional(self, writer: dict[str, Any], reader: dict[str, Any], path: str) -> Outcome:
+    def _conditional(self, writer: dict[str, Any], reader: dict[str, Any], path: str) -> Inclusion:
         condition, then, otherwise = reader.get("if", True), reader.get("then", True), reader.get("else", True)
         if self.includes(writer, condition, path).holds is True:
             return self.includes(writer, then, path)
@@ -394,7 +394,7 @@ class Judge:
         message = f"{self.r} adds an if/then/else that {self.w} may not satisfy"
         return self._search(writer, reader, path, message, around=merge(writer, condition))
 
-    def _dependent_schemas(self, kind: str, writer: dict[str, Any], needed: dict[str, Any], path: str) -> Outcome:
+    def _dependent_schemas(self, kind: str, writer: dict[str, Any], needed: dict[str, Any], path: str) -> Inclusion:
         if kind != "object":
             return YES
         outcomes = []
@@ -408,7 +408,7 @@ class Judge:
 
     # -- typed keywords ----------------------------------------------------------------------------
 
-    def _typed(self, kind: str, writer: dict[str, Any], reader: dict[str, Any], path: str) -> Outcome:
+    def _typed(self, kind: str, writer: dict[str, Any], reader: dict[str, Any], path: str) -> Inclusion:
         finite = _finite(writer)
         if finite is not None:
             return self._values(finite, writer, reader, path)
@@ -432,7 +432,7 @@ class Judge:
             return self._objects(writer, reader, path)
         return YES
 
-    def _values(self, values: list[Any], writer: dict[str, Any], reader: dict[str, Any], path: str) -> Outcome:
+    def _values(self, values: list[Any], writer: dict[str, Any], reader: dict[str, Any], path: str) -> Inclusion:
         undecided = False
         for value in values:
             mine = accepts(writer, value)
@@ -441,11 +441,11 @@ class Judge:
             verdict = accepts(reader, value)
             if verdict is False and mine is True:
                 message = f"{self.r} rejects {show(value)}, which {self.w} allows"
-                return Outcome(False, (Reason(path, message),), Found(value))
+                return Inclusion(False, (Reason(path, message),), Found(value))
             undecided = undecided or verdict is not True
         return self._undecided(path, f"kvlog cannot check {self.r}'s values exactly") if undecided else YES
 
-    def _numbers(self, kind: str, writer: dict[str, Any], reader: dict[str, Any], path: str) -> Outcome:
+    def _numbers(self, kind: str, writer: dict[str, Any], reader: dict[str, Any], path: str) -> Inclusion:
         integral = kind == "integer" or _integral_step(writer)
         w_low, w_high = _interval(writer, integral)
         r_low, r_high = _interval(reader, integral)
@@ -464,7 +464,7 @@ class Judge:
             what.append(f"{self.r} requires multiples of {reader.get('multipleOf')}")
         return self._search(writer, reader, path, "; ".join(what))
 
-    def _strings(self, writer: dict[str, Any], reader: dict[str, Any], path: str) -> Outcome:
+    def _strings(self, writer: dict[str, Any], reader: dict[str, Any], path: str) -> Inclusion:
         w_min, r_min = writer.get("minLength", 0), reader.get("minLength", 0)
         w_max, r_max = writer.get("maxLength"), reader.get("maxLength")
         lengths_ok = w_min >= r_min and (r_max is None or (w_max is not None and w_max <= r_max))
@@ -489,10 +489,10 @@ class Judge:
         message = "; ".join(detail) or f"{self.r} rejects strings {self.w} accepts"
         for sample in extra.sample():
             if accepts(writer, sample) and accepts(reader, sample) is False:
-                return Outcome(False, (Reason(path, message),), Found(sample))
+                return Inclusion(False, (Reason(path, message),), Found(sample))
         return self._search(writer, reader, path, message)
 
-    def _arrays(self, writer: dict[str, Any], reader: dict[str, Any], path: str) -> Outcome:
+    def _arrays(self, writer: dict[str, Any], reader: dict[str, Any], path: str) -> Inclusion:
         if "unevaluatedItems" in reader and "contains" in reader:
             return self._search(writer, reader, path, "unevaluatedItems beside contains")
         w_prefix, r_prefix = writer.get("prefixItems", []), reader.get("prefixItems", [])
@@ -505,7 +505,7 @@ class Judge:
         if w_low > w_high:
             return YES
         r_low, r_high = reader.get("minItems", 0), reader.get("maxItems", math.inf)
-        found: list[Outcome] = []
+        found: list[Inclusion] = []
         if w_low < r_low or w_high > r_high:
             message = f"item count {_show_range(w_low, w_high)} ({self.w}) is not inside {_show_range(r_low, r_high)}"
             found.append(self._search(writer, reader, path, message))
@@ -526,7 +526,7 @@ class Judge:
 
     def _contains(
         self, writer: dict[str, Any], reader: dict[str, Any], path: str, w_low: float, w_high: float
-    ) -> Outcome:
+    ) -> Inclusion:
         need, limit = reader.get("minContains", 1), reader.get("maxContains", math.inf)
         wanted = reader["contains"]
         enough = need == 0
@@ -546,8 +546,8 @@ class Judge:
         what += [] if bounded else [f"{self.r} allows at most {limit} item(s) matching 'contains'; {self.w} more"]
         return self._search(writer, reader, path, "; ".join(what))
 
-    def _objects(self, writer: dict[str, Any], reader: dict[str, Any], path: str) -> Outcome:
-        found: list[Outcome] = []
+    def _objects(self, writer: dict[str, Any], reader: dict[str, Any], path: str) -> Inclusion:
+        found: list[Inclusion] = []
         names = sorted(
             set(writer.get("properties", {}))
             | set(reader.get("properties", {}))
@@ -582,7 +582,7 @@ class Judge:
             missing = [n for n in needs if n not in have]
             if missing:
                 message = f"{self.r} requires {', '.join(missing)} whenever {name} is present; {self.w} does not"
-                found.append(self._lift_member(Outcome(False, (Reason(path, message),)), writer, reader, path, name))
+                found.append(self._lift_member(Inclusion(False, (Reason(path, message),)), writer, reader, path, name))
         return conjoin(found)
 
     def _forced(self, writer: dict[str, Any], name: str) -> bool:
@@ -612,7 +612,7 @@ class Judge:
             folded = merge(folded, sub)
         return folded
 
-    def _other_members(self, writer: dict[str, Any], reader: dict[str, Any], path: str, named: set[str]) -> Outcome:
+    def _other_members(self, writer: dict[str, Any], reader: dict[str, Any], path: str, named: set[str]) -> Inclusion:
         """Members no property names: each class of names the patterns carve out, compared as one."""
         patterns = sorted(set(writer.get("patternProperties", {})) | set(reader.get("patternProperties", {})))
         if _closed(writer):
@@ -648,7 +648,7 @@ class Judge:
             found.append(self._lift_member(outcome, writer, reader, path, names[0]))
         return conjoin(found)
 
-    def _property_names(self, writer: dict[str, Any], reader: dict[str, Any], path: str, named: set[str]) -> Outcome:
+    def _property_names(self, writer: dict[str, Any], reader: dict[str, Any], path: str, named: set[str]) -> Inclusion:
         """Whether every member name the writer allows is one the reader's ``propertyNames`` accepts.
 
         The reasons are located at ``<path> property names`` whether the writer is closed or open: a
@@ -673,10 +673,12 @@ class Judge:
         else:
             outcome = self.includes(merge({"type": "string"}, writer.get("propertyNames", True)), wanted, here)
         if outcome.holds is False and outcome.witness is not None and isinstance(outcome.witness.value, str):
-            return self._lift_member(Outcome(False, outcome.reasons, None), writer, reader, path, outcome.witness.value)
+            return self._lift_member(
+                Inclusion(False, outcome.reasons, None), writer, reader, path, outcome.witness.value
+            )
         return outcome if outcome.holds is not False else self._search(writer, reader, here, _first(outcome))
 
-    def _property_counts(self, writer: dict[str, Any], reader: dict[str, Any], path: str) -> Outcome:
+    def _property_counts(self, writer: dict[str, Any], reader: dict[str, Any], path: str) -> Inclusion:
         w_low = max(writer.get("minProperties", 0), len(set(writer.get("required", []))))
         w_high = writer.get("maxProperties", math.inf)
         r_low, r_high = reader.get("minProperties", 0), reader.get("maxProperties", math.inf)
@@ -727,26 +729,26 @@ class Judge:
 
     # -- instances ---------------------------------------------------------------------------------
 
-    def _search(self, writer: Any, reader: Any, path: str, message: str, around: Any = False) -> Outcome:
+    def _search(self, writer: Any, reader: Any, path: str, message: str, around: Any = False) -> Inclusion:
         """Look for an instance of the writer the reader rejects: "no" with it, else undecided.
 
         ``around`` is a schema whose instances are likely to break (the writer meeting a reader's condition).
         """
         for value in candidates(writer) + candidates(around) + beyond(reader, writer):
             if accepts(writer, value) is True and accepts(reader, value) is False:
-                return Outcome(False, (Reason(path, message),), Found(value))
+                return Inclusion(False, (Reason(path, message),), Found(value))
         return self._undecided(path, message)
 
-    def _refute(self, path: str, writer: Any, message: str) -> Outcome:
+    def _refute(self, path: str, writer: Any, message: str) -> Inclusion:
         for value in candidates(writer):
             if accepts(writer, value) is True:
-                return Outcome(False, (Reason(path, message),), Found(value))
+                return Inclusion(False, (Reason(path, message),), Found(value))
         return self._undecided(path, message + " (kvlog found no instance of it)")
 
-    def _undecided(self, path: str, message: str) -> Outcome:
-        return Outcome(None, (Reason(path, f"{message}: kvlog cannot prove it safe"),))
+    def _undecided(self, path: str, message: str) -> Inclusion:
+        return Inclusion(None, (Reason(path, f"{message}: kvlog cannot prove it safe"),))
 
-    def _lift(self, outcome: Outcome, writer: dict[str, Any], reader: dict[str, Any], index: int) -> Outcome:
+    def _lift(self, outcome: Inclusion, writer: dict[str, Any], reader: dict[str, Any], index: int) -> Inclusion:
         """A break of the item at ``index`` (or any later one) becomes a break of an array holding it."""
         if outcome.holds is not False:
             return outcome
@@ -759,15 +761,17 @@ class Judge:
                 padded = base + [f[0] for f in filler]
                 instance = [*padded[:index], value, *padded[index + 1 :]]
                 if accepts(writer, instance) is True and accepts(reader, instance) is False:
-                    return Outcome(False, outcome.reasons, Found(instance))
-        return Outcome(None, tuple(Reason(r.path, f"{r.message}: kvlog cannot prove it safe") for r in outcome.reasons))
+                    return Inclusion(False, outcome.reasons, Found(instance))
+        return Inclusion(
+            None, tuple(Reason(r.path, f"{r.message}: kvlog cannot prove it safe") for r in outcome.reasons)
+        )
 
-    def _embed(self, outcome: Outcome, writer: dict[str, Any], reader: dict[str, Any], name: str) -> Outcome:
-        return self._lift_member(Outcome(False, outcome.reasons, outcome.witness), writer, reader, "", name)
+    def _embed(self, outcome: Inclusion, writer: dict[str, Any], reader: dict[str, Any], name: str) -> Inclusion:
+        return self._lift_member(Inclusion(False, outcome.reasons, outcome.witness), writer, reader, "", name)
 
     def _lift_member(
-        self, outcome: Outcome, writer: dict[str, Any], reader: dict[str, Any], path: str, name: str | None
-    ) -> Outcome:
+        self, outcome: Inclusion, writer: dict[str, Any], reader: dict[str, Any], path: str, name: str | None
+    ) -> Inclusion:
         """A break inside member ``name`` becomes a break of an object holding it, validated against both."""
         if outcome.holds is not False or name is None:
             return outcome
@@ -779,8 +783,10 @@ class Judge:
             for value in values[:12]:
                 instance = {**base, name: value}
                 if accepts(writer, instance) is True and accepts(reader, instance) is False:
-                    return Outcome(False, outcome.reasons, Found(instance))
-        return Outcome(None, tuple(Reason(r.path, f"{r.message}: kvlog cannot prove it safe") for r in outcome.reasons))
+                    return Inclusion(False, outcome.reasons, Found(instance))
+        return Inclusion(
+            None, tuple(Reason(r.path, f"{r.message}: kvlog cannot prove it safe") for r in outcome.reasons)
+        )
 
 
 _SCALAR_KEYS = {
@@ -870,7 +876,7 @@ def _conjuncts(schema: Any) -> list[Any]:
     return found
 
 
-def _first(outcome: Outcome) -> str:
+def _first(outcome: Inclusion) -> str:
     return outcome.reasons[0].message if outcome.reasons else "the schemas differ"
 
 
