@@ -43,7 +43,7 @@ import orjson
 from jsonschema import Draft202012Validator
 from quiet import wait_for_idle
 
-from kvlog.file_validation import Summary, available_cpus, validate_lines
+from kvlog.file_validation import Counts, available_cpus, validate_lines
 from kvlog.schema.catalog import default_catalog
 from kvlog.schema.event_validator import EventValidator
 
@@ -210,7 +210,7 @@ def bench_orjson(lines: list[bytes]) -> float:
 
 def bench_kvlog_loop(lines: list[bytes]) -> float:
     validator = EventValidator()
-    summary = Summary()
+    summary = Counts()
     start = time.perf_counter()
     problems = list(validate_lines("bench", lines, summary, validator))
     elapsed = time.perf_counter() - start

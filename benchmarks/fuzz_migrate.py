@@ -24,7 +24,7 @@ import atheris
 with atheris.instrument_imports():
     import orjson
 
-    from kvlog.file_validation import Summary, validate_lines
+    from kvlog.file_validation import Counts, validate_lines
     from kvlog.migration import load_chain
     from kvlog.migration.engine import MigrateOptions, Migrator
     from kvlog.schema.event_validator import EventValidator
@@ -47,7 +47,7 @@ def one_input(data: bytes) -> None:
         for before, after in zip(ins, outs, strict=True):
             if after != before and VALIDATOR.violations(orjson.loads(after)):
                 raise AssertionError(f"{before!r} became an invalid event {after!r}")
-    for _ in validate_lines("fuzz.jsonl", io.BytesIO(data).readlines(), Summary(), VALIDATOR):
+    for _ in validate_lines("fuzz.jsonl", io.BytesIO(data).readlines(), Counts(), VALIDATOR):
         pass
 
 

@@ -17,7 +17,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kvlog.file_validation import Summary, validate_lines
+from kvlog.file_validation import Counts, validate_lines
 from kvlog.io import inputs
 from kvlog.io.inputs import OverlongLine, bounded_lines, range_lines
 from kvlog.schema.event_validator import EventValidator
@@ -93,7 +93,7 @@ def test_validate_reports_a_duplicate_key_exactly_when_the_line_holds_one(
     line = _event_line(ext, top_duplicate, spaced)
     validator = EventValidator()
     # the same line twice: the first goes through the slow path (a new kind of event), the second the hot loop
-    findings = list(validate_lines("f.jsonl", [line, line], Summary(), validator))
+    findings = list(validate_lines("f.jsonl", [line, line], Counts(), validator))
     reported = [finding.line for finding in findings if "duplicate key" in finding.violation.message]
     expected = [1, 2] if _has_duplicate(line.decode()) else []
     assert reported == expected, findings

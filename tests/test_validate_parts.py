@@ -30,8 +30,8 @@ from foundation_samples import sample
 from kvlog import events, file_validation
 from kvlog.file_validation import (
     PARALLEL_MIN_BYTES,
+    Counts,
     LineProblem,
-    Summary,
     Unreadable,
     chunk_ranges,
     unreadable_reason,
@@ -53,7 +53,7 @@ def validator() -> EventValidator:
     return EventValidator()
 
 
-def _counts(summary: Summary) -> tuple[Any, ...]:
+def _counts(summary: Counts) -> tuple[Any, ...]:
     return (
         summary.lines,
         summary.events,
@@ -81,7 +81,7 @@ def test_lines_of_a_kind_already_seen_never_take_the_slow_path(
     monkeypatch.setattr(file_validation, "_look_closer", spy)
     other = orjson.dumps(sample("kv_arena.closed", events.KvArenaClosed.VERSION), option=orjson.OPT_APPEND_NEWLINE)
     lines = [VALID] * 50 + [other] * 50 + [VALID, NO_VERSION, TEXT, other, NO_VERSION]
-    summary = Summary()
+    summary = Counts()
     findings = list(validate_lines("f", lines, summary, validator))
     assert slow == [1, 51, 102, 103, 105]  # the first of each kind; the lines no compiled check settles
     assert [finding.line for finding in findings] == [102, 103, 105]
@@ -103,16 +103,16 @@ class Paths:
 def paths(monkeypatch: pytest.MonkeyPatch) -> Paths:
     seen = Paths()
 
-    def chunk_here(validator: EventValidator, chunk: Any, *_more: Any) -> tuple[list[LineProblem], Summary]:
+    def chunk_here(validator: EventValidator, chunk: Any, *_more: Any) -> tuple[list[LineProblem], Counts]:
         seen.here += 1
-        return [], Summary()
+        return [], Counts()
 
     def pool(
         function: Any, items: Iterable[Any], *, workers: int, start: Any, start_args: Any, **_options: Any
-    ) -> Generator[tuple[list[LineProblem], Summary], None, None]:
+    ) -> Generator[tuple[list[LineProblem], Counts], None, None]:
         seen.pools.append(workers)
         for _ in items:
-            yield [], Summary()
+            yield [], Counts()
 
     monkeypatch.setattr(file_validation, "_validate_chunk", chunk_here)
     monkeypatch.setattr(file_validation, "in_order", pool)
@@ -140,7 +140,7 @@ def test_a_file_is_validated_here_or_by_a_pool_by_its_size_and_jobs(
     tmp_path: Path, validator: EventValidator, paths: Paths, size: int, jobs: int | None, pools: list[int]
 ) -> None:
     name = _blank_lines(tmp_path / "log", size)
-    assert list(validate_input(name, Summary(), validator, jobs=jobs)) == []
+    assert list(validate_input(name, Counts(), validator, jobs=jobs)) == []
     assert paths.pools == pools
     assert paths.here == (0 if pools else len(chunk_ranges(name, size, jobs or 1)))
 
@@ -202,10 +202,10 @@ def _inputs(tmp_path: Path, split_at: int) -> list[str]:
     return [str(plain), big, str(packed), str(cut), str(missing), str(plain)]
 
 
-def _one_by_one(names: list[str], validator: EventValidator) -> tuple[list[LineProblem | Unreadable], Summary]:
+def _one_by_one(names: list[str], validator: EventValidator) -> tuple[list[LineProblem | Unreadable], Counts]:
     """What ``kvlog validate`` without an engine reports: each input read here, a failure after its findings."""
     found: list[LineProblem | Unreadable] = []
-    summary = Summary()
+    summary = Counts()
     for name in names:
         try:
             found.extend(validate_input(name, summary, validator, jobs=1))
@@ -227,7 +227,7 @@ def test_validate_on_reports_what_validating_each_input_here_reports(
     names = _inputs(tmp_path, small_split)
     assert len(chunk_ranges(names[1], small_split, 2)) > 2  # the big file is validated in several parts
     expected, expected_summary = _one_by_one(names, validator)
-    summary = Summary()
+    summary = Counts()
     found = list(validate_on(SerialEngine(workers=2), names, summary, validator))
     assert [str(item) for item in found] == [str(item) for item in expected]
     assert found == expected
@@ -254,7 +254,7 @@ def test_a_part_lost_with_its_node_ends_that_input_and_keeps_the_parts_before_it
         for item in expected
         if isinstance(item, LineProblem)
     ]
-    summary = Summary()
+    summary = Counts()
     # tasks: plain (0), then the parts of big: its first (1) is read, its second (2) is lost, the rest skipped
     found = list(validate_on(SerialEngine(workers=2, lose=2), [plain, big, plain], summary, validator))
     again, _ = _one_by_one([plain], validator)
@@ -283,7 +283,7 @@ def test_validate_on_tells_progress_each_byte_range_read_and_each_input_once_don
     names = _inputs(tmp_path, small_split)[:3]  # plain, big (in parts), packed
     steps: list[tuple[int, int]] = []
     progress = InOrder(names, lambda files, count: steps.append((files, count)))
-    list(validate_on(SerialEngine(workers=2), names, Summary(), validator, progress=progress))
+    list(validate_on(SerialEngine(workers=2), names, Counts(), validator, progress=progress))
     ranges = chunk_ranges(names[1], small_split, 2)
     sizes = [Path(name).stat().st_size for name in names]
     assert [files for files, _ in steps] == [1] + [0] * len(ranges) + [1, 1]
@@ -304,13 +304,13 @@ def test_validate_input_tells_each_byte_range_as_it_is_done_and_a_stream_nothing
     plain.write_bytes(_lines(2000, 13, NO_VERSION))
     size = plain.stat().st_size
     reads: list[int] = []
-    list(validate_input(str(plain), Summary(), validator, jobs=1, on_read=reads.append))
+    list(validate_input(str(plain), Counts(), validator, jobs=1, on_read=reads.append))
     assert reads == [end - start for start, end in chunk_ranges(str(plain), size, 1)]
     assert len(reads) > 1 and sum(reads) == size
     packed = tmp_path / "packed.jsonl.gz"
     packed.write_bytes(gzip.compress(plain.read_bytes()))
     streamed: list[int] = []
-    list(validate_input(str(packed), Summary(), validator, on_read=streamed.append))
+    list(validate_input(str(packed), Counts(), validator, on_read=streamed.append))
     assert streamed == []
 
 
@@ -319,7 +319,7 @@ def test_a_line_is_reported_the_same_whatever_ends_it(validator: EventValidator,
     body = line.rstrip(b"\n")
     reports = []
     for ending in (b"\n", b"\r\n", b""):
-        summary = Summary()
+        summary = Counts()
         found = [str(finding) for finding in validate_lines("f", [body + ending], summary, validator)]
         reports.append((found, _counts(summary)))
     assert reports[0] == reports[1] == reports[2]

@@ -31,7 +31,7 @@ class CheckOptions:
 
 @dataclass
 class CheckReport:
-    """The findings of a run and which rule families were skipped, with why (for JUnit and the summary)."""
+    """The findings of a run and which rule families were skipped, with why (for JUnit and the status line)."""
 
     findings: list[Finding] = field(default_factory=list)
     skipped: dict[str, str] = field(default_factory=dict)

@@ -97,7 +97,7 @@ def validate(  # noqa: PLR0917 - click passes every option as a parameter
         fail("validate", f"cannot write the findings: {exc}", commands.EXIT_ERROR)
     except KvlogError as exc:
         fail("validate", message(exc, validate), commands.exit_status_of(exc))
-    click.echo(str(outcome.summary), err=True)
+    click.echo(outcome.status_line, err=True)
     sys.exit(outcome.exit_status)
 
 

@@ -11,6 +11,7 @@ from kvlog.check.evolution import MODES, Mode
 from kvlog.check.findings import count_errors
 from kvlog.check.gitref import GitNotFound, NotACommit
 from kvlog.check.project import ConfigError, resolve_project
+from kvlog.check.rendering import status_line
 from kvlog.commands import EXIT_FINDINGS, EXIT_OK
 from kvlog.errors import OptionError
 
@@ -21,6 +22,11 @@ class CheckOutcome:
 
     exit_status: int
     report: CheckReport
+
+    @property
+    def status_line(self) -> str:
+        """One line: what was checked and what was found."""
+        return status_line(self.report)
 
 
 def check(

@@ -46,6 +46,11 @@ class FollowOutcome:
     #: whether waits were woken by inotify (False: the files were polled)
     inotify: bool
 
+    @property
+    def status_line(self) -> str:
+        """One line: how many events the run wrote before it stopped."""
+        return f"stopped; {self.events} events written"
+
 
 def follow(
     paths: str | Path | Iterable[str | Path],
