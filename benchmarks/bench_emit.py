@@ -33,8 +33,8 @@ from quiet import wait_for_idle
 
 import kvlog
 from kvlog import events
-from kvlog.schema.validation import EventValidator
-from kvlog.validate import Summary, validate_lines
+from kvlog.file_validation import Counts, validate_lines
+from kvlog.schema.event_validator import EventValidator
 
 GB = 1 << 30
 DTYPE = "torch.bfloat16"
@@ -133,7 +133,7 @@ def main() -> None:
                 wait_for_idle()
                 best[label] = min(best[label], run())
 
-        summary = Summary()
+        summary = Counts()
         with (out / "warn.jsonl").open("rb") as written:
             problems = list(validate_lines("warn.jsonl", written, summary, EventValidator()))
         assert not problems and summary.events == n, "every emitted event must be valid"

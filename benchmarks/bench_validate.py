@@ -5,7 +5,7 @@ current events (arena commits and decommits dominate, as in a server that grows 
 pools; every line is valid), then measures, in one run on the same file:
 
 * ``orjson.loads`` of every line: the floor, parsing alone;
-* kvlog's validation loop in-process, one core (``kvlog.validate.check_lines``);
+* kvlog's validation loop in-process, one core (``kvlog.file_validation.check_lines``);
 * the ``kvlog validate`` command end to end (a subprocess: start-up, reading, output), serial
   (``--jobs 1``) and with its default (all CPUs for a file this size);
 * plain ``jsonschema`` (``Draft202012Validator`` with the same schemas and registry, dispatched by
@@ -43,9 +43,9 @@ import orjson
 from jsonschema import Draft202012Validator
 from quiet import wait_for_idle
 
+from kvlog.file_validation import Counts, available_cpus, validate_lines
 from kvlog.schema.catalog import default_catalog
-from kvlog.schema.validation import EventValidator
-from kvlog.validate import Summary, available_cpus, validate_lines
+from kvlog.schema.event_validator import EventValidator
 
 GIB = 1 << 30
 MIB = 1 << 20
@@ -210,7 +210,7 @@ def bench_orjson(lines: list[bytes]) -> float:
 
 def bench_kvlog_loop(lines: list[bytes]) -> float:
     validator = EventValidator()
-    summary = Summary()
+    summary = Counts()
     start = time.perf_counter()
     problems = list(validate_lines("bench", lines, summary, validator))
     elapsed = time.perf_counter() - start

@@ -24,10 +24,10 @@ import atheris
 with atheris.instrument_imports():
     import orjson
 
+    from kvlog.file_validation import Counts, validate_lines
     from kvlog.migration import load_chain
     from kvlog.migration.engine import MigrateOptions, Migrator
-    from kvlog.schema.validation import EventValidator
-    from kvlog.validate import Summary, validate_lines
+    from kvlog.schema.event_validator import EventValidator
 
 CHAIN = load_chain()
 MIGRATORS = {fmt: Migrator(CHAIN, MigrateOptions(output_format=fmt)) for fmt in ("jsonl", "text", "legacy")}
@@ -47,7 +47,7 @@ def one_input(data: bytes) -> None:
         for before, after in zip(ins, outs, strict=True):
             if after != before and VALIDATOR.violations(orjson.loads(after)):
                 raise AssertionError(f"{before!r} became an invalid event {after!r}")
-    for _ in validate_lines("fuzz.jsonl", io.BytesIO(data).readlines(), Summary(), VALIDATOR):
+    for _ in validate_lines("fuzz.jsonl", io.BytesIO(data).readlines(), Counts(), VALIDATOR):
         pass
 
 

@@ -13,7 +13,7 @@ from typing import Any
 from cli_harness import kvlog_text as kvlog  # noqa: F401 - the check tests' kvlog(), in process
 
 from kvlog import commands
-from kvlog.check.report import Format, format_report, summary
+from kvlog.check.rendering import Format, format_report
 from kvlog.schema.resources import data_dir
 
 GIT_ENV = {
@@ -33,10 +33,10 @@ def checked(cwd: Path, path: str | None = None, **options: Any) -> tuple[int, li
 
 
 def checked_as(cwd: Path, output_format: Format, path: str | None = None, **options: Any) -> tuple[int, str, str]:
-    """``kvlog check [PATH] --format FORMAT`` in ``cwd``, in this process: (exit status, the report, the summary)."""
+    """``kvlog check [PATH] --format FORMAT`` in ``cwd``, in this process: (exit status, report, status line)."""
     with contextlib.chdir(cwd):
         outcome = commands.check(path, **options)
-    return outcome.exit_status, format_report(outcome.report, output_format), summary(outcome.report)
+    return outcome.exit_status, format_report(outcome.report, output_format), outcome.status_line
 
 
 def git(repo: Path, *args: str) -> str:

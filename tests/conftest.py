@@ -22,13 +22,13 @@ if TYPE_CHECKING:
     from fleet_helpers import Cluster
     from store_helpers import S3
 
-    from kvlog.schema.validation import EventValidator
+    from kvlog.schema.event_validator import EventValidator
 
 
 @pytest.fixture(scope="module")
 def validator() -> EventValidator:
     """One validator for a module's tests: building one compiles the whole catalog."""
-    from kvlog.schema.validation import EventValidator  # noqa: PLC0415 - this file is read before any test
+    from kvlog.schema.event_validator import EventValidator  # noqa: PLC0415 - this file is read before any test
 
     return EventValidator()
 

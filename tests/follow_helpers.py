@@ -15,7 +15,7 @@ import orjson
 
 from kvlog import commands
 from kvlog.commands._migrate import migrator_for
-from kvlog.follow.runner import EventOutput, Follower
+from kvlog.follow.follower import EventOutput, Follower
 from kvlog.io.tailing import Tailer
 from kvlog.migration.candidates import MAX_LINE_BYTES
 from kvlog.migration.engine import MigrateOptions

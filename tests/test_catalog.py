@@ -13,7 +13,7 @@ from jsonschema import Draft202012Validator
 
 from kvlog.errors import CatalogError, UnknownEventError
 from kvlog.schema.catalog import SCHEMA_BASE_URI, Catalog, default_catalog, version_in
-from kvlog.schema.validation import EventValidator
+from kvlog.schema.event_validator import EventValidator
 
 SCHEMAS = Path(__file__).resolve().parent.parent / "schemas"
 SCHEMA_FILES = sorted(SCHEMAS.rglob("*.json"))

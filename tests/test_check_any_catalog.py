@@ -41,9 +41,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kvlog import commands
+from kvlog.check.driver import CheckReport
 from kvlog.check.findings import Finding
-from kvlog.check.report import format_report
-from kvlog.check.runner import CheckReport
+from kvlog.check.rendering import format_report
 from kvlog.errors import KvlogError
 
 SCHEMAS = Path("telemetry/schemas")
@@ -426,7 +426,7 @@ def test_a_deeply_nested_event_in_a_golden_log_is_a_finding(tmp_path: Path, dept
 
 
 def test_the_linear_validator_answers_for_an_event_too_deep_for_it() -> None:
-    from kvlog.check.validator import CheckValidator  # noqa: PLC0415
+    from kvlog.check.linear_validator import CheckValidator  # noqa: PLC0415
     from kvlog.schema.catalog import default_catalog  # noqa: PLC0415
 
     deep: Any = []

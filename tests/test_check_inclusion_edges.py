@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from jsonschema import Draft202012Validator
 
-from kvlog.check.inclusion import Judge, Outcome
+from kvlog.check.inclusion import Inclusion, Judge
 from kvlog.check.inclusion.algebra import merge
 from kvlog.check.instances import candidates
 
@@ -20,11 +20,11 @@ I: dict[str, Any] = {"type": "integer"}  # noqa: E741
 S: dict[str, Any] = {"type": "string"}
 
 
-def judged(writer: Any, reader: Any) -> Outcome:
+def judged(writer: Any, reader: Any) -> Inclusion:
     return Judge().includes(writer, reader)
 
 
-def assert_breaks(outcome: Outcome, writer: Any, reader: Any, where: str, message: str) -> Any:
+def assert_breaks(outcome: Inclusion, writer: Any, reader: Any, where: str, message: str) -> Any:
     """A "no" located at ``where`` saying ``message``, with an instance of the writer the reader rejects."""
     assert outcome.holds is False, outcome
     assert [(reason.path, reason.message) for reason in outcome.reasons] == [(where, message)]
@@ -64,7 +64,7 @@ def test_applicators_beside_unevaluated_properties_stay_with_the_reader_they_sha
     assert value == {}
 
 
-def assert_sound(outcome: Outcome, writer: Any, reader: Any) -> None:
+def assert_sound(outcome: Inclusion, writer: Any, reader: Any) -> None:
     """Whatever the verdict, a "no" carries an instance the writer accepts and the reader rejects."""
     if outcome.holds is False:
         assert outcome.witness is not None, outcome
@@ -84,7 +84,7 @@ def assert_sound(outcome: Outcome, writer: Any, reader: Any) -> None:
     ],
 )
 def test_what_the_writer_rules_out_with_false_is_never_asked_of_the_reader(writer: Any, reader: Any) -> None:
-    assert judged(writer, reader) == Outcome(True)
+    assert judged(writer, reader) == Inclusion(True)
 
 
 @pytest.mark.parametrize(
@@ -179,7 +179,7 @@ CLOSED_AB = {"type": "object", "properties": {"a": I, "b": I}, "additionalProper
 
 def test_a_closed_writer_lacks_a_member_unless_its_minimum_count_needs_every_other_member_and_it() -> None:
     required_a = {"type": "object", "required": ["a"]}
-    assert judged({**CLOSED_AB, "minProperties": 2}, required_a) == Outcome(True)
+    assert judged({**CLOSED_AB, "minProperties": 2}, required_a) == Inclusion(True)
     writer = {**CLOSED_AB, "minProperties": 1}
     value = assert_breaks(judged(writer, required_a), writer, required_a, "$.a", "new requires a; old may lack it")
     assert value == {"b": 0}
@@ -202,8 +202,8 @@ def test_the_tighter_of_minimum_and_exclusive_minimum_is_the_lower_bound(bounds:
         "as above 4": {"exclusiveMinimum": 4},
     }
     plain = {"type": "number", **same_bound[verdict]}
-    assert judged(schema, plain) == Outcome(True)
-    assert judged(plain, schema) == Outcome(True)
+    assert judged(schema, plain) == Inclusion(True)
+    assert judged(plain, schema) == Inclusion(True)
     below = {"type": "number", "minimum": 4}
     assert_breaks(judged(below, schema), below, schema, "$", judged(below, schema).reasons[0].message)
 
@@ -211,7 +211,7 @@ def test_the_tighter_of_minimum_and_exclusive_minimum_is_the_lower_bound(bounds:
 def test_number_ranges_that_meet_at_an_exclusive_top_cover_a_writer_open_at_that_top() -> None:
     writer = {"type": "number", "minimum": 0, "exclusiveMaximum": 2}
     halves = [{"type": "number", "minimum": 0, "maximum": 1}, {"type": "number", "exclusiveMinimum": 1, "maximum": 2}]
-    assert judged(writer, {"anyOf": halves}) == Outcome(True)
+    assert judged(writer, {"anyOf": halves}) == Inclusion(True)
     closed_top = {"type": "number", "minimum": 0, "maximum": 2}
     open_halves = [halves[0], {**halves[1], "exclusiveMaximum": 2}]
     value = assert_breaks(
@@ -225,7 +225,7 @@ def test_number_ranges_that_meet_at_an_exclusive_top_cover_a_writer_open_at_that
 
 
 def test_every_integer_is_a_multiple_of_one_over_n_and_not_of_other_fractions() -> None:
-    assert judged(I, {"type": "number", "multipleOf": 0.25}) == Outcome(True)
+    assert judged(I, {"type": "number", "multipleOf": 0.25}) == Inclusion(True)
     reader = {"type": "number", "multipleOf": 0.4}
     assert_breaks(judged(I, reader), I, reader, "$", "new requires multiples of 0.4")
 
@@ -245,15 +245,15 @@ def test_the_then_branch_of_a_split_writer_is_split_again() -> None:
         "then": {"anyOf": [{"maximum": 10}, {"minimum": 20}]},
         "else": {"maximum": -1},
     }
-    assert judged(writer, {"type": "number", "anyOf": [{"maximum": 10}, {"minimum": 20}]}) == Outcome(True)
+    assert judged(writer, {"type": "number", "anyOf": [{"maximum": 10}, {"minimum": 20}]}) == Inclusion(True)
 
 
 @pytest.mark.parametrize("lengths", [{"maxLength": 1000}, {"minLength": 1000}, {"minLength": 100, "maxLength": 200}])
 def test_a_pattern_inside_another_is_proven_also_beyond_the_lengths_kvlog_unrolls(lengths: dict[str, int]) -> None:
     """Lengths past what kvlog spells out as a language are compared apart from the patterns."""
     writer = {"type": "string", "pattern": "^ab", **lengths}
-    assert judged(writer, {"type": "string", "pattern": "^a"}) == Outcome(True)
-    assert judged(writer, {"type": "string", "pattern": "^a", **lengths}) == Outcome(True)
+    assert judged(writer, {"type": "string", "pattern": "^a"}) == Inclusion(True)
+    assert judged(writer, {"type": "string", "pattern": "^a", **lengths}) == Inclusion(True)
 
 
 def test_anyof_branches_with_other_keywords_than_lengths_are_never_joined_by_their_lengths_alone() -> None:
@@ -298,7 +298,7 @@ def test_number_ranges_covered_by_a_later_branch_after_a_smaller_one_inside_an_e
     """[0, 10], then [1, 3] (inside it), then [9, 12]: together they cover [0, 12]."""
     spans = [(0, 10), (1, 3), (9, 12)]
     reader = {"anyOf": [{"type": "number", "minimum": low, "maximum": high} for low, high in spans]}
-    assert judged({"type": "number", "minimum": 0, "maximum": 12}, reader) == Outcome(True)
+    assert judged({"type": "number", "minimum": 0, "maximum": 12}, reader) == Inclusion(True)
 
 
 def test_a_member_the_writer_may_add_is_shown_under_a_name_its_property_names_allow() -> None:
@@ -318,7 +318,7 @@ def test_a_length_change_alone_is_told_as_a_length_change(reader_pattern: dict[s
 def test_anyof_branches_that_use_every_string_keyword_are_joined() -> None:
     one_char = {"type": "string", "minLength": 1, "maxLength": 1}
     reader = {"anyOf": [{**one_char, "pattern": "^a"}, {**one_char, "pattern": "^b"}]}
-    assert judged({"type": "string", "pattern": "^[ab]$"}, reader) == Outcome(True)
+    assert judged({"type": "string", "pattern": "^[ab]$"}, reader) == Inclusion(True)
 
 
 @pytest.mark.parametrize(
@@ -333,11 +333,11 @@ def test_the_tighter_of_maximum_and_exclusive_maximum_is_the_upper_bound(
     bounds: dict[str, int], plain: dict[str, int]
 ) -> None:
     schema, same_bound = {"type": "number", **bounds}, {"type": "number", **plain}
-    assert judged(schema, same_bound) == Outcome(True)
-    assert judged(same_bound, schema) == Outcome(True)
+    assert judged(schema, same_bound) == Inclusion(True)
+    assert judged(same_bound, schema) == Inclusion(True)
 
 
 def test_a_oneof_branch_unbounded_above_is_disjoint_from_one_wholly_below_the_writer() -> None:
     """The writer, 1 and up, is inside the first branch and clear of the second ([-5, 0]): one branch matches."""
     reader = {"oneOf": [{"type": "number", "exclusiveMinimum": 0}, {"type": "number", "minimum": -5, "maximum": 0}]}
-    assert judged({"type": "number", "minimum": 1}, reader) == Outcome(True)
+    assert judged({"type": "number", "minimum": 1}, reader) == Inclusion(True)

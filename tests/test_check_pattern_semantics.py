@@ -20,9 +20,9 @@ import pytest
 from cli_harness import kvlog_text
 from foundation_samples import sample
 
+from kvlog.file_validation import Counts, validate_lines
 from kvlog.schema.catalog import SCHEMA_BASE_URI, Catalog, default_catalog
-from kvlog.schema.validation import EventValidator, Violation
-from kvlog.validate import Summary, validate_lines
+from kvlog.schema.event_validator import EventValidator, Violation
 
 CATALOG = default_catalog()
 EVENT_VERSIONS = [(event, version) for event in CATALOG.events() for version in CATALOG.versions(event)]
@@ -82,12 +82,12 @@ def test_an_event_the_engines_disagree_on_is_still_explained_and_counted(tmp_pat
     found = validator.violations(bad)
     unexplained = "rejected by the compiled validator (jsonschema-rs); the reference one finds no reason"
     assert found == [Violation("$", unexplained)]
-    summary = Summary()
+    summary = Counts()
     problems = list(validate_lines("f", [orjson.dumps(bad)], summary, validator))
     assert [p.violation for p in problems] == found
     assert (summary.invalid_events, summary.findings, summary.ok) == (1, len(found), False)
 
 
 def test_a_run_that_counted_an_invalid_event_is_never_ok() -> None:
-    assert not Summary(events=1, invalid_events=1).ok
-    assert Summary(events=1).ok
+    assert not Counts(events=1, invalid_events=1).ok
+    assert Counts(events=1).ok

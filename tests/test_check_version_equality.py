@@ -25,10 +25,10 @@ from migration_helpers import READY_V1
 
 import kvlog
 from kvlog import commands, events
-from kvlog.check.validator import CheckValidator
+from kvlog.check.linear_validator import CheckValidator
+from kvlog.file_validation import Counts, validate_lines
 from kvlog.schema.catalog import catalog_version, default_catalog
-from kvlog.schema.validation import EventValidator
-from kvlog.validate import Summary, validate_lines
+from kvlog.schema.event_validator import EventValidator
 
 CLOSED: dict[str, Any] = {
     "event": "kv_arena.closed",
@@ -80,7 +80,7 @@ def test_versions_python_finds_equal_share_a_check_the_schema_decides(validator_
 @given(st.lists(st.sampled_from(sorted(VERSIONS)), min_size=1, max_size=12))
 def test_validate_judges_each_line_alone_whatever_came_before(names: list[str]) -> None:
     data = [line(VERSIONS[name][0]) for name in names]
-    summary = Summary()
+    summary = Counts()
     reported = {problem.line for problem in validate_lines("f", data, summary, EventValidator())}
     invalid = {number for number, name in enumerate(names, 1) if not VERSIONS[name][1]}
     assert reported == invalid

@@ -20,7 +20,7 @@ from click.testing import CliRunner
 from migration_helpers import broken_migrations
 
 from kvlog import commands
-from kvlog.check.config import ConfigError
+from kvlog.check.project import ConfigError
 from kvlog.cli.check import check as check_command
 from kvlog.cli.failing import flags
 from kvlog.cli.migrate import migrate as migrate_command
@@ -76,11 +76,11 @@ def test_importing_the_package_loads_no_command_and_validate_loads_no_other() ->
     code = (
         "import sys, kvlog.commands; "
         "heavy = lambda: sorted(m for m in sys.modules if m.startswith(('kvlog.migration', 'kvlog.check', "
-        "'kvlog.validate', 'kvlog.memory'))); "
+        "'kvlog.file_validation', 'kvlog.memory'))); "
         "print(heavy()); kvlog.commands.validate('/dev/null'); print(heavy())"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)
-    assert done.stdout.splitlines() == ["[]", "['kvlog.validate']"]
+    assert done.stdout.splitlines() == ["[]", "['kvlog.file_validation']"]
 
 
 # -- migrate: options ----------------------------------------------------------------------------------
@@ -223,7 +223,7 @@ def test_a_run_returns_its_counts_and_writes_its_report(tmp_path: Path, log: Pat
     assert outcome.problems == () and outcome.notes == {} and outcome.skipped_links == ()
     assert outcome.report.files == 1 and outcome.report.events > 0
     assert json.loads(report.read_text()) == outcome.report.to_json()
-    assert outcome.summary == outcome.report.summary()
+    assert outcome.status_line == outcome.report.status_line()
     assert out.read_bytes() == migrated(log)
 
 
@@ -267,7 +267,7 @@ def test_strict_fails_on_an_unparsed_memory_line_unless_it_is_allowed(tmp_path: 
     allowed = commands.migrate(log, output=tmp_path / "c", strict=True, allow_unparsed=["hierarchical Mamba"])
     assert allowed.exit_status == commands.EXIT_OK
     assert allowed.report.allowed_unparsed_lines == 1 and allowed.report.unparsed_memory_lines == 0
-    assert "(and 1 allowed by allow_unparsed)" in allowed.summary
+    assert "(and 1 allowed by allow_unparsed)" in allowed.status_line
 
 
 def test_the_text_of_a_run_spells_options_as_its_caller_does(tmp_path: Path) -> None:
@@ -282,7 +282,7 @@ def test_the_text_of_a_run_spells_options_as_its_caller_does(tmp_path: Path) -> 
     assert as_flags.problems[0].endswith("name a new backup with --backup-suffix")
     log.write_bytes(OLD + MAMBA_HOST)
     allowed = commands.migrate(log, dry_run=True, allow_unparsed=["hierarchical Mamba"], option_names=spelled)
-    assert allowed.summary.endswith("(and 1 allowed by --allow-unparsed)")
+    assert allowed.status_line.endswith("(and 1 allowed by --allow-unparsed)")
 
 
 def test_an_input_that_cannot_be_read_is_named_and_the_rest_is_migrated(tmp_path: Path, log: Path) -> None:
@@ -333,13 +333,13 @@ def test_jobs_give_the_same_result(tmp_path: Path) -> None:
 def test_a_second_in_place_run_says_already_current_and_keeps_the_backup(tmp_path: Path, log: Path) -> None:
     first = commands.migrate(log, in_place=True)
     assert first.exit_status == commands.EXIT_OK and first.notes == {"replaced": 1}
-    assert first.summary.endswith("; 1 replaced")
+    assert first.status_line.endswith("; 1 replaced")
     migrated_once = log.read_bytes()
     notices: list[str] = []
     again = commands.migrate(log, in_place=True, on_notice=notices.append)
     assert again.exit_status == commands.EXIT_OK
     assert notices == [f"{log}: already current, unchanged"]
-    assert again.notes == {"already current": 1} and "; 1 already current" in again.summary
+    assert again.notes == {"already current": 1} and "; 1 already current" in again.status_line
     assert log.read_bytes() == migrated_once and (tmp_path / "app.log.orig").read_bytes() == OLD
 
 
@@ -353,7 +353,7 @@ def test_links_met_in_a_directory_are_skipped_by_in_place_and_listed(tmp_path: P
     outcome = commands.migrate(logs, in_place=True)
     assert outcome.exit_status == commands.EXIT_OK
     assert outcome.skipped_links == (str(logs / "a.log"),)
-    assert f"1 symbolic link(s) skipped, not replaced ({logs / 'a.log'})" in outcome.summary
+    assert f"1 symbolic link(s) skipped, not replaced ({logs / 'a.log'})" in outcome.status_line
     assert (elsewhere / "b.log").read_bytes() == OLD and b'"event"' in (logs / "real.log").read_bytes()
 
 
@@ -367,11 +367,11 @@ def test_validate_collects_findings_without_a_callback_and_streams_them_with_one
     assert kept.exit_status == commands.EXIT_FINDINGS
     assert [f.line for f in kept.findings] == [2, 3]
     assert str(kept.findings[0]) == f"{log}:2: kv_arena.closed@1: $.released_bytes: -1 is less than the minimum of 0"
-    assert str(kept.summary) == "2 events, 1 invalid, 1 non-JSON lines, 0 skipped, 2 problems"
+    assert str(kept.counts) == "2 events, 1 invalid, 1 non-JSON lines, 0 skipped, 2 problems"
     streamed: list[object] = []
     outcome = commands.validate([log], on_finding=streamed.append)
     assert outcome.findings == () and streamed == list(kept.findings)
-    assert commands.validate(log, skip_non_json=True).summary.skipped_lines == 1
+    assert commands.validate(log, skip_non_json=True).counts.skipped_lines == 1
 
 
 def test_validate_of_valid_logs_exits_0(tmp_path: Path) -> None:
@@ -380,7 +380,7 @@ def test_validate_of_valid_logs_exits_0(tmp_path: Path) -> None:
     second = tmp_path / "b.jsonl"
     second.write_bytes(f"{GOOD}\n".encode() * 3)
     outcome = commands.validate([log, second])
-    assert (outcome.exit_status, outcome.summary.events, outcome.input_failures) == (commands.EXIT_OK, 6, ())
+    assert (outcome.exit_status, outcome.counts.events, outcome.input_failures) == (commands.EXIT_OK, 6, ())
 
 
 def test_an_unreadable_input_is_a_failure_and_the_others_are_still_validated(tmp_path: Path) -> None:

@@ -30,7 +30,7 @@ from kvlog.migration import load_chain
 from kvlog.migration.engine import MigrateOptions, Migrator
 from kvlog.migration.legacy import LegacyRenderer, current_line
 from kvlog.schema.catalog import default_catalog
-from kvlog.schema.validation import EventValidator
+from kvlog.schema.event_validator import EventValidator
 from kvlog.text.console import console_line
 from kvlog.text.template import BYTE_UNITS, PLACEHOLDER, Template, split_sections
 from kvlog.text.wording import CURRENT, render_message

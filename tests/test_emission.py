@@ -18,7 +18,7 @@ from foundation_samples import fields
 import kvlog
 from kvlog import emission, envelope, events
 from kvlog.emission import ValidationMode
-from kvlog.schema.validation import EventValidator
+from kvlog.schema.event_validator import EventValidator
 from kvlog.testing import capture_events
 
 GIB = 1 << 30

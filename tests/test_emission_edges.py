@@ -24,7 +24,7 @@ from foundation_samples import fields
 import kvlog
 from kvlog import emission, events
 from kvlog.emission import _render, configure, emit, lost_events
-from kvlog.schema.validation import EventValidator
+from kvlog.schema.event_validator import EventValidator
 
 GOOD = events.KvArenaClosed(arena_id="1_0", released_bytes=5)
 BAD = events.KvMemoryPoolEnd(avail_bytes=-1)

@@ -35,7 +35,7 @@ import pytest
 import kvlog
 from kvlog import emission, events
 from kvlog.emission import _render, configure, emit, lost_events
-from kvlog.schema.validation import EventValidator
+from kvlog.schema.event_validator import EventValidator
 from kvlog.text.console import console_line
 
 GOOD = events.KvArenaClosed(arena_id="1_0", released_bytes=5)

@@ -20,13 +20,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from kvlog.file_validation import Counts, validate_lines
 from kvlog.metrics.series import MemorySeries
 from kvlog.migration import load_chain
 from kvlog.migration.engine import MigrateOptions, Migrator
 from kvlog.plot.timeline import timelines
-from kvlog.schema.validation import EventValidator
+from kvlog.schema.event_validator import EventValidator
 from kvlog.summary import summarize_runs
-from kvlog.validate import Summary, validate_lines
 
 CHAIN = load_chain()
 EXAMPLES = [event for step in CHAIN.steps for example in step.examples for event in example]
@@ -93,7 +93,7 @@ def read_by_every_reader(event: dict[str, Any]) -> None:
             written = json.loads(out.getvalue())
             events = [written] if isinstance(written, dict) else []
             assert dead or written == event or EventValidator().is_valid(written), "copied, or migrated valid"
-    list(validate_lines("events.jsonl", io.BytesIO(data), Summary(), EventValidator()))
+    list(validate_lines("events.jsonl", io.BytesIO(data), Counts(), EventValidator()))
     summarize_runs(timelines(events), [])
     series = MemorySeries()
     for one in events:

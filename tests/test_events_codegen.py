@@ -17,7 +17,7 @@ from kvlog import events
 from kvlog.event_base import Event
 from kvlog.schema.catalog import default_catalog
 from kvlog.schema.codegen import class_name, render_module
-from kvlog.schema.validation import EventValidator
+from kvlog.schema.event_validator import EventValidator
 
 ROOT = Path(__file__).resolve().parent.parent
 ENVELOPE = {"event", "schema_version", "timestamp", "level", "pid", "ranks", "migrated", "ext"}

@@ -16,7 +16,7 @@ from cli_harness import SCRIPT
 from follow_helpers import RUN_END, append, corpus_text, following, lines_of, migrated, wait_for
 
 from kvlog.commands._migrate import migrator_for
-from kvlog.follow.runner import EventOutput, Follower
+from kvlog.follow.follower import EventOutput, Follower
 from kvlog.io.tailing import READ_BYTES, Source, Tailer
 from kvlog.migration.candidates import MAX_LINE_BYTES
 from kvlog.migration.engine import MigrateOptions

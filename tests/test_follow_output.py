@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 
 from kvlog import commands
-from kvlog.follow import runner
-from kvlog.follow.runner import EventOutput
+from kvlog.follow import follower
+from kvlog.follow.follower import EventOutput
 from kvlog.io.errors import OutputError
 
 
@@ -51,7 +51,7 @@ def test_an_events_file_that_cannot_be_locked_is_refused_with_the_reason(
     def no_locks(_descriptor: int, _operation: int) -> None:
         raise OSError(errno.ENOLCK, os.strerror(errno.ENOLCK))
 
-    monkeypatch.setattr(runner.fcntl, "flock", no_locks)
+    monkeypatch.setattr(follower.fcntl, "flock", no_locks)
     out = tmp_path / "events.jsonl"
     with pytest.raises(OutputError) as raised:
         EventOutput(str(out), io.BytesIO())
@@ -67,7 +67,7 @@ def test_a_commit_puts_an_events_file_on_disk_and_a_device_not(tmp_path: Path, m
         synced.append(os.fstat(descriptor).st_ino)
         real_fsync(descriptor)
 
-    monkeypatch.setattr(runner.os, "fsync", recording)
+    monkeypatch.setattr(follower.os, "fsync", recording)
     out = tmp_path / "events.jsonl"
     output = EventOutput(str(out), io.BytesIO())
     device = EventOutput(os.devnull, io.BytesIO())
@@ -90,7 +90,7 @@ def test_a_commit_the_disk_refuses_stops_the_follower_with_the_reason(
     def failing(_descriptor: int) -> None:
         raise OSError(errno.EIO, os.strerror(errno.EIO))
 
-    monkeypatch.setattr(runner.os, "fsync", failing)
+    monkeypatch.setattr(follower.os, "fsync", failing)
     out = tmp_path / "events.jsonl"
     output = EventOutput(str(out), io.BytesIO())
     try:

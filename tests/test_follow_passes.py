@@ -13,7 +13,7 @@ import orjson
 import pytest
 from follow_helpers import append, corpus_text, migrated, passes
 
-from kvlog.follow.runner import EventOutput, _line_end_at_or_after
+from kvlog.follow.follower import EventOutput, _line_end_at_or_after
 from kvlog.follow.state import FileMark, FollowState, digest
 from kvlog.io.errors import OutputError
 from kvlog.io.tailing import READ_BYTES

@@ -124,7 +124,7 @@ def test_after_in_place_every_command_reads_the_directory_as_the_log_alone(logs:
     assert commands.migrate(logs, output=f"{out}/").exit_status == 0
     assert sorted(p.name for p in out.iterdir()) == ["server.log"]
     validated = commands.validate(logs, on_finding=lambda _: None)
-    assert validated.summary.events == len(events_of((logs / "server.log").read_bytes()))
+    assert validated.counts.events == len(events_of((logs / "server.log").read_bytes()))
     pytest.importorskip("plotly")
     drawn = commands.plot(logs, output=tmp_path / "plot.html")
     assert drawn.runs == commands.plot(logs / "server.log", output=tmp_path / "alone.html").runs > 0
@@ -135,7 +135,7 @@ def test_a_glob_skips_backups_and_temporaries_too(logs: Path) -> None:
     (logs / "server.log.2.kvlog-tmp").write_bytes(OLD)
     notices: list[str] = []
     validated = commands.validate(f"{logs}/server.log*", on_finding=lambda _: None, on_notice=notices.append)
-    assert validated.summary.lines == len((logs / "server.log").read_bytes().splitlines())
+    assert validated.counts.lines == len((logs / "server.log").read_bytes().splitlines())
     assert notices == [
         "skipped 2 backup(s) and temporary file(s) kvlog wrote, not logs (name one to read it): "
         f"{logs}/server.log.2.kvlog-tmp, {logs}/server.log.orig"
@@ -192,10 +192,10 @@ def test_validate_takes_a_directory_and_a_quoted_glob_as_migrate_does(tmp_path: 
     (logs / "a.jsonl").write_bytes(b"".join(line + b"\n" for line in events))
     (logs / "deeper" / "b.jsonl").write_bytes(b"".join(line + b"\n" for line in events) + b"not json\n")
     walked = commands.validate(logs)
-    assert (walked.exit_status, walked.summary.events, walked.input_failures) == (1, 2 * len(events), ())
+    assert (walked.exit_status, walked.counts.events, walked.input_failures) == (1, 2 * len(events), ())
     assert [(f.file, f.line) for f in walked.findings] == [(str(logs / "deeper" / "b.jsonl"), len(events) + 1)]
     matched = commands.validate(f"{logs}/*.jsonl")
-    assert (matched.exit_status, matched.summary.events) == (0, len(events))
+    assert (matched.exit_status, matched.counts.events) == (0, len(events))
 
 
 # -- 35.11: a file named twice is read once -------------------------------------------------------------
@@ -218,6 +218,6 @@ def test_a_file_named_twice_is_read_once_by_every_command(logs: Path, tmp_path: 
     ]
     assert migrated_events(*names) == migrated_events(log)
     assert (
-        commands.validate(names, on_finding=lambda _: None).summary
-        == commands.validate(log, on_finding=lambda _: None).summary
+        commands.validate(names, on_finding=lambda _: None).counts
+        == commands.validate(log, on_finding=lambda _: None).counts
     )

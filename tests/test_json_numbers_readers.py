@@ -21,7 +21,7 @@ from migration_helpers import READY_V1
 from kvlog import commands
 from kvlog.metrics.series import MemorySeries
 from kvlog.plot.timeline import timelines
-from kvlog.schema.validation import EventValidator
+from kvlog.schema.event_validator import EventValidator
 from kvlog.text.console import console_line
 from kvlog.text.prefix import VLLM
 

@@ -14,8 +14,8 @@ from kvlog.migration import MigrationError, Step, load_chain
 from kvlog.migration.errors import ApplyError, OpError
 from kvlog.migration.ops import compile_op
 from kvlog.schema.catalog import Catalog, default_catalog
+from kvlog.schema.event_validator import EventValidator
 from kvlog.schema.resources import data_dir
-from kvlog.schema.validation import EventValidator
 
 CHAIN = load_chain()
 VALIDATOR = EventValidator()

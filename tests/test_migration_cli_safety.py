@@ -211,12 +211,12 @@ def test_in_place_on_a_directory_skips_links_out_of_the_tree(tmp_path: Path) -> 
     (logs / "real.log").write_bytes(OLD)
     done = migrate(logs, in_place=True)
     assert done.exit_status == 0, done.problems
-    assert "1 symbolic link(s) skipped" in done.summary and "a.log" in done.summary
+    assert "1 symbolic link(s) skipped" in done.status_line and "a.log" in done.status_line
     assert sorted(p.name for p in elsewhere.iterdir()) == ["b-hardlink.log", "b.log"]
     assert outside.read_bytes() == OLD and outside.stat().st_nlink == 2
     assert (logs / "a.log").is_symlink() and b'"event"' in (logs / "real.log").read_bytes()
     by_glob = migrate(str(logs / "*.log"), in_place=True)
-    assert by_glob.exit_status == 0 and "symbolic link(s) skipped" in by_glob.summary
+    assert by_glob.exit_status == 0 and "symbolic link(s) skipped" in by_glob.status_line
     assert outside.read_bytes() == OLD
 
 
@@ -457,7 +457,7 @@ def test_allowed_unparsed_lines_are_counted_apart_and_do_not_fail_strict(tmp_pat
         log, strict=True, allow_unparsed_from=[patterns], allow_unparsed=[r"in a way no release"], stdout=stdout
     )
     assert allowed.exit_status == 0, allowed.problems
-    assert "0 memory-like lines unparsed (and 2 allowed by allow_unparsed)" in allowed.summary
+    assert "0 memory-like lines unparsed (and 2 allowed by allow_unparsed)" in allowed.status_line
     assert stdout.getvalue().endswith(MAMBA_HOST + MYSTERY)
     patterns.write_text("fine\n(unclosed\n")
     bad = kvlog(log, "--allow-unparsed-from", patterns)

@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from kvlog.migration import load_chain
 from kvlog.migration.candidates import MAX_LINE_BYTES
 from kvlog.migration.engine import MigrateOptions, Migrator
-from kvlog.schema.validation import EventValidator
+from kvlog.schema.event_validator import EventValidator
 
 CHAIN = load_chain()
 VALIDATOR = EventValidator()

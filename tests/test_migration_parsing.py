@@ -20,7 +20,7 @@ from kvlog.migration import load_chain
 from kvlog.migration.candidates import split
 from kvlog.migration.engine import MigrateOptions, Migrator
 from kvlog.migration.grammar import Rule
-from kvlog.schema.validation import EventValidator
+from kvlog.schema.event_validator import EventValidator
 from kvlog.text.prefix import SGLANG, rank_tags
 from kvlog.text.template import PLACEHOLDER, SCALED, UNITS, read_figure, split_sections
 

@@ -46,7 +46,7 @@ from kvlog.follow.state import FollowState
 from kvlog.follow.state import load as load_state
 from kvlog.metrics import METRICS, MemorySeries
 from kvlog.otel import export
-from kvlog.otel.records import timestamp_ns
+from kvlog.otel.log_records import timestamp_ns
 
 CORPUS = Path(__file__).parent / "corpus"
 REPO = Path(__file__).parent.parent

@@ -24,7 +24,7 @@ from kvlog.emission import get_config, restore
 from kvlog.errors import OptionError
 from kvlog.metrics.series import MemorySeries, this_process
 from kvlog.otel import OtelExport, export
-from kvlog.otel.records import log_record, timestamp_ns
+from kvlog.otel.log_records import log_record, timestamp_ns
 
 
 def test_a_record_takes_name_time_and_level_from_the_event_and_every_other_field_as_an_attribute() -> None:

@@ -111,7 +111,7 @@ def test_both_validator_engines_word_a_missing_or_unknown_field_through_one_owne
     found = [
         str(path.relative_to(PACKAGE)) for path, text in _sources() if any(wording in text for wording in wordings)
     ]
-    assert found == ["schema/validation.py"], "use kvlog.schema.validation.missing_field / unknown_field"
+    assert found == ["schema/event_validator.py"], "use kvlog.schema.event_validator.missing_field / unknown_field"
 
 
 def test_every_shared_option_is_declared_once_in_the_option_table() -> None:

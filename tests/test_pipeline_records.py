@@ -23,7 +23,7 @@ from migration_helpers import Taken, shipped_chain
 from test_integrate_handler import START_UP
 
 from kvlog.commands._migrate import migrator_for
-from kvlog.follow.runner import EventOutput, Follower
+from kvlog.follow.follower import EventOutput, Follower
 from kvlog.integrate.handler import EventHandler
 from kvlog.integrate.servers import SGLANG, VLLM
 from kvlog.io.tailing import Tailer
@@ -44,7 +44,7 @@ LOG = f"request 1\n{POOL}\nrequest 2\n{SIZED}\n"
 
 
 #: the modules that take the engine's records in the process that runs it
-CONSUMERS = frozenset({"kvlog.follow.runner", "kvlog.integrate.handler"})
+CONSUMERS = frozenset({"kvlog.follow.follower", "kvlog.integrate.handler"})
 _LOADS = orjson.loads
 
 

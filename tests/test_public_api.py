@@ -39,6 +39,7 @@ PUBLIC_API = {
     "kvlog.commands": [
         "BrokenMigrations",
         "CheckOutcome",
+        "CommandOutcome",
         "ENGINES",
         "EXIT_BROKEN_MIGRATIONS",
         "EXIT_ERROR",

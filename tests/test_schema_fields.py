@@ -18,9 +18,9 @@ from kvlog.migration.errors import GrammarError
 from kvlog.migration.grammar import build_generation
 from kvlog.schema.catalog import Catalog, default_catalog
 from kvlog.schema.codegen import python_type
+from kvlog.schema.event_validator import EventValidator
 from kvlog.schema.fields import Facts, fields
 from kvlog.schema.resources import data_dir
-from kvlog.schema.validation import EventValidator
 
 CATALOG = default_catalog()
 ACME = "https://acme.example/schemas/"

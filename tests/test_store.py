@@ -120,7 +120,7 @@ def test_validate_of_store_inputs_finds_what_it_finds_in_local_files(s3: S3, log
     upload(s3, [events, broken], "validate/")
     local = commands.validate([events, broken])
     stored = commands.validate([f"s3://{BUCKET}/validate/*.jsonl*"])
-    assert (stored.exit_status, stored.summary) == (local.exit_status, local.summary)
+    assert (stored.exit_status, stored.counts) == (local.exit_status, local.counts)
     assert local.exit_status == 1
     uri = f"s3://{BUCKET}/validate/"
     assert [str(finding) for finding in stored.findings] == [

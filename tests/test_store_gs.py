@@ -57,7 +57,7 @@ def test_migrate_and_validate_of_gs_objects_give_what_local_files_give(gs: str, 
     report = (tmp_path / "report.json").read_bytes().replace(f"{logs[0].parent}/".encode(), f"{gs}in/".encode())
     assert store.cat(f"{BUCKET}/report.json") == report
     checked = commands.validate([f"{gs}out/{logs[0].name}", f"{gs}out/no-such-object.log"])
-    assert checked.summary == commands.validate([tmp_path / "out" / logs[0].name]).summary
+    assert checked.counts == commands.validate([tmp_path / "out" / logs[0].name]).counts
     assert [(failure.name, failure.reason) for failure in checked.input_failures] == [
         (f"{gs}out/no-such-object.log", "cannot open: no such object")
     ]

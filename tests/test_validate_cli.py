@@ -18,8 +18,8 @@ from cli_harness import kvlog_text as kvlog
 from foundation_samples import FIELDS, sample
 
 from kvlog import commands
+from kvlog.file_validation import chunk_ranges
 from kvlog.schema.catalog import default_catalog
-from kvlog.validate import chunk_ranges
 
 GOOD = [sample(event, version) for event, version in FIELDS]  # the hand-written ones: stable across catalog growth
 ALLOCATION = sample("kv_pool.allocation", 2)
@@ -28,7 +28,7 @@ ALLOCATION = sample("kv_pool.allocation", 2)
 def validated(*files: Path | str, **options: Any) -> tuple[int, list[str], str]:
     """``kvlog validate FILES`` in this process: (exit status, the findings as printed, the summary line)."""
     outcome = commands.validate(files, **options)
-    return outcome.exit_status, [str(finding) for finding in outcome.findings], str(outcome.summary)
+    return outcome.exit_status, [str(finding) for finding in outcome.findings], str(outcome.counts)
 
 
 def jsonl(events: list[Any]) -> str:
@@ -181,7 +181,7 @@ def test_unreadable_inputs_exit_2_with_a_clear_message(tmp_path: Path, kind: str
     assert outcome.exit_status == 2
     (failure,) = outcome.input_failures
     assert str(failure).startswith(f"{target}: {reason}")
-    assert outcome.summary.events == len(GOOD), "the readable file is still validated"
+    assert outcome.counts.events == len(GOOD), "the readable file is still validated"
 
 
 def test_an_invalid_event_wins_over_nothing_but_an_unreadable_input_wins_over_invalid(tmp_path: Path) -> None:

@@ -199,17 +199,17 @@ def test_skip_unknown_events_skips_and_counts_json_that_is_no_catalog_event(tmp_
         ["kv_arena.closed@1", "$.released_bytes: -1 is less than the minimum of 0"],
         ["kv_arena.closed@9", "$.schema_version: unknown version 9 of kv_arena.closed (known: 1)"],
     ]
-    assert str(skipping.summary) == "3 events, 2 invalid, 1 non-JSON lines, 4 skipped (4 unknown events), 3 problems"
+    assert str(skipping.counts) == "3 events, 2 invalid, 1 non-JSON lines, 4 skipped (4 unknown events), 3 problems"
     both = commands.validate(log, skip_unknown_events=True, skip_non_json=True)
-    assert str(both.summary) == "3 events, 2 invalid, 0 non-JSON lines, 5 skipped (4 unknown events), 2 problems"
+    assert str(both.counts) == "3 events, 2 invalid, 0 non-JSON lines, 5 skipped (4 unknown events), 2 problems"
 
 
 def test_skip_unknown_events_gives_the_same_report_for_any_number_of_jobs(tmp_path: Path) -> None:
     log = tmp_path / "big.jsonl"
     log.write_text("".join(line + "\n" for line in MIXED) * 2000)
     reports = [commands.validate(log, skip_unknown_events=True, jobs=jobs) for jobs in (1, 2, 3)]
-    assert len({(r.findings, str(r.summary)) for r in reports}) == 1
-    assert str(reports[0].summary) == (
+    assert len({(r.findings, str(r.counts)) for r in reports}) == 1
+    assert str(reports[0].counts) == (
         "6000 events, 4000 invalid, 2000 non-JSON lines, 8000 skipped (8000 unknown events), 6000 problems"
     )
 

@@ -1,4 +1,4 @@
-"""``kvlog.validate`` as a library: how each kind of line is counted and reported, and how files are chunked.
+"""``kvlog.file_validation`` as a library: how each kind of line is counted and reported, and how files are chunked.
 
 The CLI tests check the printed findings; these pin the counts behind the summary line (lines,
 events, invalid, non-JSON, skipped, unknown events, by event) for every path of the slow reading,
@@ -14,18 +14,18 @@ from pathlib import Path
 import pytest
 from foundation_samples import sample
 
-from kvlog.io.errors import InputError
-from kvlog.io.inputs import OverlongLine
-from kvlog.schema.validation import EventValidator, Violation
-from kvlog.validate import (
+from kvlog.file_validation import (
+    Counts,
     LineProblem,
     Skips,
-    Summary,
     available_cpus,
     chunk_ranges,
     validate_input,
     validate_lines,
 )
+from kvlog.io.errors import InputError
+from kvlog.io.inputs import OverlongLine
+from kvlog.schema.event_validator import EventValidator, Violation
 
 VALID = json.dumps(sample("kv_pool.allocation", 2)).encode() + b"\n"
 #: one line of each kind the slow path tells apart, in this order
@@ -43,7 +43,7 @@ MIXED = [
 ]
 
 
-def _counts(summary: Summary) -> tuple[int, ...]:
+def _counts(summary: Counts) -> tuple[int, ...]:
     return (
         summary.lines,
         summary.events,
@@ -56,7 +56,7 @@ def _counts(summary: Summary) -> tuple[int, ...]:
 
 
 def test_every_kind_of_line_is_counted_and_reported_once(validator: EventValidator) -> None:
-    summary = Summary()
+    summary = Counts()
     findings = [str(finding) for finding in validate_lines("f", MIXED, summary, validator)]
     starts = [  # what follows a JSON reader's complaint is the reader's wording
         "f:3: ?@?: $: JSON that kvlog cannot read: number is infinity",
@@ -77,7 +77,7 @@ def test_every_kind_of_line_is_counted_and_reported_once(validator: EventValidat
 
 
 def test_skipping_non_json_still_reports_json_kvlog_cannot_read(validator: EventValidator) -> None:
-    summary = Summary()
+    summary = Counts()
     findings = list(validate_lines("f", MIXED, summary, validator, skips=Skips(non_json=True)))
     assert [finding.line for finding in findings] == [3, 7, 8, 9]
     assert _counts(summary) == (10, 5, 3, 1, 4, 0, 4)
@@ -93,14 +93,14 @@ def test_skipping_non_json_still_reports_json_kvlog_cannot_read(validator: Event
 def test_json_beyond_what_python_reads_either_is_still_reported_when_non_json_is_skipped(
     validator: EventValidator, line: bytes, why: str
 ) -> None:
-    summary = Summary()
+    summary = Counts()
     (finding,) = validate_lines("f", [line], summary, validator, skips=Skips(non_json=True))
     assert str(finding).startswith(f"f:1: ?@?: $: JSON that kvlog cannot read: {why}")
     assert _counts(summary) == (1, 0, 0, 1, 0, 0, 1)
 
 
 def test_skipping_unknown_events_counts_them_apart(validator: EventValidator) -> None:
-    summary = Summary()
+    summary = Counts()
     findings = list(validate_lines("f", MIXED, summary, validator, skips=Skips(non_json=True, unknown_events=True)))
     assert [finding.line for finding in findings] == [3, 9]
     assert _counts(summary) == (10, 3, 1, 1, 6, 2, 2)
@@ -110,7 +110,7 @@ def test_skipping_unknown_events_counts_them_apart(validator: EventValidator) ->
 
 def test_a_summary_that_already_counts_an_input_counts_the_next_one_on_top(validator: EventValidator) -> None:
     """Valid lines are counted as what the slow paths did not count, in this input only."""
-    summary = Summary()
+    summary = Counts()
     for _ in range(2):
         list(validate_lines("f", MIXED, summary, validator))
     assert _counts(summary) == (20, 10, 6, 8, 2, 0, 14)
@@ -118,14 +118,14 @@ def test_a_summary_that_already_counts_an_input_counts_the_next_one_on_top(valid
 
 
 def test_only_valid_lines_leave_the_summary_ok(validator: EventValidator) -> None:
-    summary = Summary()
+    summary = Counts()
     assert list(validate_lines("f", [VALID, VALID, VALID], summary, validator)) == []
     assert _counts(summary) == (3, 3, 0, 0, 0, 0, 0)
     assert summary.ok is True
 
 
 def test_a_line_over_the_limit_is_reported_with_its_length_whatever_the_skips(validator: EventValidator) -> None:
-    summary = Summary()
+    summary = Counts()
     skips = Skips(non_json=True, unknown_events=True)
     (finding,) = validate_lines("f", [VALID, OverlongLine.of(20_000_000)], summary, validator, skips=skips)
     assert str(finding) == "f:2: ?@?: $: a line of 20000000 bytes, over the 16 MiB an event may take: not read"
@@ -139,8 +139,8 @@ def test_a_finding_without_event_or_version_shows_question_marks() -> None:
 
 
 def test_summaries_fold_every_count() -> None:
-    total = Summary(lines=1, events=1, by_event={"a": 1})
-    total.add(Summary(2, 3, 4, 5, 6, 7, 8, {"a": 2, "b": 1}))
+    total = Counts(lines=1, events=1, by_event={"a": 1})
+    total.add(Counts(2, 3, 4, 5, 6, 7, 8, {"a": 2, "b": 1}))
     assert _counts(total) == (3, 4, 4, 5, 6, 7, 8)
     assert total.by_event == {"a": 3, "b": 1}
 
@@ -201,7 +201,7 @@ def test_chunking_a_file_that_cannot_be_opened_is_an_input_error(tmp_path: Path)
 @pytest.mark.parametrize("jobs", [1, 2, None])
 def test_an_empty_file_has_no_lines(tmp_path: Path, validator: EventValidator, jobs: int | None) -> None:
     (tmp_path / "empty").write_bytes(b"")
-    summary = Summary()
+    summary = Counts()
     assert list(validate_input(str(tmp_path / "empty"), summary, validator, jobs=jobs)) == []
     assert _counts(summary) == (0, 0, 0, 0, 0, 0, 0)
 
@@ -215,9 +215,9 @@ def test_text_that_only_starts_like_an_object_is_not_json_and_is_skipped_with_it
     validator: EventValidator, line: bytes
 ) -> None:
     """Only JSON that orjson refuses (too deep, beyond a double) is kept when non-JSON lines are skipped."""
-    (finding,) = validate_lines("f", [line], Summary(), validator)
+    (finding,) = validate_lines("f", [line], Counts(), validator)
     assert str(finding).startswith("f:1: ?@?: $: not a JSON event: ")
-    summary = Summary()
+    summary = Counts()
     assert list(validate_lines("f", [line], summary, validator, skips=Skips(non_json=True))) == []
     assert _counts(summary) == (1, 0, 0, 0, 1, 0, 0)
 

@@ -17,10 +17,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from kvlog.file_validation import Counts, validate_lines
 from kvlog.io import inputs
 from kvlog.io.inputs import OverlongLine, bounded_lines, range_lines
-from kvlog.schema.validation import EventValidator
-from kvlog.validate import Summary, validate_lines
+from kvlog.schema.event_validator import EventValidator
 
 #: keys that collide often, and strings that hold what a key looks like in the text
 _KEYS = st.sampled_from(["a", "b", "ext", 'a":', '\\":', '"', "\\", 'x":{"a":1}', "\u00e9", "a "])
@@ -93,7 +93,7 @@ def test_validate_reports_a_duplicate_key_exactly_when_the_line_holds_one(
     line = _event_line(ext, top_duplicate, spaced)
     validator = EventValidator()
     # the same line twice: the first goes through the slow path (a new kind of event), the second the hot loop
-    findings = list(validate_lines("f.jsonl", [line, line], Summary(), validator))
+    findings = list(validate_lines("f.jsonl", [line, line], Counts(), validator))
     reported = [finding.line for finding in findings if "duplicate key" in finding.violation.message]
     expected = [1, 2] if _has_duplicate(line.decode()) else []
     assert reported == expected, findings

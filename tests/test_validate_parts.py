@@ -1,4 +1,4 @@
-"""``kvlog.validate``: which path a line takes, how many processes a file is given, ``validate_on``.
+"""``kvlog.file_validation``: which path a line takes, how many processes a file is given, ``validate_on``.
 
 Lines: the hot loop settles a line of a kind (event name, version) it has seen by one compiled check;
 only the first line of each kind, and lines that are not events, take the slow path (``_look_closer``).
@@ -27,14 +27,11 @@ import orjson
 import pytest
 from foundation_samples import sample
 
-from kvlog import events, validate
-from kvlog.io.errors import InputError
-from kvlog.io.progress import InOrder
-from kvlog.schema.validation import EventValidator
-from kvlog.validate import (
+from kvlog import events, file_validation
+from kvlog.file_validation import (
     PARALLEL_MIN_BYTES,
+    Counts,
     LineProblem,
-    Summary,
     Unreadable,
     chunk_ranges,
     unreadable_reason,
@@ -42,13 +39,16 @@ from kvlog.validate import (
     validate_lines,
     validate_on,
 )
+from kvlog.io.errors import InputError
+from kvlog.io.progress import InOrder
+from kvlog.schema.event_validator import EventValidator
 
 VALID = json.dumps(sample("kv_pool.allocation", 2)).encode() + b"\n"
 NO_VERSION = b'{"event": "kv_pool.allocation"}\n'
 TEXT = b"plain text\n"
 
 
-def _counts(summary: Summary) -> tuple[Any, ...]:
+def _counts(summary: Counts) -> tuple[Any, ...]:
     return (
         summary.lines,
         summary.events,
@@ -67,16 +67,16 @@ def test_lines_of_a_kind_already_seen_never_take_the_slow_path(
     monkeypatch: pytest.MonkeyPatch, validator: EventValidator
 ) -> None:
     slow: list[int] = []
-    look_closer = validate._look_closer
+    look_closer = file_validation._look_closer
 
     def spy(name: str, number: int, *rest: Any) -> list[LineProblem]:
         slow.append(number)
         return look_closer(name, number, *rest)
 
-    monkeypatch.setattr(validate, "_look_closer", spy)
+    monkeypatch.setattr(file_validation, "_look_closer", spy)
     other = orjson.dumps(sample("kv_arena.closed", events.KvArenaClosed.VERSION), option=orjson.OPT_APPEND_NEWLINE)
     lines = [VALID] * 50 + [other] * 50 + [VALID, NO_VERSION, TEXT, other, NO_VERSION]
-    summary = Summary()
+    summary = Counts()
     findings = list(validate_lines("f", lines, summary, validator))
     assert slow == [1, 51, 102, 103, 105]  # the first of each kind; the lines no compiled check settles
     assert [finding.line for finding in findings] == [102, 103, 105]
@@ -98,20 +98,20 @@ class Paths:
 def paths(monkeypatch: pytest.MonkeyPatch) -> Paths:
     seen = Paths()
 
-    def chunk_here(validator: EventValidator, chunk: Any, *_more: Any) -> tuple[list[LineProblem], Summary]:
+    def chunk_here(validator: EventValidator, chunk: Any, *_more: Any) -> tuple[list[LineProblem], Counts]:
         seen.here += 1
-        return [], Summary()
+        return [], Counts()
 
     def pool(
         function: Any, items: Iterable[Any], *, workers: int, start: Any, start_args: Any, **_options: Any
-    ) -> Generator[tuple[list[LineProblem], Summary], None, None]:
+    ) -> Generator[tuple[list[LineProblem], Counts], None, None]:
         seen.pools.append(workers)
         for _ in items:
-            yield [], Summary()
+            yield [], Counts()
 
-    monkeypatch.setattr(validate, "_validate_chunk", chunk_here)
-    monkeypatch.setattr(validate, "in_order", pool)
-    monkeypatch.setattr(validate, "available_cpus", lambda: 3)
+    monkeypatch.setattr(file_validation, "_validate_chunk", chunk_here)
+    monkeypatch.setattr(file_validation, "in_order", pool)
+    monkeypatch.setattr(file_validation, "available_cpus", lambda: 3)
     return seen
 
 
@@ -135,7 +135,7 @@ def test_a_file_is_validated_here_or_by_a_pool_by_its_size_and_jobs(
     tmp_path: Path, validator: EventValidator, paths: Paths, size: int, jobs: int | None, pools: list[int]
 ) -> None:
     name = _blank_lines(tmp_path / "log", size)
-    assert list(validate_input(name, Summary(), validator, jobs=jobs)) == []
+    assert list(validate_input(name, Counts(), validator, jobs=jobs)) == []
     assert paths.pools == pools
     assert paths.here == (0 if pools else len(chunk_ranges(name, size, jobs or 1)))
 
@@ -197,10 +197,10 @@ def _inputs(tmp_path: Path, split_at: int) -> list[str]:
     return [str(plain), big, str(packed), str(cut), str(missing), str(plain)]
 
 
-def _one_by_one(names: list[str], validator: EventValidator) -> tuple[list[LineProblem | Unreadable], Summary]:
+def _one_by_one(names: list[str], validator: EventValidator) -> tuple[list[LineProblem | Unreadable], Counts]:
     """What ``kvlog validate`` without an engine reports: each input read here, a failure after its findings."""
     found: list[LineProblem | Unreadable] = []
-    summary = Summary()
+    summary = Counts()
     for name in names:
         try:
             found.extend(validate_input(name, summary, validator, jobs=1))
@@ -212,7 +212,7 @@ def _one_by_one(names: list[str], validator: EventValidator) -> tuple[list[LineP
 @pytest.fixture
 def small_split(monkeypatch: pytest.MonkeyPatch) -> int:
     """A file of 256 KiB is split as one of PARALLEL_MIN_BYTES is, so that its lines stay few."""
-    monkeypatch.setattr(validate, "PARALLEL_MIN_BYTES", 256 << 10)
+    monkeypatch.setattr(file_validation, "PARALLEL_MIN_BYTES", 256 << 10)
     return 256 << 10
 
 
@@ -222,7 +222,7 @@ def test_validate_on_reports_what_validating_each_input_here_reports(
     names = _inputs(tmp_path, small_split)
     assert len(chunk_ranges(names[1], small_split, 2)) > 2  # the big file is validated in several parts
     expected, expected_summary = _one_by_one(names, validator)
-    summary = Summary()
+    summary = Counts()
     found = list(validate_on(SerialEngine(workers=2), names, summary, validator))
     assert [str(item) for item in found] == [str(item) for item in expected]
     assert found == expected
@@ -249,7 +249,7 @@ def test_a_part_lost_with_its_node_ends_that_input_and_keeps_the_parts_before_it
         for item in expected
         if isinstance(item, LineProblem)
     ]
-    summary = Summary()
+    summary = Counts()
     # tasks: plain (0), then the parts of big: its first (1) is read, its second (2) is lost, the rest skipped
     found = list(validate_on(SerialEngine(workers=2, lose=2), [plain, big, plain], summary, validator))
     again, _ = _one_by_one([plain], validator)
@@ -278,7 +278,7 @@ def test_validate_on_tells_progress_each_byte_range_read_and_each_input_once_don
     names = _inputs(tmp_path, small_split)[:3]  # plain, big (in parts), packed
     steps: list[tuple[int, int]] = []
     progress = InOrder(names, lambda files, count: steps.append((files, count)))
-    list(validate_on(SerialEngine(workers=2), names, Summary(), validator, progress=progress))
+    list(validate_on(SerialEngine(workers=2), names, Counts(), validator, progress=progress))
     ranges = chunk_ranges(names[1], small_split, 2)
     sizes = [Path(name).stat().st_size for name in names]
     assert [files for files, _ in steps] == [1] + [0] * len(ranges) + [1, 1]
@@ -289,7 +289,7 @@ def test_validate_on_tells_progress_each_byte_range_read_and_each_input_once_don
 def test_the_cpus_counted_are_this_processs_own(monkeypatch: pytest.MonkeyPatch) -> None:
     """``sched_getaffinity(0)`` is this process; another pid (init's, say) may run on other CPUs."""
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1, 2} if pid == 0 else {0})
-    assert validate.available_cpus() == 3
+    assert file_validation.available_cpus() == 3
 
 
 def test_validate_input_tells_each_byte_range_as_it_is_done_and_a_stream_nothing(
@@ -299,13 +299,13 @@ def test_validate_input_tells_each_byte_range_as_it_is_done_and_a_stream_nothing
     plain.write_bytes(_lines(2000, 13, NO_VERSION))
     size = plain.stat().st_size
     reads: list[int] = []
-    list(validate_input(str(plain), Summary(), validator, jobs=1, on_read=reads.append))
+    list(validate_input(str(plain), Counts(), validator, jobs=1, on_read=reads.append))
     assert reads == [end - start for start, end in chunk_ranges(str(plain), size, 1)]
     assert len(reads) > 1 and sum(reads) == size
     packed = tmp_path / "packed.jsonl.gz"
     packed.write_bytes(gzip.compress(plain.read_bytes()))
     streamed: list[int] = []
-    list(validate_input(str(packed), Summary(), validator, on_read=streamed.append))
+    list(validate_input(str(packed), Counts(), validator, on_read=streamed.append))
     assert streamed == []
 
 
@@ -314,7 +314,7 @@ def test_a_line_is_reported_the_same_whatever_ends_it(validator: EventValidator,
     body = line.rstrip(b"\n")
     reports = []
     for ending in (b"\n", b"\r\n", b""):
-        summary = Summary()
+        summary = Counts()
         found = [str(finding) for finding in validate_lines("f", [body + ending], summary, validator)]
         reports.append((found, _counts(summary)))
     assert reports[0] == reports[1] == reports[2]

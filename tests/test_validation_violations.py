@@ -13,7 +13,7 @@ import pytest
 from foundation_samples import sample
 
 from kvlog.io.jsonline import ExactInt
-from kvlog.schema.validation import EventValidator, Violation
+from kvlog.schema.event_validator import EventValidator, Violation
 
 ALLOCATION = sample("kv_pool.allocation", 2)
 UNKNOWN_FIELD = "unknown field (not in this event's schema; engine-specific fields go under ext)"

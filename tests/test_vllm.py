@@ -171,7 +171,7 @@ STARTUP = "".join(
 def test_a_realistic_startup_log_migrates_strictly(tmp_path: Path) -> None:
     report = tmp_path / "report.json"
     events, outcome = _run(tmp_path, STARTUP, year=2025, strict=True, report=report)
-    assert outcome.exit_status == 0, outcome.summary
+    assert outcome.exit_status == 0, outcome.status_line
     assert [e["event"] for e in events] == [
         "weights.load_end",
         "kv_pool.memory_available",

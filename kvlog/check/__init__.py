@@ -2,15 +2,15 @@
 
 ``compare(old, new, mode, draft)`` is the schema-compatibility verdict the rules use, for any draft.
 Each rule has a stable id (``kvlog.check.findings.RULES``); ``run_check`` applies the applicable
-ones and returns a ``CheckReport`` that ``kvlog.check.report`` renders as text, GitHub annotations,
+ones and returns a ``CheckReport`` that ``kvlog.check.rendering`` renders as text, GitHub annotations,
 JUnit XML or JSON.
 """
 
 from __future__ import annotations
 
+from kvlog.check.driver import CheckOptions, CheckReport, run_check
 from kvlog.check.findings import RULES, Finding
 from kvlog.check.inclusion import Reason
-from kvlog.check.runner import CheckOptions, CheckReport, run_check
 from kvlog.check.verdict import Verdict, compare
 from kvlog.schema.walk import Draft
 

@@ -22,7 +22,7 @@ from kvlog.errors import KvlogError
 from kvlog.io.compression import with_compressed
 from kvlog.migration import Chain, MigrationError
 from kvlog.migration.engine import MigrateOptions, Migrator
-from kvlog.schema.validation import EventValidator
+from kvlog.schema.event_validator import EventValidator
 from kvlog.text.printable import LOG_REPORT, printable
 
 _LOG_SUFFIXES = with_compressed(".log")

@@ -17,7 +17,7 @@ import orjson
 
 from kvlog.check.drafts import detect
 from kvlog.check.findings import Finding
-from kvlog.check.inclusion import Outcome
+from kvlog.check.inclusion import Inclusion
 from kvlog.check.jsondiff import describe_change, diff
 from kvlog.check.snapshot import SchemaFile, Snapshot, locate
 from kvlog.check.verdict import includes
@@ -69,7 +69,7 @@ class Version:
     draft: Draft
 
 
-def version_outcome(old: Version, new: Version, direction: Direction) -> Outcome:
+def version_outcome(old: Version, new: Version, direction: Direction) -> Inclusion:
     """Backward: can readers of ``new`` read ``old`` events; forward: can readers of ``old`` read ``new`` ones."""
     writer, reader = (old, new) if direction == "backward" else (new, old)
     return includes(
@@ -80,7 +80,7 @@ def version_outcome(old: Version, new: Version, direction: Direction) -> Outcome
     )
 
 
-def counterexample(outcome: Outcome, writer_label: str) -> str | None:
+def counterexample(outcome: Inclusion, writer_label: str) -> str | None:
     """The instance that proves a break, as compact JSON, with the writer's own version number in it."""
     if outcome.witness is None:
         return None
@@ -90,7 +90,7 @@ def counterexample(outcome: Outcome, writer_label: str) -> str | None:
     return json.dumps(instance, separators=(",", ":"), ensure_ascii=False)  # any integer, however large
 
 
-def describe(outcome: Outcome, writer_label: str) -> str:
+def describe(outcome: Inclusion, writer_label: str) -> str:
     """The reasons of a verdict that is not "compatible", and the instance that proves a break."""
     reasons = "; ".join(str(reason) for reason in outcome.reasons)
     example = counterexample(outcome, writer_label)
@@ -182,7 +182,7 @@ class Evolution:
         message = f"{incompatible}: {reasons}; add {remedy}"
         return [Finding("KV204", message, file.display, line, counterexample(outcome, writer))]
 
-    def _outcome(self, event: str, old: int, new: int, direction: Direction) -> Outcome:
+    def _outcome(self, event: str, old: int, new: int, direction: Direction) -> Inclusion:
         versions = [
             Version(v, self.resolved_now[event, v], detect(self.current.versions[event][v].document))
             for v in (old, new)
@@ -190,7 +190,7 @@ class Evolution:
         return version_outcome(versions[0], versions[1], direction)
 
 
-def _line_of_first(text: str, outcome: Outcome) -> int | None:
+def _line_of_first(text: str, outcome: Inclusion) -> int | None:
     """The line of the first incompatible field the new schema still names, else of its properties."""
     for reason in outcome.reasons:
         name = reason.path.removeprefix("$").lstrip(".").split(".")[0].split("[")[0]

@@ -13,7 +13,7 @@ from kvlog.check.jsondiff import MISSING, diff, show
 from kvlog.check.snapshot import Snapshot, display_path
 from kvlog.migration import Chain, MigrationError, Step, load_chain
 from kvlog.schema.catalog import Catalog
-from kvlog.schema.validation import EventValidator
+from kvlog.schema.event_validator import EventValidator
 
 
 def load(directory: Path | None, catalog: Catalog, root: Path) -> tuple[Chain | None, list[Finding]]:

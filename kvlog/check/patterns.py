@@ -1,6 +1,6 @@
 """KV008: every ``pattern`` of a catalog can be matched without catastrophic backtracking.
 
-kvlog check itself matches patterns in linear time (``kvlog.check.validator``), but the schemas are
+kvlog check itself matches patterns in linear time (``kvlog.check.linear_validator``), but the schemas are
 published: anyone validating events with a backtracking engine (Python ``re``, JavaScript, PCRE,
 kvlog's own reference explanations) can spend exponential time on one field when a pattern nests a
 loop inside a loop, or repeats an alternation, so that one string splits in many ways. The rule
@@ -22,8 +22,8 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from kvlog.check.findings import Finding
+from kvlog.check.linear_validator import linear
 from kvlog.check.snapshot import Snapshot, locate
-from kvlog.check.validator import linear
 from kvlog.schema.walk import map_subschemas
 
 Char = Callable[[str], bool]

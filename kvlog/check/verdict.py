@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from kvlog.check.drafts import SchemaError, detect, infer, to_2020, validator
-from kvlog.check.inclusion import Found, Judge, Outcome, Reason
+from kvlog.check.inclusion import Found, Inclusion, Judge, Reason
 from kvlog.check.instances import candidates, fragile
 from kvlog.schema.walk import Draft
 
@@ -61,7 +61,7 @@ def compare(old: Any, new: Any, mode: Mode = "backward", draft: Draft | None = N
     return Verdict(None, reasons) if reasons else Verdict(True)
 
 
-def _direction(old: Any, new: Any, direction: Direction, draft: Draft | None) -> Outcome:
+def _direction(old: Any, new: Any, direction: Direction, draft: Draft | None) -> Inclusion:
     drafts = (detect(old, draft), detect(new, draft)) if draft is not None else (infer(old), infer(new))
     if direction == "backward":
         return includes(old, new, drafts=drafts)
@@ -74,7 +74,7 @@ def includes(
     *,
     drafts: tuple[Draft, Draft] = ("2020-12", "2020-12"),
     labels: tuple[str, str] = ("old", "new"),
-) -> Outcome:
+) -> Inclusion:
     """Whether every instance of ``writer`` is valid under ``reader``; a False outcome always has a checked witness.
 
     ``drafts`` are the drafts the writer and the reader are read in.
@@ -82,15 +82,15 @@ def includes(
     try:
         checks = [validator(schema, d) for schema, d in zip((writer, reader), drafts, strict=True)]
     except SchemaError as exc:
-        return Outcome(None, (Reason("$", f"a schema cannot be read: {exc}"),))
+        return Inclusion(None, (Reason("$", f"a schema cannot be read: {exc}"),))
     try:
         translated = [to_2020(schema, d) for schema, d in zip((writer, reader), drafts, strict=True)]
     except SchemaError as exc:
-        return Outcome(None, (Reason("$", f"a schema cannot be read: {exc}"),))
+        return Inclusion(None, (Reason("$", f"a schema cannot be read: {exc}"),))
     try:
         outcome = Judge(*labels).includes(translated[0], translated[1])
     except (RecursionError, ArithmeticError, ValueError, TypeError) as exc:  # keyword values no rule expects
-        return Outcome(None, (Reason("$", f"kvlog cannot compare these schemas ({type(exc).__name__}: {exc})"),))
+        return Inclusion(None, (Reason("$", f"kvlog cannot compare these schemas ({type(exc).__name__}: {exc})"),))
 
     def breaks(value: Any) -> bool:
         if fragile(writer, value) or fragile(reader, value):
@@ -104,10 +104,10 @@ def includes(
     for value in candidates(translated[0]):  # undecided, or a break whose instance did not hold: look again
         if breaks(value):
             reasons = outcome.reasons or (Reason("$", f"{labels[1]} rejects an instance {labels[0]} accepts"),)
-            return Outcome(False, reasons, Found(value))
+            return Inclusion(False, reasons, Found(value))
     if outcome.holds is False:
         reasons = tuple(
             Reason(r.path, f"{r.message} (kvlog found no instance that proves it)") for r in outcome.reasons
         )
-        return Outcome(None, reasons)
+        return Inclusion(None, reasons)
     return outcome

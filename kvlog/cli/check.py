@@ -10,7 +10,7 @@ import click
 
 from kvlog import commands
 from kvlog.check.evolution import MODES
-from kvlog.check.report import Format, format_report, summary
+from kvlog.check.rendering import Format, format_report
 from kvlog.cli.examples import examples
 from kvlog.cli.failing import fail, message
 from kvlog.cli.stdout import abandon_out, flush_out, write_out
@@ -93,5 +93,5 @@ def check(  # noqa: PLR0917 - click passes every option positionally
             fail(
                 "check", f"cannot write the report: {exc.strerror or exc}", commands.EXIT_ERROR, escaping=CATALOG_REPORT
             )
-    click.echo(summary(outcome.report), err=True)
+    click.echo(outcome.status_line, err=True)
     sys.exit(outcome.exit_status)

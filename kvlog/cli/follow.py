@@ -112,7 +112,7 @@ def follow(  # noqa: PLR0917 - click passes every option as a parameter
         fail("follow", worded(exc, {**flags(follow), "endpoint": "--otlp-endpoint"}), commands.exit_status_of(exc))
     except (OSError, ValueError) as exc:  # an I/O failure no step foresaw
         fail("follow", str(exc), commands.EXIT_ERROR)
-    _say(f"stopped; {outcome.events} events written")
+    _say(outcome.status_line)
     sys.exit(outcome.exit_status)
 
 

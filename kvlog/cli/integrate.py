@@ -14,7 +14,7 @@ from kvlog.cli.failing import fail, message
 from kvlog.errors import KvlogError
 from kvlog.integrate import LIVE_SERVERS
 from kvlog.integrate.budget import MAX_HELD_BYTES
-from kvlog.integrate.config import EVENTS
+from kvlog.integrate.dictconfig import EVENTS
 
 
 @click.command(

@@ -144,7 +144,7 @@ def migrate(  # noqa: PLR0917 - click passes every option as a parameter
         fail("migrate", message(exc, migrate), commands.exit_status_of(exc))
     except (OSError, ValueError) as exc:  # an I/O failure no step foresaw (the working directory gone)
         fail("migrate", str(exc), commands.EXIT_ERROR)
-    _say(outcome.summary)
+    _say(outcome.status_line)
     if outcome.strict_failure is not None:
         _say(outcome.strict_failure)
     sys.exit(outcome.exit_status)

@@ -42,7 +42,7 @@ def plot(inputs: tuple[str, ...], output: str, source: str | None, title: str | 
         fail("plot", message(exc, plot), commands.exit_status_of(exc))
     except (OSError, ValueError) as exc:  # an I/O failure no step foresaw (the working directory gone)
         fail("plot", str(exc), commands.EXIT_ERROR)
-    _say(outcome.summary)
+    _say(outcome.status_line)
     sys.exit(outcome.exit_status)
 
 

@@ -74,8 +74,8 @@ def summarize(  # noqa: PLR0917 - click passes every option as a parameter
         )
     except KvlogError as exc:
         fail("summarize", message(exc, summarize), commands.exit_status_of(exc))
-    if outcome.invalid:
-        _say(f"{outcome.invalid} invalid event(s) left out of the table (kvlog validate says why)")
+    if outcome.status_line is not None:
+        _say(outcome.status_line)
     sys.exit(outcome.exit_status)
 
 

@@ -16,7 +16,7 @@ from kvlog.cli.progress import progress_reporter
 from kvlog.cli.stdout import abandon_out, flush_out, write_out
 from kvlog.commands import InputFailure
 from kvlog.errors import KvlogError
-from kvlog.validate import PARALLEL_MIN_BYTES, LineProblem
+from kvlog.file_validation import PARALLEL_MIN_BYTES, LineProblem
 
 
 class _OutputError(Exception):
@@ -97,7 +97,7 @@ def validate(  # noqa: PLR0917 - click passes every option as a parameter
         fail("validate", f"cannot write the findings: {exc}", commands.EXIT_ERROR)
     except KvlogError as exc:
         fail("validate", message(exc, validate), commands.exit_status_of(exc))
-    click.echo(str(outcome.summary), err=True)
+    click.echo(outcome.status_line, err=True)
     sys.exit(outcome.exit_status)
 
 

@@ -5,9 +5,10 @@ function here.
 It takes plain arguments (paths as ``str`` or ``Path``, options as keyword arguments named like the command's
 flags), decides everything the command decides (which paths a run may write, which options conflict,
 what it does with an input it cannot read, the exit status) and returns a frozen outcome: the exit
-status, the counts and the findings. The click commands in ``kvlog.cli`` only parse options, call
-these, print and exit; rules are tested by calling a function, not by starting a process, and
-``follow`` and ``plot`` are built on the migration engine ``migrate`` uses.
+status and a status line (``CommandOutcome``, the shape all share), the counts and the findings.
+The click commands in ``kvlog.cli`` only parse options, call these, print and exit; rules are
+tested by calling a function, not by starting a process, and ``follow`` and ``plot`` are built on
+the migration engine ``migrate`` uses.
 
 The contract of every command function:
 
@@ -29,7 +30,7 @@ first time the command is used, so ``kvlog validate`` does not load the migratio
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from kvlog.errors import KvlogError, OptionError
 from kvlog.lazy import lazy_exports
@@ -56,6 +57,23 @@ EXIT_ERROR = 2
 #: migrate: the migration files are broken
 EXIT_BROKEN_MIGRATIONS = 3
 # A run stopped by signal N exits 128 + N: ``kvlog.io.errors.Stopped.exit_status``.
+
+
+class CommandOutcome(Protocol):
+    """What every command function's outcome holds, beside its own counts and findings: how the run ended.
+
+    One shape for all of them, so that a caller (the CLI, a CI script) ends any run the same way:
+    exit with ``exit_status``, and show ``status_line`` (None: nothing to say) to the person who
+    started it; the CLI prints it last, on standard error.
+    """
+
+    @property
+    def exit_status(self) -> int:
+        """``EXIT_OK``, ``EXIT_FINDINGS``, ``EXIT_ERROR`` or ``EXIT_BROKEN_MIGRATIONS``, as documented per command."""
+
+    @property
+    def status_line(self) -> str | None:
+        """One line for a person: what the run did or found."""
 
 
 def exit_status_of(error: KvlogError) -> int:
@@ -94,6 +112,7 @@ __all__ = [
     "EXIT_OK",
     "BrokenMigrations",
     "CheckOutcome",
+    "CommandOutcome",
     "FollowOutcome",
     "InputFailure",
     "MigrateOutcome",

@@ -6,11 +6,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import cast
 
-from kvlog.check.config import ConfigError, resolve_project
+from kvlog.check.driver import CheckOptions, CheckReport, run_check
 from kvlog.check.evolution import MODES, Mode
 from kvlog.check.findings import count_errors
 from kvlog.check.gitref import GitNotFound, NotACommit
-from kvlog.check.runner import CheckOptions, CheckReport, run_check
+from kvlog.check.project import ConfigError, resolve_project
+from kvlog.check.rendering import status_line
 from kvlog.commands import EXIT_FINDINGS, EXIT_OK
 from kvlog.errors import OptionError
 
@@ -21,6 +22,11 @@ class CheckOutcome:
 
     exit_status: int
     report: CheckReport
+
+    @property
+    def status_line(self) -> str:
+        """One line: what was checked and what was found."""
+        return status_line(self.report)
 
 
 def check(

@@ -16,9 +16,9 @@ from kvlog.commands import EXIT_OK
 from kvlog.commands._migrate import migrator_for
 from kvlog.errors import OptionError
 from kvlog.follow import state as saved
+from kvlog.follow.follower import EventOutput, Follower, Observer
 from kvlog.follow.holding import HOLD_S
 from kvlog.follow.own import OwnFiles
-from kvlog.follow.runner import EventOutput, Follower, Observer
 from kvlog.follow.stall import StallWatch
 from kvlog.follow.waking import Waker
 from kvlog.io.compression import is_compressed
@@ -46,6 +46,11 @@ class FollowOutcome:
     events: int
     #: whether waits were woken by inotify (False: the files were polled)
     inotify: bool
+
+    @property
+    def status_line(self) -> str:
+        """One line: how many events the run wrote before it stopped."""
+        return f"stopped; {self.events} events written"
 
 
 def follow(

@@ -12,7 +12,7 @@ from kvlog.errors import OptionError
 from kvlog.follow.holding import HOLD_S
 from kvlog.integrate import LIVE_SERVERS, configuration
 from kvlog.integrate.budget import MAX_HELD_BYTES, MIN_HELD_BYTES
-from kvlog.integrate.config import EVENTS
+from kvlog.integrate.dictconfig import EVENTS
 from kvlog.io.errors import InputError
 
 

@@ -12,6 +12,7 @@ from typing import IO, TYPE_CHECKING, Any, Literal
 import orjson
 
 from kvlog.commands import EXIT_BROKEN_MIGRATIONS, EXIT_ERROR, EXIT_FINDINGS, EXIT_OK
+from kvlog.commands._deprecated import Renamed
 from kvlog.commands._engine import cluster_for
 from kvlog.errors import KvlogError, OptionError, worded
 from kvlog.io.errors import OutputError
@@ -20,13 +21,13 @@ from kvlog.io.inputs import STDIN
 from kvlog.io.outputs import atomic_output
 from kvlog.io.progress import Advance, ignore
 from kvlog.io.store import targets
+from kvlog.migration.batch import Taker, run_tasks
 from kvlog.migration.encoders import jsonl
 from kvlog.migration.engine import MigrateOptions, Migrator, OutputFormat
 from kvlog.migration.errors import MigrationError, UnknownCatalogVersion
 from kvlog.migration.plan import Request, allowed_unparsed, plan
 from kvlog.migration.records import Record
 from kvlog.migration.report import MigrationReport
-from kvlog.migration.runner import Taker, run_tasks
 from kvlog.migration.steps import load_chain
 from kvlog.text.printable import printable_name
 
@@ -65,14 +66,17 @@ class MigrateOutcome:
     #: where the dead letters went (``migrate``'s ``dead_letter``), for ``strict_failure`` to point to
     dead_letter: str | None = None
 
+    #: the 0.1.0 name of ``status_line``
+    summary = Renamed("status_line")
+
     @property
-    def summary(self) -> str:
+    def status_line(self) -> str:
         """One line: the counts, and what became of the files ``in_place`` did not replace."""
         parts = [f"{count} {what}" for what, count in sorted(self.notes.items())]
         if self.skipped_links:
             shown = ", ".join(self.skipped_links[:3]) + (", ..." if len(self.skipped_links) > 3 else "")
             parts.append(f"{len(self.skipped_links)} symbolic link(s) skipped, not replaced ({shown})")
-        return self.report.summary(self.option_names) + (f"; {'; '.join(parts)}" if parts else "")
+        return self.report.status_line(self.option_names) + (f"; {'; '.join(parts)}" if parts else "")
 
     @property
     def strict_failure(self) -> str | None:
@@ -136,7 +140,7 @@ def migrate(
     Ray cluster at ``ray_address``, default the one this machine runs, else a new local one; the
     inputs, outputs and ``migrations`` must then be paths every node sees, or store URIs: ``s3://``,
     ``gs://``, see ``kvlog.io.store``); the results are the same.
-    ``option_names`` spells the options named in that text and in the summary (the CLI passes its
+    ``option_names`` spells the options named in that text and in the status line (the CLI passes its
     flags: ``{"backup_suffix": "--backup-suffix", ...}``); by default they are named by keyword.
     ``taker`` takes each event (a ``kvlog.migration.records.Record``) and each dead letter as the
     engine makes them, instead of their being written (``plot`` and ``summarize`` read ``migrate`` so):

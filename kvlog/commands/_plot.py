@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from kvlog.commands import EXIT_ERROR, EXIT_FINDINGS, EXIT_OK
+from kvlog.commands._deprecated import Renamed
 from kvlog.commands._migrate import migrated_events
 from kvlog.errors import OptionError
 from kvlog.plot.export import FORMATS, format_of, require_extra, write_figure
@@ -36,8 +37,11 @@ class PlotOutcome:
     #: events left out because the catalog does not validate them (``kvlog validate`` says why)
     invalid: int = 0
 
+    #: the 0.1.0 name of ``status_line``
+    summary = Renamed("status_line")
+
     @property
-    def summary(self) -> str:
+    def status_line(self) -> str:
         """One line: what was drawn where, or why nothing was."""
         left_out = f"; {self.invalid} invalid event(s) left out (kvlog validate says why)" if self.invalid else ""
         if self.output is None:

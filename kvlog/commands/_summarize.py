@@ -45,6 +45,13 @@ class SummarizeOutcome:
     #: events left out of the table because the catalog does not validate them (``kvlog validate`` says why)
     invalid: int = 0
 
+    @property
+    def status_line(self) -> str | None:
+        """What the table does not show (events left out as invalid); None: the table says it all."""
+        return (
+            f"{self.invalid} invalid event(s) left out of the table (kvlog validate says why)" if self.invalid else None
+        )
+
 
 def summarize(
     inputs: str | Path | Iterable[str | Path],

@@ -10,15 +10,24 @@ from pathlib import Path
 from typing import cast
 
 from kvlog.commands import EXIT_ERROR, EXIT_FINDINGS, EXIT_OK
+from kvlog.commands._deprecated import Renamed
 from kvlog.commands._engine import cluster_for
 from kvlog.errors import OptionError
+from kvlog.file_validation import (
+    Counts,
+    LineProblem,
+    Skips,
+    Unreadable,
+    unreadable_reason,
+    validate_input,
+    validate_on,
+)
 from kvlog.io.errors import InputError
 from kvlog.io.expansion import expand_inputs
 from kvlog.io.inputs import STDIN
 from kvlog.io.progress import Advance, InOrder, ignore
-from kvlog.schema.validation import EventValidator
+from kvlog.schema.event_validator import EventValidator
 from kvlog.text.printable import printable, printable_name
-from kvlog.validate import LineProblem, Skips, Summary, Unreadable, unreadable_reason, validate_input, validate_on
 
 
 @dataclass(frozen=True)
@@ -43,10 +52,18 @@ class ValidateOutcome:
 
     exit_status: int
     #: the counts over every input
-    summary: Summary
+    counts: Counts
     #: the inputs that could not be read, in the order given
     input_failures: tuple[InputFailure, ...] = ()
     findings: tuple[LineProblem, ...] = ()
+
+    #: the 0.1.0 name of ``counts``
+    summary = Renamed("counts")
+
+    @property
+    def status_line(self) -> str:
+        """One line: the counts."""
+        return str(self.counts)
 
 
 def validate(
@@ -81,7 +98,7 @@ def validate(
     expansion = expand_inputs(tuple(map(str, [inputs] if isinstance(inputs, (str, Path)) else inputs)))
     validator = EventValidator()
     skips = Skips(non_json=skip_non_json, unknown_events=skip_unknown_events)
-    summary = Summary()
+    counts = Counts()
     kept: list[LineProblem] = []
     failures: list[InputFailure] = []
     found = on_finding or kept.append
@@ -103,24 +120,24 @@ def validate(
     ):
         tally = InOrder(paths, advance)
         if cluster is not None and STDIN not in paths:
-            for result in validate_on(cluster, paths, summary, validator, skips=skips, progress=tally):
+            for result in validate_on(cluster, paths, counts, validator, skips=skips, progress=tally):
                 if isinstance(result, Unreadable):
                     failed(InputFailure(result.name, result.reason))
                 else:
                     found(result)
         else:
             for name in paths:
-                failure = _validate_one(name, summary, validator, skips, jobs, found, tally)
+                failure = _validate_one(name, counts, validator, skips, jobs, found, tally)
                 tally.done()
                 if failure is not None:
                     failed(failure)
-    status = EXIT_ERROR if failures else EXIT_OK if summary.ok else EXIT_FINDINGS
-    return ValidateOutcome(status, summary, tuple(failures), tuple(kept))
+    status = EXIT_ERROR if failures else EXIT_OK if counts.ok else EXIT_FINDINGS
+    return ValidateOutcome(status, counts, tuple(failures), tuple(kept))
 
 
 def _validate_one(  # noqa: PLR0917 - validate's state, passed on
     name: str,
-    summary: Summary,
+    counts: Counts,
     validator: EventValidator,
     skips: Skips,
     jobs: int | None,
@@ -135,7 +152,7 @@ def _validate_one(  # noqa: PLR0917 - validate's state, passed on
     if name == STDIN and sys.stdin is None:  # started with descriptor 0 closed (`<&-`)
         return InputFailure(name, "cannot read: standard input is closed")
     findings = cast(
-        Generator[LineProblem], validate_input(name, summary, validator, skips=skips, jobs=jobs, on_read=tally.read)
+        Generator[LineProblem], validate_input(name, counts, validator, skips=skips, jobs=jobs, on_read=tally.read)
     )
     with closing(findings):
         while True:

@@ -23,7 +23,7 @@ from kvlog.emission._render import Output, json_text
 from kvlog.emission._stdlib import StdlibWriter
 from kvlog.event_base import Event
 from kvlog.schema.catalog import Catalog
-from kvlog.schema.validation import EventValidator
+from kvlog.schema.event_validator import EventValidator
 
 
 @dataclass(frozen=True, slots=True, eq=False)

@@ -12,7 +12,7 @@ import threading
 import weakref
 from functools import cached_property
 
-from kvlog.schema.validation import EventValidator
+from kvlog.schema.event_validator import EventValidator
 
 #: the process's pid, read by every envelope: one element, replaced in place in a forked child
 current_pid = [os.getpid()]

@@ -22,7 +22,7 @@ from kvlog.emission._taps import taps
 from kvlog.envelope import envelope, ordered, utc_timestamp
 from kvlog.errors import SchemaViolationError
 from kvlog.schema.catalog import catalog_version
-from kvlog.schema.validation import EventValidator, Violation
+from kvlog.schema.event_validator import EventValidator, Violation
 
 ValidationMode = Literal["off", "warn", "drop", "raise"]
 

@@ -6,7 +6,7 @@ which the server calls at start-up in every process that configures logging.
 
 from __future__ import annotations
 
-from kvlog.integrate.config import ConfigurationError, configuration
+from kvlog.integrate.dictconfig import ConfigurationError, configuration
 from kvlog.integrate.handler import EventHandler, handler_for
 from kvlog.integrate.servers import LIVE_SERVERS
 

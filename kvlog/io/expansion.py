@@ -23,9 +23,9 @@ from pathlib import Path
 
 from kvlog.io import store
 from kvlog.io.backups import is_backup
+from kvlog.io.globs import is_pattern
 from kvlog.io.inputs import STDIN
 from kvlog.io.outputs import TEMP_SUFFIX
-from kvlog.io.patterns import is_pattern
 from kvlog.io.uris import is_uri
 from kvlog.text.printable import printable_name
 

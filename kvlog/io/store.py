@@ -28,7 +28,7 @@ from urllib.parse import unquote, urlsplit
 
 from kvlog.errors import OptionError
 from kvlog.io.errors import InputError, OutputError
-from kvlog.io.patterns import is_pattern
+from kvlog.io.globs import is_pattern
 from kvlog.io.uris import is_uri
 
 #: the URI schemes kvlog reads and writes, and the fsspec package each needs

@@ -12,7 +12,7 @@ be pickled and rebuilt for every chunk or file. What the tasks count comes back 
 by ``kvlog.io.counts.add_counts``.
 
 Where the tasks run is an ``Engine``: ``Processes`` (this machine's worker processes) or, with the
-fleet extra, ``kvlog.fleet.RayCluster``. The callers (``kvlog.migration.runner``, ``kvlog.validate``)
+fleet extra, ``kvlog.fleet.RayCluster``. The callers (``kvlog.migration.batch``, ``kvlog.file_validation``)
 are written once against the protocol.
 """
 

@@ -46,7 +46,7 @@ from kvlog.migration.records import Downstream, Record
 from kvlog.migration.report import MigrationReport
 from kvlog.migration.steps import Chain
 from kvlog.schema.catalog import catalog_version
-from kvlog.schema.validation import EventValidator
+from kvlog.schema.event_validator import EventValidator
 from kvlog.text.prefix import SERVERS, LinePrefix, ServerPrefix
 from kvlog.text.printable import log_text, name_text
 from kvlog.text.units import INFERRED_FIELDS_READ

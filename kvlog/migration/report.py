@@ -1,4 +1,4 @@
-"""What a migration run did, for ``--report`` and the summary line: counts that merge across workers."""
+"""What a migration run did, for ``--report`` and the status line: counts that merge across workers."""
 
 from __future__ import annotations
 
@@ -80,7 +80,7 @@ class MigrationReport:
             "unparsed_sample": self.unparsed_sample,
         }
 
-    def summary(self, names: Mapping[str, str] | None = None) -> str:
+    def status_line(self, names: Mapping[str, str] | None = None) -> str:
         """One line for standard error; ``names`` spells options as the caller does (default: by keyword)."""
         allowing = (names or {}).get("allow_unparsed", "allow_unparsed")
         return (

@@ -33,7 +33,7 @@ from kvlog import __version__, emission
 from kvlog.errors import OptionError
 from kvlog.metrics.series import MemorySeries, this_process
 from kvlog.otel import instruments
-from kvlog.otel.records import log_record
+from kvlog.otel.log_records import log_record
 from kvlog.otel.resource import resource
 
 #: the instrumentation scope of kvlog's records and instruments

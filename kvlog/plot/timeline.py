@@ -23,8 +23,8 @@ from pathlib import PurePath
 from typing import Any
 
 from kvlog.migration.context import RankKey, rank_key
+from kvlog.schema.event_validator import EventValidator
 from kvlog.schema.readings import FREE_DEVICE_MEMORY, json_integer, migrated_line
-from kvlog.schema.validation import EventValidator
 from kvlog.text.units import byte_figure
 
 #: the fields whose inference changes what a sample counts as memory

@@ -40,7 +40,9 @@ def parser() -> argparse.ArgumentParser:
         description="Mutation testing of the modules in scope (scripts/mutation.toml): one small edit per "
         "mutant, each run against the tests whose coverage reaches it.",
     )
-    arguments.add_argument("modules", nargs="*", metavar="MODULE", help="a module in scope, e.g. kvlog/validate.py")
+    arguments.add_argument(
+        "modules", nargs="*", metavar="MODULE", help="a module in scope, e.g. kvlog/file_validation.py"
+    )
     arguments.add_argument("--changed", metavar="BASE", help="the modules in scope that differ from git BASE")
     arguments.add_argument("--sample", type=int, metavar="N", help="a seeded sample of N mutants per module")
     arguments.add_argument("--seed", default="0", metavar="S", help="the seed of --sample (default 0)")

@@ -11,7 +11,7 @@ applicators, patterns outside the regular dialect), the answer is "undecided", w
 
 One module a job, in the manner of python-jsonschema's ``_keywords.py``:
 
-- ``outcome``: the answer (``Outcome``, its ``Reason``s and ``Found`` instance) and ``conjoin``;
+- ``outcome``: the answer (``Inclusion``, its ``Reason``s and ``Found`` instance) and ``conjoin``;
 - ``judge``: the driver (``Judge``), which asks each reader part of the rule ``keywords`` names;
 - ``keywords``: the keyword table, from each reader keyword to its rule;
 - ``applicators``, ``scalars``, ``arrays``, ``objects``: the rules, per applicator and per type;
@@ -23,6 +23,6 @@ One module a job, in the manner of python-jsonschema's ``_keywords.py``:
 from __future__ import annotations
 
 from kvlog.check.inclusion.judge import Judge
-from kvlog.check.inclusion.outcome import Found, Outcome, Reason
+from kvlog.check.inclusion.outcome import Found, Inclusion, Reason
 
-__all__ = ["Found", "Judge", "Outcome", "Reason"]
+__all__ = ["Found", "Inclusion", "Judge", "Reason"]

@@ -17,18 +17,18 @@ from kvlog.check.inclusion.algebra import merge
 from kvlog.check.inclusion.bounds import empty_above, interval, le, point_between, sort_key
 from kvlog.check.inclusion.kinds import admits, covers
 from kvlog.check.inclusion.members import member_schema
-from kvlog.check.inclusion.outcome import YES, Found, Outcome, Reason, conjoin
+from kvlog.check.inclusion.outcome import YES, Found, Inclusion, Reason, conjoin
 from kvlog.check.inclusion.witnesses import accepts, refute, search
 
 if TYPE_CHECKING:
     from kvlog.check.inclusion.judge import Judge
 
 
-def all_of(judge: Judge, kind: str, writer: dict[str, Any], reader: dict[str, Any], path: str) -> Outcome:
+def all_of(judge: Judge, kind: str, writer: dict[str, Any], reader: dict[str, Any], path: str) -> Inclusion:
     return conjoin(judge.includes(writer, member, path) for member in reader["allOf"])
 
 
-def any_of(judge: Judge, kind: str, writer: dict[str, Any], reader: dict[str, Any], path: str) -> Outcome:
+def any_of(judge: Judge, kind: str, writer: dict[str, Any], reader: dict[str, Any], path: str) -> Inclusion:
     members = reader["anyOf"]
     relevant = [m for m in members if admits(m, kind)]
     if not relevant:
@@ -43,11 +43,13 @@ def any_of(judge: Judge, kind: str, writer: dict[str, Any], reader: dict[str, An
     if union is True:
         return YES
     if isinstance(union, Found) and accepts(writer, union.value) and accepts({"anyOf": members}, union.value) is False:
-        return Outcome(False, (Reason(path, f"the anyOf branches of {judge.r} leave out values {judge.w} has"),), union)
+        return Inclusion(
+            False, (Reason(path, f"the anyOf branches of {judge.r} leave out values {judge.w} has"),), union
+        )
     return search(writer, {"anyOf": members}, path, message)
 
 
-def one_of(judge: Judge, kind: str, writer: dict[str, Any], reader: dict[str, Any], path: str) -> Outcome:
+def one_of(judge: Judge, kind: str, writer: dict[str, Any], reader: dict[str, Any], path: str) -> Inclusion:
     members = reader["oneOf"]
     relevant = [m for m in members if admits(m, kind)]
     if not relevant:
@@ -64,7 +66,7 @@ def one_of(judge: Judge, kind: str, writer: dict[str, Any], reader: dict[str, An
     return search(writer, {"oneOf": members}, path, message, around=overlaps)
 
 
-def not_(judge: Judge, kind: str, writer: dict[str, Any], reader: dict[str, Any], path: str) -> Outcome:
+def not_(judge: Judge, kind: str, writer: dict[str, Any], reader: dict[str, Any], path: str) -> Inclusion:
     negated = reader["not"]
     if judge.disjoint(writer, negated):
         return YES
@@ -73,7 +75,7 @@ def not_(judge: Judge, kind: str, writer: dict[str, Any], reader: dict[str, Any]
     )
 
 
-def conditional(judge: Judge, kind: str, writer: dict[str, Any], reader: dict[str, Any], path: str) -> Outcome:
+def conditional(judge: Judge, kind: str, writer: dict[str, Any], reader: dict[str, Any], path: str) -> Inclusion:
     condition, then, otherwise = reader.get("if", True), reader.get("then", True), reader.get("else", True)
     if judge.includes(writer, condition, path).holds is True:
         return judge.includes(writer, then, path)
@@ -88,7 +90,7 @@ def conditional(judge: Judge, kind: str, writer: dict[str, Any], reader: dict[st
     return search(writer, reader, path, message, around=merge(writer, condition))
 
 
-def dependent_schemas(judge: Judge, kind: str, writer: dict[str, Any], reader: dict[str, Any], path: str) -> Outcome:
+def dependent_schemas(judge: Judge, kind: str, writer: dict[str, Any], reader: dict[str, Any], path: str) -> Inclusion:
     if kind != "object":
         return YES
     outcomes = []

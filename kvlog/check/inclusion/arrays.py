@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from kvlog.check.inclusion.bounds import show_range
 from kvlog.check.inclusion.members import item, lift_item
-from kvlog.check.inclusion.outcome import YES, Outcome, conjoin
+from kvlog.check.inclusion.outcome import YES, Inclusion, conjoin
 from kvlog.check.inclusion.witnesses import search
 
 if TYPE_CHECKING:
@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 Count = tuple[float, float]  # the least and the most items an array of the writer may hold
 
 
-def arrays(judge: Judge, kind: str, writer: dict[str, Any], reader: dict[str, Any], path: str) -> Outcome:
+def arrays(judge: Judge, kind: str, writer: dict[str, Any], reader: dict[str, Any], path: str) -> Inclusion:
     if "unevaluatedItems" in reader and "contains" in reader:
         return search(writer, reader, path, "unevaluatedItems beside contains")
     count = _count(writer)
@@ -43,7 +43,7 @@ def _count(writer: dict[str, Any]) -> Count:
     return w_low, w_high
 
 
-def item_count(judge: Judge, writer: dict[str, Any], reader: dict[str, Any], path: str, count: Count) -> Outcome:
+def item_count(judge: Judge, writer: dict[str, Any], reader: dict[str, Any], path: str, count: Count) -> Inclusion:
     w_low, w_high = count
     r_low, r_high = reader.get("minItems", 0), reader.get("maxItems", math.inf)
     if w_low < r_low or w_high > r_high:
@@ -52,16 +52,16 @@ def item_count(judge: Judge, writer: dict[str, Any], reader: dict[str, Any], pat
     return YES
 
 
-def unique_items(judge: Judge, writer: dict[str, Any], reader: dict[str, Any], path: str, count: Count) -> Outcome:
+def unique_items(judge: Judge, writer: dict[str, Any], reader: dict[str, Any], path: str, count: Count) -> Inclusion:
     if reader.get("uniqueItems") and not writer.get("uniqueItems") and count[1] > 1:
         return search(writer, reader, path, f"{judge.r} requires unique items, {judge.w} does not")
     return YES
 
 
-def positions(judge: Judge, writer: dict[str, Any], reader: dict[str, Any], path: str, count: Count) -> Outcome:
+def positions(judge: Judge, writer: dict[str, Any], reader: dict[str, Any], path: str, count: Count) -> Inclusion:
     """``prefixItems``, ``items`` and ``unevaluatedItems``: each position either side names, then the rest."""
     w_high = count[1]
-    found: list[Outcome] = []
+    found: list[Inclusion] = []
     named = max(len(writer.get("prefixItems", [])), len(reader.get("prefixItems", [])))
     for index in range(named):
         if index >= w_high:
@@ -74,7 +74,7 @@ def positions(judge: Judge, writer: dict[str, Any], reader: dict[str, Any], path
     return conjoin(found)
 
 
-def contains(judge: Judge, writer: dict[str, Any], reader: dict[str, Any], path: str, count: Count) -> Outcome:
+def contains(judge: Judge, writer: dict[str, Any], reader: dict[str, Any], path: str, count: Count) -> Inclusion:
     """``contains`` with ``minContains``/``maxContains``: enough matching items, and not too many."""
     if "contains" not in reader:
         return YES
@@ -99,5 +99,5 @@ def contains(judge: Judge, writer: dict[str, Any], reader: dict[str, Any], path:
     return search(writer, reader, path, "; ".join(what))
 
 
-ArrayRule = Callable[["Judge", dict[str, Any], dict[str, Any], str, Count], Outcome]
+ArrayRule = Callable[["Judge", dict[str, Any], dict[str, Any], str, Count], Inclusion]
 RULES: tuple[ArrayRule, ...] = (item_count, unique_items, positions, contains)

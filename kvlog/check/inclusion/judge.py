@@ -14,7 +14,7 @@ from kvlog.check.inclusion.bounds import before, interval
 from kvlog.check.inclusion.keywords import APPLICATORS, KEYWORDS, reference, typed
 from kvlog.check.inclusion.kinds import NUMERIC, finite
 from kvlog.check.inclusion.members import member_schema
-from kvlog.check.inclusion.outcome import YES, Outcome, conjoin
+from kvlog.check.inclusion.outcome import YES, Inclusion, conjoin
 from kvlog.check.inclusion.witnesses import accepts, refute, search, undecided
 from kvlog.check.instances import same
 
@@ -29,7 +29,7 @@ class Judge:
         self.r = reader_label
         self._depth = 0
 
-    def includes(self, writer: Any, reader: Any, path: str = "$") -> Outcome:
+    def includes(self, writer: Any, reader: Any, path: str = "$") -> Inclusion:
         """Whether every instance of ``writer`` is one of ``reader``."""
         if reader is True or reader == {} or writer is False or same(writer, reader):
             return YES
@@ -43,7 +43,7 @@ class Judge:
 
     # -- the reader, split exactly --------------------------------------------------------------------
 
-    def _includes(self, writer: Any, reader: Any, path: str) -> Outcome:
+    def _includes(self, writer: Any, reader: Any, path: str) -> Inclusion:
         if (isinstance(writer, dict) and "$ref" in writer) or (isinstance(reader, dict) and "$ref" in reader):
             return reference(self, "", writer, reader, path)
         split = branches(writer)
@@ -75,7 +75,7 @@ class Judge:
                 reader.update(taken)
         return [reader, *parts]
 
-    def _branch(self, kind: str, writer: dict[str, Any], reader: Any, path: str) -> Outcome:
+    def _branch(self, kind: str, writer: dict[str, Any], reader: Any, path: str) -> Inclusion:
         """One writer branch against one reader part: the rule of the part's applicator, else of its type."""
         if reader is True or reader == {}:
             return YES

@@ -17,17 +17,17 @@ from typing import TYPE_CHECKING, Any
 
 from kvlog.check.inclusion import applicators, arrays, objects, scalars
 from kvlog.check.inclusion.kinds import admits, covers, finite, names
-from kvlog.check.inclusion.outcome import YES, Outcome
+from kvlog.check.inclusion.outcome import YES, Inclusion
 from kvlog.check.inclusion.witnesses import refute, search, undecided
 from kvlog.check.jsondiff import show
 
 if TYPE_CHECKING:
     from kvlog.check.inclusion.judge import Judge
 
-Rule = Callable[["Judge", str, dict[str, Any], dict[str, Any], str], Outcome]
+Rule = Callable[["Judge", str, dict[str, Any], dict[str, Any], str], Inclusion]
 
 
-def typed(judge: Judge, kind: str, writer: dict[str, Any], reader: dict[str, Any], path: str) -> Outcome:
+def typed(judge: Judge, kind: str, writer: dict[str, Any], reader: dict[str, Any], path: str) -> Inclusion:
     """``type``, ``enum`` and ``const``, then the rule of the writer branch's type (none for null, boolean)."""
     listed = finite(writer)
     if listed is not None:
@@ -44,7 +44,7 @@ def typed(judge: Judge, kind: str, writer: dict[str, Any], reader: dict[str, Any
     return rule(judge, kind, writer, reader, path) if rule is not None else YES
 
 
-def reference(judge: Judge, kind: str, writer: dict[str, Any], reader: dict[str, Any], path: str) -> Outcome:
+def reference(judge: Judge, kind: str, writer: dict[str, Any], reader: dict[str, Any], path: str) -> Inclusion:
     """A ``$ref`` left in a schema after reading: recursive, or to another document; never followed here."""
     return undecided(path, "a reference kvlog does not follow (recursive or to another document)")
 
@@ -68,7 +68,7 @@ TYPES: dict[str, Rule] = {
     "object": objects.objects,
 }
 
-KEYWORDS: dict[str, Callable[..., Outcome]] = {
+KEYWORDS: dict[str, Callable[..., Inclusion]] = {
     **APPLICATORS,
     "$ref": reference,
     **dict.fromkeys(("type", "enum", "const"), typed),

@@ -11,7 +11,7 @@ from typing import Any
 
 from kvlog.check import regular
 from kvlog.check.inclusion.algebra import merge
-from kvlog.check.inclusion.outcome import Found, Outcome
+from kvlog.check.inclusion.outcome import Found, Inclusion
 from kvlog.check.inclusion.witnesses import accepts, unproven
 from kvlog.check.instances import candidates
 
@@ -81,7 +81,7 @@ def fresh_name(schema: dict[str, Any], named: set[str]) -> str | None:
     return None
 
 
-def lift_item(outcome: Outcome, writer: dict[str, Any], reader: dict[str, Any], index: int) -> Outcome:
+def lift_item(outcome: Inclusion, writer: dict[str, Any], reader: dict[str, Any], index: int) -> Inclusion:
     """A break of the item at ``index`` (or any later one) becomes a break of an array holding it."""
     if outcome.holds is not False:
         return outcome
@@ -94,11 +94,11 @@ def lift_item(outcome: Outcome, writer: dict[str, Any], reader: dict[str, Any], 
             padded = base + [f[0] for f in filler]
             instance = [*padded[:index], value, *padded[index + 1 :]]
             if accepts(writer, instance) is True and accepts(reader, instance) is False:
-                return Outcome(False, outcome.reasons, Found(instance))
+                return Inclusion(False, outcome.reasons, Found(instance))
     return unproven(outcome)
 
 
-def lift_member(outcome: Outcome, writer: dict[str, Any], reader: dict[str, Any], name: str | None) -> Outcome:
+def lift_member(outcome: Inclusion, writer: dict[str, Any], reader: dict[str, Any], name: str | None) -> Inclusion:
     """A break inside member ``name`` becomes a break of an object holding it, validated against both."""
     if outcome.holds is not False or name is None:
         return outcome
@@ -110,10 +110,10 @@ def lift_member(outcome: Outcome, writer: dict[str, Any], reader: dict[str, Any]
         for value in values[:12]:
             instance = {**base, name: value}
             if accepts(writer, instance) is True and accepts(reader, instance) is False:
-                return Outcome(False, outcome.reasons, Found(instance))
+                return Inclusion(False, outcome.reasons, Found(instance))
     return unproven(outcome)
 
 
-def embed(outcome: Outcome, writer: dict[str, Any], reader: dict[str, Any], name: str) -> Outcome:
+def embed(outcome: Inclusion, writer: dict[str, Any], reader: dict[str, Any], name: str) -> Inclusion:
     """``lift_member`` for a break the member's own comparison found, whatever its ``holds`` said."""
-    return lift_member(Outcome(False, outcome.reasons, outcome.witness), writer, reader, name)
+    return lift_member(Inclusion(False, outcome.reasons, outcome.witness), writer, reader, name)

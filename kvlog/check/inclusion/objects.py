@@ -18,7 +18,7 @@ from kvlog.check import regular
 from kvlog.check.inclusion.algebra import merge
 from kvlog.check.inclusion.bounds import show_range
 from kvlog.check.inclusion.members import closed, embed, forced, fresh_name, lift_member, member_schema, unnamed
-from kvlog.check.inclusion.outcome import YES, Outcome, Reason, conjoin
+from kvlog.check.inclusion.outcome import YES, Inclusion, Reason, conjoin
 from kvlog.check.inclusion.witnesses import first, refute, search
 from kvlog.check.instances import same
 from kvlog.check.jsondiff import show
@@ -30,7 +30,7 @@ Names = list[str]  # the member names either schema names, sorted: by properties
 _MAX_PATTERN_CELLS = 6
 
 
-def objects(judge: Judge, kind: str, writer: dict[str, Any], reader: dict[str, Any], path: str) -> Outcome:
+def objects(judge: Judge, kind: str, writer: dict[str, Any], reader: dict[str, Any], path: str) -> Inclusion:
     named = sorted(
         set(writer.get("properties", {}))
         | set(reader.get("properties", {}))
@@ -41,9 +41,9 @@ def objects(judge: Judge, kind: str, writer: dict[str, Any], reader: dict[str, A
     return conjoin(rule(judge, writer, reader, path, named) for rule in RULES)
 
 
-def members(judge: Judge, writer: dict[str, Any], reader: dict[str, Any], path: str, named: Names) -> Outcome:
+def members(judge: Judge, writer: dict[str, Any], reader: dict[str, Any], path: str, named: Names) -> Inclusion:
     """``properties`` and ``required``: each named member, which the reader may require or constrain."""
-    found: list[Outcome] = []
+    found: list[Inclusion] = []
     w_required = set(writer.get("required", []))
     for name in named:
         mine = member_schema(writer, name)
@@ -64,7 +64,7 @@ def members(judge: Judge, writer: dict[str, Any], reader: dict[str, Any], path: 
     return conjoin(found)
 
 
-def other_members(judge: Judge, writer: dict[str, Any], reader: dict[str, Any], path: str, named: Names) -> Outcome:
+def other_members(judge: Judge, writer: dict[str, Any], reader: dict[str, Any], path: str, named: Names) -> Inclusion:
     """Members no property names: each class of names the patterns carve out, compared as one."""
     patterns = sorted(set(writer.get("patternProperties", {})) | set(reader.get("patternProperties", {})))
     if closed(writer):
@@ -101,7 +101,7 @@ def other_members(judge: Judge, writer: dict[str, Any], reader: dict[str, Any], 
     return conjoin(found)
 
 
-def property_names(judge: Judge, writer: dict[str, Any], reader: dict[str, Any], path: str, named: Names) -> Outcome:
+def property_names(judge: Judge, writer: dict[str, Any], reader: dict[str, Any], path: str, named: Names) -> Inclusion:
     """Whether every member name the writer allows is one the reader's ``propertyNames`` accepts.
 
     The reasons are located at ``<path> property names`` whether the writer is closed or open: a
@@ -124,11 +124,11 @@ def property_names(judge: Judge, writer: dict[str, Any], reader: dict[str, Any],
     else:
         outcome = judge.includes(merge({"type": "string"}, writer.get("propertyNames", True)), wanted, here)
     if outcome.holds is False and outcome.witness is not None and isinstance(outcome.witness.value, str):
-        return lift_member(Outcome(False, outcome.reasons, None), writer, reader, outcome.witness.value)
+        return lift_member(Inclusion(False, outcome.reasons, None), writer, reader, outcome.witness.value)
     return outcome if outcome.holds is not False else search(writer, reader, here, first(outcome))
 
 
-def property_counts(judge: Judge, writer: dict[str, Any], reader: dict[str, Any], path: str, named: Names) -> Outcome:
+def property_counts(judge: Judge, writer: dict[str, Any], reader: dict[str, Any], path: str, named: Names) -> Inclusion:
     w_low = max(writer.get("minProperties", 0), len(set(writer.get("required", []))))
     w_high = writer.get("maxProperties", math.inf)
     r_low, r_high = reader.get("minProperties", 0), reader.get("maxProperties", math.inf)
@@ -144,8 +144,8 @@ def property_counts(judge: Judge, writer: dict[str, Any], reader: dict[str, Any]
 
 def dependent_required(
     judge: Judge, writer: dict[str, Any], reader: dict[str, Any], path: str, named: Names
-) -> Outcome:
-    found: list[Outcome] = []
+) -> Inclusion:
+    found: list[Inclusion] = []
     w_required = set(writer.get("required", []))
     for name, needs in reader.get("dependentRequired", {}).items():
         if member_schema(writer, name) is False:
@@ -154,9 +154,9 @@ def dependent_required(
         missing = [n for n in needs if n not in have]
         if missing:
             message = f"{judge.r} requires {', '.join(missing)} whenever {name} is present; {judge.w} does not"
-            found.append(lift_member(Outcome(False, (Reason(path, message),)), writer, reader, name))
+            found.append(lift_member(Inclusion(False, (Reason(path, message),)), writer, reader, name))
     return conjoin(found)
 
 
-ObjectRule = Callable[["Judge", dict[str, Any], dict[str, Any], str, Names], Outcome]
+ObjectRule = Callable[["Judge", dict[str, Any], dict[str, Any], str, Names], Inclusion]
 RULES: tuple[ObjectRule, ...] = (members, other_members, property_names, property_counts, dependent_required)

@@ -26,7 +26,7 @@ class Found:
 
 
 @dataclass(frozen=True)
-class Outcome:
+class Inclusion:
     """``holds``: True (included), False (an instance breaks; ``witness`` when one was built), None (undecided)."""
 
     holds: bool | None
@@ -34,20 +34,20 @@ class Outcome:
     witness: Found | None = None
 
 
-YES = Outcome(True)
+YES = Inclusion(True)
 
 
-def conjoin(outcomes: Iterable[Outcome]) -> Outcome:
+def conjoin(outcomes: Iterable[Inclusion]) -> Inclusion:
     """Every obligation must hold: the first break wins, else any undecided one, else yes."""
     listed = list(outcomes)
     broken = [o for o in listed if o.holds is False]
     if broken:
         witness = next((o.witness for o in broken if o.witness is not None), None)
         first_per_path = {reason.path: reason for reason in reversed(_reasons(broken))}
-        return Outcome(False, tuple(reversed(first_per_path.values())), witness)
+        return Inclusion(False, tuple(reversed(first_per_path.values())), witness)
     undecided = [o for o in listed if o.holds is None]
-    return Outcome(None, _reasons(undecided)) if undecided else YES
+    return Inclusion(None, _reasons(undecided)) if undecided else YES
 
 
-def _reasons(outcomes: list[Outcome]) -> tuple[Reason, ...]:
+def _reasons(outcomes: list[Inclusion]) -> tuple[Reason, ...]:
     return tuple(dict.fromkeys(reason for o in outcomes for reason in o.reasons))

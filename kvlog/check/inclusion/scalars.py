@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from kvlog.check import regular
 from kvlog.check.inclusion.bounds import divides, integral_step, interval, le, show_bound, show_range
-from kvlog.check.inclusion.outcome import YES, Found, Outcome, Reason
+from kvlog.check.inclusion.outcome import YES, Found, Inclusion, Reason
 from kvlog.check.inclusion.witnesses import accepts, search, undecided
 from kvlog.check.jsondiff import show
 
@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from kvlog.check.inclusion.judge import Judge
 
 
-def values(judge: Judge, listed: list[Any], writer: dict[str, Any], reader: dict[str, Any], path: str) -> Outcome:
+def values(judge: Judge, listed: list[Any], writer: dict[str, Any], reader: dict[str, Any], path: str) -> Inclusion:
     """A writer of ``listed`` values only: each is asked of the reader's validator, none is left to a rule."""
     unsure = False
     for value in listed:
@@ -28,12 +28,12 @@ def values(judge: Judge, listed: list[Any], writer: dict[str, Any], reader: dict
         verdict = accepts(reader, value)
         if verdict is False and mine is True:
             message = f"{judge.r} rejects {show(value)}, which {judge.w} allows"
-            return Outcome(False, (Reason(path, message),), Found(value))
+            return Inclusion(False, (Reason(path, message),), Found(value))
         unsure = unsure or verdict is not True
     return undecided(path, f"kvlog cannot check {judge.r}'s values exactly") if unsure else YES
 
 
-def numbers(judge: Judge, kind: str, writer: dict[str, Any], reader: dict[str, Any], path: str) -> Outcome:
+def numbers(judge: Judge, kind: str, writer: dict[str, Any], reader: dict[str, Any], path: str) -> Inclusion:
     integral = kind == "integer" or integral_step(writer)
     w_low, w_high = interval(writer, integral)
     r_low, r_high = interval(reader, integral)
@@ -55,7 +55,7 @@ def numbers(judge: Judge, kind: str, writer: dict[str, Any], reader: dict[str, A
     return search(writer, reader, path, "; ".join(what))
 
 
-def strings(judge: Judge, kind: str, writer: dict[str, Any], reader: dict[str, Any], path: str) -> Outcome:
+def strings(judge: Judge, kind: str, writer: dict[str, Any], reader: dict[str, Any], path: str) -> Inclusion:
     w_min, r_min = writer.get("minLength", 0), reader.get("minLength", 0)
     w_max, r_max = writer.get("maxLength"), reader.get("maxLength")
     lengths_ok = w_min >= r_min and (r_max is None or (w_max is not None and w_max <= r_max))
@@ -80,5 +80,5 @@ def strings(judge: Judge, kind: str, writer: dict[str, Any], reader: dict[str, A
     message = "; ".join(detail) or f"{judge.r} rejects strings {judge.w} accepts"
     for sample in extra.sample():
         if accepts(writer, sample) and accepts(reader, sample) is False:
-            return Outcome(False, (Reason(path, message),), Found(sample))
+            return Inclusion(False, (Reason(path, message),), Found(sample))
     return search(writer, reader, path, message)

@@ -17,7 +17,7 @@ from typing import Any
 import jsonschema_rs
 
 from kvlog.schema.catalog import Catalog, catalog_version
-from kvlog.schema.validation import EventValidator, Violation, missing_field, unknown_field
+from kvlog.schema.event_validator import EventValidator, Violation, missing_field, unknown_field
 
 
 def linear(schema: Any, registry: jsonschema_rs.Registry | None = None) -> jsonschema_rs.Validator:

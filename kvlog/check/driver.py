@@ -6,17 +6,17 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from kvlog.check import migrations
-from kvlog.check.config import Project
 from kvlog.check.corpus import replay_corpus
 from kvlog.check.evolution import Evolution, Mode
 from kvlog.check.files import inside
 from kvlog.check.findings import Finding
 from kvlog.check.gitref import files_at_ref
+from kvlog.check.linear_validator import CheckValidator
 from kvlog.check.naming import check_naming
 from kvlog.check.patterns import check_patterns
+from kvlog.check.project import Project
 from kvlog.check.snapshot import Snapshot, refusals
 from kvlog.check.structure import check_structure
-from kvlog.check.validator import CheckValidator
 
 
 @dataclass(frozen=True)
@@ -31,7 +31,7 @@ class CheckOptions:
 
 @dataclass
 class CheckReport:
-    """The findings of a run and which rule families were skipped, with why (for JUnit and the summary)."""
+    """The findings of a run and which rule families were skipped, with why (for JUnit and the status line)."""
 
     findings: list[Finding] = field(default_factory=list)
     skipped: dict[str, str] = field(default_factory=dict)

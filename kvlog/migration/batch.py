@@ -42,7 +42,7 @@ _COPY_BLOCK = 1 << 20
 
 
 @dataclass
-class Outcome:
+class InputResult:
     """What happened to one input."""
 
     name: str
@@ -74,8 +74,8 @@ def run_tasks(
     progress: Advance,
     stdout: IO[bytes] | None = None,
     taker: Taker | None = None,
-) -> Iterator[Outcome]:
-    """Migrate every task, yielding outcomes in input order.
+) -> Iterator[InputResult]:
+    """Migrate every task, yielding results in input order.
 
     ``migrator`` is built by the caller from the chain in ``migrations``, so that a broken chain or an
     option it refuses fails once, before anything is opened; each worker builds its own from the same
@@ -92,12 +92,12 @@ def run_tasks(
     tally = InOrder((task.name for task in tasks), progress)
     if taker is not None or engine is None or (engine.local and len(tasks) <= 1) or any(t.name == STDIN for t in tasks):
         for task in tasks:
-            outcome = _run(migrator, task, dead_letter, tally.read, staging=None, stdout=sink, taker=taker)
+            result = _run(migrator, task, dead_letter, tally.read, staging=None, stdout=sink, taker=taker)
             tally.done()
-            yield outcome
+            yield result
         return
     with _staging_directory() as staging:
-        outcomes = engine.in_order(
+        results = engine.in_order(
             _run_in_worker,
             [(task, dead_letter is not None) for task in tasks],
             start=_start_worker,
@@ -109,13 +109,13 @@ def run_tasks(
         )
         written: list[Path] = []  # the outputs of the tasks done, whose writers have all ended
         try:
-            with closing(outcomes):
-                for task, outcome in zip(tasks, outcomes, strict=True):
+            with closing(results):
+                for task, result in zip(tasks, results, strict=True):
                     if not engine.local and task.destination.path is not None:
                         written.append(task.destination.path)
-                    _unstage(outcome, sink, dead_letter)
+                    _unstage(result, sink, dead_letter)
                     tally.done()
-                    yield outcome
+                    yield result
         except WorkerDied as exc:
             raise WorkerDied(f"{exc}; the inputs not reported above were not migrated") from None
         finally:
@@ -124,10 +124,10 @@ def run_tasks(
             remove_stale_temporaries(*written)
 
 
-def _lost(arguments: tuple[Task, bool], reason: str) -> Outcome:
-    """The outcome of a task its engine lost for good: the input is named as failed, as a local failure is."""
+def _lost(arguments: tuple[Task, bool], reason: str) -> InputResult:
+    """The result of a task its engine lost for good: the input is named as failed, as a local failure is."""
     task, _ = arguments
-    return Outcome(task.name, MigrationReport(), f"{task.name}: {reason}")
+    return InputResult(task.name, MigrationReport(), f"{task.name}: {reason}")
 
 
 @dataclass(frozen=True)
@@ -165,14 +165,14 @@ def _staging_directory() -> Iterator[Path]:
         off_the_books(staging)
 
 
-def _run_in_worker(worker: _Worker, arguments: tuple[Task, bool]) -> Outcome:
+def _run_in_worker(worker: _Worker, arguments: tuple[Task, bool]) -> InputResult:
     task, want_dead = arguments
     with ExitStack() as stack:
         dead = stack.enter_context(_staging(worker.staging, "dead")) if want_dead else None
-        outcome = _run(worker.migrator, task, dead, read_in_task, staging=worker.staging, stdout=None)
+        result = _run(worker.migrator, task, dead, read_in_task, staging=worker.staging, stdout=None)
         if dead is not None:
-            outcome.staged_dead = dead.name
-        return outcome
+            result.staged_dead = dead.name
+        return result
 
 
 def _run(  # noqa: PLR0917 - one task's state, passed on as it is
@@ -183,7 +183,7 @@ def _run(  # noqa: PLR0917 - one task's state, passed on as it is
     staging: Path | None,
     stdout: IO[bytes] | None,
     taker: Taker | None = None,
-) -> Outcome:
+) -> InputResult:
     def written(record: dict[str, Any]) -> None:
         if dead_letter is not None:
             dead_letter.write(orjson.dumps(record) + b"\n")
@@ -193,22 +193,22 @@ def _run(  # noqa: PLR0917 - one task's state, passed on as it is
     try:
         if task.destination.kind == "in_place":
             report, note = _run_in_place(migrator, task, dead, progress)
-            return Outcome(task.name, report, note=note)
+            return InputResult(task.name, report, note=note)
         # the input is opened first: see kvlog.io.inplace
         with _opened(task.name) as (raw, stream):
             counted = _Counting(task.name, stream, progress, raw)
             if taker is not None:  # the records themselves, in this process: nothing to encode, nothing to open
-                return Outcome(task.name, migrator.take(task.name, counted, taker, dead))
+                return InputResult(task.name, migrator.take(task.name, counted, taker, dead))
             with _open_output(task, staging, stdout) as out:
                 if staging is not None and task.destination.kind == "stdout":
                     staged = out.name
                 report = migrator.migrate(task.name, counted, out, dead)
     except KvlogError as exc:
         error = exc if isinstance(exc, NamesOptions) else str(exc)
-        return Outcome(task.name, MigrationReport(), error, staged_output=staged)
+        return InputResult(task.name, MigrationReport(), error, staged_output=staged)
     except OSError as exc:  # what no wrapper could attribute (the wrappers name inputs and outputs)
-        return Outcome(task.name, MigrationReport(), f"{task.name}: {exc.strerror or exc}", staged_output=staged)
-    return Outcome(task.name, report, staged_output=staged)
+        return InputResult(task.name, MigrationReport(), f"{task.name}: {exc.strerror or exc}", staged_output=staged)
+    return InputResult(task.name, report, staged_output=staged)
 
 
 def _run_in_place(
@@ -272,8 +272,8 @@ def _staging(directory: Path, kind: str) -> Iterator[IO[bytes]]:
         yield NamedSink(handle, handle.name)  # type: ignore[misc]
 
 
-def _unstage(outcome: Outcome, stdout: IO[bytes] | None, dead_letter: IO[bytes] | None) -> None:
-    for staged, sink in ((outcome.staged_output, stdout), (outcome.staged_dead, dead_letter)):
+def _unstage(result: InputResult, stdout: IO[bytes] | None, dead_letter: IO[bytes] | None) -> None:
+    for staged, sink in ((result.staged_output, stdout), (result.staged_dead, dead_letter)):
         if staged is None:
             continue
         if sink is not None:

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import IO, Any, Protocol
 
-from kvlog.follow.holding import Holding
+from kvlog.follow.holding import HOLD_S, Holding
 from kvlog.follow.state import FileMark, FollowState, digest
 from kvlog.io.errors import OutputError
 from kvlog.io.outputs import NamedSink
@@ -222,7 +222,7 @@ class Follower(Reader):
         *,
         observers: Sequence[Observer] = (),
         exports: Sequence[Observer] = (),
-        hold_s: float = 300.0,
+        hold_s: float = HOLD_S,
         new_only: bool = False,
         state: FollowState | None = None,
         clock: Callable[[], float],

@@ -32,8 +32,8 @@ from kvlog.io.jsonline import problems
 from kvlog.io.progress import InOrder
 from kvlog.io.workers import Engine, in_order
 from kvlog.schema.catalog import Catalog
+from kvlog.schema.event_validator import EventValidator, Violation
 from kvlog.schema.readings import json_text
-from kvlog.schema.validation import EventValidator, Violation
 from kvlog.text.printable import printable, printable_name
 
 #: Below this size a file is validated serially unless ``jobs`` is given: starting workers costs more.
@@ -69,7 +69,7 @@ class LineProblem:
 
 
 @dataclass
-class Summary:
+class Counts:
     """Counts over everything validated."""
 
     lines: int = 0
@@ -87,7 +87,7 @@ class Summary:
         """True when nothing was wrong: no finding, and no event counted invalid."""
         return self.findings == 0 and self.invalid_events == 0
 
-    def add(self, other: Summary) -> None:
+    def add(self, other: Counts) -> None:
         """Fold another part's counts into this one."""
         add_counts(self, other)
 
@@ -115,16 +115,16 @@ _NO_SKIPS = Skips()
 def validate_lines(
     name: str,
     lines: Iterable[bytes],
-    summary: Summary,
+    counts: Counts,
     validator: EventValidator,
     *,
     skips: Skips = _NO_SKIPS,
 ) -> Iterator[LineProblem]:
-    """Validate each line of one input, yielding a finding for every problem and counting in ``summary``."""
+    """Validate each line of one input, yielding a finding for every problem and counting in ``counts``."""
     loads, dumps = orjson.loads, orjson.dumps
     checks: _Checks = {}
     number = 0
-    accounted = summary.events + summary.skipped_lines + summary.non_json_lines  # lines the slow paths count
+    accounted = counts.events + counts.skipped_lines + counts.non_json_lines  # lines the slow paths count
     try:
         for number, line in enumerate(lines, 1):
             try:
@@ -135,30 +135,30 @@ def validate_lines(
                 # Python time was the two calls that ask it); too deep a line raises and looks closer
                 canonical = dumps(event, option=_CANONICAL) == line
             except Exception:  # noqa: BLE001 - any unusual line (not JSON, no name, first of its kind) looks closer
-                yield from _look_closer(name, number, line, summary, validator, checks, skips)
+                yield from _look_closer(name, number, line, counts, validator, checks, skips)
                 continue
             if not check(event) or (not canonical and problems(line, event)):
-                yield from _explain(name, number, line, event, summary, validator)
+                yield from _explain(name, number, line, event, counts, validator)
     finally:
         # every line is valid, skipped, non-JSON or an event counted by a slow path: the rest were valid
-        accounted = summary.events + summary.skipped_lines + summary.non_json_lines - accounted
-        summary.lines += number
-        summary.events += number - accounted
+        accounted = counts.events + counts.skipped_lines + counts.non_json_lines - accounted
+        counts.lines += number
+        counts.events += number - accounted
 
 
 def _look_closer(  # noqa: PLR0917 - the hot loop's state, passed positionally on purpose: it is called per line
     name: str,
     number: int,
     line: bytes,
-    summary: Summary,
+    counts: Counts,
     validator: EventValidator,
     checks: _Checks,
     skips: Skips,
 ) -> list[LineProblem]:
     """The slow path of ``validate_lines``: a line that is not JSON, not an object, or a new kind of event."""
     if isinstance(line, OverlongLine):  # read past, never held: reported whatever the skips (it may be an event)
-        summary.non_json_lines += 1
-        summary.findings += 1
+        counts.non_json_lines += 1
+        counts.findings += 1
         message = f"a line of {line.length} bytes, over the {MAX_LINE_BYTES >> 20} MiB an event may take: not read"
         return [LineProblem(name, number, None, None, Violation("$", message))]
     line = line.rstrip(b"\r\n")  # reports do not depend on how (or whether) the line ended
@@ -167,33 +167,33 @@ def _look_closer(  # noqa: PLR0917 - the hot loop's state, passed positionally o
     except orjson.JSONDecodeError as exc:
         unreadable = _json_orjson_refuses(line)
         if not line.strip() or (skips.non_json and not unreadable):
-            summary.skipped_lines += 1
+            counts.skipped_lines += 1
             return []
-        summary.non_json_lines += 1
-        summary.findings += 1
+        counts.non_json_lines += 1
+        counts.findings += 1
         what = "JSON that kvlog cannot read" if unreadable else "not a JSON event"
         return [LineProblem(name, number, None, None, Violation("$", f"{what}: {exc}"))]
     if type(event) is not dict:
         if skips.non_json:
-            summary.skipped_lines += 1
+            counts.skipped_lines += 1
             return []
-        summary.non_json_lines += 1
-        summary.findings += 1
+        counts.non_json_lines += 1
+        counts.findings += 1
         return [
             LineProblem(name, number, None, None, Violation("$", f"not a JSON event: a JSON {type(event).__name__}"))
         ]
     name_field, version = event.get("event"), event.get("schema_version")
     if skips.unknown_events and not (isinstance(name_field, str) and name_field in validator.catalog.schemas):
-        summary.skipped_lines += 1
-        summary.unknown_events += 1
+        counts.skipped_lines += 1
+        counts.unknown_events += 1
         return []
     check = validator.fast_check(name_field, version)
     with contextlib.suppress(TypeError):  # an unhashable name or version: never valid, nothing to remember
         checks.setdefault(name_field, {})[version] = check
     if check(event) and not problems(line, event):
-        summary.events += 1
+        counts.events += 1
         return []
-    return list(_explain(name, number, line, event, summary, validator))
+    return list(_explain(name, number, line, event, counts, validator))
 
 
 def _json_orjson_refuses(line: bytes) -> bool:
@@ -217,31 +217,31 @@ def _not_json(constant: str) -> object:
 
 
 def _explain(  # noqa: PLR0917 - the hot loop's state, as _look_closer
-    name: str, number: int, line: bytes, event: dict[str, object], summary: Summary, validator: EventValidator
+    name: str, number: int, line: bytes, event: dict[str, object], counts: Counts, validator: EventValidator
 ) -> Iterator[LineProblem]:
     """Every reason a line's event is not valid: how the line reads, then its schema violations.
 
     A line nested deeper than kvlog reads gets that one finding: its schema violations would be
     explained by a validator that recurses into the nesting.
     """
-    summary.events += 1
-    summary.invalid_events += 1
+    counts.events += 1
+    counts.invalid_events += 1
     name_field = event.get("event")
     label = name_field if isinstance(name_field, str) else None
-    summary.by_event[label or "?"] = summary.by_event.get(label or "?", 0) + 1
+    counts.by_event[label or "?"] = counts.by_event.get(label or "?", 0) + 1
     version = event.get("schema_version")
     found = problems(line, event)
     violations = [Violation(problem.path, problem.message) for problem in found]
     if not any(problem.too_deep for problem in found):
         violations += validator.violations(event)
     for violation in violations:
-        summary.findings += 1
+        counts.findings += 1
         yield LineProblem(name, number, label, version, violation)
 
 
 def validate_input(
     name: str,
-    summary: Summary,
+    counts: Counts,
     validator: EventValidator,
     *,
     skips: Skips = _NO_SKIPS,
@@ -258,9 +258,9 @@ def validate_input(
     size = _splittable_size(name)
     workers = jobs if jobs is not None else (available_cpus() if size >= PARALLEL_MIN_BYTES else 1)
     if size > 0:
-        yield from _validate_chunks(name, size, workers, summary, validator, skips, on_read)
+        yield from _validate_chunks(name, size, workers, counts, validator, skips, on_read)
     else:
-        yield from validate_lines(name, read_lines(name), summary, validator, skips=skips)
+        yield from validate_lines(name, read_lines(name), counts, validator, skips=skips)
 
 
 def available_cpus() -> int:
@@ -328,7 +328,7 @@ class _Part:
 @dataclass(frozen=True)
 class _PartResult:
     findings: list[LineProblem]
-    summary: Summary
+    counts: Counts
     error: str | None = None
 
 
@@ -345,24 +345,24 @@ def _start_worker(catalog: Catalog) -> EventValidator:
     return validator
 
 
-def _validate_chunk(validator: EventValidator, chunk: _Chunk) -> tuple[list[LineProblem], Summary]:
+def _validate_chunk(validator: EventValidator, chunk: _Chunk) -> tuple[list[LineProblem], Counts]:
     """Validate one byte range; line numbers in the findings count from the chunk's first line."""
-    summary = Summary()
+    counts = Counts()
     try:
         with Path(chunk.name).open("rb") as stream:
             stream.seek(chunk.start)
             lines = range_lines(stream, chunk.end - chunk.start)  # split at b"\n" only, as a file iterates
-            findings = list(validate_lines(chunk.name, lines, summary, validator, skips=chunk.skips))
+            findings = list(validate_lines(chunk.name, lines, counts, validator, skips=chunk.skips))
     except OSError as exc:
         raise InputError(f"{chunk.name}: cannot read: {exc.strerror or exc}") from None
-    return findings, summary
+    return findings, counts
 
 
 def _validate_chunks(  # noqa: PLR0917 - validate_input's arguments, passed on
     name: str,
     size: int,
     jobs: int,
-    summary: Summary,
+    counts: Counts,
     validator: EventValidator,
     skips: Skips,
     on_read: Callable[[int], None] | None = None,
@@ -370,8 +370,8 @@ def _validate_chunks(  # noqa: PLR0917 - validate_input's arguments, passed on
     """Validate the chunks of a plain file, here or in worker processes, reporting in file order."""
     chunks = [_Chunk(name, start, end, skips) for start, end in chunk_ranges(name, size, jobs)]
     if jobs == 1 or len(chunks) == 1:
-        results: Iterable[tuple[list[LineProblem], Summary]] = (_validate_chunk(validator, chunk) for chunk in chunks)
-        yield from _in_file_order(_reading(results, chunks, on_read), summary)
+        results: Iterable[tuple[list[LineProblem], Counts]] = (_validate_chunk(validator, chunk) for chunk in chunks)
+        yield from _in_file_order(_reading(results, chunks, on_read), counts)
         return
     results = in_order(
         _validate_chunk,
@@ -382,14 +382,14 @@ def _validate_chunks(  # noqa: PLR0917 - validate_input's arguments, passed on
     )
     try:
         with contextlib.closing(results):
-            yield from _in_file_order(_reading(results, chunks, on_read), summary)
+            yield from _in_file_order(_reading(results, chunks, on_read), counts)
     except WorkerDied as exc:
         raise InputError(f"{name}: cannot validate: {exc}") from None
 
 
 def _reading(
-    results: Iterable[tuple[list[LineProblem], Summary]], chunks: list[_Chunk], on_read: Callable[[int], None] | None
-) -> Iterator[tuple[list[LineProblem], Summary]]:
+    results: Iterable[tuple[list[LineProblem], Counts]], chunks: list[_Chunk], on_read: Callable[[int], None] | None
+) -> Iterator[tuple[list[LineProblem], Counts]]:
     """``results``, each chunk's bytes told to ``on_read`` as its result comes (progress)."""
     for chunk, result in zip(chunks, results, strict=False):
         if on_read is not None:
@@ -400,7 +400,7 @@ def _reading(
 def validate_on(
     engine: Engine,
     names: Iterable[str],
-    summary: Summary,
+    counts: Counts,
     validator: EventValidator,
     *,
     skips: Skips = _NO_SKIPS,
@@ -436,8 +436,8 @@ def validate_on(
             if result.error is None or part.end is None:  # a stream's lines before a failure were read
                 for finding in result.findings:
                     yield dataclasses.replace(finding, line=finding.line + lines_before)
-                summary.add(result.summary)
-            lines_before += result.summary.lines
+                counts.add(result.counts)
+            lines_before += result.counts.lines
             if result.error is not None:
                 failed = True
                 yield Unreadable(part.name, result.error)
@@ -460,16 +460,16 @@ def _parts(names: Iterable[str], workers: int, skips: Skips) -> Iterator[_Part]:
 
 def _validate_part(validator: EventValidator, part: _Part) -> tuple[_Part, _PartResult]:
     """One part of ``validate_on``, on a worker: an error is returned with what was read before it."""
-    summary = Summary()
+    counts = Counts()
     findings: list[LineProblem] = []
     try:
         if part.end is None:
-            findings.extend(validate_lines(part.name, read_lines(part.name), summary, validator, skips=part.skips))
+            findings.extend(validate_lines(part.name, read_lines(part.name), counts, validator, skips=part.skips))
         else:
-            findings, summary = _validate_chunk(validator, _Chunk(part.name, part.start, part.end, part.skips))
+            findings, counts = _validate_chunk(validator, _Chunk(part.name, part.start, part.end, part.skips))
     except (InputError, OSError) as exc:
-        return part, _PartResult(findings, summary, unreadable_reason(part.name, exc))
-    return part, _PartResult(findings, summary)
+        return part, _PartResult(findings, counts, unreadable_reason(part.name, exc))
+    return part, _PartResult(findings, counts)
 
 
 def unreadable_reason(name: str, error: InputError | OSError) -> str:
@@ -480,14 +480,14 @@ def unreadable_reason(name: str, error: InputError | OSError) -> str:
 
 
 def _lost_part(part: _Part, reason: str) -> tuple[_Part, _PartResult]:
-    return part, _PartResult([], Summary(), reason)
+    return part, _PartResult([], Counts(), reason)
 
 
-def _in_file_order(results: Iterable[tuple[list[LineProblem], Summary]], summary: Summary) -> Iterator[LineProblem]:
+def _in_file_order(results: Iterable[tuple[list[LineProblem], Counts]], counts: Counts) -> Iterator[LineProblem]:
     """Findings of consecutive chunks, renumbered from chunk lines to file lines."""
     lines_before = 0
     for findings, part in results:
         for finding in findings:
             yield dataclasses.replace(finding, line=finding.line + lines_before)
         lines_before += part.lines
-        summary.add(part)
+        counts.add(part)

@@ -6,8 +6,8 @@ import json
 from typing import Literal
 from xml.etree import ElementTree
 
+from kvlog.check.driver import CheckReport
 from kvlog.check.findings import RULES, Finding, count_errors
-from kvlog.check.runner import CheckReport
 from kvlog.text.printable import CATALOG_REPORT, printable, printable_name
 
 Format = Literal["text", "github", "junit", "json"]
@@ -26,7 +26,7 @@ def format_report(report: CheckReport, output_format: Format) -> str:
     return "".join(f"{line}\n" for line in lines)
 
 
-def summary(report: CheckReport) -> str:
+def status_line(report: CheckReport) -> str:
     """One line: what was checked and what was found."""
     levels = [f.level for f in report.findings]
     errors, warnings, notes = levels.count("error"), levels.count("warning"), levels.count("note")
