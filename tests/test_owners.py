@@ -167,3 +167,20 @@ def test_a_reference_through_a_number_is_a_reference_that_does_not_resolve() -> 
     registry = Registry().with_resource("urn:acme", Resource.from_contents(document, default_specification=DRAFT202012))
     with pytest.raises(walk.DerefError, match=r"at properties/a: does not resolve \(TypeError\)"):
         walk.dereference(document, registry, "urn:acme")
+
+
+def test_kvlog_migrate_passes_its_options_by_name_with_the_command_functions_defaults() -> None:
+    """The click command forwards by keyword: each option is ``commands.migrate``'s keyword, with its default."""
+    assert migrate.callback is not None
+    taken = [(p.name, p.kind) for p in inspect.signature(migrate.callback).parameters.values()]
+    assert taken == [
+        ("inputs", inspect.Parameter.POSITIONAL_OR_KEYWORD),
+        ("progress", inspect.Parameter.POSITIONAL_OR_KEYWORD),
+        ("options", inspect.Parameter.VAR_KEYWORD),
+    ]
+    signature = inspect.signature(commands.migrate).parameters
+    passed = migrate.make_context("migrate", ["server.log"]).params  # what click hands the callback
+    assert set(passed) - {"progress"} <= set(signature)  # progress: the CLI's reporter wraps it
+    for name, value in passed.items():
+        if name not in ("inputs", "progress"):
+            assert value == signature[name].default, name

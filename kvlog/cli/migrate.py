@@ -7,8 +7,7 @@ from __future__ import annotations
 
 import functools
 import sys
-from pathlib import Path
-from typing import Literal
+from typing import Any
 
 import click
 
@@ -78,29 +77,7 @@ from kvlog.errors import KvlogError
 @engine_options.engine
 @engine_options.ray_address
 @engine_options.migrations
-def migrate(  # noqa: PLR0917 - click passes every option as a parameter
-    inputs: tuple[str, ...],
-    output_format: Literal["jsonl", "text", "legacy"],
-    to_catalog: int | None,
-    only_events: bool,
-    keep_original: bool,
-    legacy_generation: str | None,
-    source: str | None,
-    output: str | None,
-    in_place: bool,
-    backup_suffix: str,
-    dry_run: bool,
-    report: str | None,
-    dead_letter: str | None,
-    strict: bool,
-    allow_unparsed: tuple[str, ...],
-    allow_unparsed_from: tuple[str, ...],
-    progress: bool | None,
-    jobs: int,
-    engine: str,
-    ray_address: str | None,
-    migrations: Path | None,
-) -> None:
+def migrate(inputs: tuple[str, ...], progress: bool | None, **options: Any) -> None:
     """Migrate old sglang and vLLM logs and old kvlog events (INPUTS: files, globs, directories, - for stdin).
 
     Inputs and outputs may be s3://, gs:// or file:// URIs (the fleet extra); a store glob is listed.
@@ -115,30 +92,13 @@ def migrate(  # noqa: PLR0917 - click passes every option as a parameter
     temporary file removed.
     """
     try:
+        # the options are ``commands.migrate``'s keyword arguments, by name: none is passed by hand
         outcome = commands.migrate(
             inputs,
-            output=output,
-            output_format=output_format,
-            to_catalog=to_catalog,
-            only_events=only_events,
-            keep_original=keep_original,
-            legacy_generation=legacy_generation,
-            source=source,
-            in_place=in_place,
-            backup_suffix=backup_suffix,
-            dry_run=dry_run,
-            report=report,
-            dead_letter=dead_letter,
-            strict=strict,
-            allow_unparsed=allow_unparsed,
-            allow_unparsed_from=allow_unparsed_from,
-            jobs=jobs,
-            engine=engine,
-            ray_address=ray_address,
-            migrations=migrations,
             progress=functools.partial(progress_reporter, wanted=progress),
             on_notice=_say,
             option_names=flags(migrate),
+            **options,
         )
     except KvlogError as exc:
         fail("migrate", message(exc, migrate), commands.exit_status_of(exc))
