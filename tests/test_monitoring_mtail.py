@@ -128,8 +128,21 @@ def run_mtail(mtail: str, program: Path, log: Path, tmp_path: Path) -> Metrics:
     """Every series mtail exports after reading ``log`` once with ``program``."""
     progs = Path(tempfile.mkdtemp(prefix=f"progs-{program.stem}-", dir=tmp_path))
     shutil.copy(program, progs)
+    # Port 0: even in one-shot mode mtail binds its HTTP listener (3903 by default), and two test
+    # workers running mtail at once would otherwise collide on it.
+    listener = ["--port", "0", "--address", "127.0.0.1"]
     result = subprocess.run(
-        [mtail, "--one_shot", "--one_shot_format=json", "--progs", str(progs), "--logs", str(log), "--logtostderr"],
+        [
+            mtail,
+            "--one_shot",
+            "--one_shot_format=json",
+            *listener,
+            "--progs",
+            str(progs),
+            "--logs",
+            str(log),
+            "--logtostderr",
+        ],
         capture_output=True,
         text=True,
         timeout=60,
