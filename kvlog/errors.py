@@ -70,14 +70,9 @@ class SchemaViolationError(KvlogError):
         super().__init__(f"{event}@{version}: {detail}")
 
 
-class MetricsEndpointError(KvlogError):
-    """The metrics endpoint cannot listen where it was asked (the port is taken, the address is not local)."""
-
-
 __all__ = [
     "CatalogError",
     "KvlogError",
-    "MetricsEndpointError",
     "NamesOptions",
     "OptionError",
     "SchemaViolationError",

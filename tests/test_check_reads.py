@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 from check_helpers import acme_project, checked, checked_as, git, kvlog, read_json, write_json
 
-from kvlog.check.project import ConfigError
+from kvlog.check.errors import ConfigError
 from kvlog.cli.check import check
 from kvlog.cli.failing import flags
 from kvlog.errors import OptionError

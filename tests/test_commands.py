@@ -20,7 +20,7 @@ from click.testing import CliRunner
 from migration_helpers import broken_migrations
 
 from kvlog import commands
-from kvlog.check.project import ConfigError
+from kvlog.check.errors import ConfigError
 from kvlog.cli.check import check as check_command
 from kvlog.cli.failing import flags
 from kvlog.cli.migrate import migrate as migrate_command

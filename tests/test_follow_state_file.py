@@ -10,7 +10,8 @@ from typing import Any
 import orjson
 import pytest
 
-from kvlog.follow.state import FileMark, FollowState, StateError, digest, load, lock_path, locked, save
+from kvlog.follow.errors import StateError
+from kvlog.follow.state import FileMark, FollowState, digest, load, lock_path, locked, save
 
 HEAD = b"[2026-07-21 09:00:00 TP0] Load weight begin. avail mem=70.00 GB\n"
 

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from kvlog.io.inplace import InPlace, ReplaceRefused
+from kvlog.io.errors import ReplaceRefused
+from kvlog.io.inplace import InPlace
 
 OLD = (Path(__file__).parent / "corpus" / "gen2_2025.log").read_bytes()
 

@@ -18,9 +18,9 @@ from prometheus_client.parser import text_string_to_metric_families
 
 import kvlog.metrics
 from kvlog import commands
-from kvlog.errors import MetricsEndpointError
 from kvlog.integrate.handler import EventHandler
 from kvlog.integrate.servers import SGLANG
+from kvlog.metrics import MetricsEndpointError
 from kvlog.text.prefix import SGLANG as SGLANG_PREFIX
 
 #: one rank's start-up in a build that sized its pools after CUDA-graph capture: the pool waits for that line

@@ -14,8 +14,7 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.openmetrics.exposition import generate_latest
 from prometheus_client.openmetrics.parser import text_string_to_metric_families
 
-from kvlog.errors import MetricsEndpointError
-from kvlog.metrics import prometheus
+from kvlog.metrics import MetricsEndpointError, prometheus
 from kvlog.metrics.prometheus import SeriesCollector, start_endpoint
 from kvlog.metrics.series import METRICS, MemorySeries
 

@@ -23,8 +23,7 @@ from prometheus_helpers import Series, require, running_prometheus
 import kvlog
 from kvlog import events
 from kvlog.emission import get_config, restore
-from kvlog.errors import MetricsEndpointError
-from kvlog.metrics import serve
+from kvlog.metrics import MetricsEndpointError, serve
 from kvlog.metrics.prometheus import Endpoint
 
 GB = 1 << 30

@@ -6,10 +6,14 @@ tests read the package's source and fail where an inline copy of an owned rule r
 
 from __future__ import annotations
 
+import ast
+import builtins
 import inspect
 import os
 import re
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -25,6 +29,7 @@ from kvlog.io.inputs import STDIN, file_size
 from kvlog.io.progress import input_size
 from kvlog.io.uris import is_uri
 from kvlog.schema import walk
+from kvlog.schema.errors import DerefError
 from kvlog.schema.readings import json_number
 
 PACKAGE = Path(__file__).resolve().parent.parent / "kvlog"
@@ -165,7 +170,7 @@ def test_a_reference_through_a_number_is_a_reference_that_does_not_resolve() -> 
 
     document = {"$id": "urn:acme", "minimum": 3, "properties": {"a": {"$ref": "#/minimum/x"}}}
     registry = Registry().with_resource("urn:acme", Resource.from_contents(document, default_specification=DRAFT202012))
-    with pytest.raises(walk.DerefError, match=r"at properties/a: does not resolve \(TypeError\)"):
+    with pytest.raises(DerefError, match=r"at properties/a: does not resolve \(TypeError\)"):
         walk.dereference(document, registry, "urn:acme")
 
 
@@ -184,3 +189,67 @@ def test_kvlog_migrate_passes_its_options_by_name_with_the_command_functions_def
     for name, value in passed.items():
         if name not in ("inputs", "progress"):
             assert value == signature[name].default, name
+
+
+PACKAGE = Path(__file__).resolve().parent.parent / "kvlog"
+
+
+def _exception_classes() -> dict[str, list[str]]:
+    """Every exception class kvlog defines, by the module (a path under kvlog/) that defines it.
+
+    Read from the source, not by importing (the extras' modules import Ray, Plotly, torch): a class is
+    an exception when a base is a built-in exception or, transitively, another of these classes.
+    """
+    bases: dict[str, tuple[str, list[str]]] = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        for node in ast.parse(path.read_text()).body:
+            if isinstance(node, ast.ClassDef):
+                names = [getattr(base, "attr", getattr(base, "id", "")) for base in node.bases]
+                bases[f"{path.relative_to(PACKAGE.parent)}:{node.name}"] = (node.name, names)
+    known = {name for name, kin in vars(builtins).items() if isinstance(kin, type) and issubclass(kin, BaseException)}
+    grew = True
+    while grew:
+        found = {name for name, parents in bases.values() if any(parent in known for parent in parents)}
+        grew = not found <= known
+        known |= found
+    by_module: dict[str, list[str]] = {}
+    for where, (name, parents) in bases.items():
+        if any(parent in known for parent in parents):
+            by_module.setdefault(where.rsplit(":", 1)[0], []).append(name)
+    return by_module
+
+
+def test_every_exception_a_caller_can_meet_lives_in_its_layers_errors_module() -> None:
+    """httpx's ``_exceptions.py``: one place per layer to look up what it raises, and a leaf to import it from.
+
+    A private class (``_Stopped``, ``_Duplicate``) is a module's own control flow that no caller meets.
+    """
+    classes = _exception_classes()
+    assert "kvlog/check/errors.py" in classes and "kvlog/io/errors.py" in classes  # the reader sees them
+    astray = {
+        module: public
+        for module, names in classes.items()
+        if Path(module).name not in {"errors.py", "_errors.py"}
+        and (public := [name for name in names if not name.startswith("_")])
+    }
+    assert astray == {}
+
+
+def test_an_errors_module_loads_none_of_the_extras() -> None:
+    """A front end catches the extras' errors (``ClusterError``, ``PlotError``) with the extra not installed."""
+    found = PACKAGE.rglob("*errors.py")
+    # the memory runtime's package needs torch to import at all (docs/memory.md), so its errors do too
+    modules = sorted(
+        name
+        for path in found
+        if (name := ".".join(path.relative_to(PACKAGE.parent).with_suffix("").parts)) != "kvlog.memory.errors"
+    )
+    extras = ("ray", "plotly", "prometheus_client", "opentelemetry", "torch", "cuda")
+    probe = (
+        "import importlib, sys\n"
+        f"for name in {modules!r}: importlib.import_module(name)\n"
+        f"print(sorted({{m.split('.')[0] for m in sys.modules}} & set({extras!r})))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=60)
+    assert len(modules) >= 10
+    assert done.stdout.strip() == "[]"

@@ -15,7 +15,8 @@ from typing import Any
 
 import orjson
 
-from kvlog.check.files import Refused, entries, open_log, read_file
+from kvlog.check.errors import Refused
+from kvlog.check.files import entries, open_log, read_file
 from kvlog.check.findings import Finding
 from kvlog.check.snapshot import display_path
 from kvlog.errors import KvlogError

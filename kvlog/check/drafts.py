@@ -19,8 +19,10 @@ from typing import Any
 import jsonschema_rs
 import orjson
 
+from kvlog.check.errors import SchemaError
 from kvlog.schema import walk
-from kvlog.schema.walk import DerefError, Draft, Followed, declared, document_resolver, follow
+from kvlog.schema.errors import DerefError
+from kvlog.schema.walk import Draft, Followed, declared, document_resolver, follow
 
 _VALIDATORS: dict[Draft, Any] = {
     "draft-04": jsonschema_rs.Draft4Validator,
@@ -37,10 +39,6 @@ _VALIDATORS: dict[Draft, Any] = {
 _SINGLE = walk.SINGLE - {"items", "additionalItems", "contentSchema"}
 _LISTS = walk.LISTS
 _MAPS = walk.MAPS - {"$defs", "definitions", "dependencies"}
-
-
-class SchemaError(ValueError):
-    """A schema that cannot be read: the message says where and why."""
 
 
 def detect(schema: Any, default: Draft = "2020-12") -> Draft:

@@ -17,6 +17,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import IO
 
+from kvlog.check.errors import Refused
 from kvlog.io.compression import decompressed
 
 #: Schemas, migrations, expectation files and pyproject.toml: far more than any real one needs.
@@ -33,10 +34,6 @@ _KINDS = (
     (stat.S_ISBLK, "a block device"),
     (stat.S_ISSOCK, "a socket"),
 )
-
-
-class Refused(Exception):
-    """A catalog file kvlog check will not read, and why (the caller names the file)."""
 
 
 def entries(directory: Path, wanted: Callable[[str], bool]) -> list[Path]:

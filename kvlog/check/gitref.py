@@ -5,25 +5,8 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
+from kvlog.check.errors import GitError, GitNotFound, NotACommit
 from kvlog.check.files import refuse_blob
-from kvlog.errors import KvlogError
-
-
-class GitError(KvlogError):
-    """git is missing, the directory is not in a repository, or the ref names no commit."""
-
-
-class GitNotFound(GitError):
-    """There is no git to run."""
-
-
-class NotACommit(GitError):
-    """The ref names no commit of the repository that holds the directory."""
-
-    def __init__(self, ref: str, directory: Path) -> None:
-        super().__init__(f"{ref}: not a commit in the repository holding {directory}")
-        self.ref = ref
-        self.directory = directory
 
 
 def _git(directory: Path, *args: str, stdin: bytes | None = None) -> bytes:

@@ -6,8 +6,9 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
+from kvlog.check.errors import Refused
 from kvlog.check.evolution import Cover
-from kvlog.check.files import MAX_DEPTH, Refused, depth, entries, read_file
+from kvlog.check.files import MAX_DEPTH, depth, entries, read_file
 from kvlog.check.findings import Finding
 from kvlog.check.jsondiff import MISSING, diff, show
 from kvlog.check.snapshot import Snapshot, display_path

@@ -9,8 +9,9 @@ from typing import Any
 from kvlog.check.findings import Finding
 from kvlog.check.jsondiff import show
 from kvlog.check.snapshot import SchemaFile, Snapshot, locate
+from kvlog.schema.errors import DerefError
 from kvlog.schema.fields import Facts
-from kvlog.schema.walk import DerefError, dereference, map_subschemas
+from kvlog.schema.walk import dereference, map_subschemas
 
 _UNIT_SUFFIX = re.compile(r"_(?:[kmgtp]i?b|bytes?_[kmgt]i?b)$", re.IGNORECASE)
 _STATE_FIELD = re.compile(r"(?:^|_)(?:state|status|kind|mode)$")

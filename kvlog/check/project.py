@@ -7,14 +7,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from kvlog.check.errors import ConfigError, Refused
 from kvlog.check.evolution import MODES, Mode
-from kvlog.check.files import Refused, inside, read_file
-from kvlog.errors import KvlogError
+from kvlog.check.files import inside, read_file
 from kvlog.schema.resources import data_dir
-
-
-class ConfigError(KvlogError):
-    """The path to check holds no catalog, or its ``[tool.kvlog]`` table is malformed."""
 
 
 @dataclass(frozen=True)

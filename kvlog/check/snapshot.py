@@ -14,7 +14,8 @@ from typing import Any
 import orjson
 from referencing import Registry
 
-from kvlog.check.files import MAX_DEPTH, Refused, depth, entries, read_file
+from kvlog.check.errors import Refused
+from kvlog.check.files import MAX_DEPTH, depth, entries, read_file
 from kvlog.check.findings import Finding
 from kvlog.schema.catalog import Catalog, version_in
 

@@ -14,7 +14,8 @@ from jsonschema.protocols import Validator
 from kvlog.check.drafts import detect
 from kvlog.check.findings import Finding
 from kvlog.check.snapshot import SchemaFile, Snapshot, locate
-from kvlog.schema.walk import DerefError, Draft, dereference
+from kvlog.schema.errors import DerefError
+from kvlog.schema.walk import Draft, dereference
 from kvlog.schema.walk import declared as declared_draft
 
 # The drafts a catalog file may declare in $schema; each file is checked against its own metaschema.

@@ -12,7 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from kvlog.check.drafts import SchemaError, detect, infer, to_2020, validator
+from kvlog.check.drafts import detect, infer, to_2020, validator
+from kvlog.check.errors import SchemaError
 from kvlog.check.inclusion import Found, Inclusion, Judge, Reason
 from kvlog.check.instances import candidates, fragile
 from kvlog.schema.walk import Draft

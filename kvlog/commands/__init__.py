@@ -38,9 +38,10 @@ from kvlog.lazy import lazy_exports
 if TYPE_CHECKING:
     from kvlog.commands._check import CheckOutcome, check
     from kvlog.commands._engine import ENGINES
+    from kvlog.commands._errors import BrokenMigrations
     from kvlog.commands._follow import FollowOutcome, follow
     from kvlog.commands._integrate import integrate
-    from kvlog.commands._migrate import BrokenMigrations, MigrateOutcome, migrate
+    from kvlog.commands._migrate import MigrateOutcome, migrate
     from kvlog.commands._plot import PlotOutcome, plot
     from kvlog.commands._summarize import SummarizeOutcome, summarize
     from kvlog.commands._validate import InputFailure, ValidateOutcome, validate
@@ -92,7 +93,7 @@ __getattr__ = lazy_exports(
         "integrate": "kvlog.commands._integrate",
         "migrate": "kvlog.commands._migrate",
         "MigrateOutcome": "kvlog.commands._migrate",
-        "BrokenMigrations": "kvlog.commands._migrate",
+        "BrokenMigrations": "kvlog.commands._errors",
         "plot": "kvlog.commands._plot",
         "PlotOutcome": "kvlog.commands._plot",
         "summarize": "kvlog.commands._summarize",

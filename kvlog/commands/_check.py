@@ -7,10 +7,10 @@ from pathlib import Path
 from typing import cast
 
 from kvlog.check.driver import CheckOptions, CheckReport, run_check
+from kvlog.check.errors import ConfigError, GitNotFound, NotACommit
 from kvlog.check.evolution import MODES, Mode
 from kvlog.check.findings import count_errors
-from kvlog.check.gitref import GitNotFound, NotACommit
-from kvlog.check.project import ConfigError, resolve_project
+from kvlog.check.project import resolve_project
 from kvlog.check.rendering import status_line
 from kvlog.commands import EXIT_FINDINGS, EXIT_OK
 from kvlog.errors import OptionError

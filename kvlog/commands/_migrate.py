@@ -11,9 +11,10 @@ from typing import IO, TYPE_CHECKING, Any, Literal
 
 import orjson
 
-from kvlog.commands import EXIT_BROKEN_MIGRATIONS, EXIT_ERROR, EXIT_FINDINGS, EXIT_OK
+from kvlog.commands import EXIT_ERROR, EXIT_FINDINGS, EXIT_OK
 from kvlog.commands._deprecated import Renamed
 from kvlog.commands._engine import cluster_for
+from kvlog.commands._errors import BrokenMigrations
 from kvlog.errors import KvlogError, OptionError, worded
 from kvlog.io.errors import OutputError
 from kvlog.io.expansion import expand_inputs
@@ -40,12 +41,6 @@ _FORMATS: tuple[OutputFormat, ...] = ("jsonl", "text", "legacy")
 #: how many of the lines that failed ``strict`` its message names
 _STRICT_SHOWN = 3
 _SPELLED_AS_KEYWORDS = {"strict": "strict", "dead_letter": "dead_letter"}
-
-
-class BrokenMigrations(MigrationError):
-    """The migration files cannot be loaded; nothing was read or written."""
-
-    exit_status = EXIT_BROKEN_MIGRATIONS
 
 
 @dataclass(frozen=True)

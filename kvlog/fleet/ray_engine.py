@@ -33,7 +33,7 @@ from typing import IO, Any
 import ray
 from ray.exceptions import RayError, RayTaskError
 
-from kvlog.errors import NamesOptions
+from kvlog.fleet.errors import ClusterError
 from kvlog.io.errors import WorkerDied
 from kvlog.io.progress import task_reads_to
 
@@ -54,10 +54,6 @@ RAY_ADDRESS = "RAY_ADDRESS"
 
 #: in a Ray worker process: what ``start`` built, for the run whose token is the key (one run at a time)
 _states: dict[str, object] = {}
-
-
-class ClusterError(NamesOptions):
-    """The Ray cluster cannot be reached or started; the message names the address and where it came from."""
 
 
 @dataclass(frozen=True)

@@ -29,17 +29,13 @@ from typing import Any
 
 import orjson
 
-from kvlog.errors import KvlogError
+from kvlog.follow.errors import StateError
 from kvlog.io.errors import OutputError
 from kvlog.io.outputs import atomic_output
 from kvlog.schema.readings import json_text
 
 FORMAT = "kvlog-follow-state"
 VERSION = 1
-
-
-class StateError(KvlogError):
-    """The state file cannot be read or is not a follow state; the message names it and says why."""
 
 
 @dataclass(frozen=True)

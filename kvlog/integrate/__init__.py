@@ -6,7 +6,8 @@ which the server calls at start-up in every process that configures logging.
 
 from __future__ import annotations
 
-from kvlog.integrate.dictconfig import ConfigurationError, configuration
+from kvlog.integrate.dictconfig import configuration
+from kvlog.integrate.errors import ConfigurationError
 from kvlog.integrate.handler import EventHandler, handler_for
 from kvlog.integrate.servers import LIVE_SERVERS
 

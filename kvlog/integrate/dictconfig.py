@@ -13,19 +13,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from kvlog.errors import KvlogError
 from kvlog.follow.holding import HOLD_S
 from kvlog.integrate.budget import MAX_HELD_BYTES
+from kvlog.integrate.errors import ConfigurationError
 
 #: the handler's name in the document (``--keep`` replaces one kvlog wrote before, and refuses any other)
 HANDLER = "kvlog"
 FACTORY = "kvlog.integrate.handler_for"
 #: where each server process writes its events unless told (``--events``): ``{pid}`` filled in by the process
 EVENTS = "kvlog-events-{pid}.jsonl"
-
-
-class ConfigurationError(KvlogError):
-    """A configuration to keep that kvlog's handler cannot be merged into; the message says why."""
 
 
 def configuration(

@@ -49,10 +49,10 @@ from typing import IO, TYPE_CHECKING, Any, ClassVar, NamedTuple
 import orjson
 
 from kvlog.envelope import ordered, utc_timestamp
-from kvlog.errors import MetricsEndpointError
 from kvlog.follow.holding import HOLD_S, Holding
 from kvlog.integrate.budget import MAX_HELD_BYTES, Budget, cost, readable
 from kvlog.integrate.servers import LIVE_SERVERS, LiveServer, configuring
+from kvlog.metrics.errors import MetricsEndpointError
 from kvlog.migration import load_chain
 from kvlog.migration.candidates import might_be_read
 from kvlog.migration.engine import FileRun, MigrateOptions, Migrator

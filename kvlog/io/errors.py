@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import signal
 
-from kvlog.errors import KvlogError
+from kvlog.errors import KvlogError, NamesOptions
 
 
 class InputError(KvlogError):
@@ -18,6 +18,10 @@ class InputError(KvlogError):
 
 class OutputError(KvlogError):
     """An output (a migrated file, the report, the dead letters) cannot be written; the message names it."""
+
+
+class ReplaceRefused(NamesOptions):
+    """The log was left as it was, for the reason given: replacing it could lose a line or the backup."""
 
 
 class WorkerDied(KvlogError):
@@ -59,4 +63,4 @@ class ReaderGone(Stopped):
         super().__init__(signal.SIGPIPE)
 
 
-__all__ = ["InputError", "LineError", "OutputError", "ReaderGone", "Stopped", "TooDeep", "WorkerDied"]
+__all__ = ["InputError", "LineError", "OutputError", "ReaderGone", "ReplaceRefused", "Stopped", "TooDeep", "WorkerDied"]

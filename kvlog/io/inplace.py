@@ -28,9 +28,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
-from kvlog.errors import NamesOptions
 from kvlog.io import backups
-from kvlog.io.errors import InputError, OutputError
+from kvlog.io.errors import InputError, OutputError, ReplaceRefused
 from kvlog.io.inputs import open_raw
 from kvlog.io.outputs import (
     Temporary,
@@ -44,10 +43,6 @@ from kvlog.text.printable import printable_name
 
 #: how often a run reopens a file that was replaced while it waited for the lock before giving up
 _REOPEN_ATTEMPTS = 100
-
-
-class ReplaceRefused(NamesOptions):
-    """The log was left as it was, for the reason given: replacing it could lose a line or the backup."""
 
 
 @dataclass(frozen=True)

@@ -11,17 +11,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from kvlog.errors import KvlogError
 from kvlog.lazy import lazy_exports
+from kvlog.metrics.errors import MetricsEndpointError, MetricsExtraMissing
 
 if TYPE_CHECKING:
     from kvlog.metrics.live import serve
     from kvlog.metrics.prometheus import start_endpoint
     from kvlog.metrics.series import METRICS, MemorySeries, Metric
-
-
-class MetricsExtraMissing(KvlogError):
-    """prometheus_client is not installed."""
 
 
 _exported = lazy_exports(
@@ -45,4 +41,12 @@ def __getattr__(name: str) -> Any:
         raise MetricsExtraMissing("Prometheus metrics need prometheus_client: pip install 'kvlog[follow]'") from None
 
 
-__all__ = ["METRICS", "MemorySeries", "Metric", "MetricsExtraMissing", "serve", "start_endpoint"]
+__all__ = [
+    "METRICS",
+    "MemorySeries",
+    "Metric",
+    "MetricsEndpointError",
+    "MetricsExtraMissing",
+    "serve",
+    "start_endpoint",
+]

@@ -16,7 +16,7 @@ from prometheus_client import CollectorRegistry, start_http_server
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from kvlog.errors import MetricsEndpointError
+from kvlog.metrics.errors import MetricsEndpointError
 from kvlog.metrics.series import METRICS, MemorySeries
 
 

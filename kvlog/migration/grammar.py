@@ -22,8 +22,8 @@ from kvlog.envelope import EVIDENCE, InferenceRule, envelope
 from kvlog.migration.errors import GrammarError, OpError
 from kvlog.migration.ops import Op, compile_op, mark_inferred, provenance, value_of
 from kvlog.schema.catalog import Catalog
+from kvlog.schema.errors import DerefError
 from kvlog.schema.fields import Facts
-from kvlog.schema.walk import DerefError
 from kvlog.text.prefix import FOREIGN_START, LinePrefix
 from kvlog.text.template import FieldSyntax, Parsed, Template, TemplateParser
 from kvlog.text.wording import CURRENT

@@ -9,15 +9,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from kvlog.errors import KvlogError
 from kvlog.lazy import lazy_exports
+from kvlog.otel.errors import OtelExtraMissing
 
 if TYPE_CHECKING:
     from kvlog.otel.exporter import OtelExport, export
-
-
-class OtelExtraMissing(KvlogError):
-    """The OpenTelemetry SDK or its OTLP/HTTP exporter is not installed."""
 
 
 _exported = lazy_exports(__name__, dict.fromkeys(("OtelExport", "export"), "kvlog.otel.exporter"))

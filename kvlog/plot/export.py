@@ -16,16 +16,12 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from kvlog.errors import KvlogError
 from kvlog.io.outputs import atomic_output
+from kvlog.plot.errors import PlotError
 
 #: output suffixes ``kvlog plot`` writes, and the format of each
 FORMATS = {".html": "html", ".png": "png", ".svg": "svg"}
 EXTRA_MISSING = "kvlog plot needs the plot extra: pip install 'kvlog[plot]'"
-
-
-class PlotError(KvlogError):
-    """The figure could not be drawn or written: the plotting extra or a browser is missing, or rendering failed."""
 
 
 def format_of(output: Path) -> str | None:

@@ -131,7 +131,7 @@ def fields(schema: Mapping[str, Any], registry: Registry[Any]) -> dict[str, Fiel
     """Each property of ``schema`` (an event schema with a ``$id`` in ``registry``), in the schema's order.
 
     ``required`` is the top-level list: a field required only under a condition (``if``/``then``) is
-    not required here. Raises ``kvlog.schema.walk.DerefError`` when a ``$ref`` does not resolve.
+    not required here. Raises ``kvlog.schema.errors.DerefError`` when a ``$ref`` does not resolve.
     """
     resolved = dereference(dict(schema), registry, schema["$id"])
     required = set(resolved.get("required", ()))

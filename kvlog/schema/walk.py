@@ -16,6 +16,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
+from kvlog.schema.errors import DerefError
+
 if TYPE_CHECKING:
     from referencing import Registry
     from referencing._core import Resolver
@@ -155,16 +157,6 @@ def map_subschemas(schema: Any, transform: Transform, path: tuple[str, ...] = ()
         else:
             out[key] = value
     return out
-
-
-class DerefError(Exception):
-    """A ``$ref`` that does not resolve, or that refers to itself forever."""
-
-    def __init__(self, ref: str, path: tuple[str, ...], reason: str) -> None:
-        self.ref = ref
-        self.path = path
-        self.reason = reason
-        super().__init__(f"$ref {ref!r} at {'/'.join(path) or '(root)'}: {reason}")
 
 
 def declared(schema: Any) -> Draft | None:

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from kvlog.check.drafts import SchemaError, validator
+from kvlog.check.drafts import validator
+from kvlog.check.errors import SchemaError
 from kvlog.check.inclusion.outcome import Found, Inclusion, Reason
 from kvlog.check.instances import beyond, candidates, fragile
 
