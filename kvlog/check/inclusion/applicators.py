@@ -30,9 +30,9 @@ def all_of(judge: Judge, kind: str, writer: dict[str, Any], reader: dict[str, An
 
 def any_of(judge: Judge, kind: str, writer: dict[str, Any], reader: dict[str, Any], path: str) -> Inclusion:
     members = reader["anyOf"]
-    relevant = [m for m in members if admits(m, kind)]
-    if not relevant:
-        return refute(path, writer, f"no anyOf branch of {judge.r} accepts {kind} values; {judge.w} has them")
+    relevant = _branches(judge, kind, writer, members, path, keyword="anyOf")
+    if isinstance(relevant, Inclusion):
+        return relevant
     outcomes = [judge.includes(writer, m, path) for m in relevant]
     if any(o.holds is True for o in outcomes):
         return YES
@@ -51,9 +51,9 @@ def any_of(judge: Judge, kind: str, writer: dict[str, Any], reader: dict[str, An
 
 def one_of(judge: Judge, kind: str, writer: dict[str, Any], reader: dict[str, Any], path: str) -> Inclusion:
     members = reader["oneOf"]
-    relevant = [m for m in members if admits(m, kind)]
-    if not relevant:
-        return refute(path, writer, f"no oneOf branch of {judge.r} accepts {kind} values; {judge.w} has them")
+    relevant = _branches(judge, kind, writer, members, path, keyword="oneOf")
+    if isinstance(relevant, Inclusion):
+        return relevant
     outcomes = [judge.includes(writer, m, path) for m in relevant]
     for index, outcome in enumerate(outcomes):
         others = [m for j, m in enumerate(relevant) if j != index]
@@ -64,6 +64,16 @@ def one_of(judge: Judge, kind: str, writer: dict[str, Any], reader: dict[str, An
     message = f"kvlog cannot prove each {judge.w} value matches one oneOf branch"
     overlaps = {"anyOf": [merge(writer, member) for member in relevant]}  # where two branches may both match
     return search(writer, {"oneOf": members}, path, message, around=overlaps)
+
+
+def _branches(
+    judge: Judge, kind: str, writer: dict[str, Any], members: list[Any], path: str, *, keyword: str
+) -> list[Any] | Inclusion:
+    """The branches that admit ``kind`` values at all, or the refutation when none does."""
+    relevant = [member for member in members if admits(member, kind)]
+    if not relevant:
+        return refute(path, writer, f"no {keyword} branch of {judge.r} accepts {kind} values; {judge.w} has them")
+    return relevant
 
 
 def not_(judge: Judge, kind: str, writer: dict[str, Any], reader: dict[str, Any], path: str) -> Inclusion:
