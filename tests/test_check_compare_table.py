@@ -91,6 +91,11 @@ def with_ref(draft: Draft, target: Any, **siblings: Any) -> dict[str, Any]:
     return {key: {"t": target}, "$ref": f"#/{key}/t", **siblings}
 
 
+def dynamic_ref(target: Any) -> dict[str, Any]:
+    """A 2020-12 schema that is ``$dynamicRef`` to a ``$dynamicAnchor`` on ``target``."""
+    return {"$defs": {"n": {"$dynamicAnchor": "n", **target}}, "$dynamicRef": "#n"}
+
+
 def requires_key(draft: Draft) -> str:
     """Where a draft says "if this member is present, these must be too": ``dependencies`` up to draft-07."""
     return "dependencies" if draft in UP_TO_07 else "dependentRequired"
@@ -1129,6 +1134,17 @@ def combinator_cases() -> Iterator[Case]:
             "compatible",
         ),
     )
+    # a dynamic reference (2020-12 $dynamicRef, 2019-09 $recursiveRef) in a document of one resource goes
+    # where a $ref of the same value goes; with an embedded resource the path may redirect it: undecided
+    yield "dynref/target-narrowed", "2020-12", dynamic_ref(N), dynamic_ref(I), "breaking"
+    yield "dynref/to-its-target", "2020-12", dynamic_ref(I), I, "compatible"
+    yield "dynref/target-of-the-old", "2020-12", I, dynamic_ref(S), "breaking"
+    embedded = {**dynamic_ref(I), "$id": "https://example.com/root"}
+    embedded["$defs"]["inner"] = {"$id": "inner", "$dynamicAnchor": "n", **S}
+    yield "dynref/embedded-resource", "2020-12", I, embedded, "undecided"
+    recursive = {"$recursiveAnchor": True, **obj({"a": {"$recursiveRef": "#"}, "v": N})}
+    yield "recursiveref/property-made-recursive", "2019-09", obj({"a": I, "v": N}), recursive, "breaking"
+    yield "recursiveref/unchanged", "2019-09", recursive, recursive, "compatible"
 
 
 def mixed_cases() -> Iterator[Case]:
@@ -1878,6 +1894,7 @@ def cases() -> list[Case]:
 # message). The message names the rule that fired (a bound, a length, a closed content model, a branch of
 # anyOf...), so a rule that stops firing, fires elsewhere or says something else fails here, not only
 # one whose verdict flips. A name stands for its row in every draft it is written in.
+NOT_FOLLOWED = "(recursive, dynamic or to another document)"
 REASONS: dict[str, list[tuple[str, str]]] = {
     "types/number-to-integer": [("$", "new accepts only integers; old accepts any number")],
     "types/string-to-number": [("$", "new accepts only number; old has string values")],
@@ -2002,6 +2019,15 @@ REASONS: dict[str, list[tuple[str, str]]] = {
     "ref/target-narrowed": [("$", "length [0, 5] (old) is not inside [0, 2]")],
     "ref/in-property-narrowed": [("$.a", "new accepts only integers; old accepts any number")],
     "ref/sibling-added": [("$", "length [0, inf) (old) is not inside [0, 2]")],
+    "dynref/target-narrowed": [("$", "new accepts only integers; old accepts any number")],
+    "dynref/target-of-the-old": [("$", "new accepts only string; old has integer values")],
+    "dynref/embedded-resource": [
+        (
+            "$",
+            "a reference kvlog does not follow (recursive, dynamic or to another document): kvlog cannot prove it safe",
+        )
+    ],
+    "recursiveref/property-made-recursive": [("$.a", "new accepts only object; old has integer values")],
     "mixed/open-tuple-to-closed": [("$[*]", "new accepts no value here; old does")],
     "mixed/tuple-read-as-items-schema": [("$[*]", "new rejects null, which old allows")],
     "mixed/dependentRequired-added": [("$", "new requires b whenever a is present; old does not")],

@@ -69,5 +69,5 @@ def test_a_reference_left_after_reading_is_undecided() -> None:
     outcome = Judge().includes(S, {"$ref": "other.json"})
     assert outcome.holds is None
     assert [str(reason) for reason in outcome.reasons] == [
-        "$: a reference kvlog does not follow (recursive or to another document): kvlog cannot prove it safe"
+        "$: a reference kvlog does not follow (recursive, dynamic or to another document): kvlog cannot prove it safe"
     ]

@@ -39,6 +39,8 @@ _VALIDATORS: dict[Draft, Any] = {
 _SINGLE = walk.SINGLE - {"items", "additionalItems", "contentSchema"}
 _LISTS = walk.LISTS
 _MAPS = walk.MAPS - {"$defs", "definitions", "dependencies"}
+# The reference whose target the dynamic scope may change, in the draft that defines it.
+_DYNAMIC: dict[Draft, str] = {"2019-09": "$recursiveRef", "2020-12": "$dynamicRef"}
 
 
 def detect(schema: Any, default: Draft = "2020-12") -> Draft:
@@ -112,6 +114,7 @@ class _Reader:
     root: Any
     draft: Draft
     _top: Followed | None = None  # the document's own scope, made at its first $ref
+    _resources: bool | None = None  # whether the document embeds resources, found at its first dynamic reference
 
     def read(self, node: Any, pointer: str, scope: Followed | None) -> Any:
         """``node`` in 2020-12 keywords; ``scope``: the last reference followed to reach it, if any."""
@@ -151,10 +154,33 @@ class _Reader:
             for bound, flag in (("minimum", "exclusiveMinimum"), ("maximum", "exclusiveMaximum")):
                 if node.get(flag) is True and bound in out:
                     out[flag] = out.pop(bound)
-        if "$ref" in node:
-            resolved = self._ref(node["$ref"], pointer, scope)
-            return {"allOf": [resolved, out]} if out else resolved
+        keys = ("$ref", _DYNAMIC.get(self.draft, ""))
+        references = [self._ref(node[key], pointer, scope, key) for key in keys if key and key in node]
+        if references:
+            return {"allOf": [*references, out]} if out or len(references) > 1 else references[0]
         return out
+
+    def _embeds_resources(self) -> bool:
+        """Whether a subschema below the root starts a resource of its own (an ``$id``; ``id`` in draft-04).
+
+        In a document of one resource, a ``$dynamicRef`` (``$recursiveRef``) resolves where a ``$ref`` of
+        the same value does: the outermost resource of its dynamic scope is the document itself, whose
+        anchors are unique. An embedded resource may carry a dynamic anchor of the same name, and which
+        one applies then depends on the path taken; kvlog does not follow that.
+        """
+        if self._resources is None:
+            key = "id" if self.draft == "draft-04" else "$id"
+            found: list[Any] = []
+
+            def below(sub: Any, _: tuple[str, ...]) -> Any:
+                found.append(sub)
+                return sub
+
+            walk.map_subschemas(self.root, below)
+            while found and not (isinstance(found[-1], dict) and key in found[-1]):
+                walk.map_subschemas(found.pop(), below)
+            self._resources = bool(found)
+        return self._resources
 
     def _items(self, node: dict[str, Any], value: Any, here: str, scope: Followed | None, out: dict[str, Any]) -> None:
         if isinstance(value, list) and self.draft != "2020-12":
@@ -164,11 +190,13 @@ class _Reader:
         else:
             out["items"] = self.read(value, here, scope)
 
-    def _ref(self, ref: Any, pointer: str, scope: Followed | None) -> Any:
+    def _ref(self, ref: Any, pointer: str, scope: Followed | None, keyword: str = "$ref") -> Any:
         if not isinstance(ref, str):
-            raise SchemaError(f"{pointer or '#'}/$ref: must be a string")
+            raise SchemaError(f"{pointer or '#'}/{keyword}: must be a string")
         if not ref.startswith("#"):
             return {"$ref": ref}  # another document: opaque, compared only for equality
+        if keyword != "$ref" and self._embeds_resources():
+            return {"$ref": ref}  # the dynamic scope may lead to another resource's anchor: opaque
         if scope is None:
             if self._top is None:
                 self._top = Followed(self.root, document_resolver(self.root, self.draft), ())
@@ -176,7 +204,7 @@ class _Reader:
         try:
             followed = follow(ref, scope.resolver, (pointer,), scope.seen)
         except DerefError as exc:
-            raise SchemaError(f"{pointer or '#'}/$ref: {ref} {exc.reason}") from None
+            raise SchemaError(f"{pointer or '#'}/{keyword}: {ref} {exc.reason}") from None
         if followed is None:
             return {"$ref": ref}  # recursion: opaque
         return self.read(followed.contents, ref[1:], followed)

@@ -45,8 +45,8 @@ def typed(judge: Judge, kind: str, writer: dict[str, Any], reader: dict[str, Any
 
 
 def reference(judge: Judge, kind: str, writer: dict[str, Any], reader: dict[str, Any], path: str) -> Inclusion:
-    """A ``$ref`` left in a schema after reading: recursive, or to another document; never followed here."""
-    return undecided(path, "a reference kvlog does not follow (recursive or to another document)")
+    """A reference left in a schema after reading: recursive, to another document, or dynamic; never followed here."""
+    return undecided(path, "a reference kvlog does not follow (recursive, dynamic or to another document)")
 
 
 APPLICATORS: dict[str, Rule] = {
