@@ -6,7 +6,8 @@ migration engine, in process, and each line is scored against its truth: read ri
 (another event, a figure or a state that is not the line's), dead-lettered, or passed silently;
 and every line that makes no event must come out byte-identical.
 
-``python -m tests.wild_scoring`` prints the table per server and per class of issue 32.
+``python -m tests.wild_scoring`` prints the table per server and per class of issue 32 (``--misses``:
+and every line not read right, with the reason).
 """
 
 from __future__ import annotations
@@ -416,12 +417,25 @@ def render(table: Table, results: list[BlockScore]) -> Iterator[str]:
         yield f"  WRONG {line.block}.log:{line.number}: {line.why}\n        {line.text}"
 
 
-def main() -> int:
+def misses(results: list[BlockScore]) -> Iterator[str]:
+    """Each memory line not read right, and each line that is not memory but was dead-lettered: what to fix."""
+    for result in results:
+        for line in result.lines:
+            if line.outcome != "read":
+                classes = ",".join(map(str, line.truth.classes)) or "0"
+                yield f"{line.outcome.upper():<7}[{classes}] {line.block}.log:{line.number}: {line.why}"
+                yield f"        {line.text[:200]}"
+
+
+def main(argv: list[str]) -> int:
     table, results = score()
     for text in render(table, results):
         print(text)
+    if "--misses" in argv:
+        for text in misses(results):
+            print(text)
     return 1 if table.wrong or table.altered else 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(sys.argv[1:]))
