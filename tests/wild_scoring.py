@@ -253,7 +253,7 @@ def _matches(truth: Truth, event: dict[str, Any]) -> str:
     return ""
 
 
-def _untouched(lines: list[bytes], passed: bytes, consumed: set[int]) -> list[int]:
+def altered_lines(lines: list[bytes], passed: bytes, consumed: set[int]) -> list[int]:
     """The lines (1-based) that made no event and are not, byte for byte and in order, in ``passed``."""
     out = passed.splitlines(keepends=True)
     altered, j = [], 0
@@ -312,7 +312,7 @@ def score_block(block: Block) -> BlockScore:
             score.outcome = "read"  # right: no event, no dead letter
         scores.append(score)
     consumed = {record.line for record in taken.records}
-    return BlockScore(block, scores, _untouched(block.lines, bytes(taken.passed), consumed))
+    return BlockScore(block, scores, altered_lines(block.lines, bytes(taken.passed), consumed))
 
 
 @dataclass
