@@ -393,11 +393,11 @@ def render(table: Table, results: list[BlockScore]) -> Iterator[str]:
             counts = totals(results, server, (kind,))
             if counts:
                 yield row(f"{label} (read=right)", counts)
-        yield "  by class (event lines; a line of two classes counts in each):"
+        yield "  by class of issue 32 (every memory line, read = right outcome; a line counts in each of its classes):"
         for cls, name in CLASSES.items():
-            counts = Counter()
-            for (s, kind, c), got in table.memory.items():
-                if s == server and c == cls and kind in READ_KINDS:
+            counts: Counter[str] = Counter()
+            for (s, _, c), got in table.memory.items():
+                if s == server and c == cls:
                     counts += got
             if counts:
                 yield row(f"{cls} {name}", counts)
