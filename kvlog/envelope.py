@@ -36,6 +36,9 @@ class InferenceRule(StrEnum):
     NAIVE_TIME_AS_UTC = "naive-time-as-utc"
     PREVIOUS_LINE_TIMESTAMP = "previous-line-timestamp"
     DATE_NOT_ON_LINE = "date-not-on-line"
+    NEXT_LINE_TIMESTAMP = "next-line-timestamp"
+    RELEASE_LINE = "release-line"
+    YEAR_OPTION = "year-option"
     KV_CACHE_DTYPE_LINE = "kv-cache-dtype-line"
     ARENA_BEFORE_POOL = "arena-before-pool"
     SUB_POOLS_ARE_VA_BOUND = "sub-pools-are-va-bound"
@@ -52,10 +55,13 @@ EVIDENCE: Final[Mapping[InferenceRule, str]] = {
     InferenceRule.NO_TIMESTAMP: "the line has no timestamp",
     InferenceRule.NAIVE_TIME_AS_UTC: "sglang prints local time without a zone; read as UTC",
     InferenceRule.PREVIOUS_LINE_TIMESTAMP: "the line has no timestamp; the last one printed before it",
+    InferenceRule.NEXT_LINE_TIMESTAMP: "the line has no timestamp, nor any line before it; the next one printed",
     InferenceRule.MARKED_INFERRED: "the line marks it (inferred: ...), as kvlog migrate --format text writes",
 }
 #: rules under which the timestamp was not on the line: writing the line back must not invent one
-TIMESTAMP_NOT_ON_LINE: Final = frozenset({InferenceRule.NO_TIMESTAMP, InferenceRule.PREVIOUS_LINE_TIMESTAMP})
+TIMESTAMP_NOT_ON_LINE: Final = frozenset(
+    {InferenceRule.NO_TIMESTAMP, InferenceRule.PREVIOUS_LINE_TIMESTAMP, InferenceRule.NEXT_LINE_TIMESTAMP}
+)
 
 
 def envelope(  # noqa: PLR0917 - called for every emitted event, where keyword arguments cost

@@ -88,13 +88,24 @@ def test_ordered_puts_head_fields_ext_and_provenance_in_the_written_order() -> N
 
 
 def test_the_timestamp_rules_say_where_the_time_came_from() -> None:
+    """A line with no time takes the nearest dated line's, before it or else after it; the epoch only when none is."""
     no_time = "Load weight begin. avail mem=78.83 GB"
     first, second, third = migrated(no_time, f"[2025-01-14 08:02:22 TP0] {no_time}", no_time)
     rules = [event["migrated"]["inferred"]["timestamp"] for event in (first, second, third)]
-    assert [rule["rule"] for rule in rules] == ["no-timestamp", "naive-time-as-utc", "previous-line-timestamp"]
+    assert [rule["rule"] for rule in rules] == ["next-line-timestamp", "naive-time-as-utc", "previous-line-timestamp"]
+    assert first["timestamp"] == third["timestamp"] == "2025-01-14T08:02:22Z"
+    assert rules[0] == {
+        "rule": envelope.InferenceRule.NEXT_LINE_TIMESTAMP,
+        "evidence": envelope.EVIDENCE[envelope.InferenceRule.NEXT_LINE_TIMESTAMP],
+        "evidence_line": 2,
+    }
     assert rules[2] == {
         "rule": envelope.InferenceRule.PREVIOUS_LINE_TIMESTAMP,
         "evidence": envelope.EVIDENCE[envelope.InferenceRule.PREVIOUS_LINE_TIMESTAMP],
         "evidence_line": 2,
     }
-    assert {rules[0]["rule"], rules[2]["rule"]} == envelope.TIMESTAMP_NOT_ON_LINE
+    [alone] = migrated(no_time)
+    assert alone["timestamp"] == "1970-01-01T00:00:00Z"
+    assert alone["migrated"]["inferred"]["timestamp"]["rule"] == "no-timestamp"
+    assert "1970-01-01 stands for it" in alone["migrated"]["inferred"]["timestamp"]["evidence"]
+    assert {rules[0]["rule"], rules[2]["rule"], "no-timestamp"} == envelope.TIMESTAMP_NOT_ON_LINE

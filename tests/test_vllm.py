@@ -148,7 +148,7 @@ _API = "(APIServer pid=2301) INFO 06-01 "
 STARTUP = "".join(
     f"{line}\n"
     for line in (
-        _ENGINE + "10:00:01 [core.py:69] Initializing a V1 LLM engine (v0.13.0) with config: "
+        _ENGINE + "10:00:01 [core.py:69] Initializing a V1 LLM engine (v0.9.0) with config: "
         "model='meta-llama/Llama-3.1-8B-Instruct'",
         _ENGINE + "10:00:03 [gpu_model_runner.py:1900] Starting to load model meta-llama/Llama-3.1-8B-Instruct...",
         _ENGINE + "10:00:09 [gpu_model_runner.py:1932] Model loading took 14.9935 GiB memory and 5.412345 seconds",

@@ -47,6 +47,13 @@ def source(help_text: str = _WROTE) -> Callable[[FC], FC]:
     return click.option("--source", type=click.Choice(list(SERVERS)), help=help_text)
 
 
+year = click.option(
+    "--year",
+    type=click.IntRange(1, 9999),
+    metavar="YYYY",
+    help="The year of the lines that print none (vLLM's) [default: bounded by the release that printed them, "
+    "else the year the file last changed in].",
+)
 jobs = click.option("-j", "--jobs", type=click.IntRange(min=1), default=1, show_default=True, help="Worker processes.")
 migrations = click.option(
     "--migrations", type=click.Path(file_okay=False, path_type=Path), help="Use these migration files."

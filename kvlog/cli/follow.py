@@ -38,6 +38,7 @@ from kvlog.metrics.bound import DEFAULT_LIMIT
     "and metrics); with --state, the first run's start: files that appeared while stopped are written whole.",
 )
 @engine_options.source("The server that writes the logs (default: detected per file).")
+@engine_options.year
 @click.option(
     "--poll",
     "poll_s",
@@ -75,6 +76,7 @@ def follow(  # noqa: PLR0917 - click passes every option as a parameter
     hold_s: float,
     new_only: bool,
     source: str | None,
+    year: int | None,
     poll_s: float | None,
     metrics_port: int | None,
     metrics_host: str,
@@ -100,6 +102,7 @@ def follow(  # noqa: PLR0917 - click passes every option as a parameter
             hold_s=hold_s,
             new_only=new_only,
             source=source,
+            year=year,
             poll_s=poll_s,
             metrics_port=metrics_port,
             metrics_host=metrics_host,

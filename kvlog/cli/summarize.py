@@ -35,6 +35,7 @@ from kvlog.errors import KvlogError
     "-o", "--output", metavar="FILE", help="Write the table to FILE (whole, or not at all) instead of stdout."
 )
 @engine_options.source()
+@engine_options.year
 @engine_options.progress
 @engine_options.jobs
 @engine_options.engine
@@ -44,6 +45,7 @@ def summarize(  # noqa: PLR0917 - click passes every option as a parameter
     output_format: str,
     output: str | None,
     source: str | None,
+    year: int | None,
     progress: bool | None,
     jobs: int,
     engine: str,
@@ -66,6 +68,7 @@ def summarize(  # noqa: PLR0917 - click passes every option as a parameter
             output_format=output_format,
             output=output,
             source=source,
+            year=year,
             jobs=jobs,
             engine=engine,
             ray_address=ray_address,

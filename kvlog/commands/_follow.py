@@ -61,6 +61,7 @@ def follow(
     hold_s: float = HOLD_S,
     new_only: bool = False,
     source: str | None = None,
+    year: int | None = None,
     migrations: str | Path | None = None,
     metrics_port: int | None = None,
     metrics_host: str = "127.0.0.1",
@@ -111,7 +112,7 @@ def follow(
             "{metrics_label_values} {given}: a label needs room for one value", given=metrics_label_values
         )
     migrator = migrator_for(
-        None if migrations is None else Path(migrations), MigrateOptions(only_events=True, source=source)
+        None if migrations is None else Path(migrations), MigrateOptions(only_events=True, source=source, year=year)
     )
     state_path = None if state is None else Path(state)
     with ExitStack() as stack:

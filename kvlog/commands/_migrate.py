@@ -103,6 +103,7 @@ def migrate(
     keep_original: bool = False,
     legacy_generation: str | None = None,
     source: str | None = None,
+    year: int | None = None,
     in_place: bool = False,
     backup_suffix: str = ".orig",
     dry_run: bool = False,
@@ -131,6 +132,7 @@ def migrate(
     file left as it was. ``progress`` is given the inputs and yields the callback that hears, as the run
     goes, how many more files are done and how many more of their bytes on disk (``kvlog.io.progress``).
     ``source`` names the server that wrote the inputs (``sglang``, ``vllm``; default: detected per file).
+    ``year`` is the year of the lines that print none (vLLM's; default: worked out, ``kvlog.migration.dating``).
     ``engine`` runs the files: ``local`` (``jobs`` worker processes of this machine) or ``ray`` (the
     Ray cluster at ``ray_address``, default the one this machine runs, else a new local one; the
     inputs, outputs and ``migrations`` must then be paths every node sees, or store URIs: ``s3://``,
@@ -156,6 +158,7 @@ def migrate(
         keep_original=keep_original,
         legacy_generation=legacy_generation,
         source=source,
+        year=year,
         allowed_unparsed=allowed_unparsed(tuple(allow_unparsed), tuple(map(str, allow_unparsed_from))),
     )
     if jobs < 1:
@@ -258,6 +261,7 @@ def migrated_events(
     migrations: str | Path | None,
     on_notice: Callable[[str], None] | None,
     keep_original: bool = False,
+    year: int | None = None,
     ray_address: str | None = None,
     progress: Progress | None = None,
 ) -> tuple[Collected, MigrateOutcome]:
@@ -272,6 +276,7 @@ def migrated_events(
         only_events=True,
         keep_original=keep_original,
         source=source,
+        year=year,
         migrations=migrations,
         ray_address=ray_address,
         progress=progress,

@@ -54,6 +54,7 @@ def plot(
     *,
     output: str | Path,
     source: str | None = None,
+    year: int | None = None,
     title: str | None = None,
     migrations: str | Path | None = None,
     on_notice: Callable[[str], None] | None = None,
@@ -61,8 +62,8 @@ def plot(
     """Draw the memory of every server run and rank in ``inputs`` (as ``migrate`` takes them) to ``output``.
 
     ``output``'s suffix chooses the format: ``.html`` (self-contained: plotly.js inline, no network),
-    ``.png`` or ``.svg`` (rendered by Chrome or Chromium through Kaleido). ``source`` and
-    ``migrations`` are passed to ``migrate``; ``on_notice`` is told of each input that could not be read.
+    ``.png`` or ``.svg`` (rendered by Chrome or Chromium through Kaleido). ``source``, ``year``
+    and ``migrations`` are passed to ``migrate``; ``on_notice`` is told of each input that could not be read.
 
     The exit status is ``EXIT_OK`` when the figure was written; ``EXIT_FINDINGS`` when the inputs were
     read but hold no memory event to draw (nothing is written); ``EXIT_ERROR`` when an input could not
@@ -80,7 +81,7 @@ def plot(
         )
     require_extra(fmt)
     collected, migrated = migrated_events(
-        inputs, source=source, migrations=migrations, on_notice=on_notice, keep_original=True
+        inputs, source=source, year=year, migrations=migrations, on_notice=on_notice, keep_original=True
     )
     events = collected.events
     invalid: list[dict[str, Any]] = []

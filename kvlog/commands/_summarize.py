@@ -59,6 +59,7 @@ def summarize(
     output_format: str = "text",
     output: str | Path | None = None,
     source: str | None = None,
+    year: int | None = None,
     migrations: str | Path | None = None,
     jobs: int = 1,
     engine: str = "local",
@@ -85,7 +86,13 @@ def summarize(
         _refuse_an_input(Path(output), names)
     if jobs == 1 and engine == "local":
         collected, migrated = migrated_events(
-            names, source=source, migrations=migrations, ray_address=ray_address, progress=progress, on_notice=on_notice
+            names,
+            source=source,
+            year=year,
+            migrations=migrations,
+            ray_address=ray_address,
+            progress=progress,
+            on_notice=on_notice,
         )
         summary, count, invalid = _summarized(lambda: collected.events, collected.dead_letters)
     else:
@@ -96,6 +103,7 @@ def summarize(
                     names,
                     only_events=True,
                     source=source,
+                    year=year,
                     migrations=migrations,
                     dead_letter=dead,
                     jobs=jobs,

@@ -58,7 +58,8 @@ _PROBES: tuple[tuple[bytes, int, tuple[bytes, ...]], ...] = (
     (b"U", 4, (b"# GPU blocks",)),
     (b"G", 0, (b"Graph capturing",)),
     (b"m", 6, (b"Sleep mode",)),  # not through its S: every uvicorn line's POST has one
-    (b"L", 0, (b"Load weight",)),
+    # and vLLM's version lines (``vLLM API server version``, ``… LLM engine (v0.10.1) with config``)
+    (b"L", 0, (b"Load weight", b"LLM API server version", b"LLM server version", b"LLM engine (v")),
     (b"_", 3, (b"max_total_num_tokens",)),
     (b"_", 6, (b"server_args=",)),
     (b"C", 2, (b"HiCache",)),

@@ -90,6 +90,13 @@ class Held:
     source: str = ""
     #: the version of the event the line said (None: an event no line stands for)
     source_version: int | None = None
+    #: no time on its line nor on any before it: it waits for the next line that has one (``kvlog.migration.dating``)
+    waits_for_time: bool = False
+
+    @property
+    def ready(self) -> bool:
+        """Whether nothing it waits for is still to come: it can be written."""
+        return self.resolved and not self.waits_for_time
 
 
 @dataclass(frozen=True)

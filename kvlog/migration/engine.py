@@ -36,7 +36,7 @@ from kvlog.io.errors import InputError, LineError
 from kvlog.io.inputs import OverlongLine
 from kvlog.migration.candidates import JSON_EVENT, MAX_LINE_BYTES, Readable, carries_memory_figure, segments
 from kvlog.migration.context import Context, Held
-from kvlog.migration.dating import DateContext, complete
+from kvlog.migration.dating import DateContext, complete, follows, release, undated
 from kvlog.migration.encoders import Encoder, Legacy, Written, jsonl, text
 from kvlog.migration.errors import MigrationError, PlanError, UnknownCatalogVersion
 from kvlog.migration.grammar import MARKED, Generation, Recognised
@@ -157,6 +157,8 @@ class MigrateOptions:
     allowed_unparsed: tuple[str, ...] = ()
     #: the server whose lines the inputs are (``sglang``, ``vllm``); None: detected per file
     source: str | None = None
+    #: the year of the lines that print none (``--year``); None: worked out (``kvlog.migration.dating``)
+    year: int | None = None
 
     def __post_init__(self) -> None:
         """An option that chooses what one format writes needs that format: refused here, for every caller."""
@@ -281,7 +283,9 @@ class FileRun:
         self.context = Context()
         #: the server this input's lines were recognised as (tried first from then on); None until one was
         self.family: Family | None = None
-        self.dates = DateContext(file_modified=_file_modified(file))
+        self.dates = DateContext(file_modified=_file_modified(file), year=migrator.options.year)
+        #: events of lines without a time read before any line that has one: dated by the next such line
+        self._undated: list[Held] = []
         self.number = 0
         self.held: deque[tuple[bytes | Held, int, int]] = deque()
         self.held_lines = 0
@@ -357,6 +361,7 @@ class FileRun:
         for item, _, _ in self.held:
             if isinstance(item, Held) and not item.resolved and item.line <= line:
                 self.context.give_up(item, bound)
+        self._undated_give_up(line)
         self._flush()
 
     def passthrough(self, data: bytes, start: int, end: int) -> None:
@@ -410,6 +415,7 @@ class FileRun:
 
     def finish(self) -> None:
         self.context.finish()
+        self._undated_give_up(self.number)
         self._flush()
         self.report.lines = self.number
         self.report.servers[self.family.server if self.family else "none"] += 1
@@ -433,11 +439,14 @@ class FileRun:
         recognised, prefix, before = found
         timestamp, ranks, after = prefix.timestamp, prefix.ranks, recognised.parsed.rest
         if timestamp is not None:
-            self.dates.last_dated = (timestamp, self.number)
+            self.dates.dated(timestamp, self.number)
         role = recognised.rule.role
         if role is not None:
             self.report.companions[role] += 1
-            if role == "run_start":
+            if role == "release":
+                version = recognised.parsed.fields["version"]
+                self.dates.release = release(recognised.generation.server, version, self.number) or self.dates.release
+            elif role == "run_start":
                 self.context.start_all_runs()
             elif role == "kv_dtype":
                 self.context.kv_dtype(tuple(sorted(ranks.items())), recognised.parsed.fields["dtype"], self.number)
@@ -447,12 +456,14 @@ class FileRun:
                 self.context.start_up_end(self.number)
             return None
         event, upgraded = self._event(recognised, prefix)
+        waits_for_time = False
         if prefix.partial is not None:
             complete(event, prefix.partial, self.dates)
-        elif timestamp is None and self.dates.last_dated is not None:
-            event["timestamp"], evidence_line = self.dates.last_dated
-            rule = InferenceRule.PREVIOUS_LINE_TIMESTAMP
-            mark_inferred(event, "timestamp", rule, EVIDENCE[rule], evidence_line)
+            self.dates.last_stamped = (event["timestamp"], self.number, True)
+        elif timestamp is None:
+            waits_for_time = not undated(event, self.dates)
+        if self._undated and not waits_for_time:
+            self._date_undated(event["timestamp"])
         migrated = event["migrated"]
         migrated["file"], migrated["line"] = self.file, self.number
         if self.migrator.options.keep_original or before or after:
@@ -470,7 +481,26 @@ class FileRun:
             )
         if held is not None:
             held.glue = (before, after)
+            if waits_for_time:  # no line before it told its time: the next one that does will
+                held.waits_for_time = True
+                self._undated.append(held)
         return held
+
+    def _date_undated(self, timestamp: str) -> None:
+        """The events of lines without a time that no earlier line dated: this line's time is the nearest after."""
+        for held in self._undated:
+            follows(held.event, timestamp, self.number)
+            held.waits_for_time = False
+        self._undated.clear()
+        self._flush()
+
+    def _undated_give_up(self, through: int) -> None:
+        """The events without a time read on line ``through`` or before keep the epoch: no later line told it soon."""
+        for held in [held for held in self._undated if held.line <= through]:
+            held.waits_for_time = False
+            self._undated.remove(held)
+            evidence = "the line has no timestamp, nor any line read near it: 1970-01-01 stands for it"
+            mark_inferred(held.event, "timestamp", InferenceRule.NO_TIMESTAMP, evidence)
 
     def _event(self, recognised: Recognised, prefix: LinePrefix) -> tuple[dict[str, Any], bool]:
         """A recognised line's event, and whether it is already at its newest version.
@@ -669,7 +699,7 @@ class FileRun:
                 self._emit(Held(event, self.number, revisable=False, raw=b"\n"), 0)
 
     def _emit(self, item: bytes | Held, lines: int) -> None:
-        if not self.held and (isinstance(item, bytes) or item.resolved):
+        if not self.held and (isinstance(item, bytes) or item.ready):
             self._write(item)
             return
         size = len(item) if isinstance(item, bytes) else len(item.raw)
@@ -680,13 +710,15 @@ class FileRun:
             head = self.held[0][0]
             if isinstance(head, Held) and not head.resolved:
                 self.context.give_up(head, f"{LOOKAHEAD_LINES} lines or {LOOKAHEAD_BYTES >> 20} MiB")
+            if isinstance(head, Held) and head.waits_for_time:
+                self._undated_give_up(head.line)
             self._flush()
         self._flush()
 
     def _flush(self) -> None:
         while self.held:
             item, lines, size = self.held[0]
-            if isinstance(item, Held) and not item.resolved:
+            if isinstance(item, Held) and not item.ready:
                 return
             self.held.popleft()
             self.held_lines -= lines

@@ -30,8 +30,8 @@ from kvlog.text.wording import CURRENT
 
 #: companion roles: a new server run starts, the KV-cache dtype of older logs, a post-capture line (evidence
 #: that the run's pools were sized before capture), the server's start-up ended on every rank, a known memory
-#: line of an era, or one of ``known.toml``
-ROLES = ("run_start", "kv_dtype", "post_capture", "start_up_end", "note", "known")
+#: line of an era, one of ``known.toml``, or the server's version (which bounds the year of lines that print none)
+ROLES = ("run_start", "kv_dtype", "post_capture", "start_up_end", "note", "known", "release")
 #: the key under which an event read from kvlog's text carries the fields its line marks inferred, until upgraded
 MARKED = "_marked"
 #: the timestamp of a line that has none and follows none that had one
