@@ -48,6 +48,44 @@ class InferenceRule(StrEnum):
     NO_POST_CAPTURE_BEFORE_START_UP_END = "no-post-capture-before-start-up-end"
     DEVICE_MEMORY_BOUND = "device-memory-bound"
     MARKED_INFERRED = "marked-inferred"
+    WRAPPER_TIMESTAMP = "wrapper-timestamp"
+
+
+class Wrapper(StrEnum):
+    """The kinds of text put around a server's line by what carried it, named in ``migrated.steps``.
+
+    Peeling a wrapper is the first thing done to a line, so each kind peeled is a step of its own
+    (``wrapper/timestamp``), outer first, before the wording's: a key of its own in ``migrated`` would
+    change the released schemas' shared definition (``kvlog check``: KV201).
+    """
+
+    #: terminal escape codes (colours, erase-line), with or without their ESC byte
+    ANSI = "ansi"
+    #: terminal colour pasted as HTML (``<font color=…>``, ``<span style=…>``, ``<b>``)
+    HTML = "html"
+    #: carriage returns before the line
+    CARRIAGE_RETURN = "carriage-return"
+    #: an RFC 3339 instant before the line (docker logs -t, kubectl logs --timestamps, CI runners, Buildkite)
+    TIMESTAMP = "timestamp"
+    #: a journald or syslog prefix (``Dec 07 10:00:00 host vllm[123]: ``)
+    SYSLOG = "syslog"
+    #: a pager's frame (k9s ``│``)
+    BORDER = "border"
+    #: a markdown blockquote (``> ``)
+    QUOTE = "quote"
+    #: spaces or tabs before the line (markdown code indentation)
+    INDENT = "indent"
+    #: Ray's ``[repeated 3x across cluster]`` after the line
+    RAY_REPEATED = "ray-repeated"
+
+    @property
+    def step(self) -> str:
+        """The id of this wrapper's peeling in ``migrated.steps``."""
+        return f"{WRAPPER_STEP}{self.value}"
+
+
+#: what the step ids of peeled wrappers begin with (``wrapper/ansi``)
+WRAPPER_STEP: Final = "wrapper/"
 
 
 #: the evidence of the rules that always rest on the same fact (the others quote the line they read)

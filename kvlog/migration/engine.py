@@ -30,7 +30,7 @@ from typing import IO, Any, Literal
 
 import orjson
 
-from kvlog.envelope import EVIDENCE, InferenceRule, ordered
+from kvlog.envelope import EVIDENCE, InferenceRule, Wrapper, ordered
 from kvlog.io import jsonline
 from kvlog.io.errors import InputError, LineError
 from kvlog.io.inputs import OverlongLine
@@ -50,6 +50,7 @@ from kvlog.schema.event_validator import EventValidator
 from kvlog.text.prefix import SERVERS, LinePrefix, ServerPrefix
 from kvlog.text.printable import log_text, name_text
 from kvlog.text.units import INFERRED_FIELDS_READ
+from kvlog.text.wrappers import Peeled, peel
 
 OutputFormat = Literal["jsonl", "text", "legacy"]
 DeadLetter = Callable[[dict[str, Any]], None]
@@ -132,6 +133,22 @@ def _header(family: Family, line: str, said: LinePrefix | None) -> LinePrefix:
     the same for a printed line and a log record's (``FileRun.messages``).
     """
     return family.prefix.split(line) if said is None else replace(said, message=line)
+
+
+#: what ``FileRun._recognise`` found: the reading, the header, the text glued before the line, its wrappers
+Found = tuple[Recognised, LinePrefix, str, Peeled | None]
+
+
+def _wrapper_time(event: dict[str, Any], wrapped: Peeled) -> None:
+    """The event's time from its wrapper's timestamp, where the server's prefix printed no date or year.
+
+    Docker, Kubernetes and CI runners stamp each line with the UTC instant they took it, a year and a
+    zone included: a truer time than a naive clock without a year, and it is said so.
+    """
+    event["timestamp"] = wrapped.instant
+    kind = next(kind for kind in reversed(wrapped.kinds) if kind in {Wrapper.TIMESTAMP, Wrapper.SYSLOG})
+    evidence = f"the server's prefix prints no date or year; the UTC instant its {kind} wrapper printed"
+    mark_inferred(event, "timestamp", InferenceRule.WRAPPER_TIMESTAMP, evidence)
 
 
 def _file_modified(file: str | None) -> str | None:
@@ -436,7 +453,7 @@ class FileRun:
             servers = self.family.server if self.family else " or ".join(f.server for f in self.migrator.families)
             self._unparsed(text, f"looks like a memory line but matches no known {servers} wording", said=said)
             return None
-        recognised, prefix, before = found
+        recognised, prefix, before, wrapped = found
         timestamp, ranks, after = prefix.timestamp, prefix.ranks, recognised.parsed.rest
         if timestamp is not None:
             self.dates.dated(timestamp, self.number)
@@ -457,7 +474,10 @@ class FileRun:
             return None
         event, upgraded = self._event(recognised, prefix)
         waits_for_time = False
-        if prefix.partial is not None:
+        if wrapped is not None and wrapped.instant is not None and timestamp is None:
+            _wrapper_time(event, wrapped)
+            self.dates.last_stamped = (event["timestamp"], self.number, False)  # an instant: bare lines may take it
+        elif prefix.partial is not None:
             complete(event, prefix.partial, self.dates)
             self.dates.last_stamped = (event["timestamp"], self.number, True)
         elif timestamp is None:
@@ -466,6 +486,8 @@ class FileRun:
             self._date_undated(event["timestamp"])
         migrated = event["migrated"]
         migrated["file"], migrated["line"] = self.file, self.number
+        if wrapped is not None:  # peeled before the wording read the line: the first steps
+            migrated["steps"][0:0] = [kind.step for kind in wrapped.kinds]
         if self.migrator.options.keep_original or before or after:
             migrated["original"] = text
         if not upgraded:
@@ -480,7 +502,8 @@ class FileRun:
                 source_version=recognised.rule.version,
             )
         if held is not None:
-            held.glue = (before, after)
+            # the wrappers' text, as it was, around the line's own glue: --format text writes them back
+            held.glue = (before, after) if wrapped is None else (wrapped.before + before, after + wrapped.after)
             if waits_for_time:  # no line before it told its time: the next one that does will
                 held.waits_for_time = True
                 self._undated.append(held)
@@ -564,27 +587,42 @@ class FileRun:
         """
         if said is not None:
             return text
+        wrapped = peel(text)
+        text = text if wrapped is None else wrapped.line
         for family in self.migrator.families:
             prefix = family.prefix.split(text)
             if prefix.message != text.rstrip(" \t\r\n"):
                 return prefix.message
         return text
 
-    def _recognise(self, text: str, said: LinePrefix | None = None) -> tuple[Recognised, LinePrefix, str] | None:
+    def _recognise(self, text: str, said: LinePrefix | None = None) -> Found | None:
         """Try the line as printed, then what follows its last carriage return (a tqdm bar glued before it).
 
-        Returns what was read, the header (``_header``), and the text glued before the line (kept, never dropped).
+        A printed line is first taken out of its wrappers (``kvlog.text.wrappers``), which then go
+        with what was read; a record's message (``said``) has none.
+        Returns what was read, the header (``_header``), the text glued before the line (kept, never
+        dropped), and the wrappers peeled.
         """
         stripped = text.rstrip(" \t\r")
         family = self.family
         if family is not None and "\r" not in stripped:
-            # what is tried first below, without the list of attempts: the line as printed, read as the
-            # server this input's lines were read as (nearly every line of a log)
+            # what is tried first below, without the wrappers or the list of attempts: the line as printed,
+            # read as the server this input's lines were read as (nearly every line of a log), whole. A
+            # wrapper before a line leaves no prefix to read; one after it (Ray's count, a colour's reset)
+            # leaves text after the wording, which goes to the wrappers below
             prefix = _header(family, stripped, said)
             if prefix.message.startswith(family.starts):
                 recognised = family.recognise(prefix.message)
-                if recognised is not None:
-                    return recognised, prefix, ""
+                if recognised is not None and not recognised.parsed.rest:
+                    return recognised, prefix, "", None
+        wrapped = None if said is not None else peel(stripped)
+        if wrapped is not None:
+            stripped = wrapped.line.rstrip(" \t\r")
+        found = self._read(stripped, said)
+        return None if found is None else (*found, wrapped)
+
+    def _read(self, stripped: str, said: LinePrefix | None) -> tuple[Recognised, LinePrefix, str] | None:
+        """``_recognise`` on a line out of its wrappers."""
         attempts = [(stripped, "")]
         if "\r" in stripped:
             before, _, tail = stripped.rpartition("\r")
