@@ -457,33 +457,11 @@ class FileRun:
         timestamp, ranks, after = prefix.timestamp, prefix.ranks, recognised.parsed.rest
         if timestamp is not None:
             self.dates.dated(timestamp, self.number)
-        role = recognised.rule.role
-        if role is not None:
-            self.report.companions[role] += 1
-            if role == "release":
-                version = recognised.parsed.fields["version"]
-                self.dates.release = release(recognised.generation.server, version, self.number) or self.dates.release
-            elif role == "run_start":
-                self.context.start_all_runs()
-            elif role == "kv_dtype":
-                self.context.kv_dtype(tuple(sorted(ranks.items())), recognised.parsed.fields["dtype"], self.number)
-            elif role == "post_capture":
-                self.context.post_capture_note(tuple(sorted(ranks.items())), self.number, timestamp)
-            elif role == "start_up_end":
-                self.context.start_up_end(self.number)
+        if recognised.rule.role is not None:
+            self._companion(recognised.rule.role, recognised, ranks, timestamp)
             return None
         event, upgraded = self._event(recognised, prefix)
-        waits_for_time = False
-        if wrapped is not None and wrapped.instant is not None and timestamp is None:
-            _wrapper_time(event, wrapped)
-            self.dates.last_stamped = (event["timestamp"], self.number, False)  # an instant: bare lines may take it
-        elif prefix.partial is not None:
-            complete(event, prefix.partial, self.dates)
-            self.dates.last_stamped = (event["timestamp"], self.number, True)
-        elif timestamp is None:
-            waits_for_time = not undated(event, self.dates)
-        if self._undated and not waits_for_time:
-            self._date_undated(event["timestamp"])
+        waits_for_time = self._date(event, prefix, wrapped)
         migrated = event["migrated"]
         migrated["file"], migrated["line"] = self.file, self.number
         if wrapped is not None:  # peeled before the wording read the line: the first steps
@@ -508,6 +486,36 @@ class FileRun:
                 held.waits_for_time = True
                 self._undated.append(held)
         return held
+
+    def _companion(self, role: str, recognised: Recognised, ranks: dict[str, int], timestamp: str | None) -> None:
+        """A line that makes no event of its own but tells the context something: counted, and told."""
+        self.report.companions[role] += 1
+        if role == "release":
+            version = recognised.parsed.fields["version"]
+            self.dates.release = release(recognised.generation.server, version, self.number) or self.dates.release
+        elif role == "run_start":
+            self.context.start_all_runs()
+        elif role == "kv_dtype":
+            self.context.kv_dtype(tuple(sorted(ranks.items())), recognised.parsed.fields["dtype"], self.number)
+        elif role == "post_capture":
+            self.context.post_capture_note(tuple(sorted(ranks.items())), self.number, timestamp)
+        elif role == "start_up_end":
+            self.context.start_up_end(self.number)
+
+    def _date(self, event: dict[str, Any], prefix: LinePrefix, wrapped: Peeled | None) -> bool:
+        """Give ``event`` the time its line did not print in full; True when it must wait for a later line's."""
+        waits_for_time = False
+        if wrapped is not None and wrapped.instant is not None and prefix.timestamp is None:
+            _wrapper_time(event, wrapped)
+            self.dates.last_stamped = (event["timestamp"], self.number, False)  # an instant: bare lines may take it
+        elif prefix.partial is not None:
+            complete(event, prefix.partial, self.dates)
+            self.dates.last_stamped = (event["timestamp"], self.number, True)
+        elif prefix.timestamp is None:
+            waits_for_time = not undated(event, self.dates)
+        if self._undated and not waits_for_time:
+            self._date_undated(event["timestamp"])
+        return waits_for_time
 
     def _date_undated(self, timestamp: str) -> None:
         """The events of lines without a time that no earlier line dated: this line's time is the nearest after."""
