@@ -18,6 +18,7 @@ from cli_harness import kvlog, kvlog_text
 
 from kvlog import commands
 from kvlog.ledger import CONSUMERS
+from kvlog.schema.readings import DEVICE_CONSUMERS, DEVICE_TOTAL, KV_SET_ASIDE, MEMORY_BUDGET
 
 CORPUS = Path(__file__).resolve().parent / "corpus"
 SCHEMAS = Path(__file__).resolve().parent.parent / "schemas"
@@ -39,6 +40,15 @@ VLLM_14447 = "".join(
         "(VllmWorkerProcess pid=507) INFO 04-12 08:21:19 [worker.py:267] Memory profiling takes 17.59 seconds\n",
         "(VllmWorkerProcess pid=507) INFO 04-12 08:21:19 [worker.py:267] the current vLLM instance can use total_gpu_memory (23.58GiB) x gpu_memory_utilization (0.99) = 23.35GiB\n",  # noqa: E501
         "(VllmWorkerProcess pid=507) INFO 04-12 08:21:19 [worker.py:267] model weights take 21.21GiB; non_torch_memory takes 0.20GiB; PyTorch activation peak memory takes 0.37GiB; the rest of the memory reserved for KV Cache is 1.57GiB.\n",  # noqa: E501
+    )
+)
+#: vLLM PR #29335 (2025-11-24, a V1 engine): the load (``%.4f`` GiB) and the KV memory (``format_gib``)
+VLLM_29335 = "".join(
+    (
+        "(EngineCore_DP0 pid=441) INFO 11-24 11:43:54 [gpu_model_runner.py:3341] Model loading took 2.0513 GiB memory and 27.200487 seconds\n",  # noqa: E501
+        "(EngineCore_DP0 pid=441) INFO 11-24 11:44:16 [monitor.py:34] torch.compile takes 19.69 s in total\n",
+        "(EngineCore_DP0 pid=441) INFO 11-24 11:44:17 [gpu_worker.py:348] Available KV cache memory: 33.31 GiB\n",
+        "(EngineCore_DP0 pid=441) INFO 11-24 11:44:18 [kv_cache_utils.py:1234] GPU KV cache size: 1,587,648 tokens\n",
     )
 )
 #: sglang PR #11716 (2025-10-16, TP8): four ranks' pools and pool ends, alike
@@ -128,6 +138,17 @@ def test_a_vllm_memory_profile_from_a_thread_adds_up_to_its_budget(tmp_path: Pat
     assert row["free_bytes"] is None
     assert row["unaccounted_bytes"] is None
     assert row["flags"] == []
+
+
+def test_a_vllm_v1_start_up_from_a_thread_carries_each_wording_s_own_rounding(tmp_path: Path) -> None:
+    path = write(tmp_path, "vllm-v1.log", VLLM_29335)
+    _, table = ledger(path)
+    [row] = table["rows"]
+    assert row["consumers"]["weights_bytes"] == gib(2.0513)
+    assert row["uncertainty_bytes"]["weights_bytes"] == 53688  # four decimals: 0.00005 GiB, rounded up
+    assert row["kv_committed_bytes"] == gib(33.31)  # set aside for the KV cache, which V1 allocates at once
+    assert row["uncertainty_bytes"]["kv_committed_bytes"] == HALF
+    assert row["evidence"] == {"weights_bytes": [f"{path}:1"], "kv_committed_bytes": [f"{path}:3"]}
 
 
 def test_a_consumer_no_line_states_is_null_in_json_empty_in_csv_and_unknown_in_text(tmp_path: Path) -> None:
@@ -317,3 +338,14 @@ def test_the_cli_writes_the_ledger_to_a_file_and_says_what_it_flagged(tmp_path: 
     log.write_text(SGLANG_18263)
     result = kvlog_text("ledger", log, "-o", log)
     assert result.returncode == 2 and log.read_text() == SGLANG_18263
+
+
+def test_every_event_and_field_the_consumer_table_names_is_in_the_catalog() -> None:
+    """A catalog change that renames a consumer's field must change the table too, or this fails."""
+    named = [(reading.event, field) for reading in DEVICE_CONSUMERS for field in reading.fields]
+    named += [*DEVICE_TOTAL.items(), *KV_SET_ASIDE.items(), *MEMORY_BUDGET.items()]
+    for event, field in named:
+        version = max(int(path.stem[1:]) for path in (SCHEMAS / event).glob("v*.json"))
+        properties = json.loads((SCHEMAS / event / f"v{version}.json").read_text())["properties"]
+        assert field in properties, (event, field)
+    assert CONSUMERS == ("weights", "non_torch", "activation_peak", "cuda_graph", "mamba_pool")
