@@ -187,6 +187,9 @@ def test_unaccounted_is_the_total_less_consumers_kv_and_free_and_is_flagged_beyo
     assert [flag.split(":")[0] for flag in row["flags"]] == ["unaccounted"]
     _, table = ledger(path, unaccounted_threshold=6 * GIB)
     assert table["rows"][0]["flags"] == []
+    done = kvlog("ledger", path, "--format", "json", "--unaccounted-threshold", "4.5")  # GiB on the command line
+    assert json.loads(done.stdout)["unaccounted_threshold_bytes"] == 4.5 * GIB
+    assert json.loads(done.stdout)["rows"][0]["flags"] != [] and b"1 run(s) and rank(s) flagged" in done.stderr
 
 
 def test_unaccounted_at_the_threshold_is_not_flagged_a_byte_beyond_is(tmp_path: Path) -> None:
@@ -324,7 +327,11 @@ def test_exit_statuses_are_summarize_s(tmp_path: Path) -> None:
     result = kvlog("ledger", tmp_path / "missing.log")
     assert result.returncode == 2 and result.stdout == b""
     assert b"missing.log" in result.stderr
-    result = kvlog("ledger", write(tmp_path, "sglang.log", SGLANG_18263), "--unaccounted-threshold", "-1")
+    readable = write(tmp_path, "sglang.log", SGLANG_18263)
+    result = kvlog("ledger", tmp_path / "missing.log", readable, "--format", "json")
+    assert result.returncode == 2  # the other inputs are still read
+    assert [row["source"] for row in json.loads(result.stdout)["rows"]] == [str(readable)]
+    result = kvlog("ledger", readable, "--unaccounted-threshold", "-1")
     assert result.returncode == 2 and b"Traceback" not in result.stderr
 
 
