@@ -356,3 +356,34 @@ def test_every_event_and_field_the_consumer_table_names_is_in_the_catalog() -> N
         properties = json.loads((SCHEMAS / event / f"v{version}.json").read_text())["properties"]
         assert field in properties, (event, field)
     assert CONSUMERS == ("weights", "non_torch", "activation_peak", "cuda_graph", "mamba_pool")
+
+
+def test_an_arena_s_commits_are_one_figure_resting_on_its_last_commit(tmp_path: Path) -> None:
+    """Each commit states the arena's committed bytes so far: five commits are one figure, from the last line.
+
+    Version-1 events are migrated, so each carries its line, as a live run's thousands of commits would.
+    """
+    commits = [
+        json.dumps(
+            {
+                "event": "kv_arena.commit",
+                "schema_version": 1,
+                "timestamp": "2026-09-01T12:00:00Z",
+                "level": "info",
+                "pid": 7,
+                "ranks": {"tp": 0},
+                "arena_id": "7_0",
+                "offset_bytes": index * GIB,
+                "nbytes": GIB,
+                "committed_bytes": (index + 1) * GIB,
+                "measured_committed_bytes": None,
+                "duration_us": 1.0,
+            }
+        )
+        for index in range(5)
+    ]
+    path = own_events(tmp_path, *commits)
+    _, table = ledger(path)
+    [row] = table["rows"]
+    assert row["kv_committed_bytes"] == 5 * GIB
+    assert row["evidence"]["kv_committed_bytes"] == [f"{path}:5"]

@@ -189,17 +189,23 @@ def _kv_committed(source: str, events: list[Mapping[str, Any]], sample: Sample) 
     allocates at once: that is the KV memory then. None when no line says either.
     """
     stated: list[Figure] = []
+    arenas: dict[object, Figure] = {}  # an arena's events state its committed bytes so far: the last says them
     for event in events:
         name = event["event"]
+        if name.startswith("kv_arena."):
+            committed = _figure(source, event, "committed_bytes")
+            arenas[event.get("arena_id")] = committed if committed.known else arenas.get(event.get("arena_id"), UNKNOWN)
+            continue
         if name in _POOLS:
             if name == "kv_pool.swa_summary" and event.get("allocation_state") != VA:
                 continue  # the total of sub-pools already counted
             fields = ("committed_bytes",) if event.get("allocation_state") == VA else (*_POOL_FIELDS, "committed_bytes")
-        elif name in _COMMITS or name.startswith("kv_arena."):
+        elif name in _COMMITS:
             fields = ("committed_bytes",)
         else:
             continue
         stated.extend(figure for figure in (_figure(source, event, field) for field in fields) if figure.known)
+    stated.extend(figure for figure in arenas.values() if figure.known)
     if stated:
         summed = _summed(stated)
         return Figure(sample.kv_committed, summed.uncertainty, summed.evidence)
@@ -219,8 +225,8 @@ def _va(source: str, events: list[Mapping[str, Any]], sample: Sample) -> Figure:
 
 def _host(source: str, events: list[Mapping[str, Any]], sample: Sample) -> Figure:
     parts = [_figure(source, event, "host_bytes") for event in events if event["event"] == "kv_host_pool.allocation"]
-    known = [part for part in parts if part.known]
-    return Figure(sample.host, _summed(known).uncertainty, _summed(known).evidence) if known else UNKNOWN
+    known = _summed([part for part in parts if part.known])
+    return Figure(sample.host, known.uncertainty, known.evidence) if known.evidence else UNKNOWN
 
 
 def _last(source: str, events: list[Mapping[str, Any]], readings: Mapping[str, str]) -> Figure:
