@@ -59,10 +59,11 @@ def test_only_a_command_outcome_is_called_an_outcome() -> None:
     assert outcomes == []
 
 
-def test_the_command_outcomes_are_the_seven_commands_but_integrate() -> None:
+def test_the_command_outcomes_are_the_eight_commands_but_integrate() -> None:
     assert OUTCOMES == [
         "CheckOutcome",
         "FollowOutcome",
+        "LedgerOutcome",
         "MigrateOutcome",
         "PlotOutcome",
         "SummarizeOutcome",

@@ -33,6 +33,7 @@ COMMANDS = {
     "plot": "kvlog.cli.plot:plot",
     "integrate": "kvlog.cli.integrate:integrate",
     "summarize": "kvlog.cli.summarize:summarize",
+    "ledger": "kvlog.cli.ledger:ledger",
 }
 
 

@@ -1,7 +1,7 @@
 """kvlog's commands as Python functions, one per ``kvlog`` command (as alembic's ``command``).
 
-``kvlog migrate``, ``follow``, ``plot``, ``summarize``, ``validate``, ``check`` and ``integrate`` are each one
-function here.
+``kvlog migrate``, ``follow``, ``plot``, ``summarize``, ``ledger``, ``validate``, ``check`` and ``integrate``
+are each one function here.
 It takes plain arguments (paths as ``str`` or ``Path``, options as keyword arguments named like the command's
 flags), decides everything the command decides (which paths a run may write, which options conflict,
 what it does with an input it cannot read, the exit status) and returns a frozen outcome: the exit
@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from kvlog.commands._errors import BrokenMigrations
     from kvlog.commands._follow import FollowOutcome, follow
     from kvlog.commands._integrate import integrate
+    from kvlog.commands._ledger import LedgerOutcome, ledger
     from kvlog.commands._migrate import MigrateOutcome, migrate
     from kvlog.commands._plot import PlotOutcome, plot
     from kvlog.commands._summarize import SummarizeOutcome, summarize
@@ -91,6 +92,8 @@ __getattr__ = lazy_exports(
         "follow": "kvlog.commands._follow",
         "FollowOutcome": "kvlog.commands._follow",
         "integrate": "kvlog.commands._integrate",
+        "ledger": "kvlog.commands._ledger",
+        "LedgerOutcome": "kvlog.commands._ledger",
         "migrate": "kvlog.commands._migrate",
         "MigrateOutcome": "kvlog.commands._migrate",
         "BrokenMigrations": "kvlog.commands._errors",
@@ -116,6 +119,7 @@ __all__ = [
     "CommandOutcome",
     "FollowOutcome",
     "InputFailure",
+    "LedgerOutcome",
     "MigrateOutcome",
     "OptionError",
     "PlotOutcome",
@@ -125,6 +129,7 @@ __all__ = [
     "exit_status_of",
     "follow",
     "integrate",
+    "ledger",
     "migrate",
     "plot",
     "summarize",

@@ -22,13 +22,13 @@ from typing import IO, Any
 import orjson
 
 from kvlog.commands import EXIT_ERROR, EXIT_FINDINGS, EXIT_OK
-from kvlog.commands._migrate import Progress, migrate, migrated_events
+from kvlog.commands._migrate import MigrateOutcome, Progress, migrate, migrated_events
 from kvlog.errors import OptionError
 from kvlog.io import jsonline
 from kvlog.io.expansion import expand_inputs, file_identity
 from kvlog.io.inputs import STDIN
 from kvlog.io.outputs import atomic_output, stdout_binary
-from kvlog.plot.timeline import event_source, timelines
+from kvlog.plot.timeline import Timeline, event_source, timelines
 from kvlog.summary import FORMATS, FleetSummary, RunRow, render, summarize_runs
 
 
@@ -83,7 +83,58 @@ def summarize(
         raise OptionError("{output_format} {given}: one of {formats}", given=output_format, formats=", ".join(FORMATS))
     names = tuple(map(str, [inputs] if isinstance(inputs, (str, Path)) else inputs))
     if output is not None and str(output) != "-":
-        _refuse_an_input(Path(output), names)
+        refuse_an_input(Path(output), names)
+    rows: list[RunRow] = []
+    outside = 0
+
+    def take(runs: list[Timeline], letters: list[dict[str, Any]]) -> None:
+        nonlocal outside
+        part = summarize_runs(runs, letters)
+        rows.extend(part.rows)
+        outside += part.unparsed_outside_runs
+
+    migrated, count, invalid, unplaced = migrated_runs(
+        names,
+        take,
+        source=source,
+        year=year,
+        migrations=migrations,
+        jobs=jobs,
+        engine=engine,
+        ray_address=ray_address,
+        progress=progress,
+        on_notice=on_notice,
+    )
+    summary = FleetSummary(tuple(rows), outside + unplaced)
+    if migrated.problems and not migrated.report.files:  # no input was read: a table of nothing would say all is well
+        return SummarizeOutcome(EXIT_ERROR, summary, count, migrated.problems, invalid)
+    deliver(render(summary, output_format).encode(), output, stdout)
+    failed = EXIT_ERROR if migrated.problems else EXIT_OK
+    status = failed or (EXIT_OK if summary.rows else EXIT_FINDINGS)
+    return SummarizeOutcome(status, summary, count, migrated.problems, invalid)
+
+
+def migrated_runs(
+    names: tuple[str, ...],
+    take: Callable[[list[Timeline], list[dict[str, Any]]], None],
+    *,
+    source: str | None,
+    year: int | None,
+    migrations: str | Path | None,
+    jobs: int,
+    engine: str,
+    ray_address: str | None,
+    progress: Progress | None,
+    on_notice: Callable[[str], None] | None,
+) -> tuple[MigrateOutcome, int, int, int]:
+    """Migrate ``names`` and give ``take`` the timelines of each group of sources, with their files' dead letters.
+
+    The input path of every command that reads runs (``summarize``, ``ledger``): ``migrate`` reads the
+    lines, in this process (``jobs`` 1, local: the records are handed over) or through a scratch file of
+    the workers' events; either way ``take`` sees the same groups, in input order. Returns ``migrate``'s
+    outcome, how many events, how many of them invalid, and how many dead letters were of files without
+    an event (before any run of theirs).
+    """
     if jobs == 1 and engine == "local":
         collected, migrated = migrated_events(
             names,
@@ -94,40 +145,26 @@ def summarize(
             progress=progress,
             on_notice=on_notice,
         )
-        summary, count, invalid = _summarized(lambda: collected.events, collected.dead_letters)
-    else:
-        with tempfile.TemporaryDirectory(prefix="kvlog-summarize-") as scratch:
-            dead, scratch_events = Path(scratch) / "unparsed.jsonl", Path(scratch) / "events.jsonl"
-            with scratch_events.open("wb") as events:
-                migrated = migrate(
-                    names,
-                    only_events=True,
-                    source=source,
-                    year=year,
-                    migrations=migrations,
-                    dead_letter=dead,
-                    jobs=jobs,
-                    engine=engine,
-                    ray_address=ray_address,
-                    stdout=events,
-                    progress=progress,
-                    on_notice=on_notice,
-                )
-            letters = _shipped(dead) if dead.exists() else ()
-            summary, count, invalid = _summarized(lambda: _shipped(scratch_events), letters)
-    if migrated.problems and not migrated.report.files:  # no input was read: a table of nothing would say all is well
-        return SummarizeOutcome(EXIT_ERROR, summary, count, migrated.problems, invalid)
-    text = render(summary, output_format).encode()
-    if output is None or str(output) == "-":
-        sink = stdout or stdout_binary()
-        sink.write(text)
-        sink.flush()
-    else:
-        with atomic_output(str(output)) as written:  # a str: a URI is an object (kvlog.io.store)
-            written.write(text)
-    failed = EXIT_ERROR if migrated.problems else EXIT_OK
-    status = failed or (EXIT_OK if summary.rows else EXIT_FINDINGS)
-    return SummarizeOutcome(status, summary, count, migrated.problems, invalid)
+        return (migrated, *_grouped(lambda: collected.events, collected.dead_letters, take))
+    with tempfile.TemporaryDirectory(prefix="kvlog-runs-") as scratch:
+        dead, scratch_events = Path(scratch) / "unparsed.jsonl", Path(scratch) / "events.jsonl"
+        with scratch_events.open("wb") as events:
+            migrated = migrate(
+                names,
+                only_events=True,
+                source=source,
+                year=year,
+                migrations=migrations,
+                dead_letter=dead,
+                jobs=jobs,
+                engine=engine,
+                ray_address=ray_address,
+                stdout=events,
+                progress=progress,
+                on_notice=on_notice,
+            )
+        letters = _shipped(dead) if dead.exists() else ()
+        return (migrated, *_grouped(lambda: _shipped(scratch_events), letters, take))
 
 
 def _shipped(path: Path) -> Iterator[dict[str, Any]]:
@@ -143,14 +180,17 @@ def _shipped(path: Path) -> Iterator[dict[str, Any]]:
                 yield event
 
 
-def _summarized(
-    events: Callable[[], Iterable[dict[str, Any]]], dead_letters: Iterable[dict[str, Any]]
-) -> tuple[FleetSummary, int, int]:
-    """The summary of the events (each ``events()`` a pass over them) with ``dead_letters``; how many, how many invalid.
+def _grouped(
+    events: Callable[[], Iterable[dict[str, Any]]],
+    dead_letters: Iterable[dict[str, Any]],
+    take: Callable[[list[Timeline], list[dict[str, Any]]], None],
+) -> tuple[int, int, int]:
+    """Give ``take`` each group's timelines (each ``events()`` a pass over them); how many events, invalid, unplaced.
 
-    A first pass finds where each source's last event is; the second gives ``summarize_runs`` each
-    shortest stretch of events that holds all the events of its sources, with the dead letters of
-    those files, and joins the rows in order: what ``summarize_runs`` gives for all events at once.
+    A first pass finds where each source's last event is; the second gives ``take`` each shortest
+    stretch of events that holds all the events of its sources, with the dead letters of those files:
+    runs of different sources share nothing, so the rows of each group are those of the whole, and
+    memory holds one group at a time.
     """
     last: dict[str, int] = {}
     count = 0
@@ -159,8 +199,6 @@ def _summarized(
     letters: dict[str, list[dict[str, Any]]] = {}
     for letter in dead_letters:
         letters.setdefault(str(letter.get("file")), []).append(letter)
-    rows: list[RunRow] = []
-    outside = 0
     invalid: list[dict[str, Any]] = []
     group: list[dict[str, Any]] = []
     sources: set[str] = set()
@@ -171,17 +209,23 @@ def _summarized(
         sources.add(source)
         end = max(end, last[source])
         if index == end:
-            part = summarize_runs(
-                timelines(group, invalid.append), [one for name in sources for one in letters.pop(name, [])]
-            )
-            rows.extend(part.rows)
-            outside += part.unparsed_outside_runs
+            take(timelines(group, invalid.append), [one for name in sources for one in letters.pop(name, [])])
             group, sources = [], set()
-    outside += sum(map(len, letters.values()))  # lines of files without an event: before any run of theirs
-    return FleetSummary(tuple(rows), outside), count, len(invalid)
+    return count, len(invalid), sum(map(len, letters.values()))  # unplaced: lines of files without an event
 
 
-def _refuse_an_input(output: Path, inputs: tuple[str, ...]) -> None:
+def deliver(table: bytes, output: str | Path | None, stdout: IO[bytes] | None) -> None:
+    """``table`` written whole to ``output`` (or not at all), or to ``stdout`` (default the standard output)."""
+    if output is None or str(output) == "-":
+        sink = stdout or stdout_binary()
+        sink.write(table)
+        sink.flush()
+    else:
+        with atomic_output(str(output)) as written:  # a str: a URI is an object (kvlog.io.store)
+            written.write(table)
+
+
+def refuse_an_input(output: Path, inputs: tuple[str, ...]) -> None:
     """``kvlog summarize server.log -o server.log`` would replace the log with its table."""
     written = file_identity(str(output))
     for name in expand_inputs(inputs).names:

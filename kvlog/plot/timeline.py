@@ -100,6 +100,8 @@ class Timeline:
     claimed_unknown_bytes: int = 0
     #: the first input line of the run's events, where the run's lines begin (None: events without lines)
     first_line: int | None = None
+    #: the run's valid events, in order: what a reader of other figures than the drawn ones reads (``kvlog ledger``)
+    events: tuple[Mapping[str, Any], ...] = ()
 
     @property
     def overstated_bytes(self) -> int:
@@ -227,12 +229,14 @@ class _Run:
     #: backing, and whether a line states what was committed
     claimed: dict[object, tuple[int, int, bool]] = field(default_factory=dict)
     first_line: int | None = None
+    events: list[Mapping[str, Any]] = field(default_factory=list)
 
     def add(self, name: str, event: Mapping[str, Any]) -> None:
         """Take ``event`` into the run's state and sample the state it leaves, if it is about memory."""
         time = _time(event)
         if time is None:  # not a current event (kvlog migrate validates those it writes): nowhere to draw it
             return
+        self.events.append(event)
         line = migrated_line(event)
         if self.first_line is None:
             self.first_line = line
@@ -425,6 +429,7 @@ class _Run:
             claimed_committed_bytes=sum(backed for _, backed, known in claimed if known),
             claimed_unknown_bytes=sum(size for size, _, known in claimed if not known),
             first_line=self.first_line,
+            events=tuple(self.events),
         )
 
 

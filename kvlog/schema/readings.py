@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from types import MappingProxyType
-from typing import TypeGuard
+from typing import NamedTuple, TypeGuard
 
 #: each event that measures free device memory, and the field it holds it in
 FREE_DEVICE_MEMORY: Mapping[str, str] = MappingProxyType(
@@ -31,16 +31,58 @@ FREE_DEVICE_MEMORY: Mapping[str, str] = MappingProxyType(
     }
 )
 
-#: each event that states how much device memory its rank has at most, and the field: free memory before
-#: the weights load (nothing of the run is allocated yet) or the device's total. No pool of the rank and
-#: run can hold more; the migration context reads it (``kvlog.migration.context``)
-DEVICE_MEMORY: Mapping[str, str] = MappingProxyType(
+#: each event that states the device's total memory, and the field
+DEVICE_TOTAL: Mapping[str, str] = MappingProxyType(
     {
-        "weights.load_begin": "avail_bytes",
         "memory.profile": "total_bytes",
         "memory.profile_budget": "total_bytes",
     }
 )
+#: each event that states how much device memory its rank has at most, and the field: free memory before
+#: the weights load (nothing of the run is allocated yet) or the device's total. No pool of the rank and
+#: run can hold more; the migration context reads it (``kvlog.migration.context``)
+DEVICE_MEMORY: Mapping[str, str] = MappingProxyType({"weights.load_begin": "avail_bytes", **DEVICE_TOTAL})
+
+
+class ConsumerReading(NamedTuple):
+    """One event's statement of what a consumer of device memory holds: the sum of ``fields`` it sets."""
+
+    consumer: str
+    event: str
+    fields: tuple[str, ...]
+    #: each event is another allocation (a pool each), so they add up; else a later line restates the figure
+    adds: bool = False
+
+
+#: every event that states what a consumer of device memory (not the KV cache: ``KV_SET_ASIDE``) holds,
+#: one row a (consumer, event): a new wording's event joins with one row. Host memory (``kv_host_pool``)
+#: is no consumer of the device; vLLM's ``peak_torch_bytes`` (``memory.profile``) holds the weights and
+#: the activations together, so it is no consumer of its own either
+DEVICE_CONSUMERS: tuple[ConsumerReading, ...] = (
+    ConsumerReading("weights", "weights.load_end", ("mem_usage_bytes",)),
+    ConsumerReading("weights", "memory.profile_usage", ("weights_bytes",)),
+    ConsumerReading("non_torch", "memory.profile_usage", ("non_torch_bytes",)),
+    ConsumerReading("non_torch", "memory.profile", ("non_torch_bytes",)),
+    ConsumerReading("activation_peak", "memory.profile_usage", ("activation_peak_bytes",)),
+    ConsumerReading("cuda_graph", "cuda_graph.captured", ("mem_usage_bytes",)),
+    ConsumerReading(
+        "mamba_pool",
+        "mamba_pool.allocation",
+        ("conv_state_bytes", "ssm_state_bytes", "intermediate_ssm_state_bytes", "intermediate_conv_window_bytes"),
+        adds=True,
+    ),
+)
+#: each event that states the device memory set aside for the KV cache, which the engine then allocates
+#: at once (vLLM): the KV memory of a run whose log prints no pool
+KV_SET_ASIDE: Mapping[str, str] = MappingProxyType(
+    {
+        "kv_pool.memory_available": "available_bytes",
+        "memory.profile_usage": "kv_cache_bytes",
+        "memory.profile": "kv_cache_bytes",
+    }
+)
+#: each event that states the device memory the engine may use in all (total times its utilization)
+MEMORY_BUDGET: Mapping[str, str] = MappingProxyType({"memory.profile_budget": "budget_bytes"})
 #: the fields that together are a KV pool's size: K and V of an MHA pool, ``kv_bytes`` of an MLA one, a total
 POOL_SIZE_FIELDS: tuple[tuple[str, ...], ...] = (("kv_bytes",), ("k_bytes", "v_bytes"), ("total_bytes",))
 

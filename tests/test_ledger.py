@@ -1,0 +1,389 @@
+"""``kvlog ledger``: where the device memory went, per run and rank, each figure checked by hand against its line.
+
+The real-thread cases are start-ups users pasted (the thread is named on each); their arithmetic is done
+here from the printed figures, in the units the lines print (sglang's ``GB`` are GiB), so that the test
+does not lean on the code it tests.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from cli_harness import kvlog, kvlog_text
+
+from kvlog import commands
+from kvlog.ledger import CONSUMERS
+from kvlog.schema.readings import DEVICE_CONSUMERS, DEVICE_TOTAL, KV_SET_ASIDE, MEMORY_BUDGET
+
+CORPUS = Path(__file__).resolve().parent / "corpus"
+SCHEMAS = Path(__file__).resolve().parent.parent / "schemas"
+GIB = 1 << 30
+#: what a figure printed with two decimals of GiB hides: 0.005 GiB, rounded up as the migration records it
+HALF = 5368710
+
+#: sglang PR #18263 (2026-07-15, Qwen3-30B-A3B on MI300): load, pool and pool-end lines of one rank
+SGLANG_18263 = "".join(
+    (
+        "[2026-07-15 13:14:53] Load weight end. elapsed=19.09 s, type=Qwen3MoeForCausalLM, avail mem=230.20 GB, mem usage=56.98 GB.\n",  # noqa: E501
+        "[2026-07-15 13:14:54] KV Cache is allocated. dtype: torch.bfloat16, #tokens: 1669816, K size: 76.44 GB, V size: 76.44 GB\n",  # noqa: E501
+        "[2026-07-15 13:14:54] Memory pool end. avail mem=74.01 GB\n",
+    )
+)
+#: vLLM PR #14447 (2025-04-12, vLLM 0.8 on a 24 GiB card): the memory profile's budget and its parts
+VLLM_14447 = "".join(
+    (
+        "(VllmWorkerProcess pid=507) INFO 04-12 08:21:19 [worker.py:267] Memory profiling takes 17.59 seconds\n",
+        "(VllmWorkerProcess pid=507) INFO 04-12 08:21:19 [worker.py:267] the current vLLM instance can use total_gpu_memory (23.58GiB) x gpu_memory_utilization (0.99) = 23.35GiB\n",  # noqa: E501
+        "(VllmWorkerProcess pid=507) INFO 04-12 08:21:19 [worker.py:267] model weights take 21.21GiB; non_torch_memory takes 0.20GiB; PyTorch activation peak memory takes 0.37GiB; the rest of the memory reserved for KV Cache is 1.57GiB.\n",  # noqa: E501
+    )
+)
+#: vLLM PR #29335 (2025-11-24, a V1 engine): the load (``%.4f`` GiB) and the KV memory (``format_gib``)
+VLLM_29335 = "".join(
+    (
+        "(EngineCore_DP0 pid=441) INFO 11-24 11:43:54 [gpu_model_runner.py:3341] Model loading took 2.0513 GiB memory and 27.200487 seconds\n",  # noqa: E501
+        "(EngineCore_DP0 pid=441) INFO 11-24 11:44:16 [monitor.py:34] torch.compile takes 19.69 s in total\n",
+        "(EngineCore_DP0 pid=441) INFO 11-24 11:44:17 [gpu_worker.py:348] Available KV cache memory: 33.31 GiB\n",
+        "(EngineCore_DP0 pid=441) INFO 11-24 11:44:18 [kv_cache_utils.py:1234] GPU KV cache size: 1,587,648 tokens\n",
+    )
+)
+#: sglang PR #11716 (2025-10-16, TP8): four ranks' pools and pool ends, alike
+SGLANG_11716 = "".join(
+    (
+        "[2025-10-16 09:06:22 TP5] KV Cache is allocated. #tokens: 2795207, K size: 53.31 GB, V size: 53.31 GB\n",
+        "[2025-10-16 09:06:22 TP1] KV Cache is allocated. #tokens: 2795207, K size: 53.31 GB, V size: 53.31 GB\n",
+        "[2025-10-16 09:06:22 TP3] KV Cache is allocated. #tokens: 2795207, K size: 53.31 GB, V size: 53.31 GB\n",
+        "[2025-10-16 09:06:22 TP5] Memory pool end. avail mem=11.87 GB\n",
+        "[2025-10-16 09:06:22 TP6] KV Cache is allocated. #tokens: 2795207, K size: 53.31 GB, V size: 53.31 GB\n",
+        "[2025-10-16 09:06:22 TP1] Memory pool end. avail mem=11.87 GB\n",
+        "[2025-10-16 09:06:22 TP3] Memory pool end. avail mem=11.87 GB\n",
+        "[2025-10-16 09:06:22 TP6] Memory pool end. avail mem=11.87 GB\n",
+    )
+)
+
+
+def gib(printed: float) -> int:
+    return round(printed * GIB)
+
+
+def ledger(*paths: Path, **options: Any) -> tuple[int, Any]:
+    out = io.BytesIO()
+    fmt = options.pop("output_format", "json")
+    outcome = commands.ledger([str(path) for path in paths], output_format=fmt, stdout=out, **options)
+    text = out.getvalue().decode()
+    return outcome.exit_status, json.loads(text) if fmt == "json" else text
+
+
+def write(tmp_path: Path, name: str, text: str) -> Path:
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+def current(name: str, **fields: Any) -> str:
+    """A kvlog event at its newest version, every required field it is not given set to null."""
+    version = max(int(path.stem[1:]) for path in (SCHEMAS / name).glob("v*.json"))
+    schema = json.loads((SCHEMAS / name / f"v{version}.json").read_text())
+    event: dict[str, Any] = {"event": name, "schema_version": version, "level": "info", "pid": 7}
+    event |= {"timestamp": "2026-07-21T09:00:00Z", "ranks": {"tp": 0}}
+    event |= {field: None for field in schema.get("required", []) if field not in event}
+    return json.dumps(event | fields)
+
+
+def own_events(tmp_path: Path, *lines: str, name: str = "events.jsonl") -> Path:
+    return write(tmp_path, name, "".join(line + "\n" for line in lines))
+
+
+def test_an_sglang_start_up_from_a_thread_is_read_figure_by_figure(tmp_path: Path) -> None:
+    path = write(tmp_path, "sglang.log", SGLANG_18263)
+    status, table = ledger(path)
+    assert status == 0
+    [row] = table["rows"]
+    assert row["consumers"]["weights_bytes"] == gib(56.98)
+    assert row["kv_committed_bytes"] == 2 * gib(76.44)
+    assert row["free_bytes"] == gib(74.01)
+    uncertainty = row["uncertainty_bytes"]
+    assert uncertainty["weights_bytes"] == HALF
+    assert uncertainty["kv_committed_bytes"] == 2 * HALF
+    assert uncertainty["free_bytes"] == HALF
+    assert row["evidence"]["weights_bytes"] == [f"{path}:1"]
+    assert row["evidence"]["kv_committed_bytes"] == [f"{path}:2"]
+    assert row["evidence"]["free_bytes"] == [f"{path}:3"]
+    # sglang prints no device total: the unaccounted memory is unknown, never worked out from a guess
+    assert row["device_total_bytes"] is None
+    assert row["unaccounted_bytes"] is None
+    assert row["flags"] == []
+
+
+def test_a_vllm_memory_profile_from_a_thread_adds_up_to_its_budget(tmp_path: Path) -> None:
+    status, table = ledger(write(tmp_path, "vllm.log", VLLM_14447))
+    assert status == 0
+    [row] = table["rows"]
+    assert row["device_total_bytes"] == gib(23.58)
+    assert row["budget_bytes"] == gib(23.35)
+    consumers = row["consumers"]
+    assert consumers["weights_bytes"] == gib(21.21)
+    assert consumers["non_torch_bytes"] == gib(0.20)
+    assert consumers["activation_peak_bytes"] == gib(0.37)
+    assert row["kv_committed_bytes"] == gib(1.57)  # the memory set aside for the KV cache, allocated at once
+    # by hand: 21.21 + 0.20 + 0.37 + 1.57 = 23.35 GiB, the budget, within the five figures' rounding
+    parts = [consumers["weights_bytes"], consumers["non_torch_bytes"], consumers["activation_peak_bytes"]]
+    assert abs(sum(parts) + row["kv_committed_bytes"] - row["budget_bytes"]) <= 5 * HALF
+    # no CUDA-graph line: nothing was captured beyond the budget; no free memory: unaccounted unknown
+    assert consumers["cuda_graph_bytes"] is None
+    assert row["free_bytes"] is None
+    assert row["unaccounted_bytes"] is None
+    assert row["flags"] == []
+
+
+def test_a_vllm_v1_start_up_from_a_thread_carries_each_wording_s_own_rounding(tmp_path: Path) -> None:
+    path = write(tmp_path, "vllm-v1.log", VLLM_29335)
+    _, table = ledger(path)
+    [row] = table["rows"]
+    assert row["consumers"]["weights_bytes"] == gib(2.0513)
+    assert row["uncertainty_bytes"]["weights_bytes"] == 53688  # four decimals: 0.00005 GiB, rounded up
+    assert row["kv_committed_bytes"] == gib(33.31)  # set aside for the KV cache, which V1 allocates at once
+    assert row["uncertainty_bytes"]["kv_committed_bytes"] == HALF
+    assert row["evidence"] == {"weights_bytes": [f"{path}:1"], "kv_committed_bytes": [f"{path}:3"]}
+
+
+def test_a_consumer_no_line_states_is_null_in_json_empty_in_csv_and_unknown_in_text(tmp_path: Path) -> None:
+    path = write(tmp_path, "sglang.log", SGLANG_18263)
+    _, table = ledger(path)
+    [row] = table["rows"]
+    assert set(row["consumers"]) == {f"{name}_bytes" for name in CONSUMERS}
+    for name in ("non_torch_bytes", "activation_peak_bytes", "cuda_graph_bytes", "mamba_pool_bytes"):
+        assert row["consumers"][name] is None
+        assert name not in row["evidence"]
+    _, text = ledger(path, output_format="csv")
+    [record] = list(csv.DictReader(io.StringIO(text)))
+    assert record["cuda_graph_bytes"] == "" and record["weights_bytes"] == str(gib(56.98))
+    _, text = ledger(path, output_format="text")
+    assert [line.split() for line in text.splitlines() if line.strip().startswith("cuda graph")] == [
+        ["cuda", "graph", "unknown"]
+    ]
+
+
+def test_unaccounted_is_the_total_less_consumers_kv_and_free_and_is_flagged_beyond_the_threshold(
+    tmp_path: Path,
+) -> None:
+    path = own_events(
+        tmp_path,
+        current("weights.load_begin", avail_bytes=80 * GIB),
+        current("memory.profile_budget", total_bytes=80 * GIB, gpu_memory_utilization=0.9, budget_bytes=72 * GIB),
+        current("weights.load_end", mem_usage_bytes=15 * GIB),
+        current("kv_pool.allocation", layout="mha", k_bytes=25 * GIB, v_bytes=25 * GIB, allocation_state="allocated"),
+        current("kv_memory.pool_end", avail_bytes=10 * GIB),
+    )
+    status, table = ledger(path)
+    assert status == 0
+    [row] = table["rows"]
+    assert row["unaccounted_bytes"] == (80 - 15 - 50 - 10) * GIB
+    assert row["uncertainty_bytes"]["unaccounted_bytes"] == 0  # kvlog's own events state exact bytes
+    assert [flag.split(":")[0] for flag in row["flags"]] == ["unaccounted"]
+    _, table = ledger(path, unaccounted_threshold=6 * GIB)
+    assert table["rows"][0]["flags"] == []
+    done = kvlog("ledger", path, "--format", "json", "--unaccounted-threshold", "4.5")  # GiB on the command line
+    assert json.loads(done.stdout)["unaccounted_threshold_bytes"] == 4.5 * GIB
+    assert json.loads(done.stdout)["rows"][0]["flags"] != [] and b"1 run(s) and rank(s) flagged" in done.stderr
+
+
+def test_unaccounted_at_the_threshold_is_not_flagged_a_byte_beyond_is(tmp_path: Path) -> None:
+    for free, flags in ((78 * GIB, []), (78 * GIB - 1, ["unaccounted"])):
+        path = own_events(
+            tmp_path,
+            current("memory.profile_budget", total_bytes=80 * GIB, gpu_memory_utilization=0.9, budget_bytes=72 * GIB),
+            current("kv_memory.pool_end", avail_bytes=free),
+        )
+        _, table = ledger(path)
+        assert [flag.split(":")[0] for flag in table["rows"][0]["flags"]] == flags
+
+
+def test_a_budget_exceeded_after_cuda_graph_capture_is_flagged(tmp_path: Path) -> None:
+    lines = [
+        current("memory.profile_budget", total_bytes=80 * GIB, gpu_memory_utilization=0.9, budget_bytes=72 * GIB),
+        current(
+            "memory.profile_usage",
+            weights_bytes=15 * GIB,
+            non_torch_bytes=GIB,
+            activation_peak_bytes=2 * GIB,
+            kv_cache_bytes=54 * GIB,
+        ),
+    ]
+    _, table = ledger(own_events(tmp_path, *lines))
+    assert table["rows"][0]["flags"] == []  # 72 GiB of 72: within the budget
+    _, table = ledger(own_events(tmp_path, *lines, current("cuda_graph.captured", mem_usage_bytes=GIB)))
+    [row] = table["rows"]
+    assert row["consumers"]["cuda_graph_bytes"] == GIB
+    assert [flag.split(":")[0] for flag in row["flags"]] == ["budget_exceeded"]
+
+
+def test_a_kv_upper_bound_larger_than_the_device_is_flagged_and_never_added_to_memory() -> None:
+    """The golden pre-fix log's fourth run reserved 2 x 109.66 GiB of address space on a 139.06 GiB device."""
+    _, table = ledger(CORPUS / "postcapture_before_fix_2026_07.log")
+    flagged = [row for row in table["rows"] if any(flag.startswith("kv_va_above_device") for flag in row["flags"])]
+    assert [row["evidence"]["kv_va_upper_bound_bytes"] for row in flagged] == [
+        [f"{CORPUS / 'postcapture_before_fix_2026_07.log'}:31"]
+    ]
+    [row] = flagged
+    assert row["kv_va_upper_bound_bytes"] == 2 * 117746528420
+    # reserved, and the post-capture line sized the pool without printing its bytes: the KV memory is
+    # unknown, neither the address space nor 0
+    assert row["kv_committed_bytes"] is None
+
+
+def test_ranks_of_one_run_that_differ_beyond_their_rounding_are_flagged(tmp_path: Path) -> None:
+    _, table = ledger(write(tmp_path, "tp8.log", SGLANG_11716))
+    assert len(table["rows"]) == 4
+    assert all(row["flags"] == [] for row in table["rows"])  # alike: no flag
+    differing = SGLANG_11716.replace(
+        "[2025-10-16 09:06:22 TP6] Memory pool end. avail mem=11.87 GB",
+        "[2025-10-16 09:06:22 TP6] Memory pool end. avail mem=11.85 GB",
+    )
+    _, table = ledger(write(tmp_path, "tp8.log", differing))
+    assert all(row["flags"] == ["ranks_differ: free"] for row in table["rows"])
+    within = SGLANG_11716.replace(
+        "[2025-10-16 09:06:22 TP6] Memory pool end. avail mem=11.87 GB",
+        "[2025-10-16 09:06:22 TP6] Memory pool end. avail mem=11.86 GB",
+    )
+    _, table = ledger(write(tmp_path, "tp8.log", within))
+    assert all(row["flags"] == [] for row in table["rows"])  # 0.01 GiB apart: within both roundings
+
+
+@pytest.mark.parametrize("log", sorted(CORPUS.glob("*.log")), ids=lambda path: path.name)
+def test_every_row_of_the_golden_logs_adds_up_within_its_uncertainty(log: Path) -> None:
+    status, table = ledger(log)
+    assert status in (0, 1)
+    lines = log.read_bytes().splitlines()
+    for row in table["rows"]:
+        known = {name: value for name, value in row["consumers"].items() if value is not None}
+        for name, figure in [*known.items(), ("kv_committed_bytes", row["kv_committed_bytes"])]:
+            assert figure is None or figure >= 0, (name, row)
+        for name, where in row["evidence"].items():  # each figure names lines of the log that print memory
+            for at in where:
+                file, _, line = at.rpartition(":")
+                if file.startswith("(events of process"):  # a current kvlog event is kept as is: it has no line
+                    assert line == row["evidence"][name][0].rpartition(":")[2] and "." in line
+                    continue
+                assert file == str(log) and line.isdigit() and int(line) <= len(lines), (name, at)
+        if row["unaccounted_bytes"] is not None:
+            parts = sum(known.values()) + (row["kv_committed_bytes"] or 0) + row["free_bytes"]
+            assert row["unaccounted_bytes"] == row["device_total_bytes"] - parts
+            rounding = row["uncertainty_bytes"]
+            assert rounding["unaccounted_bytes"] == sum(
+                v
+                for k, v in rounding.items()
+                if k != "unaccounted_bytes" and k in {*known, "device_total_bytes", "kv_committed_bytes", "free_bytes"}
+            )
+
+
+def test_the_weights_and_free_memory_are_summarize_s() -> None:
+    """One reading of a run: the ledger's figures are those ``kvlog summarize`` shows for the same rows."""
+    log = CORPUS / "gen1_early_2025.log"
+    out = io.BytesIO()
+    commands.summarize([str(log)], output_format="json", stdout=out)
+    summary = json.loads(out.getvalue())["runs"]
+    _, table = ledger(log)
+    assert [(row["ranks"], row["run"]) for row in table["rows"]] == [(row["ranks"], row["run"]) for row in summary]
+    assert [row["consumers"]["weights_bytes"] for row in table["rows"]] == [row["weights_bytes"] for row in summary]
+
+
+def test_the_text_form_fits_100_columns(tmp_path: Path) -> None:
+    path = write(
+        tmp_path, "a-server-log-with-a-name-long-enough-to-overflow-a-terminal-line-on-its-own.log", SGLANG_18263
+    )
+    _, text = ledger(path, output_format="text")
+    assert max(map(len, text.splitlines())) <= 100
+    assert "56.98 GiB" in text and "± 5.12 MiB" in text and "line 1" in text
+
+
+def test_every_format_carries_the_same_figures(tmp_path: Path) -> None:
+    path = write(tmp_path, "vllm.log", VLLM_14447)
+    _, table = ledger(path)
+    _, text = ledger(path, output_format="csv")
+    [record] = list(csv.DictReader(io.StringIO(text)))
+    [row] = table["rows"]
+    assert int(record["device_total_bytes"]) == row["device_total_bytes"]
+    assert int(record["weights_bytes"]) == row["consumers"]["weights_bytes"]
+    assert int(record["weights_uncertainty_bytes"]) == row["uncertainty_bytes"]["weights_bytes"]
+    assert record["weights_evidence"] == f"{path}:3"
+    assert record["unaccounted_bytes"] == ""
+
+
+def test_the_ledger_is_the_same_on_worker_processes() -> None:
+    logs = [CORPUS / "gen1_early_2025.log", CORPUS / "postcapture_before_fix_2026_07.log"]
+    assert ledger(*logs, output_format="csv") == ledger(*logs, output_format="csv", jobs=2)
+
+
+def test_exit_statuses_are_summarize_s(tmp_path: Path) -> None:
+    quiet = write(tmp_path, "quiet.log", "[2026-07-15 13:14:53] Server is ready.\n")
+    result = kvlog("ledger", quiet, "--format", "json")
+    assert result.returncode == 1  # no memory event: an empty ledger, as summarize writes an empty table
+    assert json.loads(result.stdout)["rows"] == []
+    result = kvlog("ledger", tmp_path / "missing.log")
+    assert result.returncode == 2 and result.stdout == b""
+    assert b"missing.log" in result.stderr
+    readable = write(tmp_path, "sglang.log", SGLANG_18263)
+    result = kvlog("ledger", tmp_path / "missing.log", readable, "--format", "json")
+    assert result.returncode == 2  # the other inputs are still read
+    assert [row["source"] for row in json.loads(result.stdout)["rows"]] == [str(readable)]
+    result = kvlog("ledger", readable, "--unaccounted-threshold", "-1")
+    assert result.returncode == 2 and b"Traceback" not in result.stderr
+
+
+def test_the_cli_writes_the_ledger_to_a_file_and_says_what_it_flagged(tmp_path: Path) -> None:
+    output = tmp_path / "ledger.csv"
+    result = kvlog_text("ledger", CORPUS / "postcapture_before_fix_2026_07.log", "--format", "csv", "-o", output)
+    assert result.returncode == 0 and result.stdout == ""
+    assert "flagged" in result.stderr
+    assert next(csv.DictReader(output.open()))["source"].endswith("postcapture_before_fix_2026_07.log")
+    log = tmp_path / "sglang.log"
+    log.write_text(SGLANG_18263)
+    result = kvlog_text("ledger", log, "-o", log)
+    assert result.returncode == 2 and log.read_text() == SGLANG_18263
+
+
+def test_every_event_and_field_the_consumer_table_names_is_in_the_catalog() -> None:
+    """A catalog change that renames a consumer's field must change the table too, or this fails."""
+    named = [(reading.event, field) for reading in DEVICE_CONSUMERS for field in reading.fields]
+    named += [*DEVICE_TOTAL.items(), *KV_SET_ASIDE.items(), *MEMORY_BUDGET.items()]
+    for event, field in named:
+        version = max(int(path.stem[1:]) for path in (SCHEMAS / event).glob("v*.json"))
+        properties = json.loads((SCHEMAS / event / f"v{version}.json").read_text())["properties"]
+        assert field in properties, (event, field)
+    assert CONSUMERS == ("weights", "non_torch", "activation_peak", "cuda_graph", "mamba_pool")
+
+
+def test_an_arena_s_commits_are_one_figure_resting_on_its_last_commit(tmp_path: Path) -> None:
+    """Each commit states the arena's committed bytes so far: five commits are one figure, from the last line.
+
+    Version-1 events are migrated, so each carries its line, as a live run's thousands of commits would.
+    """
+    commits = [
+        json.dumps(
+            {
+                "event": "kv_arena.commit",
+                "schema_version": 1,
+                "timestamp": "2026-09-01T12:00:00Z",
+                "level": "info",
+                "pid": 7,
+                "ranks": {"tp": 0},
+                "arena_id": "7_0",
+                "offset_bytes": index * GIB,
+                "nbytes": GIB,
+                "committed_bytes": (index + 1) * GIB,
+                "measured_committed_bytes": None,
+                "duration_us": 1.0,
+            }
+        )
+        for index in range(5)
+    ]
+    path = own_events(tmp_path, *commits)
+    _, table = ledger(path)
+    [row] = table["rows"]
+    assert row["kv_committed_bytes"] == 5 * GIB
+    assert row["evidence"]["kv_committed_bytes"] == [f"{path}:5"]
