@@ -12,7 +12,9 @@ the line shows, the figure hides the rounding to two decimals, so its half-width
 ``grouped`` is an integer printed with thousands separators (``f"{n:,}"``, ``1,234,567``; plain digits
 are read too). kvlog's own lines use scaled units
 (``kvlog.text.units``): ``iec`` bytes in B, KiB, ... EiB and ``us`` a duration in microseconds, each
-printed in the unit that shows it, to 3 significant digits. ``Template.parser`` compiles a template
+printed in the unit that shows it, to 3 significant digits. A unit-less text slot takes one word, or a
+phrase where a space and the template's own words follow it (``Capture {name} CUDA graph end.``):
+servers interpolate phrases there, and those words end it. ``Template.parser`` compiles a template
 into an anchored regular expression whose placeholders are typed captures and whose sections are
 optional groups, so rendering and parsing cannot drift apart. Which templates are today's wording is
 ``kvlog.text.wording``'s business; old servers' wordings are data in ``migrations/sglang-text/``.
@@ -398,6 +400,21 @@ _DIGITS = "[0-9]{1,20}"
 _DECIMAL = "[0-9]{1,15}(?:[.][0-9]{1,20})?"
 _NUMBER = "-?[0-9]{1,20}(?:[.][0-9]{1,20})?(?:e[-+]?[0-9]{1,3})?"
 _TEXT_LIMIT = 1024
+#: after a text slot: a space, then the template's own words (not another slot, not the end). A server
+#: interpolates phrases there (sglang's ``Capture {capture_name} CUDA graph end.``, ``target decode``):
+#: the slot takes a phrase, up to the first place those words appear (``_phrase``); elsewhere it takes one
+#: word, as a phrase there would have no words of the template to end it
+_PHRASE_FOLLOWS = re.compile(r" +[^\s{]")
+
+
+def _phrase(following: str) -> str:
+    """A phrase slot's expression: up to 256 characters of a line not holding ``following``, the next words.
+
+    So the phrase ends where those words first appear, and nowhere later: a line that says the
+    words twice is not read with the first of them swallowed into the phrase (with the figure
+    between them), as a lazy ``.*?`` would once the rest of the line failed after its first stop.
+    """
+    return f"(?:(?!{re.escape(following)})[^\\r\\n]){{1,256}}"
 
 
 class TemplateParser:
@@ -410,11 +427,16 @@ class TemplateParser:
         flat = _SECTION_MARK.sub("", template.text)
         #: a field printed twice (``{total_bytes:gib2} GB (={total_bytes} B)``) gets a capture per place
         self._captures: list[tuple[str, str | None, str]] = []  # (field, unit, the character after it)
+        #: the text slots that take a phrase (see ``_PHRASE_FOLLOWS``), by place: the template's words after it
+        self._phrases: dict[int, str] = {}
         for m in PLACEHOLDER.finditer(flat):
             unit = m.group(2)
             if unit is not None and unit not in UNITS and unit not in SCALED and unit != WORDS:
                 known = ", ".join([*UNITS, *SCALED, WORDS])
                 raise ValueError(f"unknown unit {unit!r} in template {template.text!r} (units: {known})")
+            if unit is None and _PHRASE_FOLLOWS.match(flat, m.end()):
+                following = PLACEHOLDER.search(flat, m.end())
+                self._phrases[len(self._captures)] = flat[m.end() : following.start() if following else len(flat)]
             self._captures.append((m.group(1), unit, flat[m.end()] if m.end() < len(flat) else ""))
         self._placed = 0
         #: every way a matching message can begin ("" when any start is possible): a cheap first test
@@ -512,6 +534,8 @@ class TemplateParser:
             body = f"-?{_DIGITS}" if syntax.signed else _DIGITS
         elif syntax.kind == "number":
             body = _NUMBER
+        elif place in self._phrases:
+            body = _phrase(self._phrases[place])
         else:
             excluded = r"\s" if not stop or stop.isspace() else re.escape(stop) + r"\r\n"
             body = f"[^{excluded}]{{1,{_TEXT_LIMIT}}}"
