@@ -45,6 +45,7 @@ class InferenceRule(StrEnum):
     NO_POST_CAPTURE_BEFORE_START_UP_END = "no-post-capture-before-start-up-end"
     DEVICE_MEMORY_BOUND = "device-memory-bound"
     MARKED_INFERRED = "marked-inferred"
+    CONTINUATION_LINE = "continuation-line"
 
 
 #: the evidence of the rules that always rest on the same fact (the others quote the line they read)
@@ -53,7 +54,13 @@ EVIDENCE: Final[Mapping[InferenceRule, str]] = {
     InferenceRule.NAIVE_TIME_AS_UTC: "sglang prints local time without a zone; read as UTC",
     InferenceRule.PREVIOUS_LINE_TIMESTAMP: "the line has no timestamp; the last one printed before it",
     InferenceRule.MARKED_INFERRED: "the line marks it (inferred: ...), as kvlog migrate --format text writes",
+    InferenceRule.CONTINUATION_LINE: (
+        "the line ends inside a known wording, and the next line, with no prefix of its own, completes it: "
+        "one record wrapped over both (evidence_line is its last line)"
+    ),
 }
+#: where ``migrated.inferred`` records the last line of a record the input split over lines (``CONTINUATION_LINE``)
+LAST_LINE: Final = "last_line"
 #: rules under which the timestamp was not on the line: writing the line back must not invent one
 TIMESTAMP_NOT_ON_LINE: Final = frozenset({InferenceRule.NO_TIMESTAMP, InferenceRule.PREVIOUS_LINE_TIMESTAMP})
 

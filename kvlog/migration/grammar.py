@@ -125,6 +125,17 @@ class Generation:
                 return Recognised(self, rule, parsed)
         return None
 
+    def cut(self, message: str) -> Rule | None:
+        """The first rule of which ``message`` is a line ended early (``TemplateParser.cut``), if any.
+
+        Only on a line no rule read: a cut may end before a wording's first words are complete.
+        """
+        for rule in self.rules:
+            starts = rule.parser.starts
+            if any(message.startswith(s) or s.startswith(message) for s in starts) and rule.parser.cut(message):
+                return rule
+        return None
+
     @cached_property
     def starts(self) -> tuple[str, ...]:
         """Every way a message this generation reads can begin: most lines are rejected by this alone."""

@@ -400,6 +400,10 @@ _DIGITS = "[0-9]{1,20}"
 _DECIMAL = "[0-9]{1,15}(?:[.][0-9]{1,20})?"
 _NUMBER = "-?[0-9]{1,20}(?:[.][0-9]{1,20})?(?:e[-+]?[0-9]{1,3})?"
 _TEXT_LIMIT = 1024
+#: the longest message ``TemplateParser.cut`` looks at (a memory line is a few hundred characters)
+_CUT_LIMIT = 4096
+#: the fewest of a wording's own first words a cut line holds, when a slot comes before them
+_CUT_MIN_WORDS = 8
 #: after a text slot: a space, then the template's own words (not another slot, not the end). A server
 #: interpolates phrases there (sglang's ``Capture {capture_name} CUDA graph end.``, ``target decode``):
 #: the slot takes a phrase, up to the first place those words appear (``_phrase``); elsewhere it takes one
@@ -454,6 +458,87 @@ class TemplateParser:
     def parse(self, message: str, *, whole: bool = True) -> Parsed | None:
         """The fields of ``message`` if it is this template's wording (``whole=False``: if it starts with it)."""
         return self._read(self.pattern.fullmatch(message) if whole else self.pattern.match(message))
+
+    def cut(self, message: str) -> bool:
+        """Whether ``message`` is this wording ended early: a proper beginning of one of its lines, not a whole one.
+
+        A record cut in transit (a paste, a truncated file) is dead-lettered as such, and the line after
+        it may complete it (``kvlog.migration.transit``). A figure at the very end of the
+        message, without what the wording prints after it (``12.0`` of ``12.02 GiB``), is such a cut.
+        """
+        if len(message) > _CUT_LIMIT or self.pattern.fullmatch(message) is not None:
+            return False
+        return self._cut_pattern.fullmatch(message) is not None
+
+    @cached_property
+    def _cut_pattern(self) -> re.Pattern[str]:
+        """Every beginning of a line of this wording (the empty one too), compiled on first use by ``cut``."""
+        self._placed = 0
+        return re.compile(self._beginnings(self._items(_sections(self.template.text))), re.DOTALL)
+
+    def _items(self, parts: list[Any]) -> list[tuple[str, Any]]:
+        """The template's parts as ``("text", literal)``, ``("slot", place)`` and ``("section", items)``, in order."""
+        items: list[tuple[str, Any]] = []
+        for part in parts:
+            if isinstance(part, str):
+                position = 0
+                for m in PLACEHOLDER.finditer(part):
+                    items += [("text", part[position : m.start()]), ("slot", self._placed)]
+                    self._placed += 1
+                    position = m.end()
+                items.append(("text", part[position:]))
+            else:
+                items.append(("section", self._items(part)))
+        return [item for item in items if item != ("text", "")]
+
+    def _whole(self, items: list[tuple[str, Any]]) -> str:
+        out = []
+        for kind, value in items:
+            if kind == "text":
+                out.append(re.escape(value))
+            elif kind == "slot":
+                out.append(f"(?:{self._capture(value)})")
+            else:
+                out.append(f"(?:{self._whole(value)})?")
+        return "".join(out)
+
+    def _beginnings(self, items: list[tuple[str, Any]], entered: bool = False) -> str:
+        """An expression of every beginning of what ``items`` print: it ends inside the first, or goes on past it.
+
+        A beginning holds some of the wording's own words (``entered``): one that ends inside a slot
+        the wording begins with (``{label:words} KV Cache …``) would be every line.
+        """
+        if not items:
+            return ""
+        (kind, value), rest = items[0], items[1:]
+        if kind == "text":
+            shortest = 0 if entered else min(len(value), _CUT_MIN_WORDS)
+            ends = "|".join(re.escape(value[:size]) for size in range(shortest, len(value)))
+            going_on = f"{re.escape(value)}{self._beginnings(rest, True)}"
+            return f"(?:{ends}|{going_on})" if ends else f"(?:{going_on})"
+        if kind == "slot":
+            going_on = f"(?:{self._capture(value)}){self._beginnings(rest, entered)}"
+            beginning = self._slot_beginning(value) if entered else None
+            return f"(?:{beginning}|{going_on})" if beginning is not None else f"(?:{going_on})"
+        inside = self._beginnings(value, entered)
+        past = f"(?:{self._whole(value)}){self._beginnings(rest, entered or _has_text(value))}"
+        return f"(?:{inside}|{past}|{self._beginnings(rest, entered)})"
+
+    def _slot_beginning(self, place: int) -> str | None:
+        """What the beginning of a slot's value may look like: a figure's digits so far, a word's letters.
+
+        None for a phrase: any text begins one, so a line ending inside it is not told from any other.
+        """
+        name, unit, stop = self._captures[place]
+        if unit == WORDS or place in self._phrases:
+            return None
+        if unit in SCALED:
+            return "[0-9.]{0,40}(?: ?[A-Za-z]{0,3})?"
+        syntax = self._syntax[name]
+        if unit is not None or (syntax.kind != "string" and not syntax.choices):
+            return "-?[0-9.,e+]{0,40}"
+        excluded = r"\s" if not stop or stop.isspace() else re.escape(stop) + r"\r\n"
+        return f"[^{excluded}]{{0,{_TEXT_LIMIT}}}"
 
     def parse_glued(self, message: str, follower: re.Pattern[str]) -> Parsed | None:
         """The fields of ``message`` if it is this template's wording followed by text ``follower`` matches."""
@@ -540,6 +625,11 @@ class TemplateParser:
             excluded = r"\s" if not stop or stop.isspace() else re.escape(stop) + r"\r\n"
             body = f"[^{excluded}]{{1,{_TEXT_LIMIT}}}"
         return f"{body}|None" if syntax.nullable else body
+
+
+def _has_text(items: list[tuple[str, Any]]) -> bool:
+    """Whether ``TemplateParser._items`` hold any of the wording's own words (outside a nested section too)."""
+    return any(kind == "text" or (kind == "section" and _has_text(value)) for kind, value in items)
 
 
 def read_figure(text: str, unit: str) -> tuple[int | float, int]:
