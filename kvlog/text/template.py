@@ -609,9 +609,9 @@ class TemplateParser:
         if unit == GROUPED:
             return _GROUPED
         if unit == "gib4":
-            return _GIB4
-        if unit is not None:
-            return _DIGITS if UNITS[unit][1] == 0 else _DECIMAL
+            return ("-?" if self._syntax[name].signed else "") + _GIB4
+        if unit is not None:  # signed where the schema lets the figure be negative (a difference the server prints)
+            return ("-?" if self._syntax[name].signed else "") + (_DIGITS if UNITS[unit][1] == 0 else _DECIMAL)
         syntax = self._syntax[name]
         if syntax.choices:
             body = "|".join(re.escape(c) for c in sorted(syntax.choices, key=len, reverse=True))
