@@ -49,6 +49,7 @@ class InferenceRule(StrEnum):
     DEVICE_MEMORY_BOUND = "device-memory-bound"
     MARKED_INFERRED = "marked-inferred"
     WRAPPER_TIMESTAMP = "wrapper-timestamp"
+    CONTINUATION_LINE = "continuation-line"
 
 
 class Wrapper(StrEnum):
@@ -95,7 +96,13 @@ EVIDENCE: Final[Mapping[InferenceRule, str]] = {
     InferenceRule.PREVIOUS_LINE_TIMESTAMP: "the line has no timestamp; the last one printed before it",
     InferenceRule.NEXT_LINE_TIMESTAMP: "the line has no timestamp, nor any line before it; the next one printed",
     InferenceRule.MARKED_INFERRED: "the line marks it (inferred: ...), as kvlog migrate --format text writes",
+    InferenceRule.CONTINUATION_LINE: (
+        "the line ends inside a known wording, and the next line, with no prefix of its own, completes it: "
+        "one record wrapped over both (evidence_line is its last line)"
+    ),
 }
+#: where ``migrated.inferred`` records the last line of a record the input split over lines (``CONTINUATION_LINE``)
+LAST_LINE: Final = "last_line"
 #: rules under which the timestamp was not on the line: writing the line back must not invent one
 TIMESTAMP_NOT_ON_LINE: Final = frozenset(
     {InferenceRule.NO_TIMESTAMP, InferenceRule.PREVIOUS_LINE_TIMESTAMP, InferenceRule.NEXT_LINE_TIMESTAMP}

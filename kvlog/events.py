@@ -679,33 +679,39 @@ _SETTERS_KvPoolExtended = slot_setters(KvPoolExtended)
 
 @dataclass(frozen=True, slots=True, kw_only=True, init=False)
 class KvPoolMemoryAvailable(Event):
-    """Memory available for the KV cache (``kv_pool.memory_available`` v1).
+    """Memory available for the KV cache (``kv_pool.memory_available`` v2).
 
-    Device memory the engine set aside for the KV cache before sizing the pool (sglang prints it on
-    NPU builds).
+    Device memory the engine set aside for the KV cache before sizing the pool (vLLM's `Available KV
+    cache memory`, sglang's NPU line). Both compute it as a difference (the budget less what the
+    model needs), so it is negative when the model does not fit: v2 reads the sign, and says so in
+    deficit.
     """
 
     EVENT: ClassVar[str] = "kv_pool.memory_available"
-    VERSION: ClassVar[int] = 1
+    VERSION: ClassVar[int] = 2
 
     available_bytes: int
+    deficit: bool
     ext: dict[str, Any] | None = None
 
     def __init__(
         self,
         *,
         available_bytes: int,
+        deficit: bool,
         ext: dict[str, Any] | None = None,
     ) -> None:
         setters = _SETTERS_KvPoolMemoryAvailable
         setters[0](self, available_bytes)
-        setters[1](self, ext)
+        setters[1](self, deficit)
+        setters[2](self, ext)
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
             "event": "kv_pool.memory_available",
-            "schema_version": 1,
+            "schema_version": 2,
             "available_bytes": self.available_bytes,
+            "deficit": self.deficit,
         }
         if self.ext is not None:
             out["ext"] = self.ext

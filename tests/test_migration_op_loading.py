@@ -160,7 +160,7 @@ def test_a_text_step_whose_hook_writes_a_string_fails_to_load_naming_its_file(tm
 
 
 def test_an_unknown_hook_names_the_registered_ones() -> None:
-    with pytest.raises(OpError, match=r"unknown hook 'nope' \(registered: pid_from_arena_id\)"):
+    with pytest.raises(OpError, match=r"unknown hook 'nope' \(registered: deficit_from_sign, pid_from_arena_id\)"):
         compile_op(spec("hook", name="nope"))
 
 

@@ -30,7 +30,7 @@ from typing import IO, Any, Literal
 
 import orjson
 
-from kvlog.envelope import EVIDENCE, InferenceRule, Wrapper, ordered
+from kvlog.envelope import EVIDENCE, LAST_LINE, InferenceRule, Wrapper, ordered
 from kvlog.io import jsonline
 from kvlog.io.errors import InputError, LineError
 from kvlog.io.inputs import OverlongLine
@@ -45,6 +45,7 @@ from kvlog.migration.ops import Op, mark_inferred, provenance, source_format
 from kvlog.migration.records import Downstream, Record
 from kvlog.migration.report import MigrationReport
 from kvlog.migration.steps import Chain
+from kvlog.migration.transit import CUT_MIN_CHARACTERS, Open, cut_reason, joined, unglued
 from kvlog.schema.catalog import catalog_version
 from kvlog.schema.event_validator import EventValidator
 from kvlog.text.prefix import SERVERS, LinePrefix, ServerPrefix
@@ -116,6 +117,14 @@ class Family:
             self.shapes.clear()
         self.read[message] = found
         return found
+
+    def cut(self, message: str) -> str | None:
+        """The wording ``message`` is a beginning of, ended early (None: none), for a line no wording read."""
+        for generation in self.generations:
+            rule = generation.cut(message)
+            if rule is not None:
+                return rule.template.text
+        return None
 
     def _first(self, message: str) -> Recognised | None:
         for glued_after in (False, True):
@@ -310,6 +319,8 @@ class FileRun:
         self.open_line = False  # the last passthrough segment ended inside a line
         #: while ``messages`` reads: the header of each of its lines, and the number of the first
         self._said: tuple[list[LinePrefix], int] | None = None
+        #: a line that ended inside a known wording, until the next line completes it or not (``_continued``)
+        self._open: Open | None = None
 
     def take(self, pieces: Iterable[tuple[bool | None, bytes, int, int]]) -> None:
         """Migrate what ``segments`` or ``split`` found: candidate lines one by one, the rest in runs."""
@@ -329,6 +340,7 @@ class FileRun:
         them a megabyte at once. An ``OverlongLine`` is a line the tailer read past: one line, reported.
         """
         if isinstance(lines, OverlongLine):
+            self._close()
             self.passthrough(b"\n", 0, 1)
             self.overlong(lines.head, lines.length)
             return
@@ -361,6 +373,7 @@ class FileRun:
         lettered with its first bytes and its length, and fails ``--strict``, whatever its words (as
         ``kvlog validate`` reports a line too long for an event). It is copied, never parsed.
         """
+        self._close()
         self.report.overlong_lines += 1
         reason = f"a line of {length} bytes, over the {MAX_LINE_BYTES >> 10} KiB a memory line may take: not read"
         text = log_text(head[:OVERLONG_TEXT_BYTES])
@@ -371,10 +384,12 @@ class FileRun:
     @property
     def written_lines(self) -> int:
         """How many input lines have all their output written: nothing before them is held back."""
-        return self.number - self.held_lines
+        return self.number - self.held_lines - (self._open is not None)
 
     def release_through(self, line: int, bound: str) -> None:
         """Give up waiting for evidence for every event read on ``line`` or before (the look-ahead ``bound``)."""
+        if self._open is not None and self._open.line <= line:
+            self._close()
         for item, _, _ in self.held:
             if isinstance(item, Held) and not item.resolved and item.line <= line:
                 self.context.give_up(item, bound)
@@ -387,6 +402,13 @@ class FileRun:
         A segment may end inside a line (a line over ``MAX_LINE_BYTES`` streams through in pieces, and
         a log may end without a newline): a line is counted once, in the segment where it starts.
         """
+        if self._open is not None:  # the first line may complete the line before it
+            first = data.find(b"\n", start, end) + 1
+            if first and not self.open_line and self._continued(bytes(data[start:first])):
+                start = first
+                if start == end:
+                    return
+            self._close()
         ends_open = data[end - 1] != 0x0A
         lines = data.count(b"\n", start, end) + ends_open - self.open_line
         self.open_line = ends_open
@@ -408,6 +430,8 @@ class FileRun:
             self._correct(corrections)
 
     def _line(self, raw: bytes) -> None:
+        if self._open is not None and self._continued(raw):
+            return
         self.number += 1
         body = raw[:-1] if raw.endswith(b"\n") else raw
         said = None if self._said is None else self._said[0][self.number - self._said[1]]
@@ -419,18 +443,71 @@ class FileRun:
         else:
             held = self._text(raw, body, said)
         if held is None:
-            if not self.migrator.options.only_events:
-                self._emit(raw, 1)
-                return
-            self.report.changed_lines += 1
-            if self.held:
-                self._emit(b"", 1)
+            if self._open is None or self._open.line != self.number:  # else it waits for the next line
+                self._copy(raw, 1)
             return
         assert held.source_version is not None, "every event read from a line has the version it said"
         self.context.observe(held, held.source_version)
         self._emit(held, 1)
 
+    def _copy(self, raw: bytes, lines: int) -> None:
+        """Input ``lines`` that make no event, copied through as read (dropped, and counted, with ``only_events``)."""
+        if not self.migrator.options.only_events:
+            self._emit(raw, lines)
+            return
+        self.report.changed_lines += lines
+        if self.held:
+            self._emit(b"", lines)
+
+    def _continued(self, raw: bytes) -> bool:
+        """Whether ``raw``, the line after an open one, completes it: if so, the two are read as one record.
+
+        It does when it has no prefix of its own, reads as nothing alone, and the two lines read as a known
+        wording once joined as a wrap splits them (``transit.joined``). The event is the first line's
+        (its number, its time) and names the second in ``migrated.inferred.last_line``; its bytes are both lines'.
+        Otherwise the open line is closed (dead-lettered as cut) by the caller's ``_close``.
+        """
+        opened = self._open
+        assert opened is not None, "only called on an open line"
+        body = raw[:-1] if raw.endswith(b"\n") else raw
+        try:
+            text = body.decode("utf-8")
+        except UnicodeDecodeError:
+            self._close()
+            return False
+        if self._message(text, None) != text or self._recognise(text) is not None:
+            self._close()  # a record of its own
+            return False
+        whole = next((both for both in joined(opened.text, text) if self._recognise(both) is not None), None)
+        if whole is None:
+            self._close()
+            return False
+        self._open = None
+        held = self._text(opened.raw + raw, whole.encode(), None)  # read at the open line's number
+        self.number += 1
+        if held is None:  # a companion line, split
+            self._copy(opened.raw + raw, 2)
+            return True
+        rule = InferenceRule.CONTINUATION_LINE
+        mark_inferred(held.event, LAST_LINE, rule, EVIDENCE[rule], self.number)
+        assert held.source_version is not None, "every event read from a line has the version it said"
+        self.context.observe(held, held.source_version)
+        self._emit(held, 2)
+        return True
+
+    def _close(self) -> None:
+        """The open line, if any, completed by no line: dead-lettered as a cut record, and copied through."""
+        opened, self._open = self._open, None
+        if opened is None:
+            return
+        reason = cut_reason(opened)
+        self.report.unparsed(self.file, opened.line, reason, opened.text)
+        if self.dead is not None:
+            self.dead({"file": self.file, "line": opened.line, "reason": reason, "text": opened.text})
+        self._copy(opened.raw, 1)
+
     def finish(self) -> None:
+        self._close()
         self.context.finish()
         self._undated_give_up(self.number)
         self._flush()
@@ -450,6 +527,10 @@ class FileRun:
             return None
         found = self._recognise(text, said)
         if found is None:
+            wording = self._cut(text) if said is None and self._open is None else None
+            if wording is not None:  # it may go on on the next line: ``_continued``
+                self._open = Open(raw, self.number, text, wording)
+                return None
             servers = self.family.server if self.family else " or ".join(f.server for f in self.migrator.families)
             self._unparsed(text, f"looks like a memory line but matches no known {servers} wording", said=said)
             return None
@@ -604,7 +685,7 @@ class FileRun:
         return text
 
     def _recognise(self, text: str, said: LinePrefix | None = None) -> Found | None:
-        """Try the line as printed, then what follows its last carriage return (a tqdm bar glued before it).
+        """Try the line as printed, then what follows a progress bar glued before it (``transit.unglued``).
 
         A printed line is first taken out of its wrappers (``kvlog.text.wrappers``), which then go
         with what was read; a record's message (``said``) has none.
@@ -613,7 +694,7 @@ class FileRun:
         """
         stripped = text.rstrip(" \t\r")
         family = self.family
-        if family is not None and "\r" not in stripped:
+        if family is not None and "\r" not in stripped and "<" not in stripped:  # no progress bar drawn before it
             # what is tried first below, without the wrappers or the list of attempts: the line as printed,
             # read as the server this input's lines were read as (nearly every line of a log), whole. A
             # wrapper before a line leaves no prefix to read; one after it (Ray's count, a colour's reset)
@@ -632,9 +713,9 @@ class FileRun:
     def _read(self, stripped: str, said: LinePrefix | None) -> tuple[Recognised, LinePrefix, str] | None:
         """``_recognise`` on a line out of its wrappers."""
         attempts = [(stripped, "")]
-        if "\r" in stripped:
-            before, _, tail = stripped.rpartition("\r")
-            attempts.append((tail, before + "\r"))
+        glued = unglued(stripped)  # a progress bar drawn before the line (``kvlog.migration.transit``)
+        if glued is not None:  # the record after it first: a wording that opens with a label would take the bar
+            attempts.insert(0, (glued[1], glued[0]))
         families = self.migrator.families
         if self.family is not None and self.family is not families[0]:
             families = [self.family, *(f for f in families if f is not self.family)]
@@ -647,6 +728,22 @@ class FileRun:
                 if recognised is not None:
                     self.family = family
                     return recognised, prefix, before
+        return None
+
+    def _cut(self, text: str) -> str | None:
+        """The wording a line that no wording read begins, ended early (None: it is no such line).
+
+        As ``_recognise`` tries it: the line as printed, then what follows a progress bar glued before it.
+        """
+        stripped = text.rstrip(" \t\r")
+        glued = unglued(stripped)
+        for candidate in (stripped,) if glued is None else (stripped, glued[1]):
+            for family in self.migrator.families:
+                message = family.prefix.split(candidate).message
+                if len(message) >= CUT_MIN_CHARACTERS:
+                    wording = family.cut(message)
+                    if wording is not None:
+                        return wording
         return None
 
     def _json(self, raw: bytes, body: bytes) -> Held | None:

@@ -34,6 +34,9 @@ from kvlog.text.wording import CURRENT
 ROLES = ("run_start", "kv_dtype", "post_capture", "start_up_end", "note", "known", "release")
 #: the key under which an event read from kvlog's text carries the fields its line marks inferred, until upgraded
 MARKED = "_marked"
+#: the first characters of a wording a line shorter than its first words must share to be a cut of it (the
+#: engine asks only of messages at least this long: ``kvlog.migration.transit.CUT_MIN_CHARACTERS``)
+_CUT_HEAD = 8
 #: the timestamp of a line that has none and follows none that had one
 _NO_TIME = "1970-01-01T00:00:00Z"
 
@@ -124,6 +127,36 @@ class Generation:
             if parsed is not None:
                 return Recognised(self, rule, parsed)
         return None
+
+    def cut(self, message: str) -> Rule | None:
+        """The first rule of which ``message`` is a line ended early (``TemplateParser.cut``), if any.
+
+        Only on a line no rule read: a cut may end before a wording's first words are complete. Only
+        wordings that begin with their own words are asked (one that begins with a slot would be asked
+        of every line), and a message that begins none of them, as most lines no rule read, costs one
+        ``startswith``.
+        """
+        starts, heads, rules = self._cut_starts
+        if not message.startswith(starts) and not any(
+            s.startswith(message) for s in heads.get(message[:_CUT_HEAD], ())
+        ):
+            return None
+        for rule, begins in rules:
+            if (message.startswith(begins) or any(start.startswith(message) for start in begins)) and rule.parser.cut(
+                message
+            ):
+                return rule
+        return None
+
+    @cached_property
+    def _cut_starts(self) -> tuple[tuple[str, ...], dict[str, list[str]], tuple[tuple[Rule, tuple[str, ...]], ...]]:
+        """What ``cut`` gates on: the wordings' own first words, them by their first characters, each rule's own."""
+        rules = tuple((rule, begins) for rule in self.rules if (begins := tuple(s for s in rule.parser.starts if s)))
+        starts = tuple(sorted({start for _, begins in rules for start in begins}))
+        heads: dict[str, list[str]] = {}
+        for start in starts:
+            heads.setdefault(start[:_CUT_HEAD], []).append(start)
+        return starts, heads, rules
 
     @cached_property
     def starts(self) -> tuple[str, ...]:

@@ -23,4 +23,14 @@ def pid_from_arena_id(event: dict[str, Any]) -> None:
         event["pid"] = int(match.group(1))
 
 
-HOOKS: dict[str, Hook] = {"pid_from_arena_id": pid_from_arena_id}
+def deficit_from_sign(event: dict[str, Any]) -> None:
+    """``kv_pool.memory_available`` v2: a negative budget for the KV cache is a deficit (the sign of a difference).
+
+    No declarative operation compares a figure with zero; a line says only the figure, with its sign.
+    """
+    if "deficit" not in event:
+        figure = event.get("available_bytes")
+        event["deficit"] = isinstance(figure, int) and not isinstance(figure, bool) and figure < 0
+
+
+HOOKS: dict[str, Hook] = {"pid_from_arena_id": pid_from_arena_id, "deficit_from_sign": deficit_from_sign}

@@ -12,7 +12,9 @@ the line shows, the figure hides the rounding to two decimals, so its half-width
 ``grouped`` is an integer printed with thousands separators (``f"{n:,}"``, ``1,234,567``; plain digits
 are read too). kvlog's own lines use scaled units
 (``kvlog.text.units``): ``iec`` bytes in B, KiB, ... EiB and ``us`` a duration in microseconds, each
-printed in the unit that shows it, to 3 significant digits. ``Template.parser`` compiles a template
+printed in the unit that shows it, to 3 significant digits. A unit-less text slot takes one word, or a
+phrase where a space and the template's own words follow it (``Capture {name} CUDA graph end.``):
+servers interpolate phrases there, and those words end it. ``Template.parser`` compiles a template
 into an anchored regular expression whose placeholders are typed captures and whose sections are
 optional groups, so rendering and parsing cannot drift apart. Which templates are today's wording is
 ``kvlog.text.wording``'s business; old servers' wordings are data in ``migrations/sglang-text/``.
@@ -398,6 +400,25 @@ _DIGITS = "[0-9]{1,20}"
 _DECIMAL = "[0-9]{1,15}(?:[.][0-9]{1,20})?"
 _NUMBER = "-?[0-9]{1,20}(?:[.][0-9]{1,20})?(?:e[-+]?[0-9]{1,3})?"
 _TEXT_LIMIT = 1024
+#: the longest message ``TemplateParser.cut`` looks at (a memory line is a few hundred characters)
+_CUT_LIMIT = 4096
+#: the fewest of a wording's own first words a cut line holds, when a slot comes before them
+_CUT_MIN_WORDS = 8
+#: after a text slot: a space, then the template's own words (not another slot, not the end). A server
+#: interpolates phrases there (sglang's ``Capture {capture_name} CUDA graph end.``, ``target decode``):
+#: the slot takes a phrase, up to the first place those words appear (``_phrase``); elsewhere it takes one
+#: word, as a phrase there would have no words of the template to end it
+_PHRASE_FOLLOWS = re.compile(r" +[^\s{]")
+
+
+def _phrase(following: str) -> str:
+    """A phrase slot's expression: up to 256 characters of a line not holding ``following``, the next words.
+
+    So the phrase ends where those words first appear, and nowhere later: a line that says the
+    words twice is not read with the first of them swallowed into the phrase (with the figure
+    between them), as a lazy ``.*?`` would once the rest of the line failed after its first stop.
+    """
+    return f"(?:(?!{re.escape(following)})[^\\r\\n]){{1,256}}"
 
 
 class TemplateParser:
@@ -410,11 +431,16 @@ class TemplateParser:
         flat = _SECTION_MARK.sub("", template.text)
         #: a field printed twice (``{total_bytes:gib2} GB (={total_bytes} B)``) gets a capture per place
         self._captures: list[tuple[str, str | None, str]] = []  # (field, unit, the character after it)
+        #: the text slots that take a phrase (see ``_PHRASE_FOLLOWS``), by place: the template's words after it
+        self._phrases: dict[int, str] = {}
         for m in PLACEHOLDER.finditer(flat):
             unit = m.group(2)
             if unit is not None and unit not in UNITS and unit not in SCALED and unit != WORDS:
                 known = ", ".join([*UNITS, *SCALED, WORDS])
                 raise ValueError(f"unknown unit {unit!r} in template {template.text!r} (units: {known})")
+            if unit is None and _PHRASE_FOLLOWS.match(flat, m.end()):
+                following = PLACEHOLDER.search(flat, m.end())
+                self._phrases[len(self._captures)] = flat[m.end() : following.start() if following else len(flat)]
             self._captures.append((m.group(1), unit, flat[m.end()] if m.end() < len(flat) else ""))
         self._placed = 0
         #: every way a matching message can begin ("" when any start is possible): a cheap first test
@@ -432,6 +458,87 @@ class TemplateParser:
     def parse(self, message: str, *, whole: bool = True) -> Parsed | None:
         """The fields of ``message`` if it is this template's wording (``whole=False``: if it starts with it)."""
         return self._read(self.pattern.fullmatch(message) if whole else self.pattern.match(message))
+
+    def cut(self, message: str) -> bool:
+        """Whether ``message`` is this wording ended early: a proper beginning of one of its lines, not a whole one.
+
+        A record cut in transit (a paste, a truncated file) is dead-lettered as such, and the line after
+        it may complete it (``kvlog.migration.transit``). A figure at the very end of the
+        message, without what the wording prints after it (``12.0`` of ``12.02 GiB``), is such a cut.
+        """
+        if len(message) > _CUT_LIMIT or self.pattern.fullmatch(message) is not None:
+            return False
+        return self._cut_pattern.fullmatch(message) is not None
+
+    @cached_property
+    def _cut_pattern(self) -> re.Pattern[str]:
+        """Every beginning of a line of this wording (the empty one too), compiled on first use by ``cut``."""
+        self._placed = 0
+        return re.compile(self._beginnings(self._items(_sections(self.template.text))), re.DOTALL)
+
+    def _items(self, parts: list[Any]) -> list[tuple[str, Any]]:
+        """The template's parts as ``("text", literal)``, ``("slot", place)`` and ``("section", items)``, in order."""
+        items: list[tuple[str, Any]] = []
+        for part in parts:
+            if isinstance(part, str):
+                position = 0
+                for m in PLACEHOLDER.finditer(part):
+                    items += [("text", part[position : m.start()]), ("slot", self._placed)]
+                    self._placed += 1
+                    position = m.end()
+                items.append(("text", part[position:]))
+            else:
+                items.append(("section", self._items(part)))
+        return [item for item in items if item != ("text", "")]
+
+    def _whole(self, items: list[tuple[str, Any]]) -> str:
+        out = []
+        for kind, value in items:
+            if kind == "text":
+                out.append(re.escape(value))
+            elif kind == "slot":
+                out.append(f"(?:{self._capture(value)})")
+            else:
+                out.append(f"(?:{self._whole(value)})?")
+        return "".join(out)
+
+    def _beginnings(self, items: list[tuple[str, Any]], entered: bool = False) -> str:
+        """An expression of every beginning of what ``items`` print: it ends inside the first, or goes on past it.
+
+        A beginning holds some of the wording's own words (``entered``): one that ends inside a slot
+        the wording begins with (``{label:words} KV Cache …``) would be every line.
+        """
+        if not items:
+            return ""
+        (kind, value), rest = items[0], items[1:]
+        if kind == "text":
+            shortest = 0 if entered else min(len(value), _CUT_MIN_WORDS)
+            ends = "|".join(re.escape(value[:size]) for size in range(shortest, len(value)))
+            going_on = f"{re.escape(value)}{self._beginnings(rest, True)}"
+            return f"(?:{ends}|{going_on})" if ends else f"(?:{going_on})"
+        if kind == "slot":
+            going_on = f"(?:{self._capture(value)}){self._beginnings(rest, entered)}"
+            beginning = self._slot_beginning(value) if entered else None
+            return f"(?:{beginning}|{going_on})" if beginning is not None else f"(?:{going_on})"
+        inside = self._beginnings(value, entered)
+        past = f"(?:{self._whole(value)}){self._beginnings(rest, entered or _has_text(value))}"
+        return f"(?:{inside}|{past}|{self._beginnings(rest, entered)})"
+
+    def _slot_beginning(self, place: int) -> str | None:
+        """What the beginning of a slot's value may look like: a figure's digits so far, a word's letters.
+
+        None for a phrase: any text begins one, so a line ending inside it is not told from any other.
+        """
+        name, unit, stop = self._captures[place]
+        if unit == WORDS or place in self._phrases:
+            return None
+        if unit in SCALED:
+            return "[0-9.]{0,40}(?: ?[A-Za-z]{0,3})?"
+        syntax = self._syntax[name]
+        if unit is not None or (syntax.kind != "string" and not syntax.choices):
+            return "-?[0-9.,e+]{0,40}"
+        excluded = r"\s" if not stop or stop.isspace() else re.escape(stop) + r"\r\n"
+        return f"[^{excluded}]{{0,{_TEXT_LIMIT}}}"
 
     def parse_glued(self, message: str, follower: re.Pattern[str]) -> Parsed | None:
         """The fields of ``message`` if it is this template's wording followed by text ``follower`` matches."""
@@ -502,9 +609,9 @@ class TemplateParser:
         if unit == GROUPED:
             return _GROUPED
         if unit == "gib4":
-            return _GIB4
-        if unit is not None:
-            return _DIGITS if UNITS[unit][1] == 0 else _DECIMAL
+            return ("-?" if self._syntax[name].signed else "") + _GIB4
+        if unit is not None:  # signed where the schema lets the figure be negative (a difference the server prints)
+            return ("-?" if self._syntax[name].signed else "") + (_DIGITS if UNITS[unit][1] == 0 else _DECIMAL)
         syntax = self._syntax[name]
         if syntax.choices:
             body = "|".join(re.escape(c) for c in sorted(syntax.choices, key=len, reverse=True))
@@ -512,10 +619,17 @@ class TemplateParser:
             body = f"-?{_DIGITS}" if syntax.signed else _DIGITS
         elif syntax.kind == "number":
             body = _NUMBER
+        elif place in self._phrases:
+            body = _phrase(self._phrases[place])
         else:
             excluded = r"\s" if not stop or stop.isspace() else re.escape(stop) + r"\r\n"
             body = f"[^{excluded}]{{1,{_TEXT_LIMIT}}}"
         return f"{body}|None" if syntax.nullable else body
+
+
+def _has_text(items: list[tuple[str, Any]]) -> bool:
+    """Whether ``TemplateParser._items`` hold any of the wording's own words (outside a nested section too)."""
+    return any(kind == "text" or (kind == "section" and _has_text(value)) for kind, value in items)
 
 
 def read_figure(text: str, unit: str) -> tuple[int | float, int]:

@@ -1,0 +1,66 @@
+"""A text slot the server fills with a phrase (issue 32, class 6): read to the template's next words, never past them.
+
+sglang prints ``Capture {capture_name} CUDA graph end.`` with ``capture_name`` a phrase (``target
+decode``); a slot that took one word dead-lettered the line. The class is every unit-less text slot
+followed by a space and the template's own words, in every ``migrations/*-text`` file.
+"""
+
+from __future__ import annotations
+
+import pytest
+from migration_helpers import migrated
+
+from kvlog.text.template import FieldSyntax, Template
+
+SGLANG = "[2026-07-01 10:00:00 TP0] "
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        "Capture target decode CUDA graph end. elapsed=2.10 s, mem usage=0.50 GB, avail mem=10.00 GB.",
+        "Capture target decode CUDA graph begin. backend=flashinfer, num_tokens=512, avail mem=10.50 GB",
+        "Capture draft extend piecewise CUDA graph end. elapsed=1.00 s, mem usage=0.10 GB, avail mem=9.90 GB.",
+    ],
+)
+def test_a_known_line_whose_slot_the_server_filled_with_a_phrase_is_known_not_dead_lettered(message: str) -> None:
+    data = (SGLANG + message + "\n").encode()
+    out, report, dead = migrated(data)
+    assert out == data
+    assert dead == []
+    assert report.companions["known"] == 1
+
+
+def test_a_companion_line_reads_a_multi_word_label_before_its_next_words() -> None:
+    line = (
+        SGLANG + "HiCache full attention host pool (1024 tokens) is smaller than the device pool (2048 tokens);"
+        "L2 cache effectiveness is reduced.Consider increasing --hicache-ratio (or --hicache-size) for higher L2 "
+        "cache hit rate.\n"
+    ).encode()
+    out, report, dead = migrated(line)
+    assert (out, dead, report.companions["note"]) == (line, [], 1)
+    parser = Template("x", "HiCache {label} host pool ({host_tokens} tokens) is smaller").parser(
+        {"host_tokens": FieldSyntax("integer")}
+    )
+    parsed = parser.parse("HiCache full attention host pool (1024 tokens) is smaller")
+    assert parsed is not None
+    assert parsed.fields == {"label": "full attention", "host_tokens": 1024}
+
+
+def test_a_phrase_ends_where_the_templates_next_words_first_appear() -> None:
+    """A line saying those words twice is refused, never read with the first of them and a figure swallowed."""
+    parser = Template("x", "HiCache {label} host pool ({host_tokens} tokens) end").parser(
+        {"host_tokens": FieldSyntax("integer")}
+    )
+    assert parser.parse("HiCache a host pool (1 tokens) host pool (2 tokens) end") is None
+    parsed = parser.parse("HiCache swa host pool (3 tokens) end")
+    assert parsed is not None
+    assert parsed.fields == {"label": "swa", "host_tokens": 3}
+
+
+def test_a_slot_followed_by_another_slot_or_the_end_still_takes_one_word() -> None:
+    parser = Template("x", "Capture {a} {b} end").parser({})
+    parsed = parser.parse("Capture one two three end")
+    assert parsed is not None
+    assert parsed.fields == {"a": "one", "b": "two three"}
+    assert Template("x", "Pool {name}").parser({}).parse("Pool two words") is None
