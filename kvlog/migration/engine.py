@@ -475,8 +475,11 @@ class FileRun:
         except UnicodeDecodeError:
             self._close()
             return False
-        if self._message(text, None) != text or self._recognise(text) is not None:
-            self._close()  # a record of its own
+        own_prefix = any(
+            family.prefix.split(text).message != text.rstrip(" \t\r\n") for family in self.migrator.families
+        )
+        if own_prefix or self._recognise(text) is not None:
+            self._close()  # a record of its own (a wrap's indentation is no wrapper here: it is the join's space)
             return False
         whole = next((both for both in joined(opened.text, text) if self._recognise(both) is not None), None)
         if whole is None:
@@ -500,10 +503,13 @@ class FileRun:
         opened, self._open = self._open, None
         if opened is None:
             return
-        reason = cut_reason(opened)
-        self.report.unparsed(self.file, opened.line, reason, opened.text)
-        if self.dead is not None:
-            self.dead({"file": self.file, "line": opened.line, "reason": reason, "text": opened.text})
+        if self.migrator.allowed_unparsed is not None and self.migrator.allowed_unparsed.search(opened.text):
+            self.report.allowed_unparsed_lines += 1  # as any line no wording reads: allowed lines are counted apart
+        else:
+            reason = cut_reason(opened)
+            self.report.unparsed(self.file, opened.line, reason, opened.text)
+            if self.dead is not None:
+                self.dead({"file": self.file, "line": opened.line, "reason": reason, "text": opened.text})
         self._copy(opened.raw, 1)
 
     def finish(self) -> None:
