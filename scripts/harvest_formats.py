@@ -10,7 +10,8 @@ Wheels are hundreds of megabytes (vLLM's sum to ~41 GB) while the Python we need
 few megabytes, so a wheel is never downloaded: its central directory and the wanted
 `.py` members are read with HTTP range requests. Members are cached by
 (path, CRC-32, size), so a file unchanged between releases is fetched and parsed
-once, and a re-run only reads releases it has not seen.
+once, and a re-run only reads releases it has not seen. The sources are cached too
+(compressed), so a change of the extraction re-reads them from disk, not from PyPI.
 
 Maintainer tool, stdlib only; not part of the `kvlog` package.
 """
@@ -50,7 +51,7 @@ MEMORY_FILTER = (
     r"|\bmem\b|mem_|_mem\b|memory|\bbytes\b|_bytes|\bOOM\b|fragmentation"
     r"|kv[ _-]?cache|kv[ _]?pool|kvpool|cache size|cache_size"
     r"|\bblocks\b|_blocks\b"
-    r"|max_total_num_tokens|max_total_tokens|token_to_kv|#tokens|token usage|concurrency"
+    r"|max_total_num_tokens?|max_total_tokens|token_to_kv|#tokens|token usage|concurrency"
     r"|is allocated|reserved|VmmArena|CuMemAllocator|sleep mode"
     r"|hicache|host pool|mamba cache"
 )
@@ -77,6 +78,9 @@ HELPER_FUNCTIONS = frozenset(
     }
 )
 
+#: an object logged as it is (`logger.debug(profile_result)`) prints what these return; level "repr"
+TEXT_METHODS = frozenset({"__repr__", "__str__"})
+
 SKIPPED_DIRS = frozenset({"test", "tests", "examples"})
 MAX_GAP = 256 * 1024
 MAX_SPAN = 8 * 1024 * 1024
@@ -84,7 +88,7 @@ LOCAL_SLACK = 512
 RETRIES = 5
 # Part of the member cache's path: bump it when extraction changes, since the cache
 # keeps extracted calls, not sources, and stale ones would otherwise be reused silently.
-EXTRACTOR_VERSION = 1
+EXTRACTOR_VERSION = 2
 
 
 class HarvestError(RuntimeError):
@@ -284,6 +288,8 @@ def _call_target(call: ast.Call) -> tuple[str, list[ast.expr]] | None:
             return method, args
         if method in HELPER_FUNCTIONS and method != "print" and not method.startswith("log"):
             return method, list(call.args)
+        if method == "set_description" and call.args:
+            return "tqdm", list(call.args[:1])  # a progress bar's text, printed to stderr with the bar
         return None
     if isinstance(func, ast.Name) and func.id in HELPER_FUNCTIONS:
         args = list(call.args)
@@ -293,46 +299,421 @@ def _call_target(call: ast.Call) -> tuple[str, list[ast.expr]] | None:
     return None
 
 
+# ------------------------------------------------------------------------- data flow
+#
+# Servers often build a message before logging it: `msg = f"..."; msg += "..."; logger.info(msg)`, or pass
+# it to a local function that logs it. Within one scope (a function, a class body, the module), the
+# string values a name may hold are followed statement by statement, branches merged, and substituted
+# into a message before it is rendered; a parameter that reaches a logging call makes its function a
+# helper whose call sites are rendered with their argument.
+
+#: string values one name, or one message, may take at most; more (a long chain of branches) are dropped
+MAX_VALUES = 8
+_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+Env = dict[str, tuple[ast.expr, ...]]
+
+
+def _product(options: list[list[ast.expr]]) -> list[list[ast.expr]]:
+    out: list[list[ast.expr]] = [[]]
+    for choices in options:
+        out = [[*prefix, choice] for prefix in out for choice in choices][:MAX_VALUES]
+    return out
+
+
+def _splice(node: ast.JoinedStr, env: Env) -> list[ast.expr]:
+    """An f-string with each plain `{name}` holding a string replaced by that string's pieces."""
+    options: list[list[ast.expr]] = []
+    for part in node.values:
+        if (
+            isinstance(part, ast.FormattedValue)
+            and part.conversion == -1
+            and part.format_spec is None
+            and isinstance(part.value, ast.Name)
+            and part.value.id in env
+        ):
+            options.append(list(env[part.value.id]))
+        else:
+            options.append([part])
+    if all(len(o) == 1 and o[0] is p for o, p in zip(options, node.values, strict=True)):
+        return [node]
+    joined: list[ast.expr] = []
+    for choice in _product(options):
+        values: list[ast.expr] = []
+        for piece in choice:
+            if isinstance(piece, ast.JoinedStr):
+                values.extend(piece.values)
+            elif _is_str(piece) or isinstance(piece, ast.FormattedValue):
+                values.append(piece)
+            else:  # an expression held by the name: interpolated as the f-string would
+                values.append(ast.FormattedValue(value=piece, conversion=-1, format_spec=None))
+        joined.append(ast.JoinedStr(values=values))
+    return joined
+
+
+def substitute(node: ast.expr, env: Env) -> list[ast.expr]:
+    """The message expression with every name in a message position replaced by the strings it may hold.
+
+    A message position is where the name's text becomes the message's: the whole message, an operand
+    of `+`, the left of `%`, the receiver of `.format`, a plain `{name}` of an f-string, either arm of
+    a conditional. Names elsewhere (the values interpolated) are left as they are.
+    """
+    if isinstance(node, ast.Name):
+        return list(env.get(node.id, (node,)))
+    if isinstance(node, ast.IfExp):
+        return (substitute(node.body, env) + substitute(node.orelse, env))[:MAX_VALUES]
+    if isinstance(node, ast.JoinedStr):
+        return _splice(node, env)
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add | ast.Mod):
+        lefts = substitute(node.left, env)
+        rights = substitute(node.right, env) if isinstance(node.op, ast.Add) else [node.right]
+        if len(lefts) == 1 and len(rights) == 1 and lefts[0] is node.left and rights[0] is node.right:
+            return [node]
+        return [ast.BinOp(left=a, op=node.op, right=b) for a in lefts for b in rights][:MAX_VALUES]
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "format":
+        receivers = substitute(node.func.value, env)
+        if len(receivers) == 1 and receivers[0] is node.func.value:
+            return [node]
+        return [
+            ast.Call(func=ast.Attribute(value=r, attr="format", ctx=ast.Load()), args=node.args, keywords=node.keywords)
+            for r in receivers
+        ]
+    return [node]
+
+
+def _stored_names(node: ast.AST) -> Iterator[str]:
+    for sub in ast.walk(node):
+        if isinstance(sub, ast.Name) and isinstance(sub.ctx, ast.Store | ast.Del):
+            yield sub.id
+
+
+def _without(env: Env, names: Iterable[str]) -> Env:
+    names = set(names) & env.keys()
+    return {k: v for k, v in env.items() if k not in names} if names else env
+
+
+def _bind(env: Env, name: str, value: ast.expr) -> Env:
+    """`name = value`: the name holds the strings `value` may be, or nothing known when it is no string."""
+    held = tuple(v for v in substitute(value, env) if render_message(v) is not None)
+    if not held:
+        return _without(env, [name])
+    return {**env, name: held}
+
+
+def _merge(*envs: Env) -> Env:
+    """After branches: a name holds what any branch left in it, if every branch left it a string."""
+    common = set(envs[0]).intersection(*envs[1:])
+    merged: Env = {}
+    for name in sorted(common):
+        values: list[ast.expr] = []
+        for env in envs:
+            values.extend(v for v in env[name] if v not in values)
+        merged[name] = tuple(values[:MAX_VALUES])
+    return merged
+
+
+class _Flow:
+    """Walks one scope's statements, recording the environment (and the scope) every call is evaluated in."""
+
+    def __init__(self) -> None:
+        self.env_at: dict[int, Env] = {}
+        self.scope_of: dict[int, ast.AST] = {}
+        self.scope: ast.AST | None = None
+
+    def _record(self, env: Env, *nodes: ast.AST | None) -> set[str]:
+        """Records the calls under `nodes`; returns the names they store."""
+        stored: set[str] = set()
+        for node in nodes:
+            if node is None:
+                continue
+            stack: list[ast.AST] = [node]
+            while stack:
+                sub = stack.pop()
+                if isinstance(sub, ast.Call):
+                    self.env_at[id(sub)] = env
+                    if self.scope is not None:
+                        self.scope_of[id(sub)] = self.scope
+                elif isinstance(sub, ast.Name) and not isinstance(sub.ctx, ast.Load):
+                    stored.add(sub.id)
+                if not isinstance(sub, _SCOPES):
+                    stack.extend(ast.iter_child_nodes(sub))
+        return stored
+
+    def scan(self, scope: ast.AST, body: list[ast.stmt]) -> None:
+        """Follows one scope's body from an empty environment."""
+        self.scope = scope
+        self.block(body, {})
+
+    def block(self, body: list[ast.stmt], env: Env) -> Env:
+        for stmt in body:
+            env = self.statement(stmt, env)
+        return env
+
+    def statement(self, stmt: ast.stmt, env: Env) -> Env:
+        if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            # the body is a scope of its own; only what is evaluated here is recorded
+            heads: list[ast.AST] = list(stmt.decorator_list)
+            if isinstance(stmt, ast.ClassDef):
+                heads += stmt.bases + [k.value for k in stmt.keywords]
+            else:
+                heads += [d for d in stmt.args.defaults + stmt.args.kw_defaults if d is not None]
+            self._record(env, *heads)
+            return _without(env, [stmt.name])
+        if isinstance(stmt, ast.Assign):
+            self._record(env, stmt.value)
+            after = env
+            for target in stmt.targets:
+                if isinstance(target, ast.Name):
+                    after = _bind(after, target.id, stmt.value)
+                else:
+                    self._record(env, target)
+                    after = _without(after, _stored_names(target))
+            return after
+        if isinstance(stmt, ast.AnnAssign):
+            self._record(env, stmt.value)
+            if isinstance(stmt.target, ast.Name) and stmt.value is not None:
+                return _bind(env, stmt.target.id, stmt.value)
+            return env
+        if isinstance(stmt, ast.AugAssign):
+            self._record(env, stmt.value)
+            if isinstance(stmt.target, ast.Name) and isinstance(stmt.op, ast.Add) and stmt.target.id in env:
+                grown = ast.BinOp(left=ast.Name(id=stmt.target.id, ctx=ast.Load()), op=ast.Add(), right=stmt.value)
+                return _bind(env, stmt.target.id, grown)
+            return _without(env, _stored_names(stmt.target))
+        if isinstance(stmt, ast.If):
+            self._record(env, stmt.test)
+            return _merge(self.block(stmt.body, env), self.block(stmt.orelse, env))
+        if isinstance(stmt, ast.For | ast.AsyncFor | ast.While):
+            if isinstance(stmt, ast.While):
+                self._record(env, stmt.test)
+                entry = env
+            else:
+                self._record(env, stmt.iter)
+                entry = _without(env, _stored_names(stmt.target))
+            looped = self.block(stmt.body, entry)
+            if any(looped.get(name) not in (None, held) for name, held in entry.items()):
+                # a second pass sees what the first iteration left (`msg += ...` in a loop)
+                looped = self.block(stmt.body, _merge(entry, looped))
+            return self.block(stmt.orelse, _merge(env, looped))
+        if isinstance(stmt, ast.With | ast.AsyncWith):
+            self._record(env, *[item.context_expr for item in stmt.items])
+            names = [n for item in stmt.items if item.optional_vars for n in _stored_names(item.optional_vars)]
+            return self.block(stmt.body, _without(env, names))
+        if isinstance(stmt, ast.Try | ast.TryStar):
+            tried = self.block(stmt.body, env)
+            handled = [
+                self.block(h.body, _without(_merge(env, tried), [h.name] if h.name else [])) for h in stmt.handlers
+            ]
+            done = _merge(self.block(stmt.orelse, tried), *handled)
+            return self.block(stmt.finalbody, done)
+        if isinstance(stmt, ast.Match):
+            self._record(env, stmt.subject)
+            arms = []
+            for case in stmt.cases:
+                self._record(env, case.guard)
+                arms.append(self.block(case.body, _without(env, _stored_names(case.pattern))))
+            return _merge(env, *arms)
+        return _without(env, self._record(env, stmt))
+
+
+@dataclass(frozen=True)
+class _Helper:
+    """A local function or method whose parameter reaches a logging call's message."""
+
+    level: str
+    param: str
+    index: int  # the parameter's position among the arguments a caller writes
+    message: ast.expr
+    extra: tuple[ast.expr, ...]
+    vararg: str | None  # `*args` of the helper, which the caller's further arguments fill
+
+    def arguments(self, call: ast.Call) -> list[ast.expr]:
+        """The logging call's arguments after the message, the helper's `*args` filled from the call."""
+        out: list[ast.expr] = []
+        for arg in self.extra:
+            if isinstance(arg, ast.Starred) and isinstance(arg.value, ast.Name) and arg.value.id == self.vararg:
+                out.extend(call.args[self.index + 1 :])
+            else:
+                out.append(arg)
+        return out
+
+
+def _log_arguments(call: ast.Call) -> tuple[str, list[ast.expr]] | None:
+    """The level and the message-bearing arguments of a logging call, after `logger.info("%s", msg)`."""
+    target = _call_target(call)
+    if target is None:
+        return None
+    level, args = target
+    if level != "print" and len(args) == 2 and _is_str(args[0]) and args[0].value == "%s":  # type: ignore[attr-defined]
+        args = args[1:]  # the message is the argument
+    return level, args
+
+
+def _held(node: ast.expr, env: Env) -> bool:
+    """Whether the expression is a name holding strings here."""
+    return isinstance(node, ast.Name) and node.id in env
+
+
+def _helpers(nodes: list[ast.AST], flow: _Flow) -> dict[str, _Helper]:
+    """Local functions and methods (of the module or a class) that log a parameter, by name."""
+    owner: dict[int, ast.AST] = {}
+    for node in nodes:
+        if isinstance(node, ast.ClassDef | ast.Module):
+            for fn in node.body:
+                if isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef):
+                    owner[id(fn)] = node
+    found: dict[str, _Helper] = {}
+    for node in nodes:
+        if not isinstance(node, ast.Call):
+            continue
+        fn = flow.scope_of.get(id(node))
+        if not isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef) or id(fn) not in owner or fn.name in found:
+            continue
+        logged = _log_arguments(node)
+        if logged is None or not logged[1]:
+            continue
+        level, args = logged
+        params = [a.arg for a in fn.args.posonlyargs + fn.args.args]
+        is_method = isinstance(owner[id(fn)], ast.ClassDef) and not any(
+            isinstance(d, ast.Name) and d.id == "staticmethod" for d in fn.decorator_list
+        )
+        offered = params[1:] if is_method and params else params
+        for index, param in enumerate(offered):
+            marker = ast.Constant(value="\0")
+            if any(_mentions(v, marker) for v in substitute(args[0], {param: (marker,)})):
+                vararg = fn.args.vararg.arg if fn.args.vararg else None
+                found[fn.name] = _Helper(level, param, index, args[0], tuple(args[1:]), vararg)
+                break
+    return found
+
+
+class _AnyName(dict[str, tuple[ast.expr, ...]]):
+    """An environment in which every name holds a string: what substitution could change at all."""
+
+    def __contains__(self, key: object) -> bool:
+        return True
+
+    def __getitem__(self, key: str) -> tuple[ast.expr, ...]:
+        return (ast.Constant(value=""),)
+
+    def get(self, key: str, default: object = None) -> tuple[ast.expr, ...]:  # type: ignore[override]
+        return self[key]
+
+
+def _names_a_message(call: ast.Call) -> bool:
+    """Whether a logging call's message has a name in a message position: only then is data flow followed.
+
+    Most modules log literals; following their statements would cost the harvest twice its parse.
+    """
+    logged = _log_arguments(call)
+    if logged is None or not logged[1]:
+        return False
+    message = logged[1][0]
+    return substitute(message, _AnyName()) != [message]
+
+
+def _mentions(node: ast.AST, marker: ast.AST) -> bool:
+    return any(sub is marker for sub in ast.walk(node))
+
+
+def _helper_call(call: ast.Call, helpers: dict[str, _Helper]) -> tuple[_Helper, ast.expr] | None:
+    """The helper a call invokes and the argument given to its logged parameter."""
+    func = call.func
+    name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else None
+    helper = helpers.get(name) if name else None
+    if helper is None:
+        return None
+    for keyword in call.keywords:
+        if keyword.arg == helper.param:
+            return helper, keyword.value
+    if helper.index < len(call.args) and not any(isinstance(a, ast.Starred) for a in call.args[: helper.index + 1]):
+        return helper, call.args[helper.index]
+    return None
+
+
 def extract_calls(source: str) -> Extraction:
     """Every logging or print call of a module, each message rendered to a format string."""
     result = Extraction()
     try:
         tree = ast.parse(source)
+        nodes = list(ast.walk(tree))
+        flow = _Flow()
+        if any(_names_a_message(node) for node in nodes if isinstance(node, ast.Call)):
+            for node in nodes:
+                if isinstance(node, ast.Module | ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+                    flow.scan(node, node.body)
+        helpers = _helpers(nodes, flow)
     except (SyntaxError, ValueError, MemoryError, RecursionError):
         result.error = True
         return result
-    for node in ast.walk(tree):
+    found: set[tuple[str, str, tuple[str, ...], str]] = set()
+    for node in nodes:
+        if isinstance(node, ast.FunctionDef) and node.name in TEXT_METHODS:
+            returned = [r.value for r in ast.walk(node) if isinstance(r, ast.Return) and r.value is not None]
+            _add(result, found, [("repr", [value]) for value in returned if render_message(value) is not None])
+            continue
         if not isinstance(node, ast.Call):
             continue
+        env = flow.env_at.get(id(node), {})
         target = _call_target(node)
-        if target is None:
-            continue
-        level, args = target
-        if not args:
-            if level != "print":
-                result.skipped += 1
-            continue
-        if level == "print" and len(args) > 1:
-            if any(isinstance(a, ast.Starred) for a in args):
-                result.skipped += 1
+        messages: list[tuple[str, list[ast.expr]]] = []
+        if target is not None:
+            level, args = target
+            if not args:
+                result.skipped += level != "print"
                 continue
-            rendered: Rendered | None = _join_parts(args, " ")
-            if not any(_is_str(a) or isinstance(a, ast.JoinedStr) for a in args):
-                rendered = None
+            if level == "print" and len(args) > 1:
+                messages = [(level, args)]
+            elif len(args) == 2 and _is_str(args[0]) and args[0].value == "%s" and _held(args[1], env):  # type: ignore[attr-defined]
+                messages = [(level, [m]) for m in substitute(args[1], env)]  # logger.info("%s", msg)
+            else:
+                messages = [(level, [m, *args[1:]]) for m in substitute(args[0], env)]
         else:
-            rendered = render_message(args[0])
-            if rendered is not None and level != "print" and len(args) > 1:
-                extra = tuple(_src(a) for a in args[1:])
-                style = "percent" if rendered.style == "plain" else rendered.style
-                rendered = Rendered(rendered.text, style, rendered.args + extra)
+            invoked = _helper_call(node, helpers)
+            if invoked is None:
+                continue
+            helper, argument = invoked
+            values = tuple(substitute(argument, env))
+            messages = [
+                (helper.level, [m, *helper.arguments(node)]) for m in substitute(helper.message, {helper.param: values})
+            ]
+        _add(result, found, messages)
+    result.calls.sort(key=lambda c: (c["format"], c["style"], c["args"], c["level"]))
+    return result
+
+
+def _add(
+    result: Extraction, found: set[tuple[str, str, tuple[str, ...], str]], messages: list[tuple[str, list[ast.expr]]]
+) -> None:
+    """Renders each message of one call and adds the new ones; one that is no string is counted as skipped."""
+    for level, args in messages:
+        rendered = _render_call(level, args)
         if rendered is None:
             result.skipped += 1
             continue
-        result.calls.append(
-            {"format": rendered.text, "style": rendered.style, "args": list(rendered.args), "level": level}
-        )
-    result.calls.sort(key=lambda c: (c["format"], c["style"], c["args"], c["level"]))
-    return result
+        ident = (rendered.text, rendered.style, rendered.args, level)
+        if ident not in found:
+            found.add(ident)
+            result.calls.append(
+                {"format": rendered.text, "style": rendered.style, "args": list(rendered.args), "level": level}
+            )
+
+
+def _render_call(level: str, args: list[ast.expr]) -> Rendered | None:
+    """The format string of one logging or print call's arguments, or None when it has no string message."""
+    if not args:
+        return None
+    if level == "print" and len(args) > 1:
+        if any(isinstance(a, ast.Starred) for a in args):
+            return None
+        if not any(_is_str(a) or isinstance(a, ast.JoinedStr) for a in args):
+            return None
+        return _join_parts(args, " ")
+    rendered = render_message(args[0])
+    if rendered is not None and level != "print" and len(args) > 1:
+        extra = tuple(_src(a) for a in args[1:])
+        style = "percent" if rendered.style == "plain" else rendered.style
+        rendered = Rendered(rendered.text, style, rendered.args + extra)
+    return rendered
 
 
 def is_memory_format(fmt: str, args: Iterable[str] = ()) -> bool:
@@ -538,6 +919,20 @@ class Cache:
     def has_member(self, key: str) -> bool:
         return self.get_member(key) is not None
 
+    def _source_path(self, key: str) -> Path:
+        digest = hashlib.sha1(key.encode()).hexdigest()
+        return self.root / "sources" / digest[:2] / f"{digest}.py.z"
+
+    def get_source(self, key: str) -> bytes | None:
+        """A member's source as fetched once; independent of the extractor's version."""
+        try:
+            return zlib.decompress(self._source_path(key).read_bytes())
+        except (OSError, zlib.error):
+            return None
+
+    def put_source(self, key: str, raw: bytes) -> None:
+        _atomic_write(self._source_path(key), zlib.compress(raw, 6))
+
     def put_member(self, key: str, value: dict[str, Any]) -> None:
         _atomic_write(self._member_path(key), json.dumps(value, ensure_ascii=False))
         with self._lock:
@@ -571,25 +966,51 @@ def _atomic_write(path: Path, text: str | bytes) -> None:
 
 
 def process_source(key: str, raw: bytes, cache: Cache) -> dict[str, Any]:
-    """Extracts one member's calls and caches them under its key."""
+    """Extracts one member's calls and caches them, and its source, under its key."""
     value = extract_calls(raw.decode("utf-8", errors="replace")).to_json()
+    cache.put_source(key, raw)
     cache.put_member(key, value)
     return value
+
+
+def reextract(keys: Iterable[str], cache: Cache, processes: int = 1) -> set[str]:
+    """Extracts again, from the cached sources, the members this extractor has not seen; returns them.
+
+    Extraction is CPU-bound, so a whole-harvest re-extraction runs in processes.
+    """
+    todo = sorted({key for key in keys if not cache.has_member(key)})
+    if processes > 1 and len(todo) > 100:
+        with concurrent.futures.ProcessPoolExecutor(max_workers=processes) as pool:
+            done = set(pool.map(_reextract_one, [str(cache.root)] * len(todo), todo, chunksize=64))
+        done.discard("")
+        return done
+    return {key for key in todo if _reextract_one(str(cache.root), key)}
+
+
+def _reextract_one(root: str, key: str) -> str:
+    cache = Cache(Path(root))
+    raw = cache.get_source(key)
+    if raw is None:
+        return ""
+    cache.put_member(key, extract_calls(raw.decode("utf-8", errors="replace")).to_json())
+    return key
 
 
 def fetch_zip_members(
     zf: RangeZip, entries: Iterable[ZipEntry], cache: Cache, pool: concurrent.futures.Executor | None = None
 ) -> int:
-    """Reads and extracts the entries not cached yet; returns how many were fetched.
+    """Extracts the entries not cached yet, reading those whose source is not kept; returns how many.
 
     A cached key costs no range read at all: that is what makes re-runs and
     unchanged files across releases cheap.
     """
+    entries = list(entries)
+    local = reextract((e.key for e in entries), cache)
     todo = [e for e in entries if not cache.has_member(e.key)]
     groups = zf.plan(todo)
     if pool is None:
-        return sum(_read_and_process(zf, g, cache) for g in groups)
-    return sum(f.result() for f in [pool.submit(_read_and_process, zf, g, cache) for g in groups])
+        return len(local) + sum(_read_and_process(zf, g, cache) for g in groups)
+    return len(local) + sum(f.result() for f in [pool.submit(_read_and_process, zf, g, cache) for g in groups])
 
 
 # --------------------------------------------------------------------------- HTTP
@@ -748,7 +1169,7 @@ class Summary:
             f"{self.server}: {self.releases} releases ({self.releases_read} read now, "
             f"{self.releases - self.releases_read} from cache; no usable file: {self.unusable or 'none'})\n"
             f"  members: {self.member_refs} across releases, {self.unique_members} distinct, "
-            f"{self.fetched} fetched+parsed now, {self.unique_members - self.fetched} from cache\n"
+            f"{self.fetched} extracted now, {self.unique_members - self.fetched} from cache\n"
             f"  downloaded {self.bytes / 1e6:.1f} MB in {self.requests} requests, {self.seconds:.0f} s\n"
             f"  {self.calls} distinct logging/print formats, {self.formats} memory formats; "
             f"{self.unparsable} unparsable files, {self.skipped_messages} non-string messages skipped"
@@ -764,11 +1185,18 @@ def harvest(server: str, cache: Cache, jobs: int) -> tuple[dict[str, Any], Summa
     summary = Summary(server, releases=len(releases), unusable=unusable)
     keys_of: dict[str, list[str]] = {}
     with concurrent.futures.ThreadPoolExecutor(max_workers=jobs) as pool:
-        pending = [r for r in releases if cache.get_release(server, r.filename) is None]
+        pending: list[Release] = []
+        known = {r.filename: cache.get_release(server, r.filename) for r in releases}
+        summary.fetched += len(
+            reextract((k for keys in known.values() if keys for k in keys), cache, os.cpu_count() or 1)
+        )
         for r in releases:
-            cached = cache.get_release(server, r.filename)
-            if cached is not None:
+            cached = known[r.filename]
+            # a release is read again only when a member is neither extracted nor kept as source
+            if cached is not None and all(cache.has_member(k) for k in cached):
                 keys_of[r.version] = cached
+                continue
+            pending.append(r)
         summary.releases_read = len(pending)
 
         def open_release(r: Release) -> tuple[Release, RangeZip | None, dict[str, bytes] | None]:
@@ -795,11 +1223,12 @@ def harvest(server: str, cache: Cache, jobs: int) -> tuple[dict[str, Any], Summa
             assert zf is not None
             entries = [e for e in zf.entries if wanted_path(e.name, server)]
             keys_of[r.version] = [e.key for e in entries]
+            summary.fetched += len(reextract((e.key for e in entries if e.key not in claimed), cache))
             todo = [e for e in entries if e.key not in claimed and not cache.has_member(e.key)]
             claimed.update(e.key for e in todo)
             for group in zf.plan(todo):
                 futures.append(pool.submit(_read_and_process, zf, group, cache))
-        summary.fetched = sum(f.result() for f in futures)
+        summary.fetched += sum(f.result() for f in futures)
         for r, _, _ in opened:
             cache.put_release(server, r.filename, keys_of[r.version])
 

@@ -87,3 +87,28 @@ def test_a_known_format_is_recognised_and_makes_no_event(fmt: Any, rule: Any) ->
         events, dead, companions = _migrate(sample.line)
         assert (events, dead) == ([], []), sample.line
         assert sum(companions.values()) == 1, f"{sample.line!r} passed unrecognised"
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        # vLLM 0.14-0.26 (gpu_worker.py builds it in `msg`); the figures of a user's start-up, issue 32
+        "(EngineCore_DP0 pid=123) INFO 10-14 16:37:13 [gpu_worker.py:298] Free memory on device (30.27/31.4 GiB) on "
+        "startup. Desired GPU memory utilization is (0.9, 28.26 GiB). Actual usage is 14.2 GiB for weight, 1.4 GiB "
+        "for peak activation, 0.2 GiB for non-torch memory, and 0.5 GiB for CUDAGraph memory. Replace "
+        "gpu_memory_utilization config with `--kv-cache-memory=13218373836` (12.31 GiB) to fit into requested "
+        "memory, or `--kv-cache-memory=15455670374` (14.39 GiB) to fully utilize gpu memory. Current kv cache "
+        "memory in use is 12.81 GiB.",
+        "(EngineCore_DP0 pid=123) INFO 10-14 16:37:13 [gpu_worker.py:250] Initial free memory 70.5 GiB, reserved "
+        "20.0 GiB memory for KV Cache as specified by kv_cache_memory_bytes config and skipped memory profiling.",
+        "(EngineCore_DP0 pid=123) DEBUG 10-14 16:37:10 [gpu_worker.py:290] Memory profiling takes 5.21 seconds. "
+        "Total non KV cache memory: 15.8GiB; torch peak memory increase: 1.4GiB; non-torch forward increase "
+        "memory: 0.2GiB; weights memory: 14.2GiB.",
+        "[2025-11-02 10:00:05 TP0] Capturing num tokens (num_tokens=8192 avail_mem=10.23 GB): 100%|##| 58/58",
+    ],
+)
+def test_a_wording_built_in_a_variable_is_recognised(line: str) -> None:
+    """Wordings the harvest found only by following data flow are decided, not reported as unread."""
+    events, dead, companions = _migrate(line)
+    assert (events, dead) == ([], [])
+    assert sum(companions.values()) == 1

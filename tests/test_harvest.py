@@ -287,3 +287,188 @@ def test_corrupt_member_is_refused(tmp_path: Path) -> None:
     bad = hf.ZipEntry(entry.name, entry.crc ^ 1, entry.csize, entry.usize, entry.method, entry.offset, entry.name_len)
     with pytest.raises(hf.HarvestError):
         zf.read_group([bad])
+
+
+# --------------------------------------------------------------------------- data flow
+
+
+def formats(source: str) -> list[str]:
+    return sorted(c["format"] for c in calls(source))
+
+
+def test_a_message_assigned_then_logged_is_followed() -> None:
+    # vLLM 0.11-0.26, v1/worker/gpu_worker.py: the start-up line is built in `msg`, then `logger.info(msg)`
+    source = """
+def compile_or_warm_up_model(self):
+    msg = (
+        f"Free memory on device "
+        f"({format_gib(self.init_snapshot.free_memory)}/"
+        f"{format_gib(self.init_snapshot.total_memory)} GiB) on startup. "
+        f"Current kv cache memory in use is "
+        f"{format_gib(self.available_kv_cache_memory_bytes)} GiB."
+    )
+
+    logger.info(msg)
+"""
+    assert only(source) == {
+        "format": "Free memory on device ({format_gib(self.init_snapshot.free_memory)}/"
+        "{format_gib(self.init_snapshot.total_memory)} GiB) on startup. "
+        "Current kv cache memory in use is {format_gib(self.available_kv_cache_memory_bytes)} GiB.",
+        "style": "fstring",
+        "args": [],
+        "level": "info",
+    }
+
+
+def test_percent_and_format_applied_to_a_name() -> None:
+    source = """
+def f(n, total):
+    fmt = "Total non KV cache memory: %.2f GiB"
+    logger.debug(fmt % total)
+    template = "{} blocks of {:.2f} GiB"
+    logger.info(template.format(n, total))
+"""
+    found = {c["format"]: c for c in calls(source)}
+    assert (
+        found["Total non KV cache memory: %.2f GiB"]["style"],
+        found["Total non KV cache memory: %.2f GiB"]["args"],
+    ) == (
+        "percent",
+        ["total"],
+    )
+    assert found["{} blocks of {:.2f} GiB"]["args"] == ["n", "total"]
+
+
+def test_a_name_logged_with_arguments_is_percent_style() -> None:
+    call = only('def f(x):\n    msg = "Reserving %.2f GiB for the KV cache"\n    logger.info(msg, x / GiB)\n')
+    assert (call["format"], call["style"], call["args"]) == (
+        "Reserving %.2f GiB for the KV cache",
+        "percent",
+        ["x / GiB"],
+    )
+    starred = only('def f(args):\n    msg = "free %d of %d blocks"\n    logger.warning(msg, *args)\n')
+    assert (starred["style"], starred["args"], starred["level"]) == ("percent", ["*args"], "warning")
+
+
+def test_concatenation_and_augmented_assignment_grow_the_message() -> None:
+    source = """
+def f(mem, extra):
+    msg = "KV cache: " + f"{mem:.2f} GiB"
+    msg += ", reserved"
+    if extra:
+        msg += f" (+{extra} GiB)"
+    logger.info(msg)
+"""
+    assert formats(source) == ["KV cache: {mem:.2f} GiB, reserved", "KV cache: {mem:.2f} GiB, reserved (+{extra} GiB)"]
+
+
+def test_implicit_concatenation_and_a_name_spliced_into_an_fstring() -> None:
+    source = """
+def f(n):
+    head = ("max seq len "
+            "exceeds the KV cache")
+    logger.error(f"{head}: {n} tokens")
+"""
+    assert formats(source) == ["max seq len exceeds the KV cache: {n} tokens"]
+
+
+def test_branches_give_each_message_and_a_rebinding_forgets_the_string() -> None:
+    source = """
+def f(ok, n):
+    if ok:
+        msg = "KV cache fits: %d blocks"
+    else:
+        msg = "KV cache too small: %d blocks"
+    logger.info(msg, n)
+    msg = compute()
+    logger.info(msg)
+"""
+    result = hf.extract_calls(source)
+    assert sorted(c["format"] for c in result.calls) == ["KV cache fits: %d blocks", "KV cache too small: %d blocks"]
+    assert result.skipped == 1
+
+
+def test_a_string_logged_through_percent_s() -> None:
+    source = 'def f(x):\n    msg = f"Available KV cache memory: {x} GiB"\n    logger.info("%s", msg)\n'
+    assert only(source)["format"] == "Available KV cache memory: {x} GiB"
+
+
+def test_a_message_passed_to_a_helper_that_logs_it() -> None:
+    # a method whose parameter reaches the logger (sglang's scheduler, vLLM's workers), and a function
+    source = """
+class Worker:
+    def _log(self, message):
+        if self.rank == 0:
+            logger.info(f"[rank {self.rank}] {message}")
+
+    def run(self, mem):
+        text = f"KV cache reserved: {mem:.2f} GiB"
+        self._log(text)
+
+
+def log_once(msg, *args):
+    logger.warning(msg, *args)
+
+
+def g(blocks):
+    log_once("%d KV cache blocks", blocks)
+    log_once(msg="Total non KV cache memory: %.2f GiB")
+"""
+    by_format = {c["format"]: c for c in calls(source)}
+    assert by_format["[rank {self.rank}] KV cache reserved: {mem:.2f} GiB"]["level"] == "info"
+    assert by_format["%d KV cache blocks"] == {
+        "format": "%d KV cache blocks",
+        "style": "percent",
+        "args": ["blocks"],  # the helper's *args, filled from the call
+        "level": "warning",
+    }
+    assert "Total non KV cache memory: %.2f GiB" in by_format
+
+
+def test_a_progress_bar_description_is_harvested() -> None:
+    # sglang 0.5.x piecewise CUDA-graph runner: the tqdm bar's text carries the free memory
+    call = only('capture_range.set_description(f"Capturing num tokens ({num_tokens=} {avail_mem=:.2f} GB)")')
+    assert (call["format"], call["level"]) == (
+        "Capturing num tokens (num_tokens={num_tokens!r} avail_mem={avail_mem:.2f} GB)",
+        "tqdm",
+    )
+
+
+def test_sglang_01_rank_line_passes_the_memory_filter() -> None:
+    assert hf.is_memory_format("Rank {self.tp_rank}: max_total_num_token={self.max_total_num_token}, ")
+
+
+def test_an_extraction_change_rereads_sources_from_the_cache(tmp_path: Path) -> None:
+    path = tmp_path / "w.whl"
+    _build_zip(path, MEMBERS, zip64=False)
+    cache = hf.Cache(tmp_path / "cache")
+    zf = hf.RangeZip(FileRanges(path), path.stat().st_size)
+    wanted = [e for e in zf.entries if hf.wanted_path(e.name, "pkg")]
+    assert hf.fetch_zip_members(zf, wanted, cache) == 2
+    # the extractor changed: its members' cache is empty, but the sources are kept
+    changed = hf.Cache(tmp_path / "cache")
+    for e in wanted:
+        changed._member_path(e.key).unlink()
+    ranges = FileRanges(path)
+    zf2 = hf.RangeZip(ranges, path.stat().st_size)
+    opened = len(ranges.reads)
+    assert hf.fetch_zip_members(zf2, wanted, changed) == 2
+    assert len(ranges.reads) == opened
+
+
+def test_the_text_of_an_object_logged_as_it_is() -> None:
+    # vLLM 0.9-0.34: `logger.debug(profile_result)` prints MemoryProfilingResult.__repr__
+    source = """
+class MemoryProfilingResult:
+    def __repr__(self) -> str:
+        return (f"Memory profiling takes {self.profile_time:.2f} seconds. "
+                f"Total non KV cache memory: "
+                f"{(self.non_kv_cache_memory / GiB_bytes):.2f}GiB.")
+"""
+    assert only(source) == {
+        "format": "Memory profiling takes {self.profile_time:.2f} seconds. "
+        "Total non KV cache memory: {self.non_kv_cache_memory / GiB_bytes:.2f}GiB.",
+        "style": "fstring",
+        "args": [],
+        "level": "repr",
+    }
