@@ -47,6 +47,7 @@ from kvlog.errors import KvlogError
     help="With --format legacy: the old wording to write (e.g. sglang-text/2025-06).",
 )
 @engine_options.source()
+@engine_options.usage()
 @click.option(
     "-o",
     "--output",

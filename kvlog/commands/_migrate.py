@@ -28,6 +28,7 @@ from kvlog.migration.errors import MigrationError, UnknownCatalogVersion
 from kvlog.migration.plan import Request, allowed_unparsed, plan
 from kvlog.migration.records import Record
 from kvlog.migration.report import MigrationReport
+from kvlog.migration.sampling import UsageMode
 from kvlog.migration.steps import load_chain
 from kvlog.text.printable import printable_name
 
@@ -108,6 +109,7 @@ def migrate(
     keep_original: bool = False,
     legacy_generation: str | None = None,
     source: str | None = None,
+    usage: UsageMode = "none",
     in_place: bool = False,
     backup_suffix: str = ".orig",
     dry_run: bool = False,
@@ -136,6 +138,8 @@ def migrate(
     file left as it was. ``progress`` is given the inputs and yields the callback that hears, as the run
     goes, how many more files are done and how many more of their bytes on disk (``kvlog.io.progress``).
     ``source`` names the server that wrote the inputs (``sglang``, ``vllm``; default: detected per file).
+    ``usage`` says which of the servers' periodic usage lines become ``kv_pool.usage`` events: ``none``
+    (they pass through as they were), ``sampled`` or ``all`` (``kvlog.migration.sampling``).
     ``engine`` runs the files: ``local`` (``jobs`` worker processes of this machine) or ``ray`` (the
     Ray cluster at ``ray_address``, default the one this machine runs, else a new local one; the
     inputs, outputs and ``migrations`` must then be paths every node sees, or store URIs: ``s3://``,
@@ -161,6 +165,7 @@ def migrate(
         keep_original=keep_original,
         legacy_generation=legacy_generation,
         source=source,
+        usage=usage,
         allowed_unparsed=allowed_unparsed(tuple(allow_unparsed), tuple(map(str, allow_unparsed_from))),
     )
     if jobs < 1:
@@ -265,6 +270,7 @@ def migrated_events(
     keep_original: bool = False,
     ray_address: str | None = None,
     progress: Progress | None = None,
+    usage: UsageMode = "none",
 ) -> tuple[Collected, MigrateOutcome]:
     """The current events ``migrate`` makes of ``inputs``, and its dead letters, for the commands that read them.
 
@@ -277,6 +283,7 @@ def migrated_events(
         only_events=True,
         keep_original=keep_original,
         source=source,
+        usage=usage,
         migrations=migrations,
         ray_address=ray_address,
         progress=progress,

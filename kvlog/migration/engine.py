@@ -44,6 +44,7 @@ from kvlog.migration.legacy import LegacyRenderer
 from kvlog.migration.ops import Op, mark_inferred, provenance, source_format
 from kvlog.migration.records import Downstream, Record
 from kvlog.migration.report import MigrationReport
+from kvlog.migration.sampling import USAGE_EVENT, USAGE_MODES, UsageMode, UsageSampler
 from kvlog.migration.steps import Chain
 from kvlog.schema.catalog import catalog_version
 from kvlog.schema.event_validator import EventValidator
@@ -157,6 +158,8 @@ class MigrateOptions:
     allowed_unparsed: tuple[str, ...] = ()
     #: the server whose lines the inputs are (``sglang``, ``vllm``); None: detected per file
     source: str | None = None
+    #: which periodic usage lines become ``kv_pool.usage`` events (``kvlog.migration.sampling``)
+    usage: UsageMode = "none"
 
     def __post_init__(self) -> None:
         """An option that chooses what one format writes needs that format: refused here, for every caller."""
@@ -164,6 +167,8 @@ class MigrateOptions:
             raise PlanError("{to_catalog} chooses the catalog version of JSON events: it needs {output_format} jsonl")
         if self.legacy_generation is not None and self.output_format != "legacy":
             raise PlanError("{legacy_generation} chooses an old wording: it needs {output_format} legacy")
+        if self.usage not in USAGE_MODES:
+            raise PlanError(f"{{usage}} is {', '.join(USAGE_MODES)}, not {self.usage!r}")
 
 
 class Migrator:
@@ -248,7 +253,7 @@ class Migrator:
         report = MigrationReport(files=1) if report is None else report
         run = FileRun(self, None if name == "-" else name, report, dead, downstream)
         try:
-            run.take(segments(stream))
+            run.take(segments(stream, usage=self.options.usage != "none"))
         except InputError as exc:
             raise InputError(f"{exc} (after line {run.number})") from None
         run.finish()
@@ -289,6 +294,8 @@ class FileRun:
         self.open_line = False  # the last passthrough segment ended inside a line
         #: while ``messages`` reads: the header of each of its lines, and the number of the first
         self._said: tuple[list[LinePrefix], int] | None = None
+        self._usage = migrator.options.usage
+        self._sampler = UsageSampler()
 
     def take(self, pieces: Iterable[tuple[bool | None, bytes, int, int]]) -> None:
         """Migrate what ``segments`` or ``split`` found: candidate lines one by one, the rest in runs."""
@@ -311,7 +318,7 @@ class FileRun:
             self.passthrough(b"\n", 0, 1)
             self.overlong(lines.head, lines.length)
             return
-        self.take(segments(io.BytesIO(lines)))
+        self.take(segments(io.BytesIO(lines), usage=self._usage != "none"))
 
     def messages(self, said: Sequence[LinePrefix]) -> None:
         r"""Messages whose header is known, each line of one a line of its own: the live handler's way in.
@@ -329,7 +336,7 @@ class FileRun:
         data = "\n".join([header.message for header in said]).encode("utf-8", "backslashreplace") + b"\n"
         self._said = (headers, self.number + 1)
         try:
-            self.take(segments(io.BytesIO(data)))
+            self.take(segments(io.BytesIO(data), usage=self._usage != "none"))
         finally:
             self._said = None
 
@@ -431,6 +438,8 @@ class FileRun:
             self._unparsed(text, f"looks like a memory line but matches no known {servers} wording", said=said)
             return None
         recognised, prefix, before = found
+        if recognised.rule.template.event == USAGE_EVENT and not self._keeps_usage(recognised, prefix):
+            return None  # a usage line not asked for: passed through as it was, as any request line
         timestamp, ranks, after = prefix.timestamp, prefix.ranks, recognised.parsed.rest
         if timestamp is not None:
             self.dates.last_dated = (timestamp, self.number)
@@ -471,6 +480,14 @@ class FileRun:
         if held is not None:
             held.glue = (before, after)
         return held
+
+    def _keeps_usage(self, recognised: Recognised, prefix: LinePrefix) -> bool:
+        """Whether a usage line becomes an event (``--usage``): a series is one rank's pool on one device."""
+        if self._usage != "sampled":
+            return self._usage == "all"
+        fields = recognised.parsed.fields
+        series = (prefix.pid, tuple(sorted(prefix.ranks.items())), fields.get("engine"), fields.get("device"))
+        return self._sampler.keep(series, fields)
 
     def _event(self, recognised: Recognised, prefix: LinePrefix) -> tuple[dict[str, Any], bool]:
         """A recognised line's event, and whether it is already at its newest version.

@@ -25,7 +25,7 @@ from kvlog.schema.catalog import Catalog
 from kvlog.schema.fields import Facts
 from kvlog.schema.walk import DerefError
 from kvlog.text.prefix import FOREIGN_START, LinePrefix
-from kvlog.text.template import FieldSyntax, Parsed, Template, TemplateParser
+from kvlog.text.template import SKIP, FieldSyntax, Parsed, Template, TemplateParser
 from kvlog.text.wording import CURRENT
 
 #: companion roles: a new server run starts, the KV-cache dtype of older logs, a post-capture line (evidence
@@ -235,6 +235,7 @@ def _event_rule(
         printed = template.fields()
     except ValueError as exc:  # unbalanced sections: the file is named by the caller
         raise GrammarError(str(exc)) from None
+    printed = [name for name in printed if name != SKIP]
     unknown = [name for name in [*printed, *template.when] if name not in fields]
     if unknown:
         raise GrammarError(f"{template.event}@{version} has no field {', '.join(unknown)} (template {template.text!r})")
