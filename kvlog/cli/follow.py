@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Literal
 
 import click
 
@@ -38,6 +39,7 @@ from kvlog.metrics.bound import DEFAULT_LIMIT
     "and metrics); with --state, the first run's start: files that appeared while stopped are written whole.",
 )
 @engine_options.source("The server that writes the logs (default: detected per file).")
+@engine_options.usage()
 @click.option(
     "--poll",
     "poll_s",
@@ -75,6 +77,7 @@ def follow(  # noqa: PLR0917 - click passes every option as a parameter
     hold_s: float,
     new_only: bool,
     source: str | None,
+    usage: Literal["none", "sampled", "all"],
     poll_s: float | None,
     metrics_port: int | None,
     metrics_host: str,
@@ -100,6 +103,7 @@ def follow(  # noqa: PLR0917 - click passes every option as a parameter
             hold_s=hold_s,
             new_only=new_only,
             source=source,
+            usage=usage,
             poll_s=poll_s,
             metrics_port=metrics_port,
             metrics_host=metrics_host,
