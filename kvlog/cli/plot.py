@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from typing import Literal
 
 import click
 
@@ -23,8 +24,15 @@ from kvlog.errors import KvlogError
     help="The figure: OUT.html (self-contained, works offline), OUT.png or OUT.svg (rendered with Chromium).",
 )
 @engine_options.source()
+@engine_options.usage()
 @click.option("--title", help="The figure's title.")
-def plot(inputs: tuple[str, ...], output: str, source: str | None, title: str | None) -> None:
+def plot(
+    inputs: tuple[str, ...],
+    output: str,
+    source: str | None,
+    usage: Literal["none", "sampled", "all"],
+    title: str | None,
+) -> None:
     """Draw KV-cache memory over time for each server run and rank (INPUTS: old logs or kvlog events).
 
     INPUTS are files, globs, directories or - (as kvlog migrate takes them). Device memory is stacked:
@@ -37,7 +45,7 @@ def plot(inputs: tuple[str, ...], output: str, source: str | None, title: str | 
     or the plot extra is missing; 128+N when stopped by signal N.
     """
     try:
-        outcome = commands.plot(inputs, output=output, source=source, title=title, on_notice=_say)
+        outcome = commands.plot(inputs, output=output, source=source, usage=usage, title=title, on_notice=_say)
     except KvlogError as exc:
         fail("plot", message(exc, plot), commands.exit_status_of(exc))
     except (OSError, ValueError) as exc:  # an I/O failure no step foresaw (the working directory gone)
