@@ -89,9 +89,11 @@ class Family:
     shapes: dict[Shape, tuple[dict[str, Any], tuple[str, ...]]] = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
-    def of(cls, chain: Chain, server: str) -> Family:
+    def of(cls, chain: Chain, server: str, *, usage: bool = False) -> Family:
+        """The server's wordings; its usage lines' only with ``usage``: without, no line is tried against them."""
         known = chain.known.get(server)
-        generations = (*chain.generations(server), *((known,) if known is not None else ()))
+        eras = [generation for generation in chain.generations(server) if usage or not generation.reads_usage_only]
+        generations = (*eras, *((known,) if known is not None else ()))
         starts = tuple(sorted({start for generation in generations for start in generation.starts}))
         return cls(server, SERVERS[server], generations, starts)
 
@@ -186,7 +188,9 @@ class Migrator:
         if options.source is not None and options.source not in servers:
             raise ValueError(f"no migrations read {options.source!r} lines (kvlog reads {', '.join(servers)})")
         self.families = [
-            Family.of(chain, server) for server in servers if options.source is None or server == options.source
+            Family.of(chain, server, usage=options.usage != "none")
+            for server in servers
+            if options.source is None or server == options.source
         ]
         self.to_catalog = options.to_catalog or top
         self.legacy = LegacyRenderer(chain, options.legacy_generation) if options.output_format == "legacy" else None

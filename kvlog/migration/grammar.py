@@ -21,6 +21,7 @@ from typing import Any
 from kvlog.envelope import EVIDENCE, InferenceRule, envelope
 from kvlog.migration.errors import GrammarError, OpError
 from kvlog.migration.ops import Op, compile_op, mark_inferred, provenance, value_of
+from kvlog.migration.sampling import USAGE_EVENT
 from kvlog.schema.catalog import Catalog
 from kvlog.schema.fields import Facts
 from kvlog.schema.walk import DerefError
@@ -124,6 +125,11 @@ class Generation:
             if parsed is not None:
                 return Recognised(self, rule, parsed)
         return None
+
+    @cached_property
+    def reads_usage_only(self) -> bool:
+        """Whether every wording of this generation is a usage line's (read only with ``--usage``)."""
+        return bool(self.rules) and all(rule.template.event == USAGE_EVENT for rule in self.rules)
 
     @cached_property
     def starts(self) -> tuple[str, ...]:
