@@ -9,12 +9,15 @@ users into public threads (the source above each), or printed by the releases' c
 from __future__ import annotations
 
 import io
+from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
+from cli_harness import kvlog_text
 
 from kvlog.migration import load_chain
+from kvlog.migration.candidates import might_be_read
 from kvlog.migration.engine import MigrateOptions, Migrator
 from kvlog.migration.errors import PlanError
 from kvlog.migration.sampling import EVERY
@@ -209,3 +212,21 @@ def test_a_capacity_wording_becomes_the_capacity_event(line: str, expected: dict
     (event,) = events
     assert event["event"] == "kv_pool.capacity"
     assert {name: event[name] for name in expected} == expected
+
+
+def test_the_live_probe_lets_usage_messages_through_only_when_asked() -> None:
+    """``kvlog integrate``'s handler asks ``might_be_read`` of every record: a usage message is one with ``usage``."""
+    prefixless = [line.split("] ", 1)[-1] for line, _ in USAGE_LINES]
+    assert all(might_be_read(message, usage=True) for message in prefixless)
+    assert not might_be_read("Decode batch. #running-req: 12, #token: 3456, token usage: 0.05, #queue-req: 0")
+
+
+def test_migrate_usage_on_the_command_line(tmp_path: Path) -> None:
+    log = tmp_path / "server.log"
+    log.write_text("".join(line + "\n" for line, _ in USAGE_LINES[6:8]))
+    done = kvlog_text("migrate", log, "--usage", "all", "--only-events", "-o", "-")
+    assert done.returncode == 0, done.stderr
+    assert [orjson.loads(line)["event"] for line in done.stdout.splitlines()] == ["kv_pool.usage"] * 2
+    assert kvlog_text("migrate", log, "-o", "-").stdout == log.read_text()  # the default: as they were
+    refused = kvlog_text("migrate", log, "--usage", "some", "-o", "-")
+    assert refused.returncode == 2 and "--usage" in refused.stderr and "Traceback" not in refused.stderr
