@@ -34,10 +34,13 @@ the CPU each event costs beyond the plain log. ``--baseline TREE`` adds kvlog fr
 (the commit before a change) to the same rounds. kvlog keeps what it derives from its schema and migration
 files across runs (``kvlog.schema.stored``, in the work directory here, filled by an untimed warm-up run);
 ``kvlog_nothing_kept`` is the same kvlog deriving it all at every start, as a first run after an edit
-does. Goals (issue 15): kvlog/sed >= 1 on both logs, at most 5 us per memory line.
+does. Goals (issue 15): kvlog/sed >= 1 on both logs, at most 5 us per memory line. ``--usage`` adds ``kvlog
+migrate --usage sampled`` and ``--usage all`` on the dense log (80% of whose lines are sglang's decode and
+prefill batches, each a usage line) to the same rounds, as ratios to the default (issue 32: the usage lines
+are read only when asked).
 
     .venv/bin/python benchmarks/bench_migrate.py [--lines 1000000] [--rounds 3] [--json out.json]
-    .venv/bin/python benchmarks/bench_migrate.py --dense-only [--baseline /tmp/kvlog-base] [--rounds 5]
+    .venv/bin/python benchmarks/bench_migrate.py --dense-only [--baseline /tmp/kvlog-base] [--rounds 5] [--usage]
     .venv/bin/python benchmarks/bench_migrate.py --profile   # cProfile of one pinned kvlog run
 """
 
@@ -277,6 +280,12 @@ def dense(args: argparse.Namespace, work: Path, kvlog: list[str]) -> dict[str, A
                 env,
             )
         commands[f"sed_{log}"] = ([*PIN, "sed", "-E", *SED_RENAMES, str(path)], work / f"sed_{log}.out", None)
+    for mode in ("sampled", "all") if args.usage else ():  # the usage lines read, on the dense log (80% of its lines)
+        commands[f"kvlog_usage_{mode}_dense"] = (
+            [*PIN, *kvlog, "--usage", mode, str(with_runs), "-o", str(work / f"kvlog_usage_{mode}.out")],
+            work / "stdout",
+            trees["kvlog"],
+        )
     wall: dict[str, list[float]] = {name: [] for name in commands}
     cpu: dict[str, list[float]] = {name: [] for name in commands}
     load_before = os.getloadavg()[0]
@@ -303,6 +312,14 @@ def dense(args: argparse.Namespace, work: Path, kvlog: list[str]) -> dict[str, A
         for name in trees
         for log in lines
     }
+    usage = {  # what reading the usage lines costs, against the default (none read) in the same rounds
+        f"usage_{mode}_over_default": {
+            "cpu": median_cpu[f"kvlog_usage_{mode}_dense"] / median_cpu["kvlog_dense"],
+            "wall": median_wall[f"kvlog_usage_{mode}_dense"] / median_wall["kvlog_dense"],
+            "events": count_events(work / f"kvlog_usage_{mode}.out"),
+        }
+        for mode in (("sampled", "all") if args.usage else ())
+    }
     # what the memory lines cost: the dense log's CPU beyond that of the same log without its runs
     per_event_us = {name: (median_cpu[f"{name}_dense"] - median_cpu[f"{name}_plain"]) / events * 1e6 for name in trees}
     return {
@@ -316,6 +333,7 @@ def dense(args: argparse.Namespace, work: Path, kvlog: list[str]) -> dict[str, A
         "median_cpu": median_cpu,
         "ratios": ratios,
         "per_event_us": per_event_us,
+        "usage": usage,
     }
 
 
@@ -335,6 +353,8 @@ def report_dense(figures: dict[str, Any], rounds: int) -> None:
         print(f"{name:<34} {ratio['cpu']:5.2f}x by CPU, {ratio['wall']:5.2f}x by wall  (goal >= 1.0x: {verdict})")
     for name, micros in figures["per_event_us"].items():
         print(f"{name}: {micros:.1f} us of CPU per memory line (event) beyond the plain log  (goal <= 5 us)")
+    for name, ratio in figures["usage"].items():
+        print(f"{name:<34} {ratio['cpu']:5.2f}x the CPU, {ratio['wall']:5.2f}x the wall time, {ratio['events']} events")
 
 
 def about(args: argparse.Namespace) -> dict[str, Any]:
@@ -356,6 +376,9 @@ def main() -> None:
     parser.add_argument("--profile", action="store_true", help="profile one pinned kvlog run with cProfile and stop")
     parser.add_argument("--dense-only", action="store_true", help="time only the dense fleet log against sed")
     parser.add_argument("--baseline", type=Path, help="also time kvlog from this source tree on the dense logs")
+    parser.add_argument(
+        "--usage", action="store_true", help="also time --usage sampled and all on the dense log, against the default"
+    )
     args = parser.parse_args()
     for tool in ("sed", "taskset") if args.dense_only else ("sed", "mtail", "taskset"):
         if shutil.which(tool) is None:

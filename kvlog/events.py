@@ -1026,6 +1026,69 @@ _SETTERS_KvPoolUnifiedAllocation = slot_setters(KvPoolUnifiedAllocation)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True, init=False)
+class KvPoolUsage(Event):
+    """KV cache usage (``kv_pool.usage`` v1).
+
+    How full the KV cache was when the server printed its periodic statistics (vLLM's `GPU KV cache
+    usage: X%`, sglang's `Decode batch. ... #token: N, token usage: 0.xx`): the pool's occupancy
+    over time, a share of its slots, not bytes. Read only when asked (`kvlog migrate --usage`).
+    """
+
+    EVENT: ClassVar[str] = "kv_pool.usage"
+    VERSION: ClassVar[int] = 1
+
+    fraction: float
+    used_tokens: int | None
+    host_fraction: float | None
+    swa_fraction: float | None
+    swa_used_tokens: int | None
+    device: str | None
+    engine: int | None
+    ext: dict[str, Any] | None = None
+
+    def __init__(
+        self,
+        *,
+        fraction: float,
+        used_tokens: int | None,
+        host_fraction: float | None,
+        swa_fraction: float | None,
+        swa_used_tokens: int | None,
+        device: str | None,
+        engine: int | None,
+        ext: dict[str, Any] | None = None,
+    ) -> None:
+        setters = _SETTERS_KvPoolUsage
+        setters[0](self, fraction)
+        setters[1](self, used_tokens)
+        setters[2](self, host_fraction)
+        setters[3](self, swa_fraction)
+        setters[4](self, swa_used_tokens)
+        setters[5](self, device)
+        setters[6](self, engine)
+        setters[7](self, ext)
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "event": "kv_pool.usage",
+            "schema_version": 1,
+            "fraction": self.fraction,
+            "used_tokens": self.used_tokens,
+            "host_fraction": self.host_fraction,
+            "swa_fraction": self.swa_fraction,
+            "swa_used_tokens": self.swa_used_tokens,
+            "device": self.device,
+            "engine": self.engine,
+        }
+        if self.ext is not None:
+            out["ext"] = self.ext
+        return out
+
+
+_SETTERS_KvPoolUsage = slot_setters(KvPoolUsage)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True, init=False)
 class KvPoolWake(Event):
     """KV pool awake (``kv_pool.wake`` v1).
 
@@ -1596,6 +1659,7 @@ ALL_EVENTS: tuple[type[Event], ...] = (
     KvPoolStateCorrected,
     KvPoolSwaSummary,
     KvPoolUnifiedAllocation,
+    KvPoolUsage,
     KvPoolWake,
     KvlogSchemaViolation,
     MambaPoolAllocation,

@@ -36,7 +36,8 @@ def _load_tool() -> ModuleType:
 
 TOOL = _load_tool()
 RULES = TOOL.load_rules()
-MIGRATOR = Migrator(load_chain(), MigrateOptions())
+#: usage lines are events only when asked: every event format is read here, the usage lines' too
+MIGRATOR = Migrator(load_chain(), MigrateOptions(usage="all"))
 RELEASES = {
     server: json.loads((ROOT / "formats" / f"{server}.json").read_text())["releases"] for server in TOOL.SERVERS
 }

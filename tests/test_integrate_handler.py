@@ -217,3 +217,42 @@ def test_the_ports_a_process_tries_for_its_metrics(
         f"kvlog: no metrics for this process: cannot serve metrics on 127.0.0.1:{tried[-1]}: Address already in use\n"
     )
     assert handler.written == 1  # the events are written all the same
+
+
+DECODE = (
+    "Decode batch. #running-req: 8, #token: 62531, token usage: 0.12, gen throughput (token/s): 186.64, #queue-req: 0"
+)
+
+
+def test_usage_lines_are_read_only_with_usage_and_served_as_a_gauge(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``kvlog integrate --usage``: a decode batch's usage becomes an event and the process's gauge."""
+    logger, handler, events = attached(tmp_path / "without")
+    try:
+        logger.info(START_UP[0])
+        logger.info(DECODE)
+        wait_for(lambda: len(decoded(events)) == 1, what="the load line's event")
+    finally:
+        handler.close()
+    assert [event["event"] for event in decoded(events)] == ["weights.load_begin"]
+
+    logger, handler, events = attached(tmp_path / "with", metrics_port=0, usage="all")
+    try:
+        logger.info(DECODE)
+        wait_for(lambda: len(decoded(events)) == 1, what="the usage event")
+        served = re.search(r"serving metrics of pid [0-9]+ at (http://\S+/metrics)", capsys.readouterr().err)
+        assert served is not None
+        with urllib.request.urlopen(served.group(1), timeout=5) as response:
+            exposition = response.read().decode()
+    finally:
+        handler.close()
+    (event,) = decoded(events)
+    assert (event["event"], event["fraction"], event["used_tokens"]) == ("kv_pool.usage", 0.12, 62531)
+    usage = {
+        sample.labels["pool"]: sample.value
+        for family in text_string_to_metric_families(exposition)
+        for sample in family.samples
+        if sample.name == "kvlog_kv_pool_usage_ratio"
+    }
+    assert usage == {"full": 0.12}

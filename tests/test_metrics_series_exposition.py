@@ -49,7 +49,7 @@ def test_every_metric_is_a_family_of_its_type_unit_and_help_even_without_a_serie
     assert families == {
         metric.name.removesuffix("_total"): (
             metric.kind,
-            {"bytes": "bytes", "tokens": "tokens", "1": ""}[metric.unit],
+            {"bytes": "bytes", "tokens": "tokens", "ratio": "ratio", "1": ""}[metric.unit],
             metric.help,
             [],
         )

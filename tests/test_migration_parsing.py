@@ -17,12 +17,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kvlog.migration import load_chain
-from kvlog.migration.candidates import split
+from kvlog.migration.candidates import segments, split
 from kvlog.migration.engine import MigrateOptions, Migrator
 from kvlog.migration.grammar import Rule
+from kvlog.migration.sampling import USAGE_EVENT
 from kvlog.schema.event_validator import EventValidator
 from kvlog.text.prefix import SGLANG, rank_tags
-from kvlog.text.template import PLACEHOLDER, SCALED, UNITS, read_figure, split_sections
+from kvlog.text.template import PLACEHOLDER, SCALED, SKIP, UNITS, read_figure, split_sections
 
 CHAIN = load_chain()
 MIGRATOR = Migrator(CHAIN, MigrateOptions())
@@ -35,6 +36,11 @@ def migrate_text(text: str, **options: Any) -> list[bytes]:
     migrator.migrate("test.log", io.BytesIO(text.encode()), out)
     *lines, last = out.getvalue().split(b"\n")
     return [line + b"\n" for line in lines] + ([last] if last else [])
+
+
+def asked(rule: Rule) -> dict[str, Any]:
+    """The options under which a rule's lines are read: a usage line only with ``usage``."""
+    return {"usage": "all"} if rule.template.event == USAGE_EVENT else {}
 
 
 def one_event(line: str) -> dict[str, Any]:
@@ -418,7 +424,7 @@ def test_render_then_parse_gives_the_figures_back_within_printed_precision(
     assert parsed is not None, line
     units = rule.template.units()
     for name in rule.template.fields():
-        if event.get(name) is None:
+        if event.get(name) is None or name == SKIP:  # ``{_}``: text skipped, no field
             assert name not in parsed.fields
             continue
         unit = units[name]
@@ -442,7 +448,7 @@ def test_render_then_parse_gives_the_figures_back_within_printed_precision(
 def test_a_rendered_line_migrates_to_its_event(case: tuple[str, Rule, dict[str, Any], str]) -> None:
     """Through the whole grammar and chain: a valid event of the same name, at its newest version."""
     _, rule, _, line = case
-    out = migrate_text(f"[2026-01-02 03:04:05 TP3] {line}\n")
+    out = migrate_text(f"[2026-01-02 03:04:05 TP3] {line}\n", **asked(rule))
     migrated = orjson.loads(out[0])
     assert migrated["event"] == rule.template.event
     assert migrated["ranks"] == {"tp": 3}
@@ -455,7 +461,7 @@ def test_a_rendered_line_migrates_to_its_event(case: tuple[str, Rule, dict[str, 
 def test_a_rendered_vllm_line_migrates_to_its_event(case: tuple[str, Rule, dict[str, Any], str]) -> None:
     """The same for vLLM: its prefix gives the ranks and the pid, its lines the event."""
     _, rule, _, line = case
-    out = migrate_text(f"(Worker_TP3 pid=77) INFO 01-02 03:04:05 [gpu_worker.py:1] {line}\n")
+    out = migrate_text(f"(Worker_TP3 pid=77) INFO 01-02 03:04:05 [gpu_worker.py:1] {line}\n", **asked(rule))
     migrated = orjson.loads(out[0])
     assert (migrated["event"], migrated["ranks"], migrated["pid"]) == (rule.template.event, {"tp": 3}, 77)
     assert migrated["schema_version"] == CHAIN.catalog.latest(rule.template.event)
@@ -471,7 +477,9 @@ def test_the_reader_looks_at_every_line_a_rule_can_read(case: tuple[str, Rule, d
     """The block reader skips lines without a keyword: every wording must contain one."""
     line = f"[2026-01-02 03:04:05 TP3] {case[3]}\n".encode()
     data = b"Decode batch. #running-req: 1\n" + line + b"Decode batch. #running-req: 2\n"
-    candidates = [data[start:end] for is_candidate, data, start, end in split(data, len(data)) if is_candidate]
+    usage = bool(asked(case[1]))  # a usage line is looked at only when usage is read
+    pieces = segments(io.BytesIO(data), usage=True) if usage else split(data, len(data))
+    candidates = [data[start:end] for is_candidate, data, start, end in pieces if is_candidate]
     assert candidates == [line]
 
 

@@ -304,3 +304,25 @@ def test_every_subset_of_event_kinds_is_drawn_in_its_own_panel(every_subset: Dra
         assert painted(panel, colour) >= 8, f"{medium}: panel {row} does not show its series {colour}"
     for colour in {colour_of(trace) for trace in figure.data} - own:
         assert painted(panel, colour) <= 2, f"{medium}: panel {row} shows another run's series {colour}"
+
+
+def test_the_occupancy_panel_draws_offline(chromium: str, tmp_path: Path, profile: Path) -> None:
+    """``--usage``: the run's memory and, under it, its KV cache's share in use, drawn by the browser."""
+    log, out = tmp_path / "server.log", tmp_path / "usage.html"
+    log.write_text(
+        "[2025-02-27 04:40:00 TP0] Load weight begin. avail mem=70.00 GB\n"
+        "[2025-02-27 04:40:31 TP0] KV Cache is allocated. #tokens: 524288, K size: 4.05 GB, V size: 4.05 GB\n"
+        + "".join(
+            f"[2025-02-27 04:4{n}:39 TP0] Decode batch. #running-req: 8, #token: {n}000, token usage: 0.{n}0, "
+            "gen throughput (token/s): 186.64, #queue-req: 0\n"
+            for n in range(1, 8)
+        )
+    )
+    result = kvlog_plot(log, "--usage", "all", "-o", out)
+    assert result.returncode == commands.EXIT_OK, result.stderr
+    shown = headless(chromium, out.as_uri(), "--dump-dom", profile=profile)
+    assert shown.returncode == 0, shown.stderr[-2000:]
+    figure = drawn(shown.stdout)
+    assert names.USAGE in figure.legend
+    assert figure.count("trace", "scatter") == len(memory_figure(runs_of(log)).data) + 1  # the occupancy line
+    assert console(shown.stderr) == []

@@ -54,6 +54,20 @@ year = click.option(
     help="The year of the lines that print none (vLLM's) [default: bounded by the release that printed them, "
     "else the year the file last changed in].",
 )
+_USAGE = (
+    "Which of the servers' periodic KV cache usage lines (vLLM's GPU KV cache usage: X%, sglang's token usage: "
+    "0.xx) become kv_pool.usage events: none (they pass through as they were), sampled (the first of each "
+    "rank's, each that moved by 0.05 or more, and one in 100), all."
+)
+
+
+def usage(default: str = "none") -> Callable[[FC], FC]:
+    """``--usage``: which periodic usage lines become events, for the commands that read logs."""
+    return click.option(
+        "--usage", type=click.Choice(["none", "sampled", "all"]), default=default, show_default=True, help=_USAGE
+    )
+
+
 jobs = click.option("-j", "--jobs", type=click.IntRange(min=1), default=1, show_default=True, help="Worker processes.")
 migrations = click.option(
     "--migrations", type=click.Path(file_okay=False, path_type=Path), help="Use these migration files."

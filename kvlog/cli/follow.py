@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Literal
 
 import click
 
@@ -39,6 +40,7 @@ from kvlog.metrics.bound import DEFAULT_LIMIT
 )
 @engine_options.source("The server that writes the logs (default: detected per file).")
 @engine_options.year
+@engine_options.usage()
 @click.option(
     "--poll",
     "poll_s",
@@ -77,6 +79,7 @@ def follow(  # noqa: PLR0917 - click passes every option as a parameter
     new_only: bool,
     source: str | None,
     year: int | None,
+    usage: Literal["none", "sampled", "all"],
     poll_s: float | None,
     metrics_port: int | None,
     metrics_host: str,
@@ -103,6 +106,7 @@ def follow(  # noqa: PLR0917 - click passes every option as a parameter
             new_only=new_only,
             source=source,
             year=year,
+            usage=usage,
             poll_s=poll_s,
             metrics_port=metrics_port,
             metrics_host=metrics_host,

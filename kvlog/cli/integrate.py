@@ -8,6 +8,7 @@ from typing import Any
 import click
 
 from kvlog import commands
+from kvlog.cli import engine as engine_options
 from kvlog.cli import live
 from kvlog.cli.examples import examples
 from kvlog.cli.failing import fail, message
@@ -52,6 +53,7 @@ from kvlog.integrate.dictconfig import EVENTS
     "later line); records beyond it are dropped and counted, and the look-ahead writes its events as they stand "
     "past half of it.",
 )
+@engine_options.usage()
 @click.option(
     "--keep",
     metavar="CONFIG.json",

@@ -48,6 +48,7 @@ from kvlog.errors import KvlogError
 )
 @engine_options.source()
 @engine_options.year
+@engine_options.usage()
 @click.option(
     "-o",
     "--output",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from typing import Literal
 
 import click
 
@@ -24,8 +25,16 @@ from kvlog.errors import KvlogError
 )
 @engine_options.source()
 @engine_options.year
+@engine_options.usage()
 @click.option("--title", help="The figure's title.")
-def plot(inputs: tuple[str, ...], output: str, source: str | None, year: int | None, title: str | None) -> None:
+def plot(  # noqa: PLR0917 - click passes every option as a parameter
+    inputs: tuple[str, ...],
+    output: str,
+    source: str | None,
+    year: int | None,
+    usage: Literal["none", "sampled", "all"],
+    title: str | None,
+) -> None:
     """Draw KV-cache memory over time for each server run and rank (INPUTS: old logs or kvlog events).
 
     INPUTS are files, globs, directories or - (as kvlog migrate takes them). Device memory is stacked:
@@ -38,7 +47,9 @@ def plot(inputs: tuple[str, ...], output: str, source: str | None, year: int | N
     or the plot extra is missing; 128+N when stopped by signal N.
     """
     try:
-        outcome = commands.plot(inputs, output=output, source=source, year=year, title=title, on_notice=_say)
+        outcome = commands.plot(
+            inputs, output=output, source=source, year=year, usage=usage, title=title, on_notice=_say
+        )
     except KvlogError as exc:
         fail("plot", message(exc, plot), commands.exit_status_of(exc))
     except (OSError, ValueError) as exc:  # an I/O failure no step foresaw (the working directory gone)

@@ -29,6 +29,7 @@ from kvlog.io.tailing import FileKey, Tailer, find_beside
 from kvlog.metrics.bound import DEFAULT_LIMIT
 from kvlog.migration.candidates import MAX_LINE_BYTES
 from kvlog.migration.engine import MigrateOptions
+from kvlog.migration.sampling import UsageMode
 from kvlog.text.printable import printable_name
 
 #: how often the follower wakes with nothing written, to let held events' time run out and see new files
@@ -62,6 +63,7 @@ def follow(
     new_only: bool = False,
     source: str | None = None,
     year: int | None = None,
+    usage: UsageMode = "none",
     migrations: str | Path | None = None,
     metrics_port: int | None = None,
     metrics_host: str = "127.0.0.1",
@@ -81,7 +83,9 @@ def follow(
     (see ``kvlog.follow.state``; with events on standard output, a restart after a kill can repeat the
     events of the last instant). ``hold_s`` bounds how long an event waits for a later line;
     ``new_only`` writes only the events of lines written after the start (earlier lines are still
-    read, for the context and the observers). ``metrics_port`` serves the gauges of ``kvlog.metrics``
+    read, for the context and the observers). ``usage`` says which periodic usage lines become
+    ``kv_pool.usage`` events (``none``, ``sampled``, ``all``: ``kvlog.migration.sampling``), which the
+    gauges serve as ``kvlog_kv_pool_usage_ratio``. ``metrics_port`` serves the gauges of ``kvlog.metrics``
     for Prometheus at ``http://metrics_host:metrics_port/metrics`` (0: a free port; the address is
     said through ``on_notice``; ``metrics_label_values`` bounds each label the log names, see
     ``kvlog.metrics.bound``), ``otlp_endpoint`` exports events and gauges over OTLP/HTTP
@@ -112,7 +116,8 @@ def follow(
             "{metrics_label_values} {given}: a label needs room for one value", given=metrics_label_values
         )
     migrator = migrator_for(
-        None if migrations is None else Path(migrations), MigrateOptions(only_events=True, source=source, year=year)
+        None if migrations is None else Path(migrations),
+        MigrateOptions(only_events=True, source=source, year=year, usage=usage),
     )
     state_path = None if state is None else Path(state)
     with ExitStack() as stack:

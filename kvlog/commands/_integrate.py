@@ -14,6 +14,7 @@ from kvlog.integrate import LIVE_SERVERS, configuration
 from kvlog.integrate.budget import MAX_HELD_BYTES, MIN_HELD_BYTES
 from kvlog.integrate.dictconfig import EVENTS
 from kvlog.io.errors import InputError
+from kvlog.migration.sampling import USAGE_MODES
 
 
 def integrate(
@@ -24,6 +25,7 @@ def integrate(
     metrics_host: str = "127.0.0.1",
     hold_s: float = HOLD_S,
     max_held_bytes: int = MAX_HELD_BYTES,
+    usage: str = "none",
     keep: str | Path | None = None,
 ) -> dict[str, Any]:
     """The ``dictConfig`` document ``server`` loads (from ``SGLANG_LOGGING_CONFIG_PATH``, ``VLLM_LOGGING_CONFIG_PATH``).
@@ -31,7 +33,8 @@ def integrate(
     ``events`` is where each process writes its events (``{pid}``, ``{rank}`` filled in by the process;
     a relative path is made absolute here, since the server may run elsewhere; ``-``: standard error).
     ``max_held_bytes`` bounds what each process's handler holds (its queue and look-ahead; the records
-    beyond it are dropped and counted). ``keep`` names a configuration the user already has, which
+    beyond it are dropped and counted). ``usage`` says which periodic usage lines become ``kv_pool.usage``
+    events and gauges (``none``, ``sampled``, ``all``). ``keep`` names a configuration the user already has, which
     kvlog's handler is merged into instead of the server's default. Raises ``OptionError`` for options
     that cannot work, ``InputError`` for a ``keep`` file that cannot be read, and ``ConfigurationError``
     for one kvlog cannot merge into.
@@ -48,6 +51,8 @@ def integrate(
             given=max_held_bytes,
             least=MIN_HELD_BYTES,
         )
+    if usage not in USAGE_MODES:
+        raise OptionError("{usage} {given}: one of {known}", given=usage, known=", ".join(USAGE_MODES))
     if events != "-":
         events = os.path.abspath(events)  # noqa: PTH100 - a str with placeholders in, a str out
     kept = None if keep is None else _read_config(Path(keep))
@@ -58,6 +63,7 @@ def integrate(
         metrics_host=metrics_host,
         hold_s=hold_s,
         max_held_bytes=max_held_bytes,
+        usage=usage,
         keep=kept,
         keep_name=str(keep),
     )

@@ -29,6 +29,7 @@ from kvlog.migration.errors import MigrationError, UnknownCatalogVersion
 from kvlog.migration.plan import Request, allowed_unparsed, plan
 from kvlog.migration.records import Record
 from kvlog.migration.report import MigrationReport
+from kvlog.migration.sampling import UsageMode
 from kvlog.migration.steps import load_chain
 from kvlog.text.printable import printable_name
 
@@ -104,6 +105,7 @@ def migrate(
     legacy_generation: str | None = None,
     source: str | None = None,
     year: int | None = None,
+    usage: UsageMode = "none",
     in_place: bool = False,
     backup_suffix: str = ".orig",
     dry_run: bool = False,
@@ -133,6 +135,8 @@ def migrate(
     goes, how many more files are done and how many more of their bytes on disk (``kvlog.io.progress``).
     ``source`` names the server that wrote the inputs (``sglang``, ``vllm``; default: detected per file).
     ``year`` is the year of the lines that print none (vLLM's; default: worked out, ``kvlog.migration.dating``).
+    ``usage`` says which of the servers' periodic usage lines become ``kv_pool.usage`` events: ``none``
+    (they pass through as they were), ``sampled`` or ``all`` (``kvlog.migration.sampling``).
     ``engine`` runs the files: ``local`` (``jobs`` worker processes of this machine) or ``ray`` (the
     Ray cluster at ``ray_address``, default the one this machine runs, else a new local one; the
     inputs, outputs and ``migrations`` must then be paths every node sees, or store URIs: ``s3://``,
@@ -159,6 +163,7 @@ def migrate(
         legacy_generation=legacy_generation,
         source=source,
         year=year,
+        usage=usage,
         allowed_unparsed=allowed_unparsed(tuple(allow_unparsed), tuple(map(str, allow_unparsed_from))),
     )
     if jobs < 1:
@@ -264,6 +269,7 @@ def migrated_events(
     year: int | None = None,
     ray_address: str | None = None,
     progress: Progress | None = None,
+    usage: UsageMode = "none",
 ) -> tuple[Collected, MigrateOutcome]:
     """The current events ``migrate`` makes of ``inputs``, and its dead letters, for the commands that read them.
 
@@ -277,6 +283,7 @@ def migrated_events(
         keep_original=keep_original,
         source=source,
         year=year,
+        usage=usage,
         migrations=migrations,
         ray_address=ray_address,
         progress=progress,

@@ -17,6 +17,7 @@ from kvlog.commands import EXIT_ERROR, EXIT_FINDINGS, EXIT_OK
 from kvlog.commands._deprecated import Renamed
 from kvlog.commands._migrate import migrated_events
 from kvlog.errors import OptionError
+from kvlog.migration.sampling import UsageMode
 from kvlog.plot.export import FORMATS, format_of, require_extra, write_figure
 from kvlog.plot.timeline import timelines
 from kvlog.text.printable import printable_name
@@ -55,6 +56,7 @@ def plot(
     output: str | Path,
     source: str | None = None,
     year: int | None = None,
+    usage: UsageMode = "none",
     title: str | None = None,
     migrations: str | Path | None = None,
     on_notice: Callable[[str], None] | None = None,
@@ -62,8 +64,10 @@ def plot(
     """Draw the memory of every server run and rank in ``inputs`` (as ``migrate`` takes them) to ``output``.
 
     ``output``'s suffix chooses the format: ``.html`` (self-contained: plotly.js inline, no network),
-    ``.png`` or ``.svg`` (rendered by Chrome or Chromium through Kaleido). ``source``, ``year``
-    and ``migrations`` are passed to ``migrate``; ``on_notice`` is told of each input that could not be read.
+    ``.png`` or ``.svg`` (rendered by Chrome or Chromium through Kaleido). ``source``, ``year`` and
+    ``migrations`` are passed to ``migrate``, and ``usage`` (``sampled``, ``all``: the servers' usage
+    lines read, drawn as each run's occupancy panel; ``none``); ``on_notice`` is told of each input that
+    could not be read.
 
     The exit status is ``EXIT_OK`` when the figure was written; ``EXIT_FINDINGS`` when the inputs were
     read but hold no memory event to draw (nothing is written); ``EXIT_ERROR`` when an input could not
@@ -81,7 +85,7 @@ def plot(
         )
     require_extra(fmt)
     collected, migrated = migrated_events(
-        inputs, source=source, year=year, migrations=migrations, on_notice=on_notice, keep_original=True
+        inputs, source=source, year=year, migrations=migrations, on_notice=on_notice, keep_original=True, usage=usage
     )
     events = collected.events
     invalid: list[dict[str, Any]] = []

@@ -32,6 +32,7 @@ def configuration(
     metrics_host: str = "127.0.0.1",
     hold_s: float = HOLD_S,
     max_held_bytes: int = MAX_HELD_BYTES,
+    usage: str = "none",
     keep: Mapping[str, Any] | None = None,
     keep_name: str = "the configuration",
 ) -> dict[str, Any]:
@@ -43,6 +44,8 @@ def configuration(
         options["hold_s"] = hold_s
     if max_held_bytes != MAX_HELD_BYTES:
         options["max_held_bytes"] = max_held_bytes
+    if usage != "none":
+        options["usage"] = usage
     if keep is None:
         return {"version": 1, "disable_existing_loggers": False, "handlers": {HANDLER: options}}
     return _merged(dict(keep), options | {"server_default": False}, keep_name)

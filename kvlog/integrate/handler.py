@@ -58,6 +58,7 @@ from kvlog.migration.candidates import might_be_read
 from kvlog.migration.engine import FileRun, MigrateOptions, Migrator
 from kvlog.migration.records import Record
 from kvlog.migration.report import MigrationReport
+from kvlog.migration.sampling import UsageMode
 from kvlog.text.prefix import LinePrefix, rank_tags
 
 if TYPE_CHECKING:
@@ -102,6 +103,8 @@ class EventHandler(logging.Handler):
     ``events`` may hold ``{pid}`` and ``{rank}`` (``tp0``, ``dp1-tp1-ep1``; ``main`` for a process without
     ranks), filled in when the process writes its first event. ``metrics_port`` serves the process's
     gauges (``kvlog.metrics``) at ``metrics_port`` plus its local rank (``LOCAL_RANK``, else its TP rank).
+    ``usage`` says which of the server's periodic usage lines become ``kv_pool.usage`` events (``none``,
+    ``sampled``, ``all``: ``kvlog.migration.sampling``), which the gauges serve.
     """
 
     def __init__(
@@ -115,6 +118,7 @@ class EventHandler(logging.Handler):
         hold_s: float = HOLD_S,
         queue_records: int = QUEUE_RECORDS,
         max_held_bytes: int = MAX_HELD_BYTES,
+        usage: UsageMode = "none",
     ) -> None:
         super().__init__()
         self.server = server
@@ -125,6 +129,8 @@ class EventHandler(logging.Handler):
         self.hold_s = hold_s
         self.queue_records = queue_records
         self.max_held_bytes = max_held_bytes
+        self.usage = usage
+        self._reads_usage = usage != "none"
         self._migrator, self._unreadable = _ready(self)
         self._fresh()
         _handlers.add(self)
@@ -159,7 +165,7 @@ class EventHandler(logging.Handler):
             message = record.msg
             if record.args or not isinstance(message, str):
                 message = record.__dict__.get("message") or record.getMessage()
-            if might_be_read(message) and (not self.filters or self.filter(record)):
+            if might_be_read(message, usage=self._reads_usage) and (not self.filters or self.filter(record)):
                 self._put(record, message)
         except Exception:  # noqa: BLE001 - a record that cannot be formatted is the server's own handler's concern
             return True
@@ -518,7 +524,9 @@ def _ready(handler: EventHandler) -> tuple[Migrator | None, Exception | None]:
     shares what was made here (copy-on-write), and builds only its own run.
     """
     try:
-        migrator = Migrator(load_chain(), MigrateOptions(only_events=True, source=handler.server.name))
+        migrator = Migrator(
+            load_chain(), MigrateOptions(only_events=True, source=handler.server.name, usage=handler.usage)
+        )
         validator = migrator.validator
         for name, versions in validator.catalog.schemas.items():
             for version in versions:
@@ -579,6 +587,7 @@ def handler_for(
     metrics_host: str = "127.0.0.1",
     hold_s: float = HOLD_S,
     max_held_bytes: int = MAX_HELD_BYTES,
+    usage: UsageMode = "none",
     server_default: bool = True,
 ) -> logging.Handler:
     """The ``dictConfig`` factory (``"()": "kvlog.integrate.handler_for"``) that ``kvlog integrate`` writes.
@@ -613,6 +622,7 @@ def handler_for(
         metrics_host=metrics_host,
         hold_s=hold_s,
         max_held_bytes=max_held_bytes,
+        usage=usage,
     )
     if server_default:
         if frame is None:

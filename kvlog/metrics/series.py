@@ -32,6 +32,10 @@ Mapping (event -> metric; an event not listed only counts in ``kvlog_events_tota
   ``restored_bytes`` (only where the pool's committed bytes are known).
 - ``kv_pool.extended`` (vLLM) -> ``kvlog_kv_pool_committed_bytes``; ``kv_pool.capacity`` (vLLM) ->
   ``kvlog_kv_pool_tokens`` (``num_tokens``).
+- ``kv_pool.usage`` (``--usage``) -> ``kvlog_kv_pool_usage_ratio{pool,device,engine}`` (``fraction`` as
+  ``pool="full"``, ``swa_fraction`` as ``swa``, ``host_fraction`` as ``host``) and
+  ``kvlog_kv_pool_used_tokens`` (``used_tokens``, ``swa_used_tokens``): the pool's occupancy at the last
+  statistics line; ``device`` is the server's name for it (or ``""``), ``engine`` vLLM's engine index.
 - ``kv_arena.ready`` -> ``kvlog_arena_reserved_va_bytes``; ``kv_arena.commit`` / ``decommit`` / ``error``
   -> ``kvlog_arena_committed_bytes`` and ``kvlog_arena_measured_committed_bytes`` (dropped when the
   event has no measurement, so that a stale one never sits next to fresh bookkeeping);
@@ -154,6 +158,22 @@ KV_POOL_BUDGET = Metric(
     "bytes",
 )
 KV_POOL_TOKENS = Metric("kvlog_kv_pool_tokens", "Token slots a device KV pool holds.", "gauge", _POOL, "tokens")
+_USAGE = ("pool", "device", "engine", *_SCOPE)
+KV_POOL_USAGE = Metric(
+    "kvlog_kv_pool_usage_ratio",
+    "Share of a KV pool's slots in use at the server's last statistics line (1 is full): pool full (the device "
+    "pool, or a hybrid model's full-attention one), swa (its sliding-window one), host (vLLM's swap space).",
+    "gauge",
+    _USAGE,
+    "ratio",
+)
+KV_POOL_USED_TOKENS = Metric(
+    "kvlog_kv_pool_used_tokens",
+    "Tokens a KV pool holds at the server's last statistics line (pool full or swa).",
+    "gauge",
+    _USAGE,
+    "tokens",
+)
 KV_POOL_SWA_TOTAL = Metric(
     "kvlog_kv_pool_swa_total_bytes",
     "Total of a hybrid SWA pool's sub-pools, which kvlog_kv_pool_bytes already holds: never add the two.",
@@ -248,6 +268,8 @@ METRICS: tuple[Metric, ...] = (
     KV_POOL_COMMITTED,
     KV_POOL_BUDGET,
     KV_POOL_TOKENS,
+    KV_POOL_USAGE,
+    KV_POOL_USED_TOKENS,
     KV_POOL_SWA_TOTAL,
     ARENA_RESERVED,
     ARENA_COMMITTED,
@@ -290,6 +312,12 @@ _PROFILE_FIELDS: dict[str, dict[str, str]] = {
     },
     "kv_pool.memory_available": {"available_bytes": "kv_cache"},
 }
+#: ``kv_pool.usage``: (the ``pool`` label, the share's field, the tokens' field)
+_USAGE_FIELDS = (
+    ("full", "fraction", "used_tokens"),
+    ("swa", "swa_fraction", "swa_used_tokens"),
+    ("host", "host_fraction", None),
+)
 _MAMBA_FIELDS = (
     "conv_state_bytes",
     "ssm_state_bytes",
@@ -410,6 +438,7 @@ class MemorySeries:
             "kv_pool.wake": self._wake,
             "kv_pool.extended": self._extended,
             "kv_pool.capacity": self._capacity,
+            "kv_pool.usage": self._usage,
             "kv_arena.ready": self._arena_ready,
             "kv_arena.commit": self._arena_committed,
             "kv_arena.decommit": self._arena_committed,
@@ -636,6 +665,17 @@ class MemorySeries:
     def _capacity(self, event: Mapping[str, Any], scope: _Scope) -> None:
         key = (*self._pool_key(event, scope, KV_POOL_BYTES, allocating=False), *scope.labels)
         self._set(KV_POOL_TOKENS, key, _number(event.get("num_tokens")))
+
+    def _usage(self, event: Mapping[str, Any], scope: _Scope) -> None:
+        """The last statistics line's usage of each pool it names: a gauge that moves with the traffic."""
+        # the device names the pool: its values count against the bound of pool identities
+        device = self._bounded(scope.instance, "pool", (_text(event.get("device")) or "", "usage"), (FOLDED, ""))[0]
+        engine = json_integer(event.get("engine"))
+        where = (device, "" if engine is None else str(engine), *scope.labels)
+        for pool, share, tokens in _USAGE_FIELDS:
+            self._set(KV_POOL_USAGE, (pool, *where), _number(event.get(share)))
+            if tokens is not None:
+                self._set(KV_POOL_USED_TOKENS, (pool, *where), _number(event.get(tokens)))
 
     def _arena(self, event: Mapping[str, Any], scope: _Scope) -> str | None:
         arena = _text(event.get("arena_id"))

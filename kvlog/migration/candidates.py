@@ -54,8 +54,11 @@ _PROBES: tuple[tuple[bytes, int, tuple[bytes, ...]], ...] = (
     # not through its V: the other V probe's misses (every ``KV``) would be this one's too
     (b"A", 5, (b"KvVmmArena",)),
     (b"M", 0, (b"Memory pool", b"Mamba", b"Maximum concurrency", b"Memory profiling", b"Memory after warmup")),
-    # vLLM: ``# GPU blocks: N, # CPU blocks: M``, the CUDA-graph capture and sleep mode (whose figures may be absent)
-    (b"U", 4, (b"# GPU blocks",)),
+    # vLLM: ``# GPU blocks: N, # CPU blocks: M`` (and the other platforms' ``# TPU blocks``, ``# cuda blocks: N, #
+    # CPU blocks: M``, the CPU backend's ``# CPU blocks: N``), the CUDA-graph capture and sleep mode (whose
+    # figures may be absent)
+    (b"U", 4, (b"# GPU blocks", b"# CPU blocks", b"# TPU blocks", b"# HPU blocks", b"# XPU blocks", b"# NPU blocks")),
+    (b"_", 5, (b"cache_config_info",)),
     (b"G", 0, (b"Graph capturing",)),
     (b"m", 6, (b"Sleep mode",)),  # not through its S: every uvicorn line's POST has one
     # and vLLM's version lines (``vLLM API server version``, ``… LLM engine (v0.10.1) with config``)
@@ -67,6 +70,13 @@ _PROBES: tuple[tuple[bytes, int, tuple[bytes, ...]], ...] = (
     (b"!", 13, (b"ready to roll!",)),
     (b"U", 0, (b"Use sliding window",)),
     (b"{", 0, (b"{",)),
+)
+#: What makes a line a candidate only when usage is read (``kvlog migrate --usage``): the periodic statistics
+#: lines (vLLM's ``GPU KV cache usage: X%``, sglang's ``token usage: 0.xx``), which are many in a server's log.
+#: Without ``--usage`` they are not searched for at all: the default path costs what it cost before.
+_USAGE_PROBES: tuple[tuple[bytes, int, tuple[bytes, ...]], ...] = (
+    (b"V", 1, (b"KV cache usage",)),
+    (b"k", 2, (b"token usage",)),
 )
 #: A figure of memory: a number with a unit of bytes, or one of the words beside a number somewhere in
 #: the message. The byte form probes whole lines (a timestamp's digits count there, so it finds more
@@ -95,7 +105,7 @@ class Readable(Protocol):
         ...
 
 
-def segments(stream: Readable) -> Iterator[tuple[bool | None, bytes, int, int]]:
+def segments(stream: Readable, *, usage: bool = False) -> Iterator[tuple[bool | None, bytes, int, int]]:
     """``data[start:end]``: runs of lines no rule can read (False) and single candidate lines (True).
 
     Blocks are not sliced into copies: a segment is a range of the block it lies in, so a log is
@@ -104,7 +114,9 @@ def segments(stream: Readable) -> Iterator[tuple[bool | None, bytes, int, int]]:
     candidate (the engine says it is too long to read); a longer one is passed on in pieces as they
     arrive, so that neither memory nor the cost per byte grows with its length, and then stands as
     ``(None, head, 0, length)``: its first ``MAX_LINE_BYTES`` bytes and its length, newline included.
+    With ``usage``, the periodic usage lines are candidates too (``_USAGE_PROBES``).
     """
+    plans = _USAGE_SCAN_PLANS if usage else _SCAN_PLANS
     pending: list[bytes] = []
     pending_bytes = 0
     streaming: tuple[bytes, int] | None = None  # inside a line over the cap: its head, and its bytes so far
@@ -115,7 +127,7 @@ def segments(stream: Readable) -> Iterator[tuple[bool | None, bytes, int, int]]:
                 yield None, streaming[0], 0, streaming[1]
             elif pending:
                 data = b"".join(pending)
-                yield from _joined(data, len(data), len(data))
+                yield from _joined(data, len(data), len(data), plans)
             return
         if streaming is not None:
             end = block.find(b"\n") + 1
@@ -140,32 +152,39 @@ def segments(stream: Readable) -> Iterator[tuple[bool | None, bytes, int, int]]:
             continue
         if pending:
             data = b"".join([*pending, block[:cut]])
-            yield from _joined(data, len(data), pending_bytes + block.find(b"\n"))
+            yield from _joined(data, len(data), pending_bytes + block.find(b"\n"), plans)
         else:
-            yield from split(block, cut)
+            yield from split(block, cut, plans=plans)
         pending = [block[cut:]] if cut < len(block) else []
         pending_bytes = len(block) - cut
 
 
-def _joined(data: bytes, size: int, first: int) -> Iterator[tuple[bool | None, bytes, int, int]]:
+def _joined(
+    data: bytes, size: int, first: int, plans: tuple[_Plan, ...]
+) -> Iterator[tuple[bool | None, bytes, int, int]]:
     """``split`` for lines joined across blocks, whose first line's body is ``first`` bytes long.
 
     Only that line can be longer than a block: when it is over the cap it comes alone as a candidate,
     whatever its words, for the engine to count and report it as a line too long to read.
     """
     if first <= MAX_LINE_BYTES:
-        yield from split(data, size)
+        yield from split(data, size, plans=plans)
         return
     end = min(first + 1, size)
     yield True, data, 0, end
     if end < size:
-        yield from split(data, size, end)
+        yield from split(data, size, end, plans=plans)
 
 
-def split(data: bytes, size: int, begin: int = 0) -> Iterator[tuple[bool | None, bytes, int, int]]:
-    """``data[begin:size]`` (whole lines) as ``segments`` gives it: runs of other lines, and each candidate alone."""
+def split(
+    data: bytes, size: int, begin: int = 0, *, plans: tuple[_Plan, ...] | None = None
+) -> Iterator[tuple[bool | None, bytes, int, int]]:
+    """``data[begin:size]`` (whole lines) as ``segments`` gives it: runs of other lines, and each candidate alone.
+
+    ``plans``: the probes' (``_SCAN_PLANS`` by default, ``_USAGE_SCAN_PLANS`` when usage lines are read).
+    """
     starts: set[int] = set()
-    for plan in _SCAN_PLANS:
+    for plan in _SCAN_PLANS if plans is None else plans:
         position = data.find(plan[0], begin, size)
         if position != -1:  # most probe bytes never occur in a block of request lines: no call for them
             _scan(data, size, plan, starts, position)
@@ -189,24 +208,44 @@ _KEYWORD, _JSON, _FIGURE = 0, 1, 2
 #: skipped whole by every later scan, so that in a dense log a memory line costs a scan or two, not one
 #: per probe byte and miss it holds. (byte, ((offset of the byte in the words, words, what a hit means), ...))
 _Check = tuple[int, tuple[bytes, ...], int]
-_SCANS: tuple[tuple[bytes, tuple[_Check, ...]], ...] = tuple(
-    (byte, tuple((offset, words, kind) for probe, offset, words, kind in probes if probe == byte))
-    for probes in [
-        [
-            *((byte, offset, words, _JSON if byte == b"{" else _KEYWORD) for byte, offset, words in _PROBES),
-            *((byte, offset, words, _FIGURE) for byte, offset, words in _FIGURE_PROBES),
-        ]
+_Scan = tuple[bytes, tuple[_Check, ...]]
+
+
+def _scans(keywords: tuple[tuple[bytes, int, tuple[bytes, ...]], ...]) -> tuple[_Scan, ...]:
+    probes = [
+        *((byte, offset, words, _JSON if byte == b"{" else _KEYWORD) for byte, offset, words in keywords),
+        *((byte, offset, words, _FIGURE) for byte, offset, words in _FIGURE_PROBES),
     ]
-    for byte in dict.fromkeys(probe for probe, _, _, _ in probes)
-)
+    return tuple(
+        (byte, tuple((offset, words, kind) for probe, offset, words, kind in probes if probe == byte))
+        for byte in dict.fromkeys(probe for probe, _, _, _ in probes)
+    )
+
+
 #: each scan as ``_scan`` takes it: the byte, its first check apart (most finds fail that one test and
 #: stop there), the other checks, every check, whether the byte starts only words of figures, and
 #: whether a find is first looked up among the lines found (not in the first scan: none are yet)
 _Plan = tuple[bytes, int, tuple[bytes, ...], tuple[_Check, ...], tuple[_Check, ...], bool, bool]
-_SCAN_PLANS: tuple[_Plan, ...] = tuple(
-    (byte, checks[0][0], checks[0][1], checks[1:], checks, all(kind == _FIGURE for _, _, kind in checks), number > 0)
-    for number, (byte, checks) in enumerate(_SCANS)
-)
+
+
+def _plans(scans: tuple[_Scan, ...]) -> tuple[_Plan, ...]:
+    return tuple(
+        (
+            byte,
+            checks[0][0],
+            checks[0][1],
+            checks[1:],
+            checks,
+            all(kind == _FIGURE for _, _, kind in checks),
+            number > 0,
+        )
+        for number, (byte, checks) in enumerate(scans)
+    )
+
+
+_SCAN_PLANS = _plans(_scans(_PROBES))
+#: the same with the usage lines' words: ``segments(..., usage=True)``
+_USAGE_SCAN_PLANS = _plans(_scans((*_PROBES, *_USAGE_PROBES)))
 
 
 def _scan(
@@ -330,15 +369,17 @@ def _word_positions(data: bytes, size: int, position: int, words: tuple[bytes, .
 MESSAGE_PROBE_CHARACTERS = "VMBmyGLCU_"
 
 
-def might_be_read(message: str) -> bool:
+def might_be_read(message: str, *, usage: bool = False) -> bool:
     """Whether a logged message may be a line a rule reads: False costs a few character searches.
 
     The live handler asks this of every record a server logs, on the server's thread, so it must cost
     next to nothing; it is true of every message that ``segments`` would make a candidate (each probe
     word holds one of ``MESSAGE_PROBE_CHARACTERS``), and of a few more, which the engine then turns down.
+    With ``usage``, of a usage line too (each word of ``_USAGE_PROBES`` holds ``usage``).
     """
     return (
-        "V" in message
+        (usage and "usage" in message)
+        or "V" in message
         or "M" in message
         or "B" in message
         or "m" in message

@@ -44,6 +44,7 @@ from kvlog.migration.legacy import LegacyRenderer
 from kvlog.migration.ops import Op, mark_inferred, provenance, source_format
 from kvlog.migration.records import Downstream, Record
 from kvlog.migration.report import MigrationReport
+from kvlog.migration.sampling import USAGE_EVENT, USAGE_MODES, UsageMode, UsageSampler
 from kvlog.migration.steps import Chain
 from kvlog.migration.transit import CUT_MIN_CHARACTERS, Open, cut_reason, joined, unglued
 from kvlog.schema.catalog import catalog_version
@@ -90,9 +91,11 @@ class Family:
     shapes: dict[Shape, tuple[dict[str, Any], tuple[str, ...]]] = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
-    def of(cls, chain: Chain, server: str) -> Family:
+    def of(cls, chain: Chain, server: str, *, usage: bool = False) -> Family:
+        """The server's wordings; its usage lines' only with ``usage``: without, no line is tried against them."""
         known = chain.known.get(server)
-        generations = (*chain.generations(server), *((known,) if known is not None else ()))
+        eras = [generation for generation in chain.generations(server) if usage or not generation.reads_usage_only]
+        generations = (*eras, *((known,) if known is not None else ()))
         starts = tuple(sorted({start for generation in generations for start in generation.starts}))
         return cls(server, SERVERS[server], generations, starts)
 
@@ -185,6 +188,8 @@ class MigrateOptions:
     source: str | None = None
     #: the year of the lines that print none (``--year``); None: worked out (``kvlog.migration.dating``)
     year: int | None = None
+    #: which periodic usage lines become ``kv_pool.usage`` events (``kvlog.migration.sampling``)
+    usage: UsageMode = "none"
 
     def __post_init__(self) -> None:
         """An option that chooses what one format writes needs that format: refused here, for every caller."""
@@ -192,6 +197,8 @@ class MigrateOptions:
             raise PlanError("{to_catalog} chooses the catalog version of JSON events: it needs {output_format} jsonl")
         if self.legacy_generation is not None and self.output_format != "legacy":
             raise PlanError("{legacy_generation} chooses an old wording: it needs {output_format} legacy")
+        if self.usage not in USAGE_MODES:
+            raise PlanError(f"{{usage}} is {', '.join(USAGE_MODES)}, not {self.usage!r}")
 
 
 class Migrator:
@@ -209,7 +216,9 @@ class Migrator:
         if options.source is not None and options.source not in servers:
             raise ValueError(f"no migrations read {options.source!r} lines (kvlog reads {', '.join(servers)})")
         self.families = [
-            Family.of(chain, server) for server in servers if options.source is None or server == options.source
+            Family.of(chain, server, usage=options.usage != "none")
+            for server in servers
+            if options.source is None or server == options.source
         ]
         self.to_catalog = options.to_catalog or top
         self.legacy = LegacyRenderer(chain, options.legacy_generation) if options.output_format == "legacy" else None
@@ -276,7 +285,7 @@ class Migrator:
         report = MigrationReport(files=1) if report is None else report
         run = FileRun(self, None if name == "-" else name, report, dead, downstream)
         try:
-            run.take(segments(stream))
+            run.take(segments(stream, usage=self.options.usage != "none"))
         except InputError as exc:
             raise InputError(f"{exc} (after line {run.number})") from None
         run.finish()
@@ -321,6 +330,8 @@ class FileRun:
         self._said: tuple[list[LinePrefix], int] | None = None
         #: a line that ended inside a known wording, until the next line completes it or not (``_continued``)
         self._open: Open | None = None
+        self._usage = migrator.options.usage
+        self._sampler = UsageSampler()
 
     def take(self, pieces: Iterable[tuple[bool | None, bytes, int, int]]) -> None:
         """Migrate what ``segments`` or ``split`` found: candidate lines one by one, the rest in runs."""
@@ -344,7 +355,7 @@ class FileRun:
             self.passthrough(b"\n", 0, 1)
             self.overlong(lines.head, lines.length)
             return
-        self.take(segments(io.BytesIO(lines)))
+        self.take(segments(io.BytesIO(lines), usage=self._usage != "none"))
 
     def messages(self, said: Sequence[LinePrefix]) -> None:
         r"""Messages whose header is known, each line of one a line of its own: the live handler's way in.
@@ -362,7 +373,7 @@ class FileRun:
         data = "\n".join([header.message for header in said]).encode("utf-8", "backslashreplace") + b"\n"
         self._said = (headers, self.number + 1)
         try:
-            self.take(segments(io.BytesIO(data)))
+            self.take(segments(io.BytesIO(data), usage=self._usage != "none"))
         finally:
             self._said = None
 
@@ -541,6 +552,8 @@ class FileRun:
             self._unparsed(text, f"looks like a memory line but matches no known {servers} wording", said=said)
             return None
         recognised, prefix, before, wrapped = found
+        if recognised.rule.template.event == USAGE_EVENT and not self._keeps_usage(recognised, prefix):
+            return None  # a usage line not asked for: passed through as it was, as any request line
         timestamp, ranks, after = prefix.timestamp, prefix.ranks, recognised.parsed.rest
         if timestamp is not None:
             self.dates.dated(timestamp, self.number)
@@ -619,6 +632,14 @@ class FileRun:
             self._undated.remove(held)
             evidence = "the line has no timestamp, nor any line read near it: 1970-01-01 stands for it"
             mark_inferred(held.event, "timestamp", InferenceRule.NO_TIMESTAMP, evidence)
+
+    def _keeps_usage(self, recognised: Recognised, prefix: LinePrefix) -> bool:
+        """Whether a usage line becomes an event (``--usage``): a series is one rank's pool on one device."""
+        if self._usage != "sampled":
+            return self._usage == "all"
+        fields = recognised.parsed.fields
+        series = (prefix.pid, tuple(sorted(prefix.ranks.items())), fields.get("engine"), fields.get("device"))
+        return self._sampler.keep(series, fields)
 
     def _event(self, recognised: Recognised, prefix: LinePrefix) -> tuple[dict[str, Any], bool]:
         """A recognised line's event, and whether it is already at its newest version.

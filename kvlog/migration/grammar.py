@@ -21,11 +21,12 @@ from typing import Any
 from kvlog.envelope import EVIDENCE, InferenceRule, envelope
 from kvlog.migration.errors import GrammarError, OpError
 from kvlog.migration.ops import Op, compile_op, mark_inferred, provenance, value_of
+from kvlog.migration.sampling import USAGE_EVENT
 from kvlog.schema.catalog import Catalog
 from kvlog.schema.errors import DerefError
 from kvlog.schema.fields import Facts
 from kvlog.text.prefix import FOREIGN_START, LinePrefix
-from kvlog.text.template import FieldSyntax, Parsed, Template, TemplateParser
+from kvlog.text.template import SKIP, FieldSyntax, Parsed, Template, TemplateParser
 from kvlog.text.wording import CURRENT
 
 #: companion roles: a new server run starts, the KV-cache dtype of older logs, a post-capture line (evidence
@@ -159,6 +160,11 @@ class Generation:
         return starts, heads, rules
 
     @cached_property
+    def reads_usage_only(self) -> bool:
+        """Whether every wording of this generation is a usage line's (read only with ``--usage``)."""
+        return bool(self.rules) and all(rule.template.event == USAGE_EVENT for rule in self.rules)
+
+    @cached_property
     def starts(self) -> tuple[str, ...]:
         """Every way a message this generation reads can begin: most lines are rejected by this alone."""
         return tuple(sorted({start for rule in self.rules for start in rule.parser.starts}))
@@ -268,6 +274,7 @@ def _event_rule(
         printed = template.fields()
     except ValueError as exc:  # unbalanced sections: the file is named by the caller
         raise GrammarError(str(exc)) from None
+    printed = [name for name in printed if name != SKIP]
     unknown = [name for name in [*printed, *template.when] if name not in fields]
     if unknown:
         raise GrammarError(f"{template.event}@{version} has no field {', '.join(unknown)} (template {template.text!r})")

@@ -38,6 +38,8 @@ _UNITS: dict[str, tuple[str, Decimal]] = {
     "s": ("seconds", Decimal(1)),
     "ms": ("seconds", Decimal("0.001")),
     "us": ("seconds", Decimal("0.000001")),
+    "fraction": ("ratio", Decimal(1)),
+    "percent": ("ratio", Decimal("0.01")),
 }
 
 

@@ -5,7 +5,7 @@
 figures. Each instrument keeps its metric's name and label names: a collector that turns OTLP into
 Prometheus series (adding ``_total`` to counters and a unit suffix such as ``_bytes`` only where the
 name lacks it) then gives the very series names kvlog's own endpoint serves, so one dashboard reads
-either. Units are UCUM, as OTLP wants them: ``By`` for bytes, ``{token}`` for token slots.
+either. Units are UCUM, as OTLP wants them: ``By`` for bytes, ``{token}`` for token slots, ``1`` for a share.
 
 One collection reads one snapshot: the SDK calls every instrument's callback in turn, and a snapshot
 is taken again only when a callback finds its own metric already read from the current one. So the
@@ -24,7 +24,7 @@ from opentelemetry.metrics import CallbackOptions, Meter, Observation
 from kvlog.metrics.series import METRICS, MemorySeries, Metric
 
 #: ``Metric.unit`` as UCUM (the OTLP convention); a unit not listed is already one ("1")
-UCUM: Final = {"bytes": "By", "tokens": "{token}"}
+UCUM: Final = {"bytes": "By", "tokens": "{token}", "ratio": "1"}
 
 
 class _Snapshots:

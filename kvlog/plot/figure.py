@@ -5,7 +5,9 @@ pools' address space that is not committed, hatched and outlined with a dashed l
 upper bound that costs no memory and must not read as used memory. Free device memory, as each event
 measured it, is a line of its own. Host pools are pinned host memory, not device memory: they have
 their own axis, on the right. A value whose state or committed size the migration inferred wears an
-open diamond, and hovering over it shows the rule, the evidence and the line it rests on.
+open diamond, and hovering over it shows the rule, the evidence and the line it rests on. A run whose
+usage lines were read (``--usage``) gets a second panel below, the KV cache's occupancy over time (the
+share of its slots in use, not memory); a run of usage lines alone gets only that one.
 
 Importing this module imports Plotly: ``kvlog.commands.plot`` imports it only when it draws.
 """
@@ -31,6 +33,8 @@ COMMITTED = "KV cache committed (memory)"
 VA_BOUND = "KV VA upper bound (address space, not memory)"
 HOST = "host KV pools (host memory, right axis)"
 INFERRED = "inferred state (hover for the evidence)"
+USAGE = "KV cache in use (share of its slots)"
+SWA_USAGE = "sliding-window KV pool in use"
 _ROW_HEIGHT = 300
 _WIDTH = 1100
 _TOP = 170
@@ -45,22 +49,35 @@ def memory_figure(runs: Sequence[Timeline], title: str = "KV-cache memory over t
     plotly.js draws an overlaying axis whose base axis holds no trace over another panel, with that
     panel's time axis, so a run of host pools alone gets its host axis as its only one.
     """
-    rows = len(runs)
-    panels = [_traces(run) for run in runs]
-    both = [_draws_device(panel) and run.has_host for run, panel in zip(runs, panels, strict=True)]
+    # each run's memory panel, then its occupancy panel: (run, traces, whether it is the occupancy's)
+    panels = [
+        (run, traces, occupancy)
+        for run in runs
+        for traces, occupancy in (
+            *(((_traces(run), False),) if run.has_memory else ()),
+            *(((_usage_traces(run), True),) if run.has_usage else ()),
+        )
+    ]
+    rows = len(panels)
+    both = [not occupancy and _draws_device(panel) and run.has_host for run, panel, occupancy in panels]
     figure = make_subplots(
         rows=rows,
         cols=1,
         specs=[[{"secondary_y": overlaid}] for overlaid in both],
-        subplot_titles=[escape(run.title) for run in runs],
+        subplot_titles=[
+            escape(run.title + (" · KV cache in use" if occupancy else "")) for run, _, occupancy in panels
+        ],
         vertical_spacing=min(0.12, 0.45 / rows),
     )
     shown: set[str] = set()
-    for row, (run, panel, overlaid) in enumerate(zip(runs, panels, both, strict=True), start=1):
+    for row, ((run, panel, occupancy), overlaid) in enumerate(zip(panels, both, strict=True), start=1):
         for trace, host in panel:
             trace.showlegend = trace.name not in shown
             shown.add(trace.name)
             figure.add_trace(trace, row=row, col=1, secondary_y=host and overlaid)
+        if occupancy:
+            figure.update_yaxes(title_text="KV cache in use (%)", range=[0, 100], row=row, col=1)
+            continue
         if _draws_device(panel):
             figure.update_yaxes(title_text="device memory (GiB)", rangemode="tozero", row=row, col=1)
         if run.has_host:
@@ -166,6 +183,34 @@ def _traces(run: Timeline) -> list[tuple[Any, bool]]:
         )
     if not traces:
         traces.append((_step(COMMITTED, times, committed, hover, fill="tozeroy", **_COMMITTED_STYLE), False))
+    return traces
+
+
+def _usage_traces(run: Timeline) -> list[tuple[Any, bool]]:
+    """The occupancy panel: each usage line's share of the pool in use, held until the next (a percentage)."""
+    traces: list[tuple[Any, bool]] = []
+    read = [sample for sample in run.samples if sample.event == "kv_pool.usage"]
+    for name, share, color in ((USAGE, "usage", "#8c564b"), (SWA_USAGE, "swa_usage", "#e377c2")):
+        points = [(sample, getattr(sample, share)) for sample in read if getattr(sample, share) is not None]
+        if not points:
+            continue
+        traces.append(
+            (
+                go.Scatter(
+                    name=name,
+                    legendgroup=name,
+                    x=[sample.time for sample, _ in points],
+                    y=[value * 100 for _, value in points],
+                    mode="lines+markers",
+                    line_shape="hv",
+                    line={"color": color, "width": 2},
+                    marker={"size": 4},
+                    hovertext=[_hover(sample) for sample, _ in points],
+                    hoverinfo="text+name",
+                ),
+                False,
+            )
+        )
     return traces
 
 

@@ -38,6 +38,8 @@ _POOLS = ("kv_pool.allocation", "kv_pool.unified_allocation", "kv_pool.swa_summa
 #: the label of the speculative draft's post-capture sizing, which names no pool
 _DRAFT = "draft"
 _ARENA_BOOKKEEPING = ("kv_arena.commit", "kv_arena.decommit", "kv_arena.error")
+#: the server's statistics line: how full the KV cache was (``kvlog migrate --usage``), not how much memory
+USAGE = "kv_pool.usage"
 
 
 @dataclass(frozen=True)
@@ -77,6 +79,9 @@ class Sample:
     host: int
     #: the allocation state a pool event states (None: the event is not a pool's)
     state: str | None = None
+    #: the share of the device KV pool in use at the run's last usage line, and of a hybrid's SWA pool (None: none yet)
+    usage: float | None = None
+    swa_usage: float | None = None
     #: the weights are the drop in free memory across their load, not a figure a line stated
     weights_inferred: bool = False
     inferred: tuple[Inference, ...] = ()
@@ -113,6 +118,16 @@ class Timeline:
         """``file · TP0 · run 2 (2026-07-22 14:00:31 UTC)``."""
         start = self.samples[0].time.strftime("%Y-%m-%d %H:%M:%S %Z").rstrip()
         return f"{PurePath(self.source).name} · {self.ranks or 'no rank'} · run {self.run} ({start})"
+
+    @property
+    def has_usage(self) -> bool:
+        """Whether the run's usage lines were read (drawn as an occupancy panel of their own)."""
+        return any(sample.usage is not None for sample in self.samples)
+
+    @property
+    def has_memory(self) -> bool:
+        """Whether any event of the run said something of its memory (a run of usage lines alone says none)."""
+        return any(sample.event != USAGE for sample in self.samples)
 
     @property
     def has_host(self) -> bool:
@@ -230,6 +245,8 @@ class _Run:
     claimed: dict[object, tuple[int, int, bool]] = field(default_factory=dict)
     first_line: int | None = None
     events: list[Mapping[str, Any]] = field(default_factory=list)
+    usage: float | None = None
+    swa_usage: float | None = None
 
     def add(self, name: str, event: Mapping[str, Any]) -> None:
         """Take ``event`` into the run's state and sample the state it leaves, if it is about memory."""
@@ -258,6 +275,10 @@ class _Run:
 
     def _change(self, name: str, event: Mapping[str, Any], line: int | None) -> str | None:
         """Take what ``event`` changes into the state, and say it (None: it changes nothing drawn)."""
+        if name == USAGE:
+            self.usage, self.swa_usage = _share(event, "fraction"), _share(event, "swa_fraction")
+            swa = "" if self.swa_usage is None else f", sliding-window pool {self.swa_usage:.1%}"
+            return f"KV cache {self.usage or 0:.1%} in use{swa}"
         if name in _WEIGHTS:
             return self._weights(name, event, line)
         if name == "weights.load_begin":
@@ -402,6 +423,8 @@ class _Run:
             kv_reserved=sum(pool.upper for pool in bounded),
             host=self.host,
             state=str(event.get("allocation_state")) if name in _POOLS else None,
+            usage=self.usage,
+            swa_usage=self.swa_usage,
             weights_inferred=self.weights_inferred,
             inferred=self._inferences(event) + self.noted,
             original=_original(event),
@@ -450,6 +473,11 @@ def _original(event: Mapping[str, Any]) -> str | None:
     migrated = event.get("migrated")
     original = migrated.get("original") if isinstance(migrated, Mapping) else None
     return original if isinstance(original, str) else None
+
+
+def _share(event: Mapping[str, Any], name: str) -> float | None:
+    value = event.get(name)
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
 def _bytes(event: Mapping[str, Any], name: str) -> int | None:

@@ -64,6 +64,12 @@ _GIB4 = "[0-9]{1,15}[.][0-9]{4}"
 WORDS = "words"
 _WORDS = "[^\\r\\n]{1,256}?"
 
+#: ``{_}``: text a wording prints that no field of its event holds (the rest of a statistics line, which
+#: every release and configuration words its own way), skipped up to the template's next words; a
+#: template holding one reads lines and never renders one (its ``_`` is never set)
+SKIP = "_"
+_SKIP = "[^\\r\\n]{0,1024}?"
+
 #: ``{field}`` or ``{field:unit}``
 PLACEHOLDER = re.compile(r"\{(\w+)(?::(\w+))?\}")
 SECTION_OPEN, SECTION_CLOSE = "{[", "]}"
@@ -554,7 +560,7 @@ class TemplateParser:
         fields: dict[str, Any] = {}
         uncertainty: dict[str, int] = {}
         for (name, unit, _), raw in zip(self._captures, match.groups(), strict=True):
-            if raw is None:
+            if raw is None or name == SKIP:
                 continue
             if unit is not None and unit != WORDS:
                 value, spread = read_figure(raw, unit)
@@ -602,6 +608,8 @@ class TemplateParser:
 
     def _capture(self, place: int) -> str:
         name, unit, stop = self._captures[place]
+        if name == SKIP:
+            return _SKIP
         if unit == WORDS:
             return f"{_WORDS}|None" if self._syntax[name].nullable else _WORDS
         if unit in SCALED:
