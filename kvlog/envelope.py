@@ -64,7 +64,7 @@ class Wrapper(StrEnum):
     ANSI = "ansi"
     #: terminal colour pasted as HTML (``<font color=…>``, ``<span style=…>``, ``<b>``)
     HTML = "html"
-    #: carriage returns before the line
+    #: carriage returns before the line, or after it as a terminal shows them (``^M``, pasted)
     CARRIAGE_RETURN = "carriage-return"
     #: an RFC 3339 instant before the line (docker logs -t, kubectl logs --timestamps, CI runners, Buildkite)
     TIMESTAMP = "timestamp"

@@ -88,7 +88,7 @@ LOCAL_SLACK = 512
 RETRIES = 5
 # Part of the member cache's path: bump it when extraction changes, since the cache
 # keeps extracted calls, not sources, and stale ones would otherwise be reused silently.
-EXTRACTOR_VERSION = 2
+EXTRACTOR_VERSION = 3
 
 
 class HarvestError(RuntimeError):
@@ -336,7 +336,11 @@ def _splice(node: ast.JoinedStr, env: Env) -> list[ast.expr]:
             options.append([part])
     if all(len(o) == 1 and o[0] is p for o, p in zip(options, node.values, strict=True)):
         return [node]
-    joined: list[ast.expr] = []
+    # the f-string as written comes first: a name interpolated in it may hold, at run time, what no
+    # statement of this scope shows (sglang's ``Capture {capture_name} CUDA graph end.`` prints ``target
+    # decode`` where the scope binds only ``draft prefill`` or ``target prefill``); the strings it is
+    # seen to hold are added to it, never in its place
+    joined: list[ast.expr] = [node]
     for choice in _product(options):
         values: list[ast.expr] = []
         for piece in choice:

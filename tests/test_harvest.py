@@ -369,7 +369,9 @@ def f(n):
             "exceeds the KV cache")
     logger.error(f"{head}: {n} tokens")
 """
-    assert formats(source) == ["max seq len exceeds the KV cache: {n} tokens"]
+    # the f-string as written is kept too (a name may hold at run time what the scope does not show);
+    # the harvest's memory filter drops it where its own text names no memory
+    assert formats(source) == ["max seq len exceeds the KV cache: {n} tokens", "{head}: {n} tokens"]
 
 
 def test_branches_give_each_message_and_a_rebinding_forgets_the_string() -> None:
@@ -472,3 +474,17 @@ class MemoryProfilingResult:
         "args": [],
         "level": "repr",
     }
+
+
+def test_a_name_interpolated_in_an_fstring_keeps_its_placeholder_beside_the_strings_seen() -> None:
+    """sglang prints ``Capture target decode CUDA graph end.`` where the scope binds two other names."""
+    source = """
+def capture(self, draft):
+    capture_name = "draft prefill" if draft else "target prefill"
+    logger.info(f"Capture {capture_name} CUDA graph end. mem usage={mem:.2f} GB")
+"""
+    assert formats(source) == [
+        "Capture draft prefill CUDA graph end. mem usage={mem:.2f} GB",
+        "Capture target prefill CUDA graph end. mem usage={mem:.2f} GB",
+        "Capture {capture_name} CUDA graph end. mem usage={mem:.2f} GB",
+    ]

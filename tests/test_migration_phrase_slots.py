@@ -64,3 +64,21 @@ def test_a_slot_followed_by_another_slot_or_the_end_still_takes_one_word() -> No
     assert parsed is not None
     assert parsed.fields == {"a": "one", "b": "two three"}
     assert Template("x", "Pool {name}").parser({}).parse("Pool two words") is None
+
+
+def test_a_slot_right_after_a_skip_takes_one_word_and_the_skip_the_rest() -> None:
+    """vLLM's statistics line: ``{_} {device} KV cache usage`` reads the device, not the throughput before it."""
+    parser = Template("x", "Avg prompt throughput: {_} {device} KV cache usage: {fraction}%{_}").parser(
+        {"fraction": FieldSyntax("number")}
+    )
+    line = "Avg prompt throughput: 0.0 tokens/s, Running: 1 reqs, GPU KV cache usage: 3.2%, CPU KV cache usage: 0.0%."
+    parsed = parser.parse(line)
+    assert parsed is not None
+    assert parsed.fields == {"device": "GPU", "fraction": 3.2}
+
+
+def test_a_line_that_only_begins_as_a_phrase_wording_does_is_no_cut_of_it() -> None:
+    """A phrase takes any text, so ``Capture …`` ending anywhere would otherwise be a cut of ``Capture {x} begin.``."""
+    parser = Template("x", "Capture {name} begin. This can take up to several minutes. avail mem={avail}").parser({})
+    assert not parser.cut("Capture Full CUDA graph begin. backend=abc, num_tokens=8, avail mem=37.42 GB")
+    assert parser.cut("Capture Full CUDA graph begin. This can take up to several")  # a real cut still is one

@@ -28,9 +28,10 @@ from kvlog.text.wrappers import peel
 MIGRATOR = Migrator(load_chain(), MigrateOptions())
 TEXT = Migrator(load_chain(), MigrateOptions(output_format="text"))
 
-#: (sample line, whether it makes an event): every harvested format's samples, both servers, every era's prefix
+#: (sample line, whether it makes an event): every harvested format's samples, both servers, every era's
+#: prefix; a usage line makes one only when asked (``--usage``), and passes as it was here
 SAMPLES = [
-    (sample.line, kind == "event")
+    (sample.line, kind == "event" and rule.value != "kv_pool.usage")
     for kind, decided in (("event", EVENTS), ("known", KNOWN))
     for fmt, rule in decided
     for sample in TOOL.samples(fmt, rule, RELEASES[fmt.server])
@@ -240,6 +241,7 @@ def test_sglang_rank_tags_of_every_release(line: str, timestamp: str | None, ran
         (f"    (VllmWorker TP0 pid=1430) {AVAILABLE}", ["indent"]),
         (f"> (VllmWorker TP0 pid=1430) {AVAILABLE}", ["quote"]),
         (f"\r(VllmWorker TP0 pid=1430) {AVAILABLE}", ["carriage-return"]),
+        (f"(VllmWorker TP0 pid=1430) {AVAILABLE}^M", ["carriage-return"]),  # as a terminal shows it, copied
         (f"(VllmWorker TP0 pid=1430) {AVAILABLE} [repeated 3x across cluster]", ["ray-repeated"]),
         (
             f"2025-09-03T00:40:53Z \x1b[36m(RayWorkerWrapper pid=6)\x1b[0m {AVAILABLE} [repeated 3x across cluster]",
@@ -282,3 +284,11 @@ def test_a_wrapped_memory_line_no_wording_reads_is_dead_lettered() -> None:
     out, dead = _migrate("2025-09-03T00:40:53Z (VllmWorker TP0 pid=1) INFO 09-03 00:40:53 [a.py:1] Frobbed 3.5 GiB\n")
     assert [letter["line"] for letter in dead] == [1]
     assert out.startswith(b"2025-09-03T00:40:53Z (VllmWorker")
+
+
+def test_a_vllm_prefix_cut_to_its_source_location_gives_the_message_and_no_time() -> None:
+    """``[kv_cache_utils.py:868] Maximum concurrency …``, as users paste a line whose start they cut."""
+    message = "Maximum concurrency for 100,000 tokens per request: 2.31x"
+    split = VLLM.split(f"[kv_cache_utils.py:868] {message}")
+    assert (split.timestamp, split.partial, split.ranks, split.message) == (None, None, {}, message)
+    assert VLLM.split(f"[not a location] {message}").message == f"[not a location] {message}"

@@ -162,6 +162,8 @@ _VLLM = re.compile(
     r"(?P<clock>[0-9]{2}:[0-9]{2}:[0-9]{2})(?:[.,](?P<fraction>[0-9]{1,6}))? "
     r"\[?[^\s\]:]{1,256}:[0-9]{1,9}\] "
 )
+#: a prefix cut to its source location by whoever pasted it (``[kv_cache_utils.py:868] ``): no time, no ranks
+_VLLM_CUT = re.compile(r"\[[\w./-]{1,256}\.py:[0-9]{1,9}\] ")
 _VLLM_PROCESS_PARTS = re.compile(rf"\((?P<name>(?:{_VLLM_WORD} ){{0,8}})pid=(?P<pid>[0-9]{{1,10}})")
 #: the parallelism tags in a vLLM process name: ``EngineCore_DP0``, ``Worker_PP1_TP3``, ``VllmWorker PP0_TP1``
 _VLLM_TAG = re.compile(r"(?:^|[_ ])([A-Z]{2,8})([0-9]{1,6})(?=[_ ]|$)")
@@ -179,6 +181,7 @@ class VllmPrefix:
     lines: their tags are ranks and the innermost pid the event's. A fork's stage (vllm-omni's
     ``[Stage-1] ``, before the level) is the rank ``stage``.
     vLLM prints no year, so a line's time is ``partial``; its continuation lines repeat the prefix.
+    A prefix cut to its source location (``[kv_cache_utils.py:868] ``, as pasted) gives neither time nor ranks.
     """
 
     def build(self, timestamp: str | None, ranks: Mapping[str, int] | None) -> str:
@@ -195,7 +198,8 @@ class VllmPrefix:
         """A line's prefix fields and its message; a line without a prefix is all message."""
         match = _VLLM.match(line)
         if match is None:
-            return LinePrefix(None, {}, None, line.rstrip(_TRAILING))
+            cut = _VLLM_CUT.match(line) if line.startswith("[") else None
+            return LinePrefix(None, {}, None, line[cut.end() if cut else 0 :].rstrip(_TRAILING))
         ranks: dict[str, int] = {}
         pid = None
         if match.group("processes"):

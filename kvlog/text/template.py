@@ -439,12 +439,16 @@ class TemplateParser:
         self._captures: list[tuple[str, str | None, str]] = []  # (field, unit, the character after it)
         #: the text slots that take a phrase (see ``_PHRASE_FOLLOWS``), by place: the template's words after it
         self._phrases: dict[int, str] = {}
+        skipped_to = -1  # where the last ``{_}`` ended: a slot right after one takes a word, the skip the rest
         for m in PLACEHOLDER.finditer(flat):
             unit = m.group(2)
             if unit is not None and unit not in UNITS and unit not in SCALED and unit != WORDS:
                 known = ", ".join([*UNITS, *SCALED, WORDS])
                 raise ValueError(f"unknown unit {unit!r} in template {template.text!r} (units: {known})")
-            if unit is None and _PHRASE_FOLLOWS.match(flat, m.end()):
+            after_skip = skipped_to >= 0 and not flat[skipped_to : m.start()].strip()
+            if m.group(1) == "_":
+                skipped_to = m.end()
+            if unit is None and not after_skip and _PHRASE_FOLLOWS.match(flat, m.end()):
                 following = PLACEHOLDER.search(flat, m.end())
                 self._phrases[len(self._captures)] = flat[m.end() : following.start() if following else len(flat)]
             self._captures.append((m.group(1), unit, flat[m.end()] if m.end() < len(flat) else ""))
@@ -508,22 +512,26 @@ class TemplateParser:
                 out.append(f"(?:{self._whole(value)})?")
         return "".join(out)
 
-    def _beginnings(self, items: list[tuple[str, Any]], entered: bool = False) -> str:
+    def _beginnings(self, items: list[tuple[str, Any]], entered: bool = False, *, after_phrase: bool = False) -> str:
         """An expression of every beginning of what ``items`` print: it ends inside the first, or goes on past it.
 
         A beginning holds some of the wording's own words (``entered``): one that ends inside a slot
-        the wording begins with (``{label:words} KV Cache …``) would be every line.
+        the wording begins with (``{label:words} KV Cache …``) would be every line. Nor does one end
+        right after a phrase (``after_phrase``): a phrase takes any text, so that would be every line
+        that begins as the wording does.
         """
         if not items:
             return ""
         (kind, value), rest = items[0], items[1:]
         if kind == "text":
-            shortest = 0 if entered else min(len(value), _CUT_MIN_WORDS)
+            shortest = 1 if after_phrase else 0 if entered else min(len(value), _CUT_MIN_WORDS)
             ends = "|".join(re.escape(value[:size]) for size in range(shortest, len(value)))
             going_on = f"{re.escape(value)}{self._beginnings(rest, True)}"
             return f"(?:{ends}|{going_on})" if ends else f"(?:{going_on})"
         if kind == "slot":
-            going_on = f"(?:{self._capture(value)}){self._beginnings(rest, entered)}"
+            going_on = (
+                f"(?:{self._capture(value)}){self._beginnings(rest, entered, after_phrase=value in self._phrases)}"
+            )
             beginning = self._slot_beginning(value) if entered else None
             return f"(?:{beginning}|{going_on})" if beginning is not None else f"(?:{going_on})"
         inside = self._beginnings(value, entered)

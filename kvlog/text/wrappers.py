@@ -26,7 +26,7 @@ _SERVER_START = re.compile(
     r"\[[0-9]{4}-[0-9]{2}-[0-9]{2} |\[[0-9]{2}:|\[[A-Z]|\([A-Za-z]|(?:INFO|DEBUG|WARNING|ERROR|CRITICAL) "
 )
 #: what a wrapper may leave inside or at the end of a line that starts as a server's does
-_INSIDE = ("\x1b", "[0", "<", "[repeated ", "│")
+_INSIDE = ("\x1b", "[0", "<", "[repeated ", "│", "^M")
 
 _INSTANT = (
     r"(?P<date>[0-9]{4}-[0-9]{2}-[0-9]{2})[T ](?P<clock>[0-9]{2}:[0-9]{2}:[0-9]{2})(?:[.,](?P<fraction>[0-9]{1,9}))?"
@@ -66,6 +66,8 @@ _OPENERS: tuple[tuple[Wrapper, re.Pattern[str]], ...] = (
     (Wrapper.QUOTE, re.compile(r"> ?")),
     (Wrapper.INDENT, re.compile(r"[ \t]+")),
 )
+#: carriage returns as a terminal shows them (``^M``), pasted after a line
+_CARETS = re.compile(r"(?:\^M)+$")
 _BORDER_END = re.compile(r" *[│┃║] *$")
 #: Ray's log deduplication: `` [repeated 3x across cluster]``, once with its note on how to turn it off
 _RAY_REPEATED = re.compile(
@@ -139,6 +141,9 @@ def _closer(text: str, *, bordered: bool) -> tuple[Wrapper | None, int]:
         match = _BORDER_END.search(text)
         if match is not None:
             return Wrapper.BORDER, match.start()
+    carets = _CARETS.search(text) if text.endswith("^M") else None  # a terminal's carriage return, copied
+    if carets is not None:
+        return Wrapper.CARRIAGE_RETURN, carets.start()
     if text.endswith(("]", ")", " ")) and "[repeated " in text:
         match = _RAY_REPEATED.search(text)
         if match is not None:
