@@ -89,6 +89,7 @@ def test_every_older_version_and_every_text_event_reaches_the_latest() -> None:
 def test_text_formats_are_ordered_oldest_first() -> None:
     sglang = [source for source in CHAIN.text_formats() if source.startswith("sglang-text/")]
     assert sglang == [
+        "sglang-text/2024-01-usage",
         "sglang-text/2025-01",
         "sglang-text/2025-06",
         "sglang-text/2026-04-host-pools",

@@ -24,7 +24,7 @@ from typing import Any
 
 from kvlog.migration.context import RankKey, rank_key
 from kvlog.schema.event_validator import EventValidator
-from kvlog.schema.readings import FREE_DEVICE_MEMORY, json_integer, migrated_line
+from kvlog.schema.readings import FREE_DEVICE_MEMORY, json_integer, json_number, migrated_line
 from kvlog.text.units import byte_figure
 
 #: the fields whose inference changes what a sample counts as memory
@@ -477,7 +477,7 @@ def _original(event: Mapping[str, Any]) -> str | None:
 
 def _share(event: Mapping[str, Any], name: str) -> float | None:
     value = event.get(name)
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+    return float(value) if json_number(value) else None
 
 
 def _bytes(event: Mapping[str, Any], name: str) -> int | None:
