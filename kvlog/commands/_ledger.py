@@ -11,9 +11,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from kvlog.commands import EXIT_ERROR, EXIT_FINDINGS, EXIT_OK
+from kvlog.commands import EXIT_ERROR
 from kvlog.commands._migrate import Progress
-from kvlog.commands._summarize import deliver, migrated_runs, refuse_an_input
+from kvlog.commands._summarize import deliver, migrated_runs, table_inputs, table_status
 from kvlog.errors import OptionError
 from kvlog.ledger import DEFAULT_UNACCOUNTED_THRESHOLD, FORMATS, LedgerRow, flagged, ledger_rows, render
 from kvlog.plot.timeline import Timeline
@@ -77,9 +77,7 @@ def ledger(
         raise OptionError("{output_format} {given}: one of {formats}", given=output_format, formats=", ".join(FORMATS))
     if unaccounted_threshold < 0:
         raise OptionError("{unaccounted_threshold} {given}: a size, 0 or more", given=unaccounted_threshold)
-    names = tuple(map(str, [inputs] if isinstance(inputs, (str, Path)) else inputs))
-    if output is not None and str(output) != "-":
-        refuse_an_input(Path(output), names)
+    names = table_inputs(inputs, output)
     rows: list[LedgerRow] = []
 
     def take(runs: list[Timeline], letters: list[dict[str, Any]]) -> None:
@@ -98,9 +96,7 @@ def ledger(
         progress=progress,
         on_notice=on_notice,
     )
-    if migrated.problems and not migrated.report.files:  # no input was read: a table of nothing would say all is well
-        return LedgerOutcome(EXIT_ERROR, tuple(rows), count, migrated.problems, invalid)
-    deliver(render(rows, output_format, unaccounted_threshold).encode(), output, stdout)
-    failed = EXIT_ERROR if migrated.problems else EXIT_OK
-    status = failed or (EXIT_OK if rows else EXIT_FINDINGS)
-    return LedgerOutcome(status, tuple(rows), count, migrated.problems, invalid)
+    status = table_status(migrated, found=bool(rows))
+    if status is not None:
+        deliver(render(rows, output_format, unaccounted_threshold).encode(), output, stdout)
+    return LedgerOutcome(EXIT_ERROR if status is None else status, tuple(rows), count, migrated.problems, invalid)

@@ -81,9 +81,7 @@ def summarize(
     """
     if output_format not in FORMATS:
         raise OptionError("{output_format} {given}: one of {formats}", given=output_format, formats=", ".join(FORMATS))
-    names = tuple(map(str, [inputs] if isinstance(inputs, (str, Path)) else inputs))
-    if output is not None and str(output) != "-":
-        refuse_an_input(Path(output), names)
+    names = table_inputs(inputs, output)
     rows: list[RunRow] = []
     outside = 0
 
@@ -106,12 +104,31 @@ def summarize(
         on_notice=on_notice,
     )
     summary = FleetSummary(tuple(rows), outside + unplaced)
-    if migrated.problems and not migrated.report.files:  # no input was read: a table of nothing would say all is well
-        return SummarizeOutcome(EXIT_ERROR, summary, count, migrated.problems, invalid)
-    deliver(render(summary, output_format).encode(), output, stdout)
-    failed = EXIT_ERROR if migrated.problems else EXIT_OK
-    status = failed or (EXIT_OK if summary.rows else EXIT_FINDINGS)
-    return SummarizeOutcome(status, summary, count, migrated.problems, invalid)
+    status = table_status(migrated, found=bool(summary.rows))
+    if status is not None:
+        deliver(render(summary, output_format).encode(), output, stdout)
+    return SummarizeOutcome(EXIT_ERROR if status is None else status, summary, count, migrated.problems, invalid)
+
+
+def table_inputs(inputs: str | Path | Iterable[str | Path], output: str | Path | None) -> tuple[str, ...]:
+    """The inputs of a command that writes one table of runs, as names; ``output`` must be none of them."""
+    names = tuple(map(str, [inputs] if isinstance(inputs, (str, Path)) else inputs))
+    if output is not None and str(output) != "-":
+        refuse_an_input(Path(output), names)
+    return names
+
+
+def table_status(migrated: MigrateOutcome, *, found: bool) -> int | None:
+    """The exit status of a table of runs (``summarize``, ``ledger``); None: write no table, exit ``EXIT_ERROR``.
+
+    No input read at all writes nothing, as a table of nothing would say all is well; an input that could
+    not be read is ``EXIT_ERROR`` (the others are in the table); no run ``found`` is ``EXIT_FINDINGS``.
+    """
+    if migrated.problems and not migrated.report.files:
+        return None
+    if migrated.problems:
+        return EXIT_ERROR
+    return EXIT_OK if found else EXIT_FINDINGS
 
 
 def migrated_runs(
