@@ -486,10 +486,7 @@ class FileRun:
         except UnicodeDecodeError:
             self._close()
             return False
-        own_prefix = any(
-            family.prefix.split(text).message != text.rstrip(" \t\r\n") for family in self.migrator.families
-        )
-        if own_prefix or self._recognise(text) is not None:
+        if self._unprefixed(text) != text or self._recognise(text) is not None:
             self._close()  # a record of its own (a wrap's indentation is no wrapper here: it is the join's space)
             return False
         whole = next((both for both in joined(opened.text, text) if self._recognise(both) is not None), None)
@@ -704,7 +701,10 @@ class FileRun:
         if said is not None:
             return text
         wrapped = peel(text)
-        text = text if wrapped is None else wrapped.line
+        return self._unprefixed(text if wrapped is None else wrapped.line)
+
+    def _unprefixed(self, text: str) -> str:
+        """``text`` without the first server's prefix that reads one (``text`` itself if none does)."""
         for family in self.migrator.families:
             prefix = family.prefix.split(text)
             if prefix.message != text.rstrip(" \t\r\n"):
