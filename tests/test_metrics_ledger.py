@@ -12,6 +12,7 @@ import io
 import json
 import re
 import urllib.request
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,7 @@ from kvlog import commands
 from kvlog.ledger import CONSUMERS
 from kvlog.metrics import Device, LedgerFigures, MemorySeries, process_device
 from kvlog.metrics.ledger import CONSUMER_LABELS
+from kvlog.metrics.series import Metric
 
 Gauges = dict[tuple[str, tuple[tuple[str, str], ...]], float]
 UUID = "GPU-604ac76c-d9cf-fef3-62e9-d92044ab6e52"
@@ -146,6 +148,56 @@ def test_the_kv_address_space_is_its_own_series_never_a_consumer_of_memory(tmp_p
     held = {dict(labels)["consumer"]: value for (name, labels), value in found.items() if "memory_bytes" in name}
     assert held == {"kv_committed": 536870912}
     assert found[("kvlog_device_memory_ceiling_bytes", ())] == round(139.06 * GIB)
+
+
+def test_a_runtime_that_commits_all_day_keeps_one_event_an_arena_and_the_same_figures(tmp_path: Path) -> None:
+    """The memory runtime emits a ``kv_arena.commit`` per growth: the ledger keeps the last of a row, per arena."""
+
+    def commit(arena: str, committed: int) -> str:
+        return current(
+            "kv_arena.commit", arena_id=arena, range_count=1, offset_bytes=0, nbytes=2 << 20,
+            committed_bytes=committed, duration_us=3.0,
+        )  # fmt: skip
+
+    lines = [
+        current("weights.load_begin", avail_bytes=80 * GIB),
+        current("memory.profile_budget", total_bytes=80 * GIB, gpu_memory_utilization=0.9, budget_bytes=72 * GIB),
+        current(
+            "kv_arena.ready",
+            arena_id="0",
+            backend="cuda",
+            device=None,  # no device: the figures compared are the ledger JSON's, which has no labels
+            reserved_va_bytes=60 * GIB,
+            granularity_bytes=2 << 20,
+        ),
+        *(commit("0", n * (2 << 20)) for n in range(1, 401)),
+        commit("1", 2 << 20),  # another arena between: the first arena's next commit is kept beside it
+        *(commit("0", n * (2 << 20)) for n in range(401, 801)),
+        current("kv_memory.pool_end", avail_bytes=10 * GIB),
+    ]
+    ledger = Counting()
+    events = [json.loads(line) for line in lines]
+    kept = [events[0]]
+    for event in events[1:]:
+        kept[-1:] = [kept[-1], event][ledger.supersedes(event, kept[-1]) :]
+    assert [event["event"] for event in kept] == [
+        "weights.load_begin", "memory.profile_budget", "kv_arena.ready",
+        "kv_arena.commit", "kv_arena.commit", "kv_arena.commit", "kv_memory.pool_end",
+    ]  # fmt: skip
+    [row] = ledger_rows(own_events(tmp_path, *lines))
+    assert row["kv_committed_bytes"] == (800 + 1) * (2 << 20)
+    assert without_ceiling(gauges(fed(events, series=MemorySeries(ledger=ledger)))) == from_ledger(row)
+    assert ledger.read == len(kept), "the series keeps what supersedes leaves, not every commit"
+
+
+class Counting(LedgerFigures):
+    """The ledger, counting the events a run hands it."""
+
+    read = 0
+
+    def figures(self, events: Sequence[Mapping[str, Any]]) -> list[tuple[Metric, tuple[str, ...], float]]:
+        self.read = len(events)
+        return super().figures(events)
 
 
 def test_consumer_labels_are_the_table_s_whatever_the_log_says() -> None:

@@ -22,7 +22,8 @@ from kvlog.metrics.series import (
     LEDGER_VA,
     Metric,
 )
-from kvlog.plot.timeline import USAGE, timelines
+from kvlog.plot.timeline import ARENA_BOOKKEEPING, USAGE, timelines
+from kvlog.schema.readings import json_integer
 
 #: the consumer label of the KV cache's committed memory, beside the consumers of ``CONSUMERS``
 KV_COMMITTED = "kv_committed"
@@ -40,6 +41,20 @@ class LedgerFigures:
 
     def reads(self, event: str) -> bool:
         return event not in _UNREAD
+
+    def supersedes(self, event: Mapping[str, Any], previous: Mapping[str, Any]) -> bool:
+        """An arena's commit right after another of the same arena, stating its committed bytes.
+
+        The ledger (and the timeline under it) reads an arena's committed bytes from its last bookkeeping
+        event, and none of them measures free memory, so no row rests on the earlier one: a runtime that
+        commits all day keeps one event per arena, not one per commit.
+        """
+        return (
+            event.get("event") in ARENA_BOOKKEEPING
+            and previous.get("event") in ARENA_BOOKKEEPING
+            and event.get("arena_id") == previous.get("arena_id")
+            and json_integer(event.get("committed_bytes")) is not None
+        )
 
     def figures(self, events: Sequence[Mapping[str, Any]]) -> list[tuple[Metric, tuple[str, ...], float]]:
         """The last row of the run's events (a run of one rank: one row, unless it restarted) as series."""

@@ -472,6 +472,9 @@ class Ledger(Protocol):
     def reads(self, event: str) -> bool:
         """Whether events named ``event`` can change a ledger (usage statistics cannot: they are not kept)."""
 
+    def supersedes(self, event: Mapping[str, Any], previous: Mapping[str, Any]) -> bool:
+        """Whether ``event`` leaves the run's ledger as if ``previous``, the run's last event kept, had not been."""
+
     def figures(self, events: Sequence[Mapping[str, Any]]) -> list[tuple[Metric, tuple[str, ...], float]]:
         """Each figure the run's ``events`` state: a ledger metric, its labels before the device's, its value."""
 
@@ -663,7 +666,11 @@ class MemorySeries:
         known = self._devices.get(scope.instance, Device())
         gpu = _device_ordinal(event)
         run.device = Device(known.gpu or (str(gpu) if gpu is not None else run.device.gpu), known.uuid)
-        run.ledger_events.append(event)
+        kept = run.ledger_events
+        if kept and self._ledger is not None and self._ledger.supersedes(event, kept[-1]):
+            kept[-1] = event  # an arena's commits, one after another: the run keeps what its ledger reads
+        else:
+            kept.append(event)
         run.ledger_scope = scope.labels
         run.ledger_stale = True
 
