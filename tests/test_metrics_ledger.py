@@ -254,15 +254,17 @@ def test_the_device_a_line_names_and_the_one_the_live_process_knows_are_dcgm_s_l
 @pytest.mark.parametrize(
     ("environ", "device"),
     [
-        ({"CUDA_VISIBLE_DEVICES": UUID}, Device(uuid=UUID)),
-        ({"NVIDIA_VISIBLE_DEVICES": UUID}, Device(uuid=UUID)),
-        ({"NVIDIA_VISIBLE_DEVICES": "5"}, Device(gpu="5")),  # the container runtime numbers as NVML does
-        ({"CUDA_VISIBLE_DEVICES": "5", "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}, Device(gpu="5")),
-        ({"CUDA_VISIBLE_DEVICES": "5"}, Device()),  # CUDA's default order is the fastest first, not NVML's
-        ({"CUDA_VISIBLE_DEVICES": "0", "NVIDIA_VISIBLE_DEVICES": "5"}, Device()),  # the container's own index
-        ({"CUDA_VISIBLE_DEVICES": "0,1"}, Device()),
+        ({"CUDA_VISIBLE_DEVICES": UUID}, Device(uuid=UUID, ordinals=())),
+        ({"NVIDIA_VISIBLE_DEVICES": UUID}, Device(uuid=UUID, ordinals=())),
+        ({"NVIDIA_VISIBLE_DEVICES": "5"}, Device(gpu="5", ordinals=())),  # the container runtime numbers as NVML
+        ({"CUDA_VISIBLE_DEVICES": "5", "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}, Device(gpu="5", ordinals=("5",))),
+        ({"CUDA_VISIBLE_DEVICES": "3,2", "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}, Device(ordinals=("3", "2"))),
+        ({"CUDA_VISIBLE_DEVICES": "5"}, Device(ordinals=())),  # CUDA's default order: the fastest first, not NVML's
+        ({"CUDA_VISIBLE_DEVICES": "0", "NVIDIA_VISIBLE_DEVICES": "5"}, Device(ordinals=())),  # the container's index
+        ({"CUDA_VISIBLE_DEVICES": "0,1"}, Device(ordinals=())),
         ({"NVIDIA_VISIBLE_DEVICES": "all"}, Device()),
-        ({"CUDA_VISIBLE_DEVICES": "MIG-8bc6d2f4-7a9e-5b23-9c4f-1e2d3c4b5a69"}, Device()),
+        ({"NVIDIA_VISIBLE_DEVICES": "2,3"}, Device(ordinals=())),
+        ({"CUDA_VISIBLE_DEVICES": "MIG-8bc6d2f4-7a9e-5b23-9c4f-1e2d3c4b5a69"}, Device(ordinals=())),
         ({}, Device()),
     ],
 )
@@ -270,6 +272,30 @@ def test_the_live_process_knows_its_device_only_where_its_environment_pins_it(
     environ: dict[str, str], device: Device
 ) -> None:
     assert process_device(environ) == device
+
+
+def test_an_ordinal_the_live_process_names_is_the_host_s_index_its_environment_says() -> None:
+    def arena(device: int) -> dict[str, Any]:
+        return json.loads(
+            current(
+                "kv_arena.ready", arena_id="0", backend="cuda", device=device, reserved_va_bytes=GIB,
+                granularity_bytes=2 << 20,
+            )
+        )  # fmt: skip
+
+    pool_end = json.loads(current("kv_memory.pool_end", avail_bytes=10 * GIB))
+    found = {}
+    for name, environ in {
+        "remapped": {"CUDA_VISIBLE_DEVICES": "3,2", "CUDA_DEVICE_ORDER": "PCI_BUS_ID"},
+        "unknowable": {"CUDA_VISIBLE_DEVICES": "3,2"},
+        "all": {},
+    }.items():
+        series = MemorySeries(ledger=LedgerFigures())
+        series.add_instance(name, device=process_device(environ))
+        fed([arena(1), pool_end], series=series, instance=name)
+        [labels] = [labels for metric, labels, _ in series.samples() if metric.name == "kvlog_device_free_bytes"]
+        found[name] = labels.get("gpu")
+    assert found == {"remapped": "2", "unknowable": None, "all": "1"}
 
 
 def scraped(url: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:

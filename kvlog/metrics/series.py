@@ -460,6 +460,16 @@ class Device(NamedTuple):
 
     gpu: str = ""
     uuid: str = ""
+    #: the host's index of each device ordinal the process's lines name (an arena's ``device``), where its
+    #: environment renumbered them (``CUDA_VISIBLE_DEVICES=2,3``: ordinal 1 is the host's 3); () where it
+    #: renumbered them beyond knowing (UUIDs); None where it did not: an ordinal is the host's index
+    ordinals: tuple[str, ...] | None = None
+
+    def index_of(self, ordinal: int) -> str:
+        """The host's index of the process's device ``ordinal`` ("": unknown)."""
+        if self.ordinals is None:
+            return str(ordinal)
+        return self.ordinals[ordinal] if ordinal < len(self.ordinals) else ""
 
 
 class Ledger(Protocol):
@@ -525,7 +535,7 @@ class _Run:
     ledger_stale: bool = False
     #: the run's labels after the device's (rank, server, server_instance) and its device's (gpu, UUID)
     ledger_scope: _Key = ()
-    device: Device = field(default_factory=Device)
+    device: tuple[str, str] = ("", "")
 
 
 class MemorySeries:
@@ -664,8 +674,9 @@ class MemorySeries:
             self._add(FOLDS, ("ranks", scope.instance), 1.0)
             return
         known = self._devices.get(scope.instance, Device())
-        gpu = _device_ordinal(event)
-        run.device = Device(known.gpu or (str(gpu) if gpu is not None else run.device.gpu), known.uuid)
+        ordinal = _device_ordinal(event)
+        named = known.index_of(ordinal) if ordinal is not None else run.device[0]
+        run.device = (known.gpu or named, known.uuid)
         kept = run.ledger_events
         if kept and self._ledger is not None and self._ledger.supersedes(event, kept[-1]):
             kept[-1] = event  # an arena's commits, one after another: the run keeps what its ledger reads
