@@ -20,8 +20,8 @@ import pytest
 import yaml
 from prometheus_helpers import require, running_prometheus
 
-from kvlog.commands import migrate
-from kvlog.metrics import METRICS, MemorySeries
+from kvlog.commands import ledger, migrate
+from kvlog.metrics import METRICS, LedgerFigures, MemorySeries
 from kvlog.metrics.prometheus import start_endpoint
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -70,7 +70,7 @@ def metrics_in(expr: str) -> set[str]:
 def test_alert_rules_pass_promtool_check(promtool: str) -> None:
     done = subprocess.run([promtool, "check", "rules", str(RULES)], check=False, capture_output=True, text=True)
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "SUCCESS: 7 rules found" in done.stdout
+    assert "SUCCESS: 9 rules found" in done.stdout
 
 
 def test_alert_rules_pass_their_unit_tests(promtool: str) -> None:
@@ -153,9 +153,12 @@ def test_every_dashboard_query_parses(promtool: str, tmp_path: Path) -> None:
     assert done.returncode == 0, done.stdout + done.stderr
 
 
+CORPUS = ("postcapture_before_fix_2026_07.log", "hybrid_swa_2026.log")
+
+
 def corpus_series() -> MemorySeries:
-    series = MemorySeries()
-    for log in ("postcapture_before_fix_2026_07.log", "hybrid_swa_2026.log"):
+    series = MemorySeries(ledger=LedgerFigures())  # as kvlog follow and kvlog integrate feed it
+    for log in CORPUS:
         out = io.BytesIO()
         migrate(str(ROOT / "tests" / "corpus" / log), only_events=True, stdout=out)
         for line in out.getvalue().splitlines():
@@ -195,3 +198,25 @@ def test_dashboard_and_alert_queries_on_a_real_prometheus(tmp_path: Path) -> Non
             if s["metric"]["server_instance"] == "postcapture_before_fix_2026_07.log"
         }
         assert firing == {("1", "#0"), ("0", "SWA"), ("0", "Full")}
+        (stacked, *_) = [panel for panel in panels() if panel["title"].startswith("Where the device memory went")]
+        held = {
+            (s["metric"]["server_instance"], s["metric"]["tp"], s["metric"]["consumer"]): float(s["value"][1])
+            for s in server.query(filled(stacked["targets"][0]["expr"]))
+        }
+        want = ledger_memory()
+        assert {consumer for _, _, consumer in want} == {"kv_committed"}  # the last runs state no other consumer
+        assert held == want, "the ledger panel shows what kvlog ledger says of each rank's last run"
+
+
+def ledger_memory() -> dict[tuple[str, str, str], float]:
+    """What ``kvlog ledger`` says each rank's last run of the corpus logs held, by consumer (kv_committed too)."""
+    table = io.BytesIO()
+    ledger([str(ROOT / "tests" / "corpus" / log) for log in CORPUS], output_format="json", stdout=table)
+    last = {(Path(row["source"]).name, row["ranks"]): row for row in json.loads(table.getvalue())["rows"]}
+    held = {}
+    for (log, ranks), row in last.items():
+        stated = {**row["consumers"], "kv_committed_bytes": row["kv_committed_bytes"]}
+        for name, value in stated.items():
+            if value is not None:  # a consumer no line states has no series
+                held[(log, ranks.removeprefix("TP"), name.removesuffix("_bytes"))] = float(value)
+    return held

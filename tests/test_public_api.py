@@ -103,10 +103,13 @@ PUBLIC_API = {
     ],
     "kvlog.metrics": [
         "METRICS",
+        "Device",
+        "LedgerFigures",
         "MemorySeries",
         "Metric",
         "MetricsEndpointError",
         "MetricsExtraMissing",
+        "process_device",
         "serve",
         "start_endpoint",
     ],

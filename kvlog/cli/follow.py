@@ -62,7 +62,8 @@ from kvlog.metrics.bound import DEFAULT_LIMIT
     show_default=True,
     metavar="N",
     help="Distinct values each label the log names (pool, arena, event, server) keeps per log; later ones "
-    "are folded into one #other series and counted in kvlog_series_folded_total.",
+    "are folded into one #other series and counted in kvlog_series_folded_total. Also the ranks per log "
+    "that have a memory ledger (kvlog_device_memory_bytes ...).",
 )
 @click.option(
     "--otlp-endpoint",

@@ -229,7 +229,7 @@ def _exports(
         return [], []
     from kvlog import metrics  # noqa: PLC0415 - the follow extra, needed only with these options
 
-    series = metrics.MemorySeries(label_values=label_values)
+    series = metrics.MemorySeries(label_values=label_values, ledger=metrics.LedgerFigures())
     if port is not None:
         endpoint = stack.enter_context(metrics.start_endpoint(series, host, port))
         say(f"serving metrics at {endpoint.url}")

@@ -490,7 +490,7 @@ def _gauges(handler: EventHandler, ranks: dict[str, int]) -> Callable[[dict[str,
     try:
         from kvlog import metrics  # noqa: PLC0415 - the follow extra, only with a metrics port
 
-        series = metrics.MemorySeries()
+        series = metrics.MemorySeries(ledger=metrics.LedgerFigures())
         local = int(os.environ.get("LOCAL_RANK", ranks.get("tp", 0)))
         base = handler.metrics_port + local if handler.metrics_port else 0
         endpoint = _first_free(lambda port: metrics.start_endpoint(series, handler.metrics_host, port), base)
@@ -499,7 +499,7 @@ def _gauges(handler: EventHandler, ranks: dict[str, int]) -> Callable[[dict[str,
         return None
     handler.say(f"serving metrics of pid {os.getpid()} at {endpoint.url}")
     instance = f"{socket.gethostname()}:{os.getpid()}"
-    series.add_instance(instance)
+    series.add_instance(instance, device=metrics.process_device())
     return lambda event: series.observe(event, instance=instance)
 
 
@@ -539,7 +539,8 @@ def _ready(handler: EventHandler) -> tuple[Migrator | None, Exception | None]:
         with contextlib.suppress(Exception):  # the extra missing: the worker says so, with the process's first event
             from kvlog import metrics  # noqa: PLC0415 - the follow extra, only with a metrics port
 
-            _ = metrics.MemorySeries, metrics.start_endpoint
+            _ = metrics.MemorySeries, metrics.start_endpoint, metrics.process_device
+            metrics.LedgerFigures()  # the ledger's modules and the catalog's validator: a scrape needs them
             handler.metrics_host.encode("idna")  # as binding the endpoint does: the codec is imported on first use
     return migrator, None
 

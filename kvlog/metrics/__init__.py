@@ -15,15 +15,20 @@ from kvlog.lazy import lazy_exports
 from kvlog.metrics.errors import MetricsEndpointError, MetricsExtraMissing
 
 if TYPE_CHECKING:
+    from kvlog.metrics.device import process_device
+    from kvlog.metrics.ledger import LedgerFigures
     from kvlog.metrics.live import serve
     from kvlog.metrics.prometheus import start_endpoint
-    from kvlog.metrics.series import METRICS, MemorySeries, Metric
+    from kvlog.metrics.series import METRICS, Device, MemorySeries, Metric
 
 
 _exported = lazy_exports(
     __name__,
     {
         "METRICS": "kvlog.metrics.series",
+        "Device": "kvlog.metrics.series",
+        "LedgerFigures": "kvlog.metrics.ledger",
+        "process_device": "kvlog.metrics.device",
         "MemorySeries": "kvlog.metrics.series",
         "Metric": "kvlog.metrics.series",
         "serve": "kvlog.metrics.live",
@@ -43,10 +48,13 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "METRICS",
+    "Device",
+    "LedgerFigures",
     "MemorySeries",
     "Metric",
     "MetricsEndpointError",
     "MetricsExtraMissing",
+    "process_device",
     "serve",
     "start_endpoint",
 ]

@@ -9,6 +9,8 @@ from __future__ import annotations
 from typing import Any
 
 from kvlog.emission import add_tap, remove_tap
+from kvlog.metrics.device import process_device
+from kvlog.metrics.ledger import LedgerFigures
 from kvlog.metrics.prometheus import Endpoint, start_endpoint
 from kvlog.metrics.series import MemorySeries, this_process
 
@@ -20,13 +22,13 @@ def serve(port: int = 9400, host: str = "127.0.0.1", instance: str | None = None
     bound before the tap is added, so a taken port raises ``MetricsEndpointError`` with nothing left
     behind. Loopback by default: the endpoint has no authentication.
     """
-    series = MemorySeries()
+    series = MemorySeries(ledger=LedgerFigures())
     name = instance if instance is not None else this_process()
 
     def tap(event: dict[str, Any]) -> None:
         series.observe(event, instance=name)
 
-    series.add_instance(name)  # its counters at 0 before anything counts: the first count is a rise
+    series.add_instance(name, device=process_device())  # counters at 0 before anything counts: the first is a rise
     endpoint = start_endpoint(series, host=host, port=port, on_close=lambda: remove_tap(tap))
     add_tap(tap)
     return endpoint

@@ -53,6 +53,15 @@ Mapping (event -> metric; an event not listed only counts in ``kvlog_events_tota
   ``kvlog_kv_pool_swa_total_bytes``) to the ``allocation_state`` that holds, and sets its
   ``kvlog_kv_pool_committed_bytes`` as a pool event of that state would (``committed_bytes``; an
   ``allocated`` pool's size, else no series): the earlier event's series never stay beside it.
+- with a ``ledger`` (``kvlog follow``, ``kvlog integrate``, ``serve``): every event but the usage lines is
+  kept in its rank's run, and the run's ledger row (``kvlog ledger``'s, worked out by ``kvlog.ledger``
+  at the first scrape after a new event) sets ``kvlog_device_memory_bytes{consumer}`` (each consumer of
+  ``kvlog.ledger.CONSUMERS`` a line states, and ``kv_committed``), ``kvlog_device_unaccounted_bytes``,
+  ``kvlog_device_total_bytes``, ``kvlog_device_free_bytes``, ``kvlog_device_memory_ceiling_bytes``,
+  ``kvlog_kv_va_upper_bound_bytes`` (address space: never a consumer) and
+  ``kvlog_device_memory_uncertainty_bytes{figure}``; a figure no line states has no series. They carry
+  ``gpu`` and ``UUID`` (DCGM exporter's device labels) where a line names the device (sglang's
+  ``[gpu_id=N]``, an arena's ``device``) or the live process knows it (``add_instance(device=...)``).
 - ``kvlog.schema_violation`` -> ``kvlog_schema_violations_total`` (1 plus its ``suppressed``).
 - every event -> ``kvlog_events_total{event}``.
 
@@ -80,7 +89,12 @@ Bounded labels. The values of ``pool`` and ``label`` (a pool's identity, ``#n`` 
 ``event`` and ``server`` come from log text; each server_instance keeps the first
 ``label_values`` distinct values of each (default 64, ``kvlog.metrics.bound``), and an update with a
 later one goes to the series whose value is ``#other`` (the last such update's figure) and counts in
-``kvlog_series_folded_total{label_name}``.
+``kvlog_series_folded_total{label_name}``. The ledger's ranks are bounded the same way: the first
+``label_values`` ranks of a server_instance have a ledger (64: eight nodes of eight devices in one log);
+a later rank's events are not kept (a ledger of folded ranks would add up no device) and count in
+``kvlog_series_folded_total{label_name="ranks"}``. Its ``consumer`` and ``figure`` values are the
+table's, whatever the log says, and a rank has one device: at most 64 × (2 × consumers + 12) series a
+server_instance.
 
 A label with no value (a rank kind the event lacks, a pool with no ``label``, no other ranks) is
 left out of ``samples()``, never exported as ``""``: Prometheus stores an empty label as no label, so
@@ -105,9 +119,9 @@ import math
 import os
 import socket
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, NamedTuple, Protocol, TypeVar
 
 from kvlog.metrics.bound import BOUNDED, DEFAULT_LIMIT, FOLDED, LabelBound
 from kvlog.schema.readings import FREE_DEVICE_MEMORY, json_integer, json_number, migrated_line
@@ -255,6 +269,69 @@ VIOLATIONS = Metric(
     ("server_instance",),
     "1",
 )
+#: the labels that join DCGM exporter's device series: its ``gpu`` (the device's index) and ``UUID``
+_DEVICE = ("gpu", "UUID")
+_LEDGER = (*_DEVICE, *_SCOPE)
+LEDGER_MEMORY = Metric(
+    "kvlog_device_memory_bytes",
+    "Device memory each consumer held at the end of start-up, as kvlog ledger reads it (kv_committed: the KV "
+    "cache's committed memory); a consumer no line states has no series. With kvlog_device_free_bytes and "
+    "kvlog_device_unaccounted_bytes it adds up to kvlog_device_total_bytes.",
+    "gauge",
+    ("consumer", *_LEDGER),
+    "bytes",
+)
+LEDGER_UNACCOUNTED = Metric(
+    "kvlog_device_unaccounted_bytes",
+    "Device memory no line accounts for (kvlog ledger): total - consumers - KV committed - free; negative "
+    "when the lines state more than the device holds.",
+    "gauge",
+    _LEDGER,
+    "bytes",
+)
+LEDGER_TOTAL = Metric(
+    "kvlog_device_total_bytes", "The device's total memory, as a line states it.", "gauge", _LEDGER, "bytes"
+)
+LEDGER_FREE = Metric(
+    "kvlog_device_free_bytes",
+    "Free device memory at the end of start-up: the run's last measurement of it.",
+    "gauge",
+    _LEDGER,
+    "bytes",
+)
+LEDGER_CEILING = Metric(
+    "kvlog_device_memory_ceiling_bytes",
+    "The most device memory the run could hold: the device's total, else the free memory before its weights load.",
+    "gauge",
+    _LEDGER,
+    "bytes",
+)
+LEDGER_VA = Metric(
+    "kvlog_kv_va_upper_bound_bytes",
+    "Address space the run's KV pools reserved (kvlog ledger): an upper bound, not memory; never add it to "
+    "kvlog_device_memory_bytes.",
+    "gauge",
+    _LEDGER,
+    "bytes",
+)
+LEDGER_UNCERTAINTY = Metric(
+    "kvlog_device_memory_uncertainty_bytes",
+    "What the printed rounding of a ledger figure hides, either way (figure: a consumer, kv_committed, "
+    "device_total, free, unaccounted, ceiling, kv_va_upper_bound).",
+    "gauge",
+    ("figure", *_LEDGER),
+    "bytes",
+)
+#: the metrics a run's ledger sets: worked out again from the run's events whenever a scrape follows a new one
+LEDGER_METRICS = (
+    LEDGER_MEMORY,
+    LEDGER_UNACCOUNTED,
+    LEDGER_TOTAL,
+    LEDGER_FREE,
+    LEDGER_CEILING,
+    LEDGER_VA,
+    LEDGER_UNCERTAINTY,
+)
 FOLDS = Metric(
     "kvlog_series_folded_total",
     'Updates folded into a label\'s "#other" series: its server_instance had used up its values of the label.',
@@ -280,6 +357,7 @@ METRICS: tuple[Metric, ...] = (
     CUDA_GRAPH,
     MAMBA_POOL,
     HOST_POOL,
+    *LEDGER_METRICS,
     EVENTS,
     UNPARSED,
     VIOLATIONS,
@@ -377,6 +455,49 @@ def _rank_of(event: Mapping[str, Any]) -> _Rank | None:
     return values[0], values[1], values[2], values[3], ",".join(others)
 
 
+class Device(NamedTuple):
+    """The device a live process runs on, as far as it knows it: DCGM exporter's ``gpu`` index and ``UUID``."""
+
+    gpu: str = ""
+    uuid: str = ""
+    #: the host's index of each device ordinal the process's lines name (an arena's ``device``), where its
+    #: environment renumbered them (``CUDA_VISIBLE_DEVICES=2,3``: ordinal 1 is the host's 3); () where it
+    #: renumbered them beyond knowing (UUIDs); None where it did not: an ordinal is the host's index
+    ordinals: tuple[str, ...] | None = None
+
+    def index_of(self, ordinal: int) -> str:
+        """The host's index of the process's device ``ordinal`` ("": unknown)."""
+        if self.ordinals is None:
+            return str(ordinal)
+        return self.ordinals[ordinal] if ordinal < len(self.ordinals) else ""
+
+
+class Ledger(Protocol):
+    """What ``kvlog ledger`` says of one rank's run (``kvlog.metrics.ledger.LedgerFigures``).
+
+    Passed in rather than imported: the ledger's arithmetic (``kvlog.ledger``) reads events through the
+    migration's rank keys, which this module, loaded by every emitting server, must not import.
+    """
+
+    def reads(self, event: str) -> bool:
+        """Whether events named ``event`` can change a ledger (usage statistics cannot: they are not kept)."""
+
+    def supersedes(self, event: Mapping[str, Any], previous: Mapping[str, Any]) -> bool:
+        """Whether ``event`` leaves the run's ledger as if ``previous``, the run's last event kept, had not been."""
+
+    def figures(self, events: Sequence[Mapping[str, Any]]) -> list[tuple[Metric, tuple[str, ...], float]]:
+        """Each figure the run's ``events`` state: a ledger metric, its labels before the device's, its value."""
+
+
+def _device_ordinal(event: Mapping[str, Any]) -> int | None:
+    """The device a line names: sglang's ``[gpu_id=N]`` prefix (rank ``gpu``), an arena's ``device``; else None."""
+    ranks = event.get("ranks")
+    gpu = json_integer(ranks.get("gpu")) if isinstance(ranks, Mapping) else None
+    if gpu is None and event.get("event") == "kv_arena.ready":
+        gpu = json_integer(event.get("device"))
+    return gpu if gpu is not None and gpu >= 0 else None
+
+
 @dataclass(frozen=True)
 class _Scope:
     """Where one event's series live: its rank, server and server_instance, in label order."""
@@ -409,6 +530,12 @@ class _Run:
     draft: int = -1
     #: the pool each pool event's ``migrated.line`` set: what a ``kv_pool.state_corrected`` names
     pools_by_line: dict[int, _Key] = field(default_factory=dict)
+    #: the run's events the ledger reads, and whether its series predate the last of them
+    ledger_events: list[Mapping[str, Any]] = field(default_factory=list)
+    ledger_stale: bool = False
+    #: the run's labels after the device's (rank, server, server_instance) and its device's (gpu, UUID)
+    ledger_scope: _Key = ()
+    device: tuple[str, str] = ("", "")
 
 
 class MemorySeries:
@@ -418,10 +545,18 @@ class MemorySeries:
     snapshot with ``samples()``.
     """
 
-    def __init__(self, *, label_values: int = DEFAULT_LIMIT) -> None:
-        """``label_values``: how many distinct values a label the log names keeps per server_instance (``bound``)."""
+    def __init__(self, *, label_values: int = DEFAULT_LIMIT, ledger: Ledger | None = None) -> None:
+        """``label_values``: how many distinct values a label the log names keeps per server_instance (``bound``).
+
+        ``ledger`` sets the ledger's series (``kvlog_device_memory_bytes`` ...) from each rank's run; without
+        it, there are none. Its ranks are bounded too: the first ``label_values`` ranks of each
+        server_instance have a ledger, a later one's events count in ``kvlog_series_folded_total{label_name="ranks"}``.
+        """
         self._lock = threading.Lock()
         self._bound = LabelBound(label_values)
+        self._ledger = ledger
+        #: the device each live server_instance knows it runs on (``add_instance``)
+        self._devices: dict[str, Device] = {}
         #: the server_instances whose counters exist (at 0 until counted)
         self._instances: set[str] = set()
         #: the rank-scoped series, by run; the counters (no rank) by metric
@@ -468,21 +603,26 @@ class MemorySeries:
             handler = self._handlers.get(name)
             if handler is not None:
                 handler(event, scope)
+            if self._ledger is not None and self._ledger.reads(name):
+                self._keep_for_ledger(event, scope)
             avail = FREE_DEVICE_MEMORY.get(name)
             if avail is not None:
                 self._set(MEMORY_AVAIL, (name, *scope.labels), _number(event.get(avail)))
             for field, quantity in _PROFILE_FIELDS.get(name, {}).items():
                 self._set(MEMORY_PROFILE, (quantity, *scope.labels), _number(event.get(field)))
 
-    def add_instance(self, instance: str) -> None:
+    def add_instance(self, instance: str, *, device: Device | None = None) -> None:
         """Export the counters of ``instance`` from now, at 0: its first increment is then a rise Prometheus sees.
 
         A counter that first appears at N is no increase to ``increase()``/``rate()``: the lines that
         created it (a start-up's new wording) would never alert. ``observe`` and the ``count_*`` calls
-        add the instance too (``kvlog follow`` counts 0 for a file when it first follows it).
+        add the instance too (``kvlog follow`` counts 0 for a file when it first follows it). ``device``:
+        the device a live server_instance runs on (``kvlog.metrics.device``), its ledger series' labels.
         """
         with self._lock:
             self._known(instance)
+            if device is not None:
+                self._devices[instance] = device
 
     def count_unparsed(self, lines: int, *, instance: str) -> None:
         """Count log lines that were read but gave no event (0: the instance's counters exist from now)."""
@@ -506,6 +646,9 @@ class MemorySeries:
         The labels are the metric's, less those with no value (see the module's docstring).
         """
         with self._lock:
+            for run in self._runs.values():
+                if run.ledger_stale:
+                    self._set_ledger(run)
             return [
                 (metric, _exported(metric, key), value)
                 for metric in METRICS
@@ -521,8 +664,40 @@ class MemorySeries:
             self._instances.add(instance)
             self._add(UNPARSED, (instance,), 0.0)
             self._add(VIOLATIONS, (instance,), 0.0)
-            for label in BOUNDED:
+            for label in (*BOUNDED, *(("ranks",) if self._ledger is not None else ())):
                 self._add(FOLDS, (label, instance), 0.0)
+
+    def _keep_for_ledger(self, event: Mapping[str, Any], scope: _Scope) -> None:
+        """Keep ``event`` in its run's ledger, if its rank has one (bounded per server_instance: ``LabelBound``)."""
+        run = self._run(scope.run)
+        if not run.ledger_events and not self._bound.admits(scope.instance, "ranks", scope.rank):
+            self._add(FOLDS, ("ranks", scope.instance), 1.0)
+            return
+        known = self._devices.get(scope.instance, Device())
+        ordinal = _device_ordinal(event)
+        named = known.index_of(ordinal) if ordinal is not None else run.device[0]
+        run.device = (known.gpu or named, known.uuid)
+        kept = run.ledger_events
+        if kept and self._ledger is not None and self._ledger.supersedes(event, kept[-1]):
+            kept[-1] = event  # an arena's commits, one after another: the run keeps what its ledger reads
+        else:
+            kept.append(event)
+        run.ledger_scope = scope.labels
+        run.ledger_stale = True
+
+    def _set_ledger(self, run: _Run) -> None:
+        """The run's ledger series, worked out again from its events by the ledger's own arithmetic."""
+        run.ledger_stale = False
+        for metric in LEDGER_METRICS:
+            run.values.pop(metric, None)
+        if self._ledger is None:
+            return
+        try:
+            figures = self._ledger.figures(run.ledger_events)
+        except Exception:  # noqa: BLE001 - odd input skips the update and never raises into a scrape
+            return
+        for metric, labels, value in figures:
+            run.values.setdefault(metric, {})[(*labels, *run.device, *run.ledger_scope)] = value
 
     def _all(self, metric: Metric) -> list[dict[_Key, float]]:
         if not metric.rank_scoped:

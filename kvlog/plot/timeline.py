@@ -37,7 +37,8 @@ WEIGHTS_FROM_FREE_DROP = "load-free-memory-drop"
 _POOLS = ("kv_pool.allocation", "kv_pool.unified_allocation", "kv_pool.swa_summary")
 #: the label of the speculative draft's post-capture sizing, which names no pool
 _DRAFT = "draft"
-_ARENA_BOOKKEEPING = ("kv_arena.commit", "kv_arena.decommit", "kv_arena.error")
+#: an arena's bookkeeping events: each states the committed bytes of the arena so far
+ARENA_BOOKKEEPING = ("kv_arena.commit", "kv_arena.decommit", "kv_arena.error")
 #: the server's statistics line: how full the KV cache was (``kvlog migrate --usage``), not how much memory
 USAGE = "kv_pool.usage"
 
@@ -289,7 +290,7 @@ class _Run:
             return self._pool(name, event, line)
         arena = str(event.get("arena_id"))
         committed = _bytes(event, "committed_bytes")
-        if name in _ARENA_BOOKKEEPING and committed is not None:
+        if name in ARENA_BOOKKEEPING and committed is not None:
             self.arenas[arena] = committed
             return f"arena {arena}: {byte_figure(committed)} committed"
         if name == "kv_arena.closed":  # its memory and its address space are given back
