@@ -8,6 +8,7 @@ mid-run after samples that worked.
 
 from __future__ import annotations
 
+import io
 import json
 import sys
 import types
@@ -15,11 +16,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 from cli_harness import kvlog_text
 from test_integrate_handler import START_UP, attached, decoded
 
 from kvlog import commands
+from kvlog.integrate.handler import _Measured, _Record, _settle
+from kvlog.migration import load_chain
+from kvlog.migration.engine import MigrateOptions, Migrator
 from kvlog.nvml import MAX_LAG_S, DeviceSample, measured_state
 from kvlog.schema.event_validator import EventValidator
 
@@ -173,3 +178,64 @@ def test_integrate_nvml_asks_each_process_to_sample(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["handlers"]["kvlog"]["nvml"] is True
     assert "nvml" not in commands.integrate("sglang", events="-")["handlers"]["kvlog"]
+
+
+#: each pool wording whose line claims allocated of what may be a reservation, with nothing before it to settle it
+CLAIMS = {
+    "kv_pool.allocation": (
+        "KV Cache is allocated. dtype: torch.bfloat16, #tokens: 1048576, K size: 8.00 GB, V size: 8.00 GB"
+    ),
+    "kv_pool.unified_allocation": (
+        "[unified-memory-pool] UnifiedKVPool allocated: total_bytes=16.00 GB (=17179869184 B), 2 sub-pool(s)"
+    ),
+    "kv_pool.swa_summary": "SWAKVPool mem usage: 16.00 GB, swa size: 200000, full size: 800000",
+}
+
+
+def claimed(line: str) -> dict[str, Any]:
+    """The event ``kvlog migrate`` reads from ``line`` alone: its state only the line's claim."""
+    out = io.BytesIO()
+    Migrator(load_chain(), MigrateOptions(only_events=True)).migrate(None, io.BytesIO(f"{line}\n".encode()), out)
+    (event,) = [orjson.loads(row) for row in out.getvalue().splitlines()]
+    assert event["allocation_state"] == "allocated"
+    assert event["migrated"]["inferred"]["allocation_state"]["rule"].endswith("claims-allocated")
+    return event
+
+
+def measured(used: int, *, previous: int | None = None) -> _Measured:
+    record = _Record(0.0, "", "sglang", "", 0, None, "", 0)
+    before = None if previous is None else _Measured(sample(previous), 1, record, None)
+    return _Measured(sample(used), 2, record, before)
+
+
+@pytest.mark.parametrize("name", sorted(CLAIMS))
+def test_every_pool_whose_line_only_claims_allocated_is_a_va_bound_where_the_process_holds_less(name: str) -> None:
+    event = claimed(CLAIMS[name])
+    _settle(event, measured(700 * MiB), 2)
+    assert event["event"] == name
+    assert event["allocation_state"] == "va_upper_bound"
+    assert event["migrated"]["inferred"]["allocation_state"]["rule"] == "measured"
+    assert event["migrated"]["inferred"]["allocation_state"]["evidence_line"] == 2
+
+
+@pytest.mark.parametrize("name", sorted(CLAIMS))
+def test_only_a_pools_own_line_is_judged_by_the_rise_since_the_previous_record(name: str) -> None:
+    """A summary or a unified pool is logged after its sub-pools' lines: no rise since them tells anything."""
+    event = claimed(CLAIMS[name])
+    _settle(event, measured(30 * GiB + 8 * MiB, previous=30 * GiB), 2)
+    if name == "kv_pool.allocation":
+        assert event["allocation_state"] == "va_upper_bound"
+        assert event["migrated"]["inferred"]["allocation_state"]["evidence_line"] == 1
+    else:
+        assert event["allocation_state"] == "allocated"
+        assert event["migrated"]["inferred"]["allocation_state"]["rule"].endswith("claims-allocated")
+
+
+def test_a_state_another_line_told_is_never_changed_by_a_measurement() -> None:
+    out = io.BytesIO()
+    log = "\n".join(START_UP[:4]) + "\n"  # the arena line before the pool: arena-before-pool
+    Migrator(load_chain(), MigrateOptions(only_events=True)).migrate(None, io.BytesIO(log.encode()), out)
+    pool = next(e for e in map(orjson.loads, out.getvalue().splitlines()) if e["event"] == "kv_pool.allocation")
+    before = json.dumps(pool, sort_keys=True)
+    _settle(pool, measured(40 * GiB, previous=40 * GiB - 8 * MiB), 4)  # whatever the figures would say
+    assert json.dumps(pool, sort_keys=True) == before

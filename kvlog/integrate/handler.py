@@ -94,8 +94,11 @@ _GATHER_S = 0.05
 CLOSE_S = 5.0
 #: how long a fork waits for the worker to finish its batch (one stuck on a write must not hold the server's fork)
 FORK_WAIT_S = 2.0
-#: the pool event whose claimed state a measurement may settle, and the rules under which it is only a claim
-_POOL = "kv_pool.allocation"
+#: the pool events whose claimed state a measurement may settle: by what is held, and (True) by the rise since
+#: the previous record too, which only a pool's own line can use (it is logged right after its buffers are made;
+#: a hybrid pool's summary comes after its sub-pools' lines, a unified pool's after its sub-pools' details)
+_POOLS = {"kv_pool.allocation": True, "kv_pool.swa_summary": False, "kv_pool.unified_allocation": False}
+#: the rules under which a pool's state is only its line's claim
 _CLAIMS = frozenset({"line-claims-allocated", "v1-claims-allocated", InferenceRule.LOOKAHEAD_EXHAUSTED.value})
 
 
@@ -514,7 +517,8 @@ class _Measured:
 
 def _settle(event: dict[str, Any], measured: _Measured, line: int) -> None:
     """A pool whose line only claims it is allocated: its state by measurement, when the figures tell it."""
-    if event.get("event") != _POOL:
+    rises = _POOLS.get(str(event.get("event")))
+    if rises is None:
         return
     note = inferred(event).get("allocation_state")
     names = pool_size_fields(event)
@@ -523,7 +527,7 @@ def _settle(event: dict[str, Any], measured: _Measured, line: int) -> None:
     spreads = event["migrated"].get("uncertainty_bytes") or {}
     stated = sum(json_integer(event[name]) or 0 for name in names)
     spread = sum(json_integer(spreads.get(name)) or 0 for name in names)
-    previous = measured.previous
+    previous = measured.previous if rises else None
     verdict = measured_state(
         stated,
         spread,
