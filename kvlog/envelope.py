@@ -50,6 +50,8 @@ class InferenceRule(StrEnum):
     MARKED_INFERRED = "marked-inferred"
     WRAPPER_TIMESTAMP = "wrapper-timestamp"
     CONTINUATION_LINE = "continuation-line"
+    #: the driver's word: NVML sampled the process when the line was logged (``kvlog.nvml.measured_rule``)
+    MEASURED = "measured"
 
 
 class Wrapper(StrEnum):

@@ -58,6 +58,95 @@ _SETTERS_CudaGraphCaptured = slot_setters(CudaGraphCaptured)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True, init=False)
+class DeviceMemoryMeasured(Event):
+    """Device memory measured (``device_memory.measured`` v1).
+
+    What the driver (NVML) said this process and its device held when kvlog read a memory record of
+    the process: the measured figures beside the stated ones of the event written just before it
+    (kvlog integrate --nvml). The measured event is the one of the same process (pid) whose
+    migrated.line is measured_line. timestamp is when the sample was taken; lag_us how long after
+    the record was logged.
+    """
+
+    EVENT: ClassVar[str] = "device_memory.measured"
+    VERSION: ClassVar[int] = 1
+
+    source: Literal["nvml"]
+    measured_event: str
+    measured_line: int
+    gpu: int
+    uuid: str | None
+    process_used_bytes: int | None
+    device_used_bytes: int
+    device_free_bytes: int
+    device_total_bytes: int
+    process_used_delta_bytes: int | None
+    device_used_delta_bytes: int | None
+    previous_line: int | None
+    lag_us: float
+    ext: dict[str, Any] | None = None
+
+    def __init__(
+        self,
+        *,
+        source: Literal["nvml"],
+        measured_event: str,
+        measured_line: int,
+        gpu: int,
+        uuid: str | None,
+        process_used_bytes: int | None,
+        device_used_bytes: int,
+        device_free_bytes: int,
+        device_total_bytes: int,
+        process_used_delta_bytes: int | None,
+        device_used_delta_bytes: int | None,
+        previous_line: int | None,
+        lag_us: float,
+        ext: dict[str, Any] | None = None,
+    ) -> None:
+        setters = _SETTERS_DeviceMemoryMeasured
+        setters[0](self, source)
+        setters[1](self, measured_event)
+        setters[2](self, measured_line)
+        setters[3](self, gpu)
+        setters[4](self, uuid)
+        setters[5](self, process_used_bytes)
+        setters[6](self, device_used_bytes)
+        setters[7](self, device_free_bytes)
+        setters[8](self, device_total_bytes)
+        setters[9](self, process_used_delta_bytes)
+        setters[10](self, device_used_delta_bytes)
+        setters[11](self, previous_line)
+        setters[12](self, lag_us)
+        setters[13](self, ext)
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "event": "device_memory.measured",
+            "schema_version": 1,
+            "source": self.source,
+            "measured_event": self.measured_event,
+            "measured_line": self.measured_line,
+            "gpu": self.gpu,
+            "uuid": self.uuid,
+            "process_used_bytes": self.process_used_bytes,
+            "device_used_bytes": self.device_used_bytes,
+            "device_free_bytes": self.device_free_bytes,
+            "device_total_bytes": self.device_total_bytes,
+            "process_used_delta_bytes": self.process_used_delta_bytes,
+            "device_used_delta_bytes": self.device_used_delta_bytes,
+            "previous_line": self.previous_line,
+            "lag_us": self.lag_us,
+        }
+        if self.ext is not None:
+            out["ext"] = self.ext
+        return out
+
+
+_SETTERS_DeviceMemoryMeasured = slot_setters(DeviceMemoryMeasured)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True, init=False)
 class KvArenaClosed(Event):
     """KV arena closed (``kv_arena.closed`` v1).
 
@@ -1643,6 +1732,7 @@ _SETTERS_WeightsLoadEnd = slot_setters(WeightsLoadEnd)
 
 ALL_EVENTS: tuple[type[Event], ...] = (
     CudaGraphCaptured,
+    DeviceMemoryMeasured,
     KvArenaClosed,
     KvArenaCommit,
     KvArenaDecommit,

@@ -83,6 +83,15 @@ PUBLIC_API = {
         "UnknownEventError",
         "worded",
     ],
+    "kvlog.nvml": [
+        "MAX_LAG_S",
+        "DeviceSample",
+        "NvmlSampler",
+        "SamplingError",
+        "MeasuredState",
+        "measured_state",
+        "open_sampler",
+    ],
     "kvlog.memory": [
         "ArenaChange",
         "ArenaError",

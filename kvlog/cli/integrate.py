@@ -55,6 +55,14 @@ from kvlog.integrate.dictconfig import EVENTS
 )
 @engine_options.usage()
 @click.option(
+    "--nvml",
+    is_flag=True,
+    default=False,
+    help="Sample each process's device memory through NVML at each memory record (the nvml extra, installed where "
+    "the server runs): a device_memory.measured event beside each event, and a pool whose line only claims to be "
+    "allocated gets its state from the measurement. Without NVML the events are written as without this.",
+)
+@click.option(
     "--keep",
     metavar="CONFIG.json",
     help="Merge kvlog's handler into this logging configuration instead of the server's default.",

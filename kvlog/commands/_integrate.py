@@ -26,6 +26,7 @@ def integrate(
     hold_s: float = HOLD_S,
     max_held_bytes: int = MAX_HELD_BYTES,
     usage: str = "none",
+    nvml: bool = False,
     keep: str | Path | None = None,
 ) -> dict[str, Any]:
     """The ``dictConfig`` document ``server`` loads (from ``SGLANG_LOGGING_CONFIG_PATH``, ``VLLM_LOGGING_CONFIG_PATH``).
@@ -34,8 +35,11 @@ def integrate(
     a relative path is made absolute here, since the server may run elsewhere; ``-``: standard error).
     ``max_held_bytes`` bounds what each process's handler holds (its queue and look-ahead; the records
     beyond it are dropped and counted). ``usage`` says which periodic usage lines become ``kv_pool.usage``
-    events and gauges (``none``, ``sampled``, ``all``). ``keep`` names a configuration the user already has, which
-    kvlog's handler is merged into instead of the server's default. Raises ``OptionError`` for options
+    events and gauges (``none``, ``sampled``, ``all``). ``nvml`` makes each process sample its device
+    memory through NVML at each memory record (the ``nvml`` extra, in the server's environment; without
+    it the process says so once and writes its events without measurements). ``keep`` names a
+    configuration the user already has, which kvlog's handler is merged into instead of the server's
+    default. Raises ``OptionError`` for options
     that cannot work, ``InputError`` for a ``keep`` file that cannot be read, and ``ConfigurationError``
     for one kvlog cannot merge into.
     """
@@ -64,6 +68,7 @@ def integrate(
         hold_s=hold_s,
         max_held_bytes=max_held_bytes,
         usage=usage,
+        nvml=nvml,
         keep=kept,
         keep_name=str(keep),
     )

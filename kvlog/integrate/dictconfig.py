@@ -33,6 +33,7 @@ def configuration(
     hold_s: float = HOLD_S,
     max_held_bytes: int = MAX_HELD_BYTES,
     usage: str = "none",
+    nvml: bool = False,
     keep: Mapping[str, Any] | None = None,
     keep_name: str = "the configuration",
 ) -> dict[str, Any]:
@@ -46,6 +47,8 @@ def configuration(
         options["max_held_bytes"] = max_held_bytes
     if usage != "none":
         options["usage"] = usage
+    if nvml:
+        options["nvml"] = True
     if keep is None:
         return {"version": 1, "disable_existing_loggers": False, "handlers": {HANDLER: options}}
     return _merged(dict(keep), options | {"server_default": False}, keep_name)

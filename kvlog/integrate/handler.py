@@ -25,6 +25,15 @@ What the worker will need is made when the handler is, on the configuring thread
 can then never find the worker inside an import (the child would inherit that module half-initialised,
 its lock held for ever), and a fork waits for the worker to finish the batch it is reading (``_Fork``),
 so that a child inherits no lock the worker held.
+
+With ``nvml`` the worker also samples the process's device memory through NVML (``kvlog.nvml``) as it
+takes each record off the queue: a sample costs some microseconds to a millisecond, a thousand times
+the probe, so never on the server's thread. Each event read from a sampled record is followed by a
+``device_memory.measured`` event with the figures, and a pool whose line only claims to be allocated
+gets its state from them (``kvlog.nvml.measured_rule``). Without nvidia-ml-py, a driver or a working
+NVML, the worker says so once and the events are what they are without it; an NVML call that fails
+stops the sampling the same way.
+
 ``close`` (at exit, or when a later ``dictConfig`` clears every handler) writes what is held as at a
 file's end; a record that still reaches the handler afterwards (one a new configuration kept
 attached, such as vLLM's when uvicorn configures its own loggers) starts a fresh reading.
@@ -48,7 +57,8 @@ from typing import IO, TYPE_CHECKING, Any, ClassVar, NamedTuple
 
 import orjson
 
-from kvlog.envelope import ordered, utc_timestamp
+from kvlog import events as catalog_events
+from kvlog.envelope import InferenceRule, envelope, ordered, utc_timestamp
 from kvlog.follow.holding import HOLD_S, Holding
 from kvlog.integrate.budget import MAX_HELD_BYTES, Budget, cost, readable
 from kvlog.integrate.servers import LIVE_SERVERS, LiveServer, configuring
@@ -56,9 +66,12 @@ from kvlog.metrics.errors import MetricsEndpointError
 from kvlog.migration import load_chain
 from kvlog.migration.candidates import might_be_read
 from kvlog.migration.engine import FileRun, MigrateOptions, Migrator
+from kvlog.migration.ops import inferred, mark_inferred
 from kvlog.migration.records import Record
 from kvlog.migration.report import MigrationReport
 from kvlog.migration.sampling import UsageMode
+from kvlog.nvml import DeviceSample, NvmlSampler, SamplingError, measured_state, open_sampler
+from kvlog.schema.readings import json_integer, pool_size_fields
 from kvlog.text.prefix import LinePrefix, rank_tags
 
 if TYPE_CHECKING:
@@ -81,6 +94,12 @@ _GATHER_S = 0.05
 CLOSE_S = 5.0
 #: how long a fork waits for the worker to finish its batch (one stuck on a write must not hold the server's fork)
 FORK_WAIT_S = 2.0
+#: the pool events whose claimed state a measurement may settle: by what is held, and (True) by the rise since
+#: the previous record too, which only a pool's own line can use (it is logged right after its buffers are made;
+#: a hybrid pool's summary comes after its sub-pools' lines, a unified pool's after its sub-pools' details)
+_POOLS = {"kv_pool.allocation": True, "kv_pool.swa_summary": False, "kv_pool.unified_allocation": False}
+#: the rules under which a pool's state is only its line's claim
+_CLAIMS = frozenset({"line-claims-allocated", "v1-claims-allocated", InferenceRule.LOOKAHEAD_EXHAUSTED.value})
 
 
 class _Record(NamedTuple):
@@ -104,7 +123,8 @@ class EventHandler(logging.Handler):
     ranks), filled in when the process writes its first event. ``metrics_port`` serves the process's
     gauges (``kvlog.metrics``) at ``metrics_port`` plus its local rank (``LOCAL_RANK``, else its TP rank).
     ``usage`` says which of the server's periodic usage lines become ``kv_pool.usage`` events (``none``,
-    ``sampled``, ``all``: ``kvlog.migration.sampling``), which the gauges serve.
+    ``sampled``, ``all``: ``kvlog.migration.sampling``), which the gauges serve. ``nvml`` samples the
+    process's device memory at each record (the ``nvml`` extra; see the module's docstring).
     """
 
     def __init__(
@@ -119,6 +139,7 @@ class EventHandler(logging.Handler):
         queue_records: int = QUEUE_RECORDS,
         max_held_bytes: int = MAX_HELD_BYTES,
         usage: UsageMode = "none",
+        nvml: bool = False,
     ) -> None:
         super().__init__()
         self.server = server
@@ -131,6 +152,7 @@ class EventHandler(logging.Handler):
         self.max_held_bytes = max_held_bytes
         self.usage = usage
         self._reads_usage = usage != "none"
+        self.nvml = nvml
         self._migrator, self._unreadable = _ready(self)
         self._fresh()
         _handlers.add(self)
@@ -143,6 +165,8 @@ class EventHandler(logging.Handler):
         #: of those, the records the budget could not take
         self.over_budget = 0
         self.written = 0
+        #: NVML samples taken in this process (``nvml``)
+        self.samples = 0
         self.budget = Budget(self.max_held_bytes)
         self._say_once: set[str] = set()
         self._start_lock = threading.Lock()
@@ -220,6 +244,8 @@ class EventHandler(logging.Handler):
                 batch = [records.get(timeout=TICK_S)]
             except queue.Empty:
                 batch = [None]
+            if reading is not None:  # as the record leaves the queue: the nearest the worker gets to its moment
+                reading.sample(batch[-1])
             if batch[-1] is not None:  # a server logs its memory lines in bursts: let the burst come, read it at once
                 stopping.wait(_GATHER_S)
             size = sum(item.cost for item in batch if item is not None)
@@ -228,6 +254,8 @@ class EventHandler(logging.Handler):
                     batch.append(records.get_nowait())
                 except queue.Empty:
                     break
+                if reading is not None:
+                    reading.sample(batch[-1])
                 size += batch[-1].cost if batch[-1] is not None else 0
             read = [item for item in batch if item is not None]
             if reading is None:
@@ -326,6 +354,29 @@ class _Reading:
         self.bound = f"{self.lookahead_bytes / (1 << 20):g} MiB of records held"
         self.output: _Output | None = None
         self.observe: Callable[[dict[str, Any]], None] | None = None
+        self.sampler = _sampler(handler)
+        #: samples taken as records left the queue, until ``read`` numbers their lines
+        self.taken: dict[int, DeviceSample] = {}
+        #: each line's measurement, kept while its record is (``records``)
+        self.measured: dict[int, _Measured] = {}
+        self.previous: _Measured | None = None
+
+    def sample(self, record: _Record | None) -> None:
+        """NVML's figures for ``record``, taken now (on the worker, as it leaves the queue); stop at a failure."""
+        if record is None or self.sampler is None:
+            return
+        handler = self.handler
+        with handler._busy:  # a fork never finds the worker inside NVML
+            try:
+                sample = self.sampler.sample()
+            except SamplingError as exc:
+                handler.say(f"{exc}; this process's events are written without measurements from now on")
+                self.sampler.close()
+                self.sampler = None
+                return
+        if sample is not None:
+            handler.samples += 1
+            self.taken[id(record)] = sample
 
     def read(self, records: list[_Record]) -> None:
         """Records as messages under their own headers, fed to the engine at once; the events written, flushed.
@@ -340,14 +391,21 @@ class _Reading:
             self.charged_bytes += size
         said: list[LinePrefix] = []
         number = self.run.number
+        taken, self.taken = self.taken, {}  # each sample is of a record of this batch: none outlives it
         for record in records:
             ranks = own if own is not None else server.record_ranks(record.process_name)
             timestamp = utc_timestamp(record.created)
             said.append(LinePrefix(timestamp, ranks or {}, None, record.message, pid=record.process, exact=True))
+            sample = taken.get(id(record)) if taken else None
+            measured = None if sample is None else _Measured(sample, number + 1, record, self.previous)
             for _ in range(record.message.count("\n") + 1):
                 number += 1
                 self.records[number] = record
                 self.lines.append(number)
+                if measured is not None:
+                    self.measured[number] = measured
+            if measured is not None:
+                self.previous = measured
         if said:
             self.run.messages(said)
             self.holding.read(self.run, time.monotonic())
@@ -371,11 +429,16 @@ class _Reading:
         if self.output is not None:
             self.output.flush()
             self.output.close()
+        if self.sampler is not None:
+            self.sampler.close()
+            self.sampler = None
 
     def _forget_written(self) -> None:
         written = self.run.written_lines
         while self.lines and self.lines[0] <= written:
-            del self.records[self.lines.popleft()]
+            line = self.lines.popleft()
+            del self.records[line]
+            self.measured.pop(line, None)
         while self.charged and self.charged[0][0] <= written:
             self._give(self.charged.popleft()[1])
 
@@ -397,14 +460,97 @@ class _Reading:
         event = dict(read.event)  # the engine's context may still revise its own: what the record adds is ours
         if record is not None:  # the engine validated the event; what the record adds is valid by construction
             _logged_at(event, record)
+        measured = self.measured.get(read.line)
+        if measured is not None:
+            _settle(event, measured, read.line)
         ranks = event.get("ranks") or {}
         if self.output is None:
             self.output = _Output(self.handler, ranks)
             self.observe = _gauges(self.handler, ranks)
         if not self.output.write(orjson.dumps(ordered(event)) + b"\n"):
             self.handler.dropped += 1
+        if measured is not None and not self.output.write(orjson.dumps(measured.event(event, read.line)) + b"\n"):
+            self.handler.dropped += 1
         if self.observe is not None:
             self.observe(event)
+
+
+class _Measured:
+    """A record's NVML sample, and the previous one of the process: what ``device_memory.measured`` says."""
+
+    __slots__ = ("lag_s", "line", "previous", "sample")
+
+    def __init__(self, sample: DeviceSample, line: int, record: _Record, previous: _Measured | None) -> None:
+        self.sample = sample
+        #: the record's first line
+        self.line = line
+        self.lag_s = max(0.0, sample.at - record.created)
+        self.previous = previous
+
+    def event(self, measured: dict[str, Any], line: int) -> dict[str, Any]:
+        """The ``device_memory.measured`` written after ``measured`` (read from ``line``), valid by construction."""
+        sample, previous = self.sample, self.previous
+        before = previous.sample if previous is not None and previous.sample.gpu == sample.gpu else None
+        used, used_before = sample.process_used_bytes, None if before is None else before.process_used_bytes
+        fields = catalog_events.DeviceMemoryMeasured(
+            source="nvml",
+            measured_event=str(measured.get("event")),
+            measured_line=line,
+            gpu=sample.gpu,
+            uuid=sample.uuid,
+            process_used_bytes=used,
+            device_used_bytes=sample.device_used_bytes,
+            device_free_bytes=sample.device_free_bytes,
+            device_total_bytes=sample.device_total_bytes,
+            process_used_delta_bytes=None if used is None or used_before is None else used - used_before,
+            device_used_delta_bytes=None if before is None else sample.device_used_bytes - before.device_used_bytes,
+            previous_line=None if previous is None else previous.line,
+            lag_us=round(self.lag_s * 1e6, 1),
+        ).to_dict()
+        head = envelope(fields.pop("event"), fields.pop("schema_version"), utc_timestamp(sample.at), "info")
+        if "pid" in measured:
+            head["pid"] = measured["pid"]
+        if measured.get("ranks"):
+            head["ranks"] = measured["ranks"]
+        return head | fields
+
+
+def _settle(event: dict[str, Any], measured: _Measured, line: int) -> None:
+    """A pool whose line only claims it is allocated: its state by measurement, when the figures tell it."""
+    rises = _POOLS.get(str(event.get("event")))
+    if rises is None:
+        return
+    note = inferred(event).get("allocation_state")
+    names = pool_size_fields(event)
+    if not isinstance(note, dict) or note.get("rule") not in _CLAIMS or names is None:
+        return
+    spreads = event["migrated"].get("uncertainty_bytes") or {}
+    stated = sum(json_integer(event[name]) or 0 for name in names)
+    spread = sum(json_integer(spreads.get(name)) or 0 for name in names)
+    previous = measured.previous if rises else None
+    verdict = measured_state(
+        stated,
+        spread,
+        measured.sample,
+        measured.lag_s,
+        before=None if previous is None else previous.sample,
+        before_lag_s=0.0 if previous is None else previous.lag_s,
+    )
+    if verdict is None:
+        return
+    event["allocation_state"] = verdict.state
+    evidence_line = previous.line if verdict.previous and previous is not None else line
+    mark_inferred(event, "allocation_state", InferenceRule.MEASURED, verdict.evidence, evidence_line)
+
+
+def _sampler(handler: EventHandler) -> NvmlSampler | None:
+    """The process's NVML sampler when ``nvml`` asks for one; None, said once, when NVML cannot be had."""
+    if not handler.nvml:
+        return None
+    sampler, why = open_sampler()
+    if sampler is None:
+        handler.say(f"no device measurements: {why}")
+    return sampler
 
 
 def _logged_at(event: dict[str, Any], record: _Record) -> None:
@@ -535,6 +681,9 @@ def _ready(handler: EventHandler) -> tuple[Migrator | None, Exception | None]:
         validator.provenance_problem({})
     except Exception as exc:  # noqa: BLE001 - broken migrations: the server runs on, its records are dropped
         return None, exc
+    if handler.nvml:
+        with contextlib.suppress(Exception):  # the extra missing: the worker says so when it opens its sampler
+            import pynvml  # noqa: F401, PLC0415 - the nvml extra, only with nvml
     if handler.metrics_port is not None:
         with contextlib.suppress(Exception):  # the extra missing: the worker says so, with the process's first event
             from kvlog import metrics  # noqa: PLC0415 - the follow extra, only with a metrics port
@@ -589,6 +738,7 @@ def handler_for(
     hold_s: float = HOLD_S,
     max_held_bytes: int = MAX_HELD_BYTES,
     usage: UsageMode = "none",
+    nvml: bool = False,
     server_default: bool = True,
 ) -> logging.Handler:
     """The ``dictConfig`` factory (``"()": "kvlog.integrate.handler_for"``) that ``kvlog integrate`` writes.
@@ -624,6 +774,7 @@ def handler_for(
         hold_s=hold_s,
         max_held_bytes=max_held_bytes,
         usage=usage,
+        nvml=nvml,
     )
     if server_default:
         if frame is None:
