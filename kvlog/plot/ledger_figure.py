@@ -256,7 +256,7 @@ def _traces(panel: Panel, top: int) -> list[Any]:
                 marker={
                     "color": "rgba(255,127,14,0.08)",
                     "line": {"color": VA_COLOUR, "width": 2},
-                    "pattern": {"shape": "/", "fgcolor": VA_COLOUR, "solidity": 0.35},
+                    "pattern": {"shape": "/", "fgcolor": VA_COLOUR, "fgopacity": 1, "solidity": 0.3},
                 },
                 hovertext=[_hover(head, VA_BOUND, bound) for head, bound in zip(heads, bounds, strict=True)],
                 hoverinfo="text",
