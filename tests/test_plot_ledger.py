@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import io
 import itertools
+from html import escape
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,7 @@ from kvlog.plot import ledger_figure as names
 from kvlog.plot.ledger_figure import STACK_OFFSET, STACK_WIDTH, VA_OFFSET, ledger_figure, panels_of
 
 GIB = 1 << 30
+DOCS = Path(__file__).resolve().parent.parent / "docs" / "ledger.svg"
 #: rank 0 states every figure (unaccounted 2 GiB); rank 1 no weights (unaccounted 20 GiB: flagged); rank 2 is
 #: rank 0 but for its pool, 100 GiB of KV address space of which 50 committed, on an 80 GiB device (flagged)
 RANKS: dict[int, list[str]] = {
@@ -295,3 +297,15 @@ def test_the_golden_logs_draw_one_bar_per_ledger_row() -> None:
     figure = ledger_figure(rows)
     assert sum(len(panel.rows) for panel in panels_of(rows)) == len(rows)
     assert len(figure.layout.annotations) == len(panels_of(rows))  # a title a panel
+
+
+def test_the_docs_figure_is_drawn_from_the_golden_logs_by_this_code() -> None:
+    """``docs/ledger.svg`` shows every panel and today's legend (docs/ledger.md says how to regenerate it)."""
+    svg = DOCS.read_text()
+    assert DOCS.stat().st_size < 300_000
+    rows = rows_of(POSTCAPTURE, HYBRID)
+    for panel in panels_of(rows):
+        name, _, rest = panel.title.partition(" · ")
+        assert escape(name, quote=False) in svg and escape(rest, quote=False) in svg
+    for trace_name in {trace.name for trace in ledger_figure(rows).data}:
+        assert f">{escape(trace_name, quote=False)}<" in svg

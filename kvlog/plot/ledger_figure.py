@@ -66,10 +66,13 @@ VA_OFFSET, VA_WIDTH = 0.20, 0.18
 #: pixels: a rank's slot, a panel's axes and gaps, a grid row, the title and legend above
 _SLOT = 46
 _PANEL_PAD = 90
+_LEAST_PANEL = 320
+#: about what a character of a panel's title takes (13 px type)
+_TITLE_CHAR = 7.5
 _MAX_WIDTH = 1600
 _LEAST_WIDTH = 700
-_ROW_HEIGHT = 330
-_TOP = 170
+_ROW_HEIGHT = 350
+_TOP = 190
 _BOTTOM = 40
 _SIDES = 70
 _RANK = re.compile(r"([A-Za-z]+)(\d+)")
@@ -94,12 +97,13 @@ def ledger_figure(rows: Sequence[LedgerRow], title: str = "Where the device memo
     figure = make_subplots(
         rows=grid,
         cols=columns,
-        subplot_titles=[escape(panel.title) for panel in panels],
+        subplot_titles=[_heading(panel, _panel_width(panels)) for panel in panels],
         horizontal_spacing=min(0.2, 60 / width) if columns > 1 else 0.0,
-        vertical_spacing=min(0.3, 90 / height) if grid > 1 else 0.0,
+        vertical_spacing=min(0.3, 110 / height) if grid > 1 else 0.0,
     )
+    figure.update_annotations(font_size=13)  # the panels' titles
     top = _top(rows)
-    slots = max((len(panel.rows) for panel in panels), default=1)  # a rank's bar is as wide in every panel
+    slots = (_panel_width(panels) - _PANEL_PAD) // _SLOT  # a rank's bar is as wide in every panel
     shown: set[str] = set()
     for index, panel in enumerate(panels):
         at = {"row": index // columns + 1, "col": index % columns + 1}
@@ -154,7 +158,6 @@ def panels_of(rows: Sequence[LedgerRow]) -> list[Panel]:
     for source, run, group in keys:
         members = sorted(groups[(source, run, group)], key=lambda member: _order(member[1].ranks))
         name = printable_name(PurePath(source).name)
-        name = name if len(name) <= 40 else name[:39] + "…"
         when = members[0][1].start.replace("T", " ")[:16]
         title = f"{name} · {group + ' · ' if group else ''}run {run} ({when})"
         labels = tuple(label + (" !" if row.flags else "") for label, row in members)
@@ -172,7 +175,16 @@ def _order(ranks: str) -> tuple[tuple[str, int, str], ...]:
 
 
 def _panel_width(panels: Sequence[Panel]) -> int:
-    return max((len(panel.rows) for panel in panels), default=1) * _SLOT + _PANEL_PAD
+    """Pixels a panel takes: its ranks' slots, at least what its title's two lines need."""
+    return max(max((len(panel.rows) for panel in panels), default=1) * _SLOT + _PANEL_PAD, _LEAST_PANEL)
+
+
+def _heading(panel: Panel, width: int) -> str:
+    """The panel's title on two lines, the file's name cut to the panel's width: ``name<br>DP0 · run 1 (...)``."""
+    name, _, rest = panel.title.partition(" · ")
+    fits = max(8, int((width - _PANEL_PAD / 2) / _TITLE_CHAR))
+    name = name if len(name) <= fits else name[: fits - 1] + "…"
+    return f"{escape(name)}<br>{escape(rest)}"
 
 
 def _columns(panels: Sequence[Panel]) -> int:
