@@ -309,3 +309,19 @@ def test_the_docs_figure_is_drawn_from_the_golden_logs_by_this_code() -> None:
         assert escape(name, quote=False) in svg and escape(rest, quote=False) in svg
     for trace_name in {trace.name for trace in ledger_figure(rows).data}:
         assert f">{escape(trace_name, quote=False)}<" in svg
+
+
+def test_expert_parallel_ranks_are_bars_of_their_tp_panel_in_numeric_order(tmp_path: Path) -> None:
+    """sglang's ``EP`` ranks subdivide its TP group: a panel per DP group still, its bars TP0 ... TP11."""
+    log = tmp_path / "ep.log"
+    log.write_text(
+        "".join(
+            f"[2026-07-21 09:00:{rank:02} DP{group} TP{rank} EP{rank}] {line}\n"
+            for group in range(2)
+            for rank in (11, 2, 0, 1, 10, 3, 4, 5, 6, 7, 8, 9)
+            for line in ("Load weight begin. avail mem=139.06 GB", "Memory pool end. avail mem=18.80 GB")
+        )
+    )
+    panels = panels_of(rows_of(log))
+    assert [panel.title.split(" (")[0] for panel in panels] == ["ep.log · DP0 · run 1", "ep.log · DP1 · run 1"]
+    assert [panel.labels for panel in panels] == [tuple(f"TP{rank} EP{rank}" for rank in range(12))] * 2

@@ -31,7 +31,8 @@ class PlotOutcome:
     exit_status: int
     #: the file written (None: nothing was drawn)
     output: Path | None
-    #: how many events the inputs held, and how many panels (a rank's server run each) were drawn
+    #: how many events the inputs held, and how many of a rank's server runs were drawn (a panel each; a bar
+    #: each in the ledger view)
     events: int
     runs: int
     #: each input that could not be expanded or read, with the reason, in the order met

@@ -76,6 +76,8 @@ _TOP = 190
 _BOTTOM = 40
 _SIDES = 70
 _RANK = re.compile(r"([A-Za-z]+)(\d+)")
+#: the outer parallel dimensions: a panel is one server run of one group of them (sglang: ``DP1 PP0 TP3 EP3``)
+_GROUPED = ("DP", "PP")
 
 
 @dataclass(frozen=True)
@@ -144,25 +146,33 @@ def ledger_figure(rows: Sequence[LedgerRow], title: str = "Where the device memo
 def panels_of(rows: Sequence[LedgerRow]) -> list[Panel]:
     """The panels of ``rows``: per file and run (in the order met), per parallel group, the ranks in order.
 
-    A rank's group is its label less its ``TP`` tag (``DP1 TP3``: group ``DP1``, bar ``TP3``).
+    A rank's group is its outer parallel ranks, ``DP`` and ``PP``; the rest names its bar, ``TP`` first
+    (``DP1 EP3 TP3``: group ``DP1``, bar ``TP3 EP3``). sglang's ``EP`` ranks subdivide its TP group: a
+    panel each would be a bar each.
     """
     groups: dict[tuple[str, int, str], list[tuple[str, LedgerRow]]] = {}
     for row in rows:
         tags = row.ranks.split()
-        tensor = [tag for tag in tags if tag.upper().startswith("TP")]
-        group = " ".join(tag for tag in tags if tag not in tensor)
-        groups.setdefault((row.source, row.run, group), []).append((" ".join(tensor) or row.ranks or "no rank", row))
+        outer = [tag for tag in tags if _kind(tag) in _GROUPED]
+        inner = sorted((tag for tag in tags if tag not in outer), key=lambda tag: _kind(tag) != "TP")
+        groups.setdefault((row.source, row.run, " ".join(outer)), []).append((" ".join(inner) or "no rank", row))
     files = list(dict.fromkeys(row.source for row in rows))
     keys = sorted(groups, key=lambda key: (files.index(key[0]), key[1], _order(key[2])))
     panels = []
     for source, run, group in keys:
-        members = sorted(groups[(source, run, group)], key=lambda member: _order(member[1].ranks))
+        members = sorted(groups[(source, run, group)], key=lambda member: _order(member[0]))
         name = printable_name(PurePath(source).name)
         when = members[0][1].start.replace("T", " ")[:16]
         title = f"{name} · {group + ' · ' if group else ''}run {run} ({when})"
         labels = tuple(label + (" !" if row.flags else "") for label, row in members)
         panels.append(Panel(title, tuple(row for _, row in members), labels))
     return panels
+
+
+def _kind(tag: str) -> str:
+    """``TP`` of ``TP3``: what a rank tag counts."""
+    match = _RANK.fullmatch(tag)
+    return match[1].upper() if match else tag
 
 
 def _order(ranks: str) -> tuple[tuple[str, int, str], ...]:
