@@ -325,3 +325,14 @@ def test_expert_parallel_ranks_are_bars_of_their_tp_panel_in_numeric_order(tmp_p
     panels = panels_of(rows_of(log))
     assert [panel.title.split(" (")[0] for panel in panels] == ["ep.log · DP0 · run 1", "ep.log · DP1 · run 1"]
     assert [panel.labels for panel in panels] == [tuple(f"TP{rank} EP{rank}" for rank in range(12))] * 2
+
+
+def test_the_ledger_view_needs_the_plot_extra_as_the_timeline_does(tmp_path: Path) -> None:
+    out = tmp_path / "ledger.html"
+    result = kvlog_plot(POSTCAPTURE, "--view", "ledger", "-o", out, prelude="import sys; sys.modules['plotly'] = None")
+    assert result.returncode == commands.EXIT_ERROR
+    assert (
+        result.stderr
+        == "kvlog plot: kvlog plot needs the plot extra: pip install 'kvlog[plot]' (plotly is not installed)\n"
+    )
+    assert not out.exists()
