@@ -215,6 +215,11 @@ def test_the_consumers_are_the_ledger_s_table_s_whatever_it_names(tmp_path: Path
     drawn = [trace.name for trace in bars(figure)]
     known = [name.replace("_", " ") for name in CONSUMERS if name.replace("_", " ") in drawn]
     assert [name for name in drawn if name in known] == known  # in the table's order
+    # a table of many more consumers (issue 33's start-up, NCCL, buffers by kind, ...): still a colour each
+    many = [(f"consumer_{n}", Figure(GIB)) for n in range(24)]
+    figure = ledger_figure([dataclasses.replace(rows[0], consumers=(*rows[0].consumers, *many))])
+    colours = [trace.marker.color for trace in bars(figure)]
+    assert len(colours) == 2 + 24 + 3 and len(set(colours)) == len(colours)
 
 
 def test_tp8_by_dp_by_runs_is_a_grid_with_a_run_s_groups_side_by_side(tmp_path: Path) -> None:

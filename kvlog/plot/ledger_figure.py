@@ -27,6 +27,7 @@ from pathlib import PurePath
 from typing import Any
 
 from plotly import graph_objects as go
+from plotly.colors import qualitative
 from plotly.subplots import make_subplots
 
 from kvlog.ledger import CONSUMERS, Figure, LedgerRow
@@ -39,27 +40,53 @@ FREE = "free (end of start-up)"
 UNACCOUNTED = "unaccounted (total - the rest)"
 TOTAL = "device total (else free before the load)"
 FLAGGED = "flagged (hover for the flags)"
-#: colours: the consumers' by their place in ``CONSUMERS`` (the weights grey, as on the timeline)
-CONSUMER_COLOURS = (
-    "#7f7f7f",
-    "#9467bd",
-    "#8c564b",
-    "#bcbd22",
-    "#17becf",
-    "#e377c2",
-    "#aec7e8",
-    "#c5b0d5",
-    "#c49c94",
-    "#dbdb8d",
-    "#9edae5",
-    "#393b79",
-)
 COMMITTED_COLOUR = "#1f77b4"
 FREE_COLOUR = "#2ca02c"
 UNACCOUNTED_COLOUR = "#ff9896"
 VA_COLOUR = "#ff7f0e"
 TOTAL_COLOUR = "#222222"
 FLAG_COLOUR = "#d62728"
+#: how far apart (the largest difference of a channel) two colours of the figure are at least
+_APART = 40
+
+
+def _distinct(candidates: Sequence[str], taken: Sequence[str]) -> tuple[str, ...]:
+    """``candidates`` less each too close to one of ``taken`` or to one kept before it."""
+    kept: list[str] = []
+    for colour in candidates:
+        channels = _channels(colour)
+        if all(
+            max(abs(a - b) for a, b in zip(channels, _channels(other), strict=True)) > _APART
+            for other in [*taken, *kept]
+        ):
+            kept.append(colour)
+    return tuple(kept)
+
+
+def _channels(colour: str) -> tuple[int, int, int]:
+    return int(colour[1:3], 16), int(colour[3:5], 16), int(colour[5:7], 16)
+
+
+#: the consumers' colours, by their place in ``CONSUMERS`` (the weights grey, as on the timeline), then
+#: Plotly's larger qualitative scales, so that the table may grow well past today's consumers
+CONSUMER_COLOURS = _distinct(
+    (
+        "#7f7f7f",
+        "#9467bd",
+        "#8c564b",
+        "#bcbd22",
+        "#17becf",
+        "#e377c2",
+        "#aec7e8",
+        "#c5b0d5",
+        "#c49c94",
+        "#dbdb8d",
+        "#9edae5",
+        "#393b79",
+        *(colour.lower() for colour in (*qualitative.Dark24, *qualitative.Light24)),
+    ),
+    (COMMITTED_COLOUR, FREE_COLOUR, UNACCOUNTED_COLOUR, VA_COLOUR, TOTAL_COLOUR, FLAG_COLOUR, "#ffffff"),
+)
 #: where a rank's bars sit about its position (in rank slots): the stack, then the address space beside it
 STACK_OFFSET, STACK_WIDTH = -0.40, 0.56
 VA_OFFSET, VA_WIDTH = 0.20, 0.18
