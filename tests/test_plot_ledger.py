@@ -156,6 +156,10 @@ def test_the_kv_address_space_stands_beside_the_stack_from_where_kv_starts_never
     # the axis reaches the outline's top (118 GiB), beyond the 80 GiB device
     assert figure.layout.yaxis.range[1] > 118 > 80
     assert va.offset == VA_OFFSET
+    # a reservation whose committed memory no line states still rises from above the consumers
+    unknown = dataclasses.replace(rows[2], kv_committed=Figure(None))
+    [va] = [trace for trace in ledger_figure([unknown]).data if trace.name == timeline_names.VA_BOUND]
+    assert va.base == (18,)
 
 
 def test_the_device_total_is_a_line_across_each_bar(tmp_path: Path) -> None:

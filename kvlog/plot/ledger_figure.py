@@ -270,11 +270,10 @@ def _traces(panel: Panel, top: int) -> list[Any]:
     positions = list(range(len(panel.rows)))
     heads = [_rank_head(panel, index) for index in positions]
     base = [0] * len(panel.rows)
-    kv_base = list(base)
+    # the KV memory stands on the consumers, whether or not a rank of the panel states any KV memory
+    kv_base = [sum(figure.value or 0 for _, figure in row.consumers) for row in panel.rows]
     traces = []
     for layer in _segments(panel):
-        if layer.name == COMMITTED:
-            kv_base = list(base)
         traces.append(
             go.Bar(
                 name=layer.name,
