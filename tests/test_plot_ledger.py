@@ -69,7 +69,7 @@ def sglang_grid(tmp_path: Path, runs: int = 3, dp: int = 2, tp: int = 8, name: s
     for run in range(runs):
         for group in range(dp):
             for rank in range(tp):
-                at = f"[2026-07-2{run + 1} 09:00:{10 + rank:02} DP{group} TP{rank}]"
+                at = f"[2026-07-{run + 1:02} 09:00:{10 + rank:02} DP{group} TP{rank}]"
                 free = "12.40" if (group, rank) == (dp - 1, tp - 3) else "18.80"
                 lines += [
                     f"{at} Load weight begin. avail mem=139.06 GB",
@@ -345,3 +345,17 @@ def test_the_ledger_view_needs_the_plot_extra_as_the_timeline_does(tmp_path: Pat
         == "kvlog plot: kvlog plot needs the plot extra: pip install 'kvlog[plot]' (plotly is not installed)\n"
     )
     assert not out.exists()
+
+
+def test_a_run_of_more_groups_than_a_row_holds_starts_a_row_of_its_own(tmp_path: Path) -> None:
+    """TP8 x DP4: four panels a run, three a row; each run starts at the first column, DP0 under DP0."""
+    rows = rows_of(sglang_grid(tmp_path, runs=3, dp=4, tp=8))
+    figure = ledger_figure(rows)
+    assert grid_of(figure) == (6, 3)
+    cells = {}
+    for annotation in figure.layout.annotations:  # a panel's title sits over its column, at its row's top
+        cells.setdefault(round(annotation.y, 3), []).append((round(annotation.x, 3), annotation.text))
+    rows_drawn = [[text for _, text in sorted(cells[y])] for y in sorted(cells, reverse=True)]
+    assert [[text.split("<br>")[1].split(" (")[0] for text in row] for row in rows_drawn] == [
+        [f"DP{group} · run {run}" for group in groups] for run in (1, 2, 3) for groups in ((0, 1, 2), (3,))
+    ]

@@ -79,7 +79,7 @@ def tp8_by_dp2(folder: Path) -> Path:
     for run in range(2):
         for group in range(2):
             for rank in range(8):
-                at = f"[2026-07-2{run + 1} 09:00:{10 + rank:02} DP{group} TP{rank}]"
+                at = f"[2026-07-{run + 1:02} 09:00:{10 + rank:02} DP{group} TP{rank}]"
                 free = "12.40" if (group, rank) == (1, 5) else "18.80"
                 lines += [
                     f"{at} Load weight begin. avail mem=139.06 GB",

@@ -120,13 +120,14 @@ def ledger_figure(rows: Sequence[LedgerRow], title: str = "Where the device memo
     """The figure of ``rows`` (``kvlog.ledger`` rows, with their flags): a ``plotly.graph_objects.Figure``."""
     panels = panels_of(rows)
     columns = _columns(panels)
-    grid = max(1, -(-len(panels) // columns))
+    places = _places(panels, columns)
+    grid = max((row for row, _ in places), default=1)
     width = max(_LEAST_WIDTH, columns * _panel_width(panels) + 2 * _SIDES)
     height = grid * _ROW_HEIGHT + _TOP + _BOTTOM
     figure = make_subplots(
         rows=grid,
         cols=columns,
-        subplot_titles=[_heading(panel, _panel_width(panels)) for panel in panels],
+        subplot_titles=_titles(panels, places, columns),
         horizontal_spacing=min(0.2, 60 / width) if columns > 1 else 0.0,
         vertical_spacing=min(0.3, 110 / height) if grid > 1 else 0.0,
     )
@@ -134,8 +135,8 @@ def ledger_figure(rows: Sequence[LedgerRow], title: str = "Where the device memo
     top = _top(rows)
     slots = (_panel_width(panels) - _PANEL_PAD) // _SLOT  # a rank's bar is as wide in every panel
     shown: set[str] = set()
-    for index, panel in enumerate(panels):
-        at = {"row": index // columns + 1, "col": index % columns + 1}
+    for panel, (row, col) in zip(panels, places, strict=True):
+        at = {"row": row, "col": col}
         for trace in _traces(panel, top):
             trace.showlegend = trace.name not in shown
             shown.add(trace.name)
@@ -229,12 +230,41 @@ def _columns(panels: Sequence[Panel]) -> int:
     if not panels:
         return 1
     fit = max(1, min(len(panels), (_MAX_WIDTH - 2 * _SIDES) // _panel_width(panels)))
-    runs: dict[tuple[str, int], int] = {}
-    for panel in panels:
-        key = (panel.rows[0].source, panel.rows[0].run)
-        runs[key] = runs.get(key, 0) + 1
-    per_run = max(runs.values())
+    per_run = max(len(members) for members in _runs(panels).values())
     return per_run * (fit // per_run) if per_run <= fit else fit
+
+
+def _runs(panels: Sequence[Panel]) -> dict[tuple[str, int], list[int]]:
+    """The panels of each server run (one file, one run number), by index, in order."""
+    runs: dict[tuple[str, int], list[int]] = {}
+    for index, panel in enumerate(panels):
+        runs.setdefault((panel.rows[0].source, panel.rows[0].run), []).append(index)
+    return runs
+
+
+def _places(panels: Sequence[Panel], columns: int) -> list[tuple[int, int]]:
+    """Each panel's grid row and column (from 1): in order, a run that takes more than a row starting one.
+
+    A run whose groups fit in a row never straddles two (the columns are a multiple of its groups); one
+    of more groups than a row holds starts a row of its own, so that DP0 is always in the first column.
+    """
+    places: list[tuple[int, int]] = []
+    at = 0  # the next free cell, row-major
+    for members in _runs(panels).values():
+        if len(members) > columns and at % columns:
+            at += columns - at % columns
+        for _ in members:
+            places.append((at // columns + 1, at % columns + 1))
+            at += 1
+    return places
+
+
+def _titles(panels: Sequence[Panel], places: list[tuple[int, int]], columns: int) -> list[str]:
+    """``make_subplots``' titles, cell by cell (row-major): an empty cell's is empty."""
+    cells = [""] * (max((row for row, _ in places), default=1) * columns)
+    for panel, (row, col) in zip(panels, places, strict=True):
+        cells[(row - 1) * columns + col - 1] = _heading(panel, _panel_width(panels))
+    return cells
 
 
 @dataclass(frozen=True)
