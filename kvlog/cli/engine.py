@@ -72,3 +72,22 @@ jobs = click.option("-j", "--jobs", type=click.IntRange(min=1), default=1, show_
 migrations = click.option(
     "--migrations", type=click.Path(file_okay=False, path_type=Path), help="Use these migration files."
 )
+_GIB = 1 << 30
+
+
+def unaccounted_threshold() -> Callable[[FC], FC]:
+    """``--unaccounted-threshold GIB``, in bytes to the command: ``kvlog ledger`` and ``plot --view ledger`` alike.
+
+    The ledger is imported here, by the two commands' modules, not by every command's.
+    """
+    from kvlog.ledger import DEFAULT_UNACCOUNTED_THRESHOLD  # noqa: PLC0415
+
+    return click.option(
+        "--unaccounted-threshold",
+        metavar="GIB",
+        type=click.FloatRange(min=0),
+        default=DEFAULT_UNACCOUNTED_THRESHOLD / _GIB,
+        show_default=True,
+        callback=lambda _context, _option, value: round(value * _GIB),
+        help="Flag a run whose unaccounted memory is beyond GIB GiB (either way), past its printed rounding.",
+    )

@@ -13,9 +13,6 @@ from kvlog.cli.examples import examples
 from kvlog.cli.failing import fail, message, say
 from kvlog.cli.progress import progress_reporter
 from kvlog.errors import KvlogError
-from kvlog.ledger import DEFAULT_UNACCOUNTED_THRESHOLD
-
-_GIB = 1 << 30
 
 
 @click.command(
@@ -38,14 +35,7 @@ _GIB = 1 << 30
 @click.option(
     "-o", "--output", metavar="FILE", help="Write the ledger to FILE (whole, or not at all) instead of stdout."
 )
-@click.option(
-    "--unaccounted-threshold",
-    metavar="GIB",
-    type=click.FloatRange(min=0),
-    default=DEFAULT_UNACCOUNTED_THRESHOLD / _GIB,
-    show_default=True,
-    help="Flag a run whose unaccounted memory is beyond GIB GiB (either way), past its printed rounding.",
-)
+@engine_options.unaccounted_threshold()
 @engine_options.source()
 @engine_options.year
 @engine_options.progress
@@ -56,7 +46,7 @@ def ledger(  # noqa: PLR0917 - click passes every option as a parameter
     inputs: tuple[str, ...],
     output_format: str,
     output: str | None,
-    unaccounted_threshold: float,
+    unaccounted_threshold: int,
     source: str | None,
     year: int | None,
     progress: bool | None,
@@ -82,7 +72,7 @@ def ledger(  # noqa: PLR0917 - click passes every option as a parameter
             inputs,
             output_format=output_format,
             output=output,
-            unaccounted_threshold=round(unaccounted_threshold * _GIB),
+            unaccounted_threshold=unaccounted_threshold,
             source=source,
             year=year,
             jobs=jobs,

@@ -19,6 +19,8 @@ from typing import Any
 from kvlog.io.outputs import atomic_output
 from kvlog.plot.errors import PlotError
 
+#: the figures ``kvlog plot`` draws: each rank's memory over time, or the ledger's stacked bar per rank
+VIEWS = ("timeline", "ledger")
 #: output suffixes ``kvlog plot`` writes, and the format of each
 FORMATS = {".html": "html", ".png": "png", ".svg": "svg"}
 EXTRA_MISSING = "kvlog plot needs the plot extra: pip install 'kvlog[plot]'"
