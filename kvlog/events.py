@@ -722,6 +722,50 @@ _SETTERS_KvPoolMemoryAvailable = slot_setters(KvPoolMemoryAvailable)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True, init=False)
+class KvPoolMemorySpecified(Event):
+    """KV cache memory set by the user (``kv_pool.memory_specified`` v1).
+
+    The KV cache's memory as `--kv-cache-memory` (`kv_cache_memory_bytes`) set it, memory profiling
+    skipped (vLLM 0.10.2 to 0.34: `Initial free memory X GiB, reserved Y GiB memory for KV Cache as
+    specified by kv_cache_memory_bytes config ...`): the free device memory at start and the memory
+    set aside for the KV cache, which the engine allocates at once.
+    """
+
+    EVENT: ClassVar[str] = "kv_pool.memory_specified"
+    VERSION: ClassVar[int] = 1
+
+    initial_free_bytes: int
+    kv_cache_bytes: int
+    ext: dict[str, Any] | None = None
+
+    def __init__(
+        self,
+        *,
+        initial_free_bytes: int,
+        kv_cache_bytes: int,
+        ext: dict[str, Any] | None = None,
+    ) -> None:
+        setters = _SETTERS_KvPoolMemorySpecified
+        setters[0](self, initial_free_bytes)
+        setters[1](self, kv_cache_bytes)
+        setters[2](self, ext)
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "event": "kv_pool.memory_specified",
+            "schema_version": 1,
+            "initial_free_bytes": self.initial_free_bytes,
+            "kv_cache_bytes": self.kv_cache_bytes,
+        }
+        if self.ext is not None:
+            out["ext"] = self.ext
+        return out
+
+
+_SETTERS_KvPoolMemorySpecified = slot_setters(KvPoolMemorySpecified)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True, init=False)
 class KvPoolPostCaptureSized(Event):
     """Post-capture KV sizing (``kv_pool.post_capture_sized`` v2).
 
@@ -1376,6 +1420,66 @@ _SETTERS_MemoryProfileBudget = slot_setters(MemoryProfileBudget)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True, init=False)
+class MemoryProfileResult(Event):
+    """Memory profile result: what the engine holds besides the KV cache (``memory.profile_result`` v1).
+
+    vLLM's profile result, logged at DEBUG as the worker's `MemoryProfilingResult` (`Memory
+    profiling takes S seconds. Total non KV cache memory: X GiB; torch peak memory increase: ...`,
+    0.9.1 to 0.34): the memory outside the KV cache and its parts, the KV cache's size being the
+    budget less it.
+    """
+
+    EVENT: ClassVar[str] = "memory.profile_result"
+    VERSION: ClassVar[int] = 1
+
+    profile_s: float
+    non_kv_cache_bytes: int
+    activation_peak_bytes: int
+    non_torch_bytes: int | None
+    consumed_bytes: int | None
+    weights_bytes: int
+    ext: dict[str, Any] | None = None
+
+    def __init__(
+        self,
+        *,
+        profile_s: float,
+        non_kv_cache_bytes: int,
+        activation_peak_bytes: int,
+        non_torch_bytes: int | None,
+        consumed_bytes: int | None,
+        weights_bytes: int,
+        ext: dict[str, Any] | None = None,
+    ) -> None:
+        setters = _SETTERS_MemoryProfileResult
+        setters[0](self, profile_s)
+        setters[1](self, non_kv_cache_bytes)
+        setters[2](self, activation_peak_bytes)
+        setters[3](self, non_torch_bytes)
+        setters[4](self, consumed_bytes)
+        setters[5](self, weights_bytes)
+        setters[6](self, ext)
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "event": "memory.profile_result",
+            "schema_version": 1,
+            "profile_s": self.profile_s,
+            "non_kv_cache_bytes": self.non_kv_cache_bytes,
+            "activation_peak_bytes": self.activation_peak_bytes,
+            "non_torch_bytes": self.non_torch_bytes,
+            "consumed_bytes": self.consumed_bytes,
+            "weights_bytes": self.weights_bytes,
+        }
+        if self.ext is not None:
+            out["ext"] = self.ext
+        return out
+
+
+_SETTERS_MemoryProfileResult = slot_setters(MemoryProfileResult)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True, init=False)
 class MemoryProfileUsage(Event):
     """Memory profile: where the budget goes (``memory.profile_usage`` v1).
 
@@ -1479,6 +1583,90 @@ class MemorySleep(Event):
 
 
 _SETTERS_MemorySleep = slot_setters(MemorySleep)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True, init=False)
+class MemoryStartupSummary(Event):
+    """Memory start-up summary: where the device memory went (``memory.startup_summary`` v1).
+
+    vLLM's summary after CUDA-graph capture (`Free memory on device (X/Y GiB) on startup. Desired
+    GPU memory utilization is (U, B GiB). Actual usage is ...`, 0.10.2 to 0.34; DEBUG in 0.11 to
+    0.13): the device's free memory at start and its total, the budget, each consumer's bytes, the
+    two `--kv-cache-memory` values it suggests and the KV cache in use.
+    """
+
+    EVENT: ClassVar[str] = "memory.startup_summary"
+    VERSION: ClassVar[int] = 1
+
+    initial_free_bytes: int
+    total_bytes: int
+    gpu_memory_utilization: float
+    budget_bytes: int
+    weights_bytes: int | None
+    non_torch_bytes: int | None
+    consumed_bytes: int | None
+    activation_peak_bytes: int
+    cuda_graph_bytes: int
+    suggested_kv_budget_bytes: int
+    suggested_kv_device_bytes: int
+    kv_cache_bytes: int
+    ext: dict[str, Any] | None = None
+
+    def __init__(
+        self,
+        *,
+        initial_free_bytes: int,
+        total_bytes: int,
+        gpu_memory_utilization: float,
+        budget_bytes: int,
+        weights_bytes: int | None,
+        non_torch_bytes: int | None,
+        consumed_bytes: int | None,
+        activation_peak_bytes: int,
+        cuda_graph_bytes: int,
+        suggested_kv_budget_bytes: int,
+        suggested_kv_device_bytes: int,
+        kv_cache_bytes: int,
+        ext: dict[str, Any] | None = None,
+    ) -> None:
+        setters = _SETTERS_MemoryStartupSummary
+        setters[0](self, initial_free_bytes)
+        setters[1](self, total_bytes)
+        setters[2](self, gpu_memory_utilization)
+        setters[3](self, budget_bytes)
+        setters[4](self, weights_bytes)
+        setters[5](self, non_torch_bytes)
+        setters[6](self, consumed_bytes)
+        setters[7](self, activation_peak_bytes)
+        setters[8](self, cuda_graph_bytes)
+        setters[9](self, suggested_kv_budget_bytes)
+        setters[10](self, suggested_kv_device_bytes)
+        setters[11](self, kv_cache_bytes)
+        setters[12](self, ext)
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "event": "memory.startup_summary",
+            "schema_version": 1,
+            "initial_free_bytes": self.initial_free_bytes,
+            "total_bytes": self.total_bytes,
+            "gpu_memory_utilization": self.gpu_memory_utilization,
+            "budget_bytes": self.budget_bytes,
+            "weights_bytes": self.weights_bytes,
+            "non_torch_bytes": self.non_torch_bytes,
+            "consumed_bytes": self.consumed_bytes,
+            "activation_peak_bytes": self.activation_peak_bytes,
+            "cuda_graph_bytes": self.cuda_graph_bytes,
+            "suggested_kv_budget_bytes": self.suggested_kv_budget_bytes,
+            "suggested_kv_device_bytes": self.suggested_kv_device_bytes,
+            "kv_cache_bytes": self.kv_cache_bytes,
+        }
+        if self.ext is not None:
+            out["ext"] = self.ext
+        return out
+
+
+_SETTERS_MemoryStartupSummary = slot_setters(MemoryStartupSummary)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True, init=False)
@@ -1654,6 +1842,7 @@ ALL_EVENTS: tuple[type[Event], ...] = (
     KvPoolCapacity,
     KvPoolExtended,
     KvPoolMemoryAvailable,
+    KvPoolMemorySpecified,
     KvPoolPostCaptureSized,
     KvPoolSleep,
     KvPoolStateCorrected,
@@ -1665,8 +1854,10 @@ ALL_EVENTS: tuple[type[Event], ...] = (
     MambaPoolAllocation,
     MemoryProfile,
     MemoryProfileBudget,
+    MemoryProfileResult,
     MemoryProfileUsage,
     MemorySleep,
+    MemoryStartupSummary,
     SchedulerLimits,
     WeightsLoadBegin,
     WeightsLoadEnd,
