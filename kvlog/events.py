@@ -58,6 +58,70 @@ _SETTERS_CudaGraphCaptured = slot_setters(CudaGraphCaptured)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True, init=False)
+class CudaGraphEstimated(Event):
+    """CUDA-graph memory: the profile's estimate, and the pool it is held to (``cuda_graph.estimated`` v1).
+
+    vLLM's estimate of the CUDA graphs' memory, made in the profile run before the KV cache is sized
+    (0.18 to 0.33: `Estimated CUDA graph memory: X GiB total`, per mode at DEBUG, the encoder's),
+    and after capture the pool against it (0.18 to 0.34: `CUDA graph pool memory: A GiB (actual), E
+    GiB (estimated), difference: D GiB`).
+    """
+
+    EVENT: ClassVar[str] = "cuda_graph.estimated"
+    VERSION: ClassVar[int] = 1
+
+    graphs: str | None
+    estimated_bytes: int | None
+    first_capture_bytes: int | None
+    per_graph_bytes: int | None
+    num_graphs: int | None
+    actual_bytes: int | None
+    difference_bytes: int | None
+    ext: dict[str, Any] | None = None
+
+    def __init__(
+        self,
+        *,
+        graphs: str | None,
+        estimated_bytes: int | None,
+        first_capture_bytes: int | None,
+        per_graph_bytes: int | None,
+        num_graphs: int | None,
+        actual_bytes: int | None,
+        difference_bytes: int | None,
+        ext: dict[str, Any] | None = None,
+    ) -> None:
+        setters = _SETTERS_CudaGraphEstimated
+        setters[0](self, graphs)
+        setters[1](self, estimated_bytes)
+        setters[2](self, first_capture_bytes)
+        setters[3](self, per_graph_bytes)
+        setters[4](self, num_graphs)
+        setters[5](self, actual_bytes)
+        setters[6](self, difference_bytes)
+        setters[7](self, ext)
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "event": "cuda_graph.estimated",
+            "schema_version": 1,
+            "graphs": self.graphs,
+            "estimated_bytes": self.estimated_bytes,
+            "first_capture_bytes": self.first_capture_bytes,
+            "per_graph_bytes": self.per_graph_bytes,
+            "num_graphs": self.num_graphs,
+            "actual_bytes": self.actual_bytes,
+            "difference_bytes": self.difference_bytes,
+        }
+        if self.ext is not None:
+            out["ext"] = self.ext
+        return out
+
+
+_SETTERS_CudaGraphEstimated = slot_setters(CudaGraphEstimated)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True, init=False)
 class KvArenaClosed(Event):
     """KV arena closed (``kv_arena.closed`` v1).
 
@@ -1831,6 +1895,7 @@ _SETTERS_WeightsLoadEnd = slot_setters(WeightsLoadEnd)
 
 ALL_EVENTS: tuple[type[Event], ...] = (
     CudaGraphCaptured,
+    CudaGraphEstimated,
     KvArenaClosed,
     KvArenaCommit,
     KvArenaDecommit,

@@ -131,3 +131,16 @@ def test_a_kv_cache_set_by_kv_cache_memory_is_the_run_s_kv_cache_and_its_free_me
     assert row["kv_committed_bytes"] == gib("20.0")
     assert row["evidence"]["kv_committed_bytes"] == [f"{path}:2"]
     assert row["device_total_bytes"] is None  # the free memory at start is no device total
+
+
+def test_the_graph_pool_beside_its_estimate_is_the_cuda_graph_consumer_and_the_estimate_is_not(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        "(EngineCore pid=986) INFO 09-04 10:59:40 [gpu_model_runner.py:4200] Model loading took 61.74 GiB memory and 80.2 seconds\n"  # noqa: E501
+        "(EngineCore pid=986) INFO 09-04 11:00:12 [gpu_model_runner.py:6143] Estimated CUDA graph memory: 0.38 GiB total\n"  # noqa: E501
+        "(EngineCore pid=986) INFO 09-04 11:00:17 [gpu_worker.py:792] CUDA graph pool memory: 0.25 GiB (actual), 0.38 GiB (estimated), difference: 0.12 GiB (50.0%).\n",  # noqa: E501
+    )
+    row = ledger(path)
+    assert row["consumers"]["cuda_graph_bytes"] == gib("0.25")  # what the pool holds, not the 0.38 GiB estimated
+    assert row["evidence"]["cuda_graph_bytes"] == [f"{path}:3"]
+    assert row["consumers"]["weights_bytes"] == gib("61.74")

@@ -76,6 +76,7 @@ DEVICE_CONSUMERS: tuple[ConsumerReading, ...] = (
     ConsumerReading("activation_peak", "memory.startup_summary", ("activation_peak_bytes",)),
     ConsumerReading("cuda_graph", "cuda_graph.captured", ("mem_usage_bytes",)),
     ConsumerReading("cuda_graph", "memory.startup_summary", ("cuda_graph_bytes",)),
+    ConsumerReading("cuda_graph", "cuda_graph.estimated", ("actual_bytes",)),
     ConsumerReading(
         "mamba_pool",
         "mamba_pool.allocation",
