@@ -789,10 +789,11 @@ _SETTERS_KvPoolMemoryAvailable = slot_setters(KvPoolMemoryAvailable)
 class KvPoolMemorySpecified(Event):
     """KV cache memory set by the user (``kv_pool.memory_specified`` v1).
 
-    The KV cache's memory as `--kv-cache-memory` (`kv_cache_memory_bytes`) set it, memory profiling
-    skipped (vLLM 0.10.2 to 0.34: `Initial free memory X GiB, reserved Y GiB memory for KV Cache as
-    specified by kv_cache_memory_bytes config ...`): the free device memory at start and the memory
-    set aside for the KV cache, which the engine allocates at once.
+    The KV cache's memory as `--kv-cache-memory` (`kv_cache_memory_bytes`) or a persisted startup
+    plan set it, memory profiling skipped (vLLM 0.10.2 to 0.34: `Initial free memory X GiB, reserved
+    Y GiB memory for KV Cache as specified by kv_cache_memory_bytes config ...`; 0.26 on: `Applying
+    persisted startup plan (fingerprint F): kv_cache_memory_bytes=N ...`): the free device memory at
+    start and the memory set aside for the KV cache, which the engine allocates at once.
     """
 
     EVENT: ClassVar[str] = "kv_pool.memory_specified"
@@ -800,6 +801,8 @@ class KvPoolMemorySpecified(Event):
 
     initial_free_bytes: int
     kv_cache_bytes: int
+    baseline_free_bytes: int | None
+    startup_plan: str | None
     ext: dict[str, Any] | None = None
 
     def __init__(
@@ -807,12 +810,16 @@ class KvPoolMemorySpecified(Event):
         *,
         initial_free_bytes: int,
         kv_cache_bytes: int,
+        baseline_free_bytes: int | None,
+        startup_plan: str | None,
         ext: dict[str, Any] | None = None,
     ) -> None:
         setters = _SETTERS_KvPoolMemorySpecified
         setters[0](self, initial_free_bytes)
         setters[1](self, kv_cache_bytes)
-        setters[2](self, ext)
+        setters[2](self, baseline_free_bytes)
+        setters[3](self, startup_plan)
+        setters[4](self, ext)
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -820,6 +827,8 @@ class KvPoolMemorySpecified(Event):
             "schema_version": 1,
             "initial_free_bytes": self.initial_free_bytes,
             "kv_cache_bytes": self.kv_cache_bytes,
+            "baseline_free_bytes": self.baseline_free_bytes,
+            "startup_plan": self.startup_plan,
         }
         if self.ext is not None:
             out["ext"] = self.ext
@@ -1544,6 +1553,83 @@ _SETTERS_MemoryProfileResult = slot_setters(MemoryProfileResult)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True, init=False)
+class MemoryProfileSizing(Event):
+    """Memory sizing: the free memory and the budget the KV cache is sized from (``memory.profile_sizing`` v1).
+
+    The V1 worker's sizing arithmetic around the profile run (vLLM 0.9.1 to 0.34, mostly at DEBUG):
+    `Initial free memory: X GiB; Requested memory: U (util), B GiB`, `Free memory after profiling: F
+    GiB (total), W GiB (within requested)`, `worker requested memory`, a budget updated after a disk
+    fallback, free memory that grew during profiling, a startup plan not applied, weights held
+    outside the process. Each wording states some of the fields; the others are null.
+    """
+
+    EVENT: ClassVar[str] = "memory.profile_sizing"
+    VERSION: ClassVar[int] = 1
+
+    initial_free_bytes: int | None
+    free_bytes: int | None
+    free_within_budget_bytes: int | None
+    free_growth_bytes: int | None
+    torch_reserved_bytes: int | None
+    baseline_free_bytes: int | None
+    gpu_memory_utilization: float | None
+    budget_bytes: int | None
+    external_weights_bytes: int | None
+    engine_budget_bytes: int | None
+    ext: dict[str, Any] | None = None
+
+    def __init__(
+        self,
+        *,
+        initial_free_bytes: int | None,
+        free_bytes: int | None,
+        free_within_budget_bytes: int | None,
+        free_growth_bytes: int | None,
+        torch_reserved_bytes: int | None,
+        baseline_free_bytes: int | None,
+        gpu_memory_utilization: float | None,
+        budget_bytes: int | None,
+        external_weights_bytes: int | None,
+        engine_budget_bytes: int | None,
+        ext: dict[str, Any] | None = None,
+    ) -> None:
+        setters = _SETTERS_MemoryProfileSizing
+        setters[0](self, initial_free_bytes)
+        setters[1](self, free_bytes)
+        setters[2](self, free_within_budget_bytes)
+        setters[3](self, free_growth_bytes)
+        setters[4](self, torch_reserved_bytes)
+        setters[5](self, baseline_free_bytes)
+        setters[6](self, gpu_memory_utilization)
+        setters[7](self, budget_bytes)
+        setters[8](self, external_weights_bytes)
+        setters[9](self, engine_budget_bytes)
+        setters[10](self, ext)
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "event": "memory.profile_sizing",
+            "schema_version": 1,
+            "initial_free_bytes": self.initial_free_bytes,
+            "free_bytes": self.free_bytes,
+            "free_within_budget_bytes": self.free_within_budget_bytes,
+            "free_growth_bytes": self.free_growth_bytes,
+            "torch_reserved_bytes": self.torch_reserved_bytes,
+            "baseline_free_bytes": self.baseline_free_bytes,
+            "gpu_memory_utilization": self.gpu_memory_utilization,
+            "budget_bytes": self.budget_bytes,
+            "external_weights_bytes": self.external_weights_bytes,
+            "engine_budget_bytes": self.engine_budget_bytes,
+        }
+        if self.ext is not None:
+            out["ext"] = self.ext
+        return out
+
+
+_SETTERS_MemoryProfileSizing = slot_setters(MemoryProfileSizing)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True, init=False)
 class MemoryProfileUsage(Event):
     """Memory profile: where the budget goes (``memory.profile_usage`` v1).
 
@@ -1920,6 +2006,7 @@ ALL_EVENTS: tuple[type[Event], ...] = (
     MemoryProfile,
     MemoryProfileBudget,
     MemoryProfileResult,
+    MemoryProfileSizing,
     MemoryProfileUsage,
     MemorySleep,
     MemoryStartupSummary,

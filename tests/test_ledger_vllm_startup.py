@@ -144,3 +144,26 @@ def test_the_graph_pool_beside_its_estimate_is_the_cuda_graph_consumer_and_the_e
     assert row["consumers"]["cuda_graph_bytes"] == gib("0.25")  # what the pool holds, not the 0.38 GiB estimated
     assert row["evidence"]["cuda_graph_bytes"] == [f"{path}:3"]
     assert row["consumers"]["weights_bytes"] == gib("61.74")
+
+
+def test_free_memory_after_profiling_is_no_end_of_start_up_and_a_startup_plan_sets_the_kv_cache(tmp_path: Path) -> None:
+    """The profile's free memory is measured before the KV cache is allocated: the row's free memory is not it."""
+    path = write(
+        tmp_path,
+        "(EngineCore_DP0 pid=7) INFO 10-14 16:37:05 [gpu_model_runner.py:2602] Model loading took 14.2 GiB memory and 6.1 seconds\n"  # noqa: E501
+        "(EngineCore_DP0 pid=7) DEBUG 10-14 16:37:10 [gpu_worker.py:783] Initial free memory: 78.84 GiB; Requested memory: 0.900000 (util), 71.02 GiB\n"  # noqa: E501
+        "(EngineCore_DP0 pid=7) DEBUG 10-14 16:37:10 [gpu_worker.py:789] Free memory after profiling: 62.9 GiB (total), 55.08 GiB (within requested)\n"  # noqa: E501
+        "(EngineCore_DP0 pid=7) INFO 10-14 16:37:10 [gpu_worker.py:795] Available KV cache memory: 55.08 GiB\n",
+    )
+    row = ledger(path)
+    assert row["budget_bytes"] == gib("71.02")
+    assert row["kv_committed_bytes"] == gib("55.08")
+    assert row["free_bytes"] is None and row["unaccounted_bytes"] is None
+    plan = write(
+        tmp_path,
+        "(EngineCore_DP0 pid=7) INFO 10-14 16:37:05 [gpu_model_runner.py:2602] Model loading took 14.2 GiB memory and 6.1 seconds\n"  # noqa: E501
+        "(EngineCore_DP0 pid=7) INFO 10-14 16:37:09 [startup_plan.py:154] Applying persisted startup plan (fingerprint 3f2a9c1b): kv_cache_memory_bytes=23085449216 (21.50 GiB), recorded free-memory baseline 78.84 GiB, current 78.84 GiB. Memory profiling will be skipped.\n",  # noqa: E501
+    )
+    row = ledger(plan)
+    assert row["kv_committed_bytes"] == 23085449216  # printed in bytes: exact
+    assert row["uncertainty_bytes"]["kv_committed_bytes"] == 0

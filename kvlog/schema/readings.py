@@ -43,7 +43,12 @@ DEVICE_TOTAL: Mapping[str, str] = MappingProxyType(
 #: the weights load (nothing of the run is allocated yet) or the device's total. No pool of the rank and
 #: run can hold more; the migration context reads it (``kvlog.migration.context``)
 DEVICE_MEMORY: Mapping[str, str] = MappingProxyType(
-    {"weights.load_begin": "avail_bytes", "kv_pool.memory_specified": "initial_free_bytes", **DEVICE_TOTAL}
+    {
+        "weights.load_begin": "avail_bytes",
+        "kv_pool.memory_specified": "initial_free_bytes",
+        "memory.profile_sizing": "initial_free_bytes",
+        **DEVICE_TOTAL,
+    }
 )
 
 
@@ -97,7 +102,11 @@ KV_SET_ASIDE: Mapping[str, str] = MappingProxyType(
 )
 #: each event that states the device memory the engine may use in all (total times its utilization)
 MEMORY_BUDGET: Mapping[str, str] = MappingProxyType(
-    {"memory.profile_budget": "budget_bytes", "memory.startup_summary": "budget_bytes"}
+    {
+        "memory.profile_budget": "budget_bytes",
+        "memory.profile_sizing": "budget_bytes",
+        "memory.startup_summary": "budget_bytes",
+    }
 )
 #: the fields that together are a KV pool's size: K and V of an MHA pool, ``kv_bytes`` of an MLA one, a total
 POOL_SIZE_FIELDS: tuple[tuple[str, ...], ...] = (("kv_bytes",), ("k_bytes", "v_bytes"), ("total_bytes",))
