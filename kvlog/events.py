@@ -1553,6 +1553,70 @@ _SETTERS_MemoryProfileResult = slot_setters(MemoryProfileResult)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True, init=False)
+class MemoryProfileRun(Event):
+    """Memory around a profile run: the device before it and after it (``memory.profile_run`` v1).
+
+    The XPU worker's profile run (vLLM 0.9.2 to 0.15.1, Intel GPUs): `Before memory profiling run,
+    total GPU memory: T MB, model load takes W MB, free gpu memory is F MB.` and `After memory
+    profiling run, peak memory usage is P MB,torch mem is T MB, non-torch mem is N MB, free gpu
+    memory is F MB.` (MB of 2**20 bytes).
+    """
+
+    EVENT: ClassVar[str] = "memory.profile_run"
+    VERSION: ClassVar[int] = 1
+
+    phase: Literal["before", "after"]
+    total_bytes: int | None
+    weights_bytes: int | None
+    peak_bytes: int | None
+    torch_bytes: int | None
+    non_torch_bytes: int | None
+    free_bytes: int | None
+    ext: dict[str, Any] | None = None
+
+    def __init__(
+        self,
+        *,
+        phase: Literal["before", "after"],
+        total_bytes: int | None,
+        weights_bytes: int | None,
+        peak_bytes: int | None,
+        torch_bytes: int | None,
+        non_torch_bytes: int | None,
+        free_bytes: int | None,
+        ext: dict[str, Any] | None = None,
+    ) -> None:
+        setters = _SETTERS_MemoryProfileRun
+        setters[0](self, phase)
+        setters[1](self, total_bytes)
+        setters[2](self, weights_bytes)
+        setters[3](self, peak_bytes)
+        setters[4](self, torch_bytes)
+        setters[5](self, non_torch_bytes)
+        setters[6](self, free_bytes)
+        setters[7](self, ext)
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "event": "memory.profile_run",
+            "schema_version": 1,
+            "phase": self.phase,
+            "total_bytes": self.total_bytes,
+            "weights_bytes": self.weights_bytes,
+            "peak_bytes": self.peak_bytes,
+            "torch_bytes": self.torch_bytes,
+            "non_torch_bytes": self.non_torch_bytes,
+            "free_bytes": self.free_bytes,
+        }
+        if self.ext is not None:
+            out["ext"] = self.ext
+        return out
+
+
+_SETTERS_MemoryProfileRun = slot_setters(MemoryProfileRun)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True, init=False)
 class MemoryProfileSizing(Event):
     """Memory sizing: the free memory and the budget the KV cache is sized from (``memory.profile_sizing`` v1).
 
@@ -2006,6 +2070,7 @@ ALL_EVENTS: tuple[type[Event], ...] = (
     MemoryProfile,
     MemoryProfileBudget,
     MemoryProfileResult,
+    MemoryProfileRun,
     MemoryProfileSizing,
     MemoryProfileUsage,
     MemorySleep,

@@ -167,3 +167,19 @@ def test_free_memory_after_profiling_is_no_end_of_start_up_and_a_startup_plan_se
     row = ledger(plan)
     assert row["kv_committed_bytes"] == 23085449216  # printed in bytes: exact
     assert row["uncertainty_bytes"]["kv_committed_bytes"] == 0
+
+
+def test_an_xpu_profile_run_states_the_device_total_the_model_s_load_and_the_non_torch_memory(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        "INFO 07-20 10:00:05 [xpu_worker.py:123] Before memory profiling run, total GPU memory: 65536.00 MB, model load takes 15317.25 MB, free gpu memory is 49152.50 MB.\n"  # noqa: E501
+        "INFO 07-20 10:00:09 [xpu_worker.py:150] After memory profiling run, peak memory usage is 17408.75 MB,torch mem is 15400.10 MB, non-torch mem is 2008.65 MB, free gpu memory is 31743.75 MB.\n"  # noqa: E501
+        "INFO 07-20 10:00:09 [xpu_worker.py:160] Available KV cache memory: 27.01 GiB\n",
+    )
+    row = ledger(path)
+    mib = 1 << 20
+    assert row["device_total_bytes"] == 65536 * mib  # the MB of xpu_worker.py are 1024 ** 2 bytes
+    assert row["consumers"]["weights_bytes"] == round(15317.25 * mib)
+    assert row["consumers"]["non_torch_bytes"] == round(2008.65 * mib)
+    assert row["kv_committed_bytes"] == gib("27.01")
+    assert row["free_bytes"] is None  # the free memory after the run is before the KV cache's allocation

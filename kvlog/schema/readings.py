@@ -37,6 +37,7 @@ DEVICE_TOTAL: Mapping[str, str] = MappingProxyType(
         "memory.profile": "total_bytes",
         "memory.profile_budget": "total_bytes",
         "memory.startup_summary": "total_bytes",
+        "memory.profile_run": "total_bytes",
     }
 )
 #: each event that states how much device memory its rank has at most, and the field: free memory before
@@ -72,10 +73,12 @@ DEVICE_CONSUMERS: tuple[ConsumerReading, ...] = (
     ConsumerReading("weights", "memory.profile_usage", ("weights_bytes",)),
     ConsumerReading("weights", "memory.profile_result", ("weights_bytes",)),
     ConsumerReading("weights", "memory.startup_summary", ("weights_bytes",)),
+    ConsumerReading("weights", "memory.profile_run", ("weights_bytes",)),
     ConsumerReading("non_torch", "memory.profile_usage", ("non_torch_bytes",)),
     ConsumerReading("non_torch", "memory.profile", ("non_torch_bytes",)),
     ConsumerReading("non_torch", "memory.profile_result", ("non_torch_bytes",)),
     ConsumerReading("non_torch", "memory.startup_summary", ("non_torch_bytes",)),
+    ConsumerReading("non_torch", "memory.profile_run", ("non_torch_bytes",)),
     ConsumerReading("activation_peak", "memory.profile_usage", ("activation_peak_bytes",)),
     ConsumerReading("activation_peak", "memory.profile_result", ("activation_peak_bytes",)),
     ConsumerReading("activation_peak", "memory.startup_summary", ("activation_peak_bytes",)),
