@@ -1624,7 +1624,9 @@ class MemoryProfileSizing(Event):
     `Initial free memory: X GiB; Requested memory: U (util), B GiB`, `Free memory after profiling: F
     GiB (total), W GiB (within requested)`, `worker requested memory`, a budget updated after a disk
     fallback, free memory that grew during profiling, a startup plan not applied, weights held
-    outside the process. Each wording states some of the fields; the others are null.
+    outside the process; and the HPU worker's (0.6.4 to 0.9.2, Intel Gaudi) `Free device memory: F,
+    B usable (gpu_memory_utilization=U), G reserved for HPUGraphs (...), K reserved for KV cache`.
+    Each wording states some of the fields; the others are null.
     """
 
     EVENT: ClassVar[str] = "memory.profile_sizing"
@@ -1640,6 +1642,8 @@ class MemoryProfileSizing(Event):
     budget_bytes: int | None
     external_weights_bytes: int | None
     engine_budget_bytes: int | None
+    graph_reserved_bytes: int | None
+    kv_cache_bytes: int | None
     ext: dict[str, Any] | None = None
 
     def __init__(
@@ -1655,6 +1659,8 @@ class MemoryProfileSizing(Event):
         budget_bytes: int | None,
         external_weights_bytes: int | None,
         engine_budget_bytes: int | None,
+        graph_reserved_bytes: int | None,
+        kv_cache_bytes: int | None,
         ext: dict[str, Any] | None = None,
     ) -> None:
         setters = _SETTERS_MemoryProfileSizing
@@ -1668,7 +1674,9 @@ class MemoryProfileSizing(Event):
         setters[7](self, budget_bytes)
         setters[8](self, external_weights_bytes)
         setters[9](self, engine_budget_bytes)
-        setters[10](self, ext)
+        setters[10](self, graph_reserved_bytes)
+        setters[11](self, kv_cache_bytes)
+        setters[12](self, ext)
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -1684,6 +1692,8 @@ class MemoryProfileSizing(Event):
             "budget_bytes": self.budget_bytes,
             "external_weights_bytes": self.external_weights_bytes,
             "engine_budget_bytes": self.engine_budget_bytes,
+            "graph_reserved_bytes": self.graph_reserved_bytes,
+            "kv_cache_bytes": self.kv_cache_bytes,
         }
         if self.ext is not None:
             out["ext"] = self.ext

@@ -100,6 +100,7 @@ KV_SET_ASIDE: Mapping[str, str] = MappingProxyType(
         "memory.profile_usage": "kv_cache_bytes",
         "memory.profile": "kv_cache_bytes",
         "kv_pool.memory_specified": "kv_cache_bytes",
+        "memory.profile_sizing": "kv_cache_bytes",
         "memory.startup_summary": "kv_cache_bytes",
     }
 )
