@@ -1624,9 +1624,11 @@ class MemoryProfileSizing(Event):
     `Initial free memory: X GiB; Requested memory: U (util), B GiB`, `Free memory after profiling: F
     GiB (total), W GiB (within requested)`, `worker requested memory`, a budget updated after a disk
     fallback, free memory that grew during profiling, a startup plan not applied, weights held
-    outside the process; and the HPU worker's (0.6.4 to 0.9.2, Intel Gaudi) `Free device memory: F,
-    B usable (gpu_memory_utilization=U), G reserved for HPUGraphs (...), K reserved for KV cache`.
-    Each wording states some of the fields; the others are null.
+    outside the process, the API servers' multimodal decoding kept out of the KV cache (0.25 on:
+    `Reserving X GiB of GPU memory for frontend multimodal decoding (...); KV cache memory reduced
+    to K GiB.`); and the HPU worker's (0.6.4 to 0.9.2, Intel Gaudi) `Free device memory: F, B usable
+    (gpu_memory_utilization=U), G reserved for HPUGraphs (...), K reserved for KV cache`. Each
+    wording states some of the fields; the others are null.
     """
 
     EVENT: ClassVar[str] = "memory.profile_sizing"
@@ -1644,6 +1646,11 @@ class MemoryProfileSizing(Event):
     engine_budget_bytes: int | None
     graph_reserved_bytes: int | None
     kv_cache_bytes: int | None
+    multimodal_reserved_bytes: int | None
+    multimodal_frames_bytes: int | None
+    multimodal_decoder_bytes: int | None
+    api_servers: int | None
+    multimodal_per_server_bytes: int | None
     ext: dict[str, Any] | None = None
 
     def __init__(
@@ -1661,6 +1668,11 @@ class MemoryProfileSizing(Event):
         engine_budget_bytes: int | None,
         graph_reserved_bytes: int | None,
         kv_cache_bytes: int | None,
+        multimodal_reserved_bytes: int | None,
+        multimodal_frames_bytes: int | None,
+        multimodal_decoder_bytes: int | None,
+        api_servers: int | None,
+        multimodal_per_server_bytes: int | None,
         ext: dict[str, Any] | None = None,
     ) -> None:
         setters = _SETTERS_MemoryProfileSizing
@@ -1676,7 +1688,12 @@ class MemoryProfileSizing(Event):
         setters[9](self, engine_budget_bytes)
         setters[10](self, graph_reserved_bytes)
         setters[11](self, kv_cache_bytes)
-        setters[12](self, ext)
+        setters[12](self, multimodal_reserved_bytes)
+        setters[13](self, multimodal_frames_bytes)
+        setters[14](self, multimodal_decoder_bytes)
+        setters[15](self, api_servers)
+        setters[16](self, multimodal_per_server_bytes)
+        setters[17](self, ext)
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -1694,6 +1711,11 @@ class MemoryProfileSizing(Event):
             "engine_budget_bytes": self.engine_budget_bytes,
             "graph_reserved_bytes": self.graph_reserved_bytes,
             "kv_cache_bytes": self.kv_cache_bytes,
+            "multimodal_reserved_bytes": self.multimodal_reserved_bytes,
+            "multimodal_frames_bytes": self.multimodal_frames_bytes,
+            "multimodal_decoder_bytes": self.multimodal_decoder_bytes,
+            "api_servers": self.api_servers,
+            "multimodal_per_server_bytes": self.multimodal_per_server_bytes,
         }
         if self.ext is not None:
             out["ext"] = self.ext
