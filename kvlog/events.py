@@ -58,6 +58,70 @@ _SETTERS_CudaGraphCaptured = slot_setters(CudaGraphCaptured)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True, init=False)
+class CudaGraphEstimated(Event):
+    """CUDA-graph memory: the profile's estimate, and the pool it is held to (``cuda_graph.estimated`` v1).
+
+    vLLM's estimate of the CUDA graphs' memory, made in the profile run before the KV cache is sized
+    (0.18 to 0.33: `Estimated CUDA graph memory: X GiB total`, per mode at DEBUG, the encoder's),
+    and after capture the pool against it (0.18 to 0.34: `CUDA graph pool memory: A GiB (actual), E
+    GiB (estimated), difference: D GiB`).
+    """
+
+    EVENT: ClassVar[str] = "cuda_graph.estimated"
+    VERSION: ClassVar[int] = 1
+
+    graphs: str | None
+    estimated_bytes: int | None
+    first_capture_bytes: int | None
+    per_graph_bytes: int | None
+    num_graphs: int | None
+    actual_bytes: int | None
+    difference_bytes: int | None
+    ext: dict[str, Any] | None = None
+
+    def __init__(
+        self,
+        *,
+        graphs: str | None,
+        estimated_bytes: int | None,
+        first_capture_bytes: int | None,
+        per_graph_bytes: int | None,
+        num_graphs: int | None,
+        actual_bytes: int | None,
+        difference_bytes: int | None,
+        ext: dict[str, Any] | None = None,
+    ) -> None:
+        setters = _SETTERS_CudaGraphEstimated
+        setters[0](self, graphs)
+        setters[1](self, estimated_bytes)
+        setters[2](self, first_capture_bytes)
+        setters[3](self, per_graph_bytes)
+        setters[4](self, num_graphs)
+        setters[5](self, actual_bytes)
+        setters[6](self, difference_bytes)
+        setters[7](self, ext)
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "event": "cuda_graph.estimated",
+            "schema_version": 1,
+            "graphs": self.graphs,
+            "estimated_bytes": self.estimated_bytes,
+            "first_capture_bytes": self.first_capture_bytes,
+            "per_graph_bytes": self.per_graph_bytes,
+            "num_graphs": self.num_graphs,
+            "actual_bytes": self.actual_bytes,
+            "difference_bytes": self.difference_bytes,
+        }
+        if self.ext is not None:
+            out["ext"] = self.ext
+        return out
+
+
+_SETTERS_CudaGraphEstimated = slot_setters(CudaGraphEstimated)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True, init=False)
 class DeviceMemoryMeasured(Event):
     """Device memory measured (``device_memory.measured`` v1).
 
@@ -811,6 +875,59 @@ _SETTERS_KvPoolMemoryAvailable = slot_setters(KvPoolMemoryAvailable)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True, init=False)
+class KvPoolMemorySpecified(Event):
+    """KV cache memory set by the user (``kv_pool.memory_specified`` v1).
+
+    The KV cache's memory as `--kv-cache-memory` (`kv_cache_memory_bytes`) or a persisted startup
+    plan set it, memory profiling skipped (vLLM 0.10.2 to 0.34: `Initial free memory X GiB, reserved
+    Y GiB memory for KV Cache as specified by kv_cache_memory_bytes config ...`; 0.26 on: `Applying
+    persisted startup plan (fingerprint F): kv_cache_memory_bytes=N ...`): the free device memory at
+    start and the memory set aside for the KV cache, which the engine allocates at once.
+    """
+
+    EVENT: ClassVar[str] = "kv_pool.memory_specified"
+    VERSION: ClassVar[int] = 1
+
+    initial_free_bytes: int
+    kv_cache_bytes: int
+    baseline_free_bytes: int | None
+    startup_plan: str | None
+    ext: dict[str, Any] | None = None
+
+    def __init__(
+        self,
+        *,
+        initial_free_bytes: int,
+        kv_cache_bytes: int,
+        baseline_free_bytes: int | None,
+        startup_plan: str | None,
+        ext: dict[str, Any] | None = None,
+    ) -> None:
+        setters = _SETTERS_KvPoolMemorySpecified
+        setters[0](self, initial_free_bytes)
+        setters[1](self, kv_cache_bytes)
+        setters[2](self, baseline_free_bytes)
+        setters[3](self, startup_plan)
+        setters[4](self, ext)
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "event": "kv_pool.memory_specified",
+            "schema_version": 1,
+            "initial_free_bytes": self.initial_free_bytes,
+            "kv_cache_bytes": self.kv_cache_bytes,
+            "baseline_free_bytes": self.baseline_free_bytes,
+            "startup_plan": self.startup_plan,
+        }
+        if self.ext is not None:
+            out["ext"] = self.ext
+        return out
+
+
+_SETTERS_KvPoolMemorySpecified = slot_setters(KvPoolMemorySpecified)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True, init=False)
 class KvPoolPostCaptureSized(Event):
     """Post-capture KV sizing (``kv_pool.post_capture_sized`` v2).
 
@@ -1465,6 +1582,239 @@ _SETTERS_MemoryProfileBudget = slot_setters(MemoryProfileBudget)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True, init=False)
+class MemoryProfileResult(Event):
+    """Memory profile result: what the engine holds besides the KV cache (``memory.profile_result`` v1).
+
+    vLLM's profile result, logged at DEBUG as the worker's `MemoryProfilingResult` (`Memory
+    profiling takes S seconds. Total non KV cache memory: X GiB; torch peak memory increase: ...`,
+    0.9.1 to 0.34): the memory outside the KV cache and its parts, the KV cache's size being the
+    budget less it.
+    """
+
+    EVENT: ClassVar[str] = "memory.profile_result"
+    VERSION: ClassVar[int] = 1
+
+    profile_s: float
+    non_kv_cache_bytes: int
+    activation_peak_bytes: int
+    non_torch_bytes: int | None
+    consumed_bytes: int | None
+    weights_bytes: int
+    ext: dict[str, Any] | None = None
+
+    def __init__(
+        self,
+        *,
+        profile_s: float,
+        non_kv_cache_bytes: int,
+        activation_peak_bytes: int,
+        non_torch_bytes: int | None,
+        consumed_bytes: int | None,
+        weights_bytes: int,
+        ext: dict[str, Any] | None = None,
+    ) -> None:
+        setters = _SETTERS_MemoryProfileResult
+        setters[0](self, profile_s)
+        setters[1](self, non_kv_cache_bytes)
+        setters[2](self, activation_peak_bytes)
+        setters[3](self, non_torch_bytes)
+        setters[4](self, consumed_bytes)
+        setters[5](self, weights_bytes)
+        setters[6](self, ext)
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "event": "memory.profile_result",
+            "schema_version": 1,
+            "profile_s": self.profile_s,
+            "non_kv_cache_bytes": self.non_kv_cache_bytes,
+            "activation_peak_bytes": self.activation_peak_bytes,
+            "non_torch_bytes": self.non_torch_bytes,
+            "consumed_bytes": self.consumed_bytes,
+            "weights_bytes": self.weights_bytes,
+        }
+        if self.ext is not None:
+            out["ext"] = self.ext
+        return out
+
+
+_SETTERS_MemoryProfileResult = slot_setters(MemoryProfileResult)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True, init=False)
+class MemoryProfileRun(Event):
+    """Memory around a profile run: the device before it and after it (``memory.profile_run`` v1).
+
+    The XPU worker's profile run (vLLM 0.9.2 to 0.15.1, Intel GPUs): `Before memory profiling run,
+    total GPU memory: T MB, model load takes W MB, free gpu memory is F MB.` and `After memory
+    profiling run, peak memory usage is P MB,torch mem is T MB, non-torch mem is N MB, free gpu
+    memory is F MB.` (MB of 2**20 bytes).
+    """
+
+    EVENT: ClassVar[str] = "memory.profile_run"
+    VERSION: ClassVar[int] = 1
+
+    phase: Literal["before", "after"]
+    total_bytes: int | None
+    weights_bytes: int | None
+    peak_bytes: int | None
+    torch_bytes: int | None
+    non_torch_bytes: int | None
+    free_bytes: int | None
+    ext: dict[str, Any] | None = None
+
+    def __init__(
+        self,
+        *,
+        phase: Literal["before", "after"],
+        total_bytes: int | None,
+        weights_bytes: int | None,
+        peak_bytes: int | None,
+        torch_bytes: int | None,
+        non_torch_bytes: int | None,
+        free_bytes: int | None,
+        ext: dict[str, Any] | None = None,
+    ) -> None:
+        setters = _SETTERS_MemoryProfileRun
+        setters[0](self, phase)
+        setters[1](self, total_bytes)
+        setters[2](self, weights_bytes)
+        setters[3](self, peak_bytes)
+        setters[4](self, torch_bytes)
+        setters[5](self, non_torch_bytes)
+        setters[6](self, free_bytes)
+        setters[7](self, ext)
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "event": "memory.profile_run",
+            "schema_version": 1,
+            "phase": self.phase,
+            "total_bytes": self.total_bytes,
+            "weights_bytes": self.weights_bytes,
+            "peak_bytes": self.peak_bytes,
+            "torch_bytes": self.torch_bytes,
+            "non_torch_bytes": self.non_torch_bytes,
+            "free_bytes": self.free_bytes,
+        }
+        if self.ext is not None:
+            out["ext"] = self.ext
+        return out
+
+
+_SETTERS_MemoryProfileRun = slot_setters(MemoryProfileRun)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True, init=False)
+class MemoryProfileSizing(Event):
+    """Memory sizing: the free memory and the budget the KV cache is sized from (``memory.profile_sizing`` v1).
+
+    The V1 worker's sizing arithmetic around the profile run (vLLM 0.9.1 to 0.34, mostly at DEBUG):
+    `Initial free memory: X GiB; Requested memory: U (util), B GiB`, `Free memory after profiling: F
+    GiB (total), W GiB (within requested)`, `worker requested memory`, a budget updated after a disk
+    fallback, free memory that grew during profiling, a startup plan not applied, weights held
+    outside the process, the API servers' multimodal decoding kept out of the KV cache (0.25 on:
+    `Reserving X GiB of GPU memory for frontend multimodal decoding (...); KV cache memory reduced
+    to K GiB.`); and the HPU worker's (0.6.4 to 0.9.2, Intel Gaudi) `Free device memory: F, B usable
+    (gpu_memory_utilization=U), G reserved for HPUGraphs (...), K reserved for KV cache`. Each
+    wording states some of the fields; the others are null.
+    """
+
+    EVENT: ClassVar[str] = "memory.profile_sizing"
+    VERSION: ClassVar[int] = 1
+
+    initial_free_bytes: int | None
+    free_bytes: int | None
+    free_within_budget_bytes: int | None
+    free_growth_bytes: int | None
+    torch_reserved_bytes: int | None
+    baseline_free_bytes: int | None
+    gpu_memory_utilization: float | None
+    budget_bytes: int | None
+    external_weights_bytes: int | None
+    engine_budget_bytes: int | None
+    graph_reserved_bytes: int | None
+    kv_cache_bytes: int | None
+    multimodal_reserved_bytes: int | None
+    multimodal_frames_bytes: int | None
+    multimodal_decoder_bytes: int | None
+    api_servers: int | None
+    multimodal_per_server_bytes: int | None
+    ext: dict[str, Any] | None = None
+
+    def __init__(
+        self,
+        *,
+        initial_free_bytes: int | None,
+        free_bytes: int | None,
+        free_within_budget_bytes: int | None,
+        free_growth_bytes: int | None,
+        torch_reserved_bytes: int | None,
+        baseline_free_bytes: int | None,
+        gpu_memory_utilization: float | None,
+        budget_bytes: int | None,
+        external_weights_bytes: int | None,
+        engine_budget_bytes: int | None,
+        graph_reserved_bytes: int | None,
+        kv_cache_bytes: int | None,
+        multimodal_reserved_bytes: int | None,
+        multimodal_frames_bytes: int | None,
+        multimodal_decoder_bytes: int | None,
+        api_servers: int | None,
+        multimodal_per_server_bytes: int | None,
+        ext: dict[str, Any] | None = None,
+    ) -> None:
+        setters = _SETTERS_MemoryProfileSizing
+        setters[0](self, initial_free_bytes)
+        setters[1](self, free_bytes)
+        setters[2](self, free_within_budget_bytes)
+        setters[3](self, free_growth_bytes)
+        setters[4](self, torch_reserved_bytes)
+        setters[5](self, baseline_free_bytes)
+        setters[6](self, gpu_memory_utilization)
+        setters[7](self, budget_bytes)
+        setters[8](self, external_weights_bytes)
+        setters[9](self, engine_budget_bytes)
+        setters[10](self, graph_reserved_bytes)
+        setters[11](self, kv_cache_bytes)
+        setters[12](self, multimodal_reserved_bytes)
+        setters[13](self, multimodal_frames_bytes)
+        setters[14](self, multimodal_decoder_bytes)
+        setters[15](self, api_servers)
+        setters[16](self, multimodal_per_server_bytes)
+        setters[17](self, ext)
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "event": "memory.profile_sizing",
+            "schema_version": 1,
+            "initial_free_bytes": self.initial_free_bytes,
+            "free_bytes": self.free_bytes,
+            "free_within_budget_bytes": self.free_within_budget_bytes,
+            "free_growth_bytes": self.free_growth_bytes,
+            "torch_reserved_bytes": self.torch_reserved_bytes,
+            "baseline_free_bytes": self.baseline_free_bytes,
+            "gpu_memory_utilization": self.gpu_memory_utilization,
+            "budget_bytes": self.budget_bytes,
+            "external_weights_bytes": self.external_weights_bytes,
+            "engine_budget_bytes": self.engine_budget_bytes,
+            "graph_reserved_bytes": self.graph_reserved_bytes,
+            "kv_cache_bytes": self.kv_cache_bytes,
+            "multimodal_reserved_bytes": self.multimodal_reserved_bytes,
+            "multimodal_frames_bytes": self.multimodal_frames_bytes,
+            "multimodal_decoder_bytes": self.multimodal_decoder_bytes,
+            "api_servers": self.api_servers,
+            "multimodal_per_server_bytes": self.multimodal_per_server_bytes,
+        }
+        if self.ext is not None:
+            out["ext"] = self.ext
+        return out
+
+
+_SETTERS_MemoryProfileSizing = slot_setters(MemoryProfileSizing)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True, init=False)
 class MemoryProfileUsage(Event):
     """Memory profile: where the budget goes (``memory.profile_usage`` v1).
 
@@ -1568,6 +1918,90 @@ class MemorySleep(Event):
 
 
 _SETTERS_MemorySleep = slot_setters(MemorySleep)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True, init=False)
+class MemoryStartupSummary(Event):
+    """Memory start-up summary: where the device memory went (``memory.startup_summary`` v1).
+
+    vLLM's summary after CUDA-graph capture (`Free memory on device (X/Y GiB) on startup. Desired
+    GPU memory utilization is (U, B GiB). Actual usage is ...`, 0.10.2 to 0.34; DEBUG in 0.11 to
+    0.13): the device's free memory at start and its total, the budget, each consumer's bytes, the
+    two `--kv-cache-memory` values it suggests and the KV cache in use.
+    """
+
+    EVENT: ClassVar[str] = "memory.startup_summary"
+    VERSION: ClassVar[int] = 1
+
+    initial_free_bytes: int
+    total_bytes: int
+    gpu_memory_utilization: float
+    budget_bytes: int
+    weights_bytes: int | None
+    non_torch_bytes: int | None
+    consumed_bytes: int | None
+    activation_peak_bytes: int
+    cuda_graph_bytes: int
+    suggested_kv_budget_bytes: int
+    suggested_kv_device_bytes: int
+    kv_cache_bytes: int
+    ext: dict[str, Any] | None = None
+
+    def __init__(
+        self,
+        *,
+        initial_free_bytes: int,
+        total_bytes: int,
+        gpu_memory_utilization: float,
+        budget_bytes: int,
+        weights_bytes: int | None,
+        non_torch_bytes: int | None,
+        consumed_bytes: int | None,
+        activation_peak_bytes: int,
+        cuda_graph_bytes: int,
+        suggested_kv_budget_bytes: int,
+        suggested_kv_device_bytes: int,
+        kv_cache_bytes: int,
+        ext: dict[str, Any] | None = None,
+    ) -> None:
+        setters = _SETTERS_MemoryStartupSummary
+        setters[0](self, initial_free_bytes)
+        setters[1](self, total_bytes)
+        setters[2](self, gpu_memory_utilization)
+        setters[3](self, budget_bytes)
+        setters[4](self, weights_bytes)
+        setters[5](self, non_torch_bytes)
+        setters[6](self, consumed_bytes)
+        setters[7](self, activation_peak_bytes)
+        setters[8](self, cuda_graph_bytes)
+        setters[9](self, suggested_kv_budget_bytes)
+        setters[10](self, suggested_kv_device_bytes)
+        setters[11](self, kv_cache_bytes)
+        setters[12](self, ext)
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "event": "memory.startup_summary",
+            "schema_version": 1,
+            "initial_free_bytes": self.initial_free_bytes,
+            "total_bytes": self.total_bytes,
+            "gpu_memory_utilization": self.gpu_memory_utilization,
+            "budget_bytes": self.budget_bytes,
+            "weights_bytes": self.weights_bytes,
+            "non_torch_bytes": self.non_torch_bytes,
+            "consumed_bytes": self.consumed_bytes,
+            "activation_peak_bytes": self.activation_peak_bytes,
+            "cuda_graph_bytes": self.cuda_graph_bytes,
+            "suggested_kv_budget_bytes": self.suggested_kv_budget_bytes,
+            "suggested_kv_device_bytes": self.suggested_kv_device_bytes,
+            "kv_cache_bytes": self.kv_cache_bytes,
+        }
+        if self.ext is not None:
+            out["ext"] = self.ext
+        return out
+
+
+_SETTERS_MemoryStartupSummary = slot_setters(MemoryStartupSummary)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True, init=False)
@@ -1732,6 +2166,7 @@ _SETTERS_WeightsLoadEnd = slot_setters(WeightsLoadEnd)
 
 ALL_EVENTS: tuple[type[Event], ...] = (
     CudaGraphCaptured,
+    CudaGraphEstimated,
     DeviceMemoryMeasured,
     KvArenaClosed,
     KvArenaCommit,
@@ -1744,6 +2179,7 @@ ALL_EVENTS: tuple[type[Event], ...] = (
     KvPoolCapacity,
     KvPoolExtended,
     KvPoolMemoryAvailable,
+    KvPoolMemorySpecified,
     KvPoolPostCaptureSized,
     KvPoolSleep,
     KvPoolStateCorrected,
@@ -1755,8 +2191,12 @@ ALL_EVENTS: tuple[type[Event], ...] = (
     MambaPoolAllocation,
     MemoryProfile,
     MemoryProfileBudget,
+    MemoryProfileResult,
+    MemoryProfileRun,
+    MemoryProfileSizing,
     MemoryProfileUsage,
     MemorySleep,
+    MemoryStartupSummary,
     SchedulerLimits,
     WeightsLoadBegin,
     WeightsLoadEnd,

@@ -91,25 +91,48 @@ def test_a_known_format_is_recognised_and_makes_no_event(fmt: Any, rule: Any) ->
 
 
 @pytest.mark.parametrize(
-    "line",
+    ("line", "event", "figures"),
     [
         # vLLM 0.14-0.26 (gpu_worker.py builds it in `msg`); the figures of a user's start-up, issue 32
-        "(EngineCore_DP0 pid=123) INFO 10-14 16:37:13 [gpu_worker.py:298] Free memory on device (30.27/31.4 GiB) on "
-        "startup. Desired GPU memory utilization is (0.9, 28.26 GiB). Actual usage is 14.2 GiB for weight, 1.4 GiB "
-        "for peak activation, 0.2 GiB for non-torch memory, and 0.5 GiB for CUDAGraph memory. Replace "
-        "gpu_memory_utilization config with `--kv-cache-memory=13218373836` (12.31 GiB) to fit into requested "
-        "memory, or `--kv-cache-memory=15455670374` (14.39 GiB) to fully utilize gpu memory. Current kv cache "
-        "memory in use is 12.81 GiB.",
-        "(EngineCore_DP0 pid=123) INFO 10-14 16:37:13 [gpu_worker.py:250] Initial free memory 70.5 GiB, reserved "
-        "20.0 GiB memory for KV Cache as specified by kv_cache_memory_bytes config and skipped memory profiling.",
-        "(EngineCore_DP0 pid=123) DEBUG 10-14 16:37:10 [gpu_worker.py:290] Memory profiling takes 5.21 seconds. "
-        "Total non KV cache memory: 15.8GiB; torch peak memory increase: 1.4GiB; non-torch forward increase "
-        "memory: 0.2GiB; weights memory: 14.2GiB.",
-        "[2025-11-02 10:00:05 TP0] Capturing num tokens (num_tokens=8192 avail_mem=10.23 GB): 100%|##| 58/58",
+        (
+            "(EngineCore_DP0 pid=123) INFO 10-14 16:37:13 [gpu_worker.py:298] Free memory on device (30.27/31.4 GiB) "
+            "on startup. Desired GPU memory utilization is (0.9, 28.26 GiB). Actual usage is 14.2 GiB for weight, "
+            "1.4 GiB for peak activation, 0.2 GiB for non-torch memory, and 0.5 GiB for CUDAGraph memory. Replace "
+            "gpu_memory_utilization config with `--kv-cache-memory=13218373836` (12.31 GiB) to fit into requested "
+            "memory, or `--kv-cache-memory=15455670374` (14.39 GiB) to fully utilize gpu memory. Current kv cache "
+            "memory in use is 12.81 GiB.",
+            "memory.startup_summary",
+            {"total_bytes": 33715493274, "weights_bytes": 15247133901, "suggested_kv_budget_bytes": 13218373836},
+        ),
+        (
+            "(EngineCore_DP0 pid=123) INFO 10-14 16:37:13 [gpu_worker.py:250] Initial free memory 70.5 GiB, reserved "
+            "20.0 GiB memory for KV Cache as specified by kv_cache_memory_bytes config and skipped memory profiling.",
+            "kv_pool.memory_specified",
+            {"initial_free_bytes": 75698798592, "kv_cache_bytes": 21474836480},
+        ),
+        (
+            "(EngineCore_DP0 pid=123) DEBUG 10-14 16:37:10 [gpu_worker.py:290] Memory profiling takes 5.21 seconds. "
+            "Total non KV cache memory: 15.8GiB; torch peak memory increase: 1.4GiB; non-torch forward increase "
+            "memory: 0.2GiB; weights memory: 14.2GiB.",
+            "memory.profile_result",
+            {"non_kv_cache_bytes": 16965120819, "activation_peak_bytes": 1503238554, "weights_bytes": 15247133901},
+        ),
     ],
 )
-def test_a_wording_built_in_a_variable_is_recognised(line: str) -> None:
+def test_a_vllm_wording_built_in_a_variable_is_read_into_its_event(
+    line: str, event: str, figures: dict[str, int]
+) -> None:
+    """vLLM's wordings the harvest found only by following data flow state memory held: each is an event."""
+    events, dead, _ = _migrate(line)
+    assert dead == []
+    assert [e["event"] for e in events] == [event]
+    assert {name: events[0][name] for name in figures} == figures
+
+
+def test_a_wording_built_in_a_variable_is_recognised() -> None:
     """Wordings the harvest found only by following data flow are decided, not reported as unread."""
-    events, dead, companions = _migrate(line)
+    events, dead, companions = _migrate(
+        "[2025-11-02 10:00:05 TP0] Capturing num tokens (num_tokens=8192 avail_mem=10.23 GB): 100%|##| 58/58"
+    )
     assert (events, dead) == ([], [])
     assert sum(companions.values()) == 1

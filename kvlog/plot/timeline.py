@@ -24,14 +24,15 @@ from typing import Any
 
 from kvlog.migration.context import RankKey, rank_key
 from kvlog.schema.event_validator import EventValidator
-from kvlog.schema.readings import FREE_DEVICE_MEMORY, json_integer, json_number, migrated_line
+from kvlog.schema.readings import DEVICE_CONSUMERS, FREE_DEVICE_MEMORY, json_integer, json_number, migrated_line
 from kvlog.text.units import byte_figure
 
 #: the fields whose inference changes what a sample counts as memory
 INFERRED_FIELDS = ("allocation_state", "committed_bytes")
 VA = "va_upper_bound"
-#: events stating the weights' size (sglang's is the drop in free memory across the load), and the field
-_WEIGHTS = {"weights.load_end": "mem_usage_bytes", "memory.profile_usage": "weights_bytes"}
+#: events stating the weights' size (sglang's is the drop in free memory across the load), and the field:
+#: the ledger's weights consumer (``DEVICE_CONSUMERS``), so that the picture and the ledger read the same lines
+_WEIGHTS = {reading.event: reading.fields[0] for reading in DEVICE_CONSUMERS if reading.consumer == "weights"}
 #: the rule of weights worked out from the free memory a load's begin and end lines printed
 WEIGHTS_FROM_FREE_DROP = "load-free-memory-drop"
 _POOLS = ("kv_pool.allocation", "kv_pool.unified_allocation", "kv_pool.swa_summary")
@@ -310,7 +311,7 @@ class _Run:
             return f"host pool {event.get('label') or ''} {byte_figure(host)} of pinned host memory".replace("  ", " ")
         return None
 
-    def _weights(self, name: str, event: Mapping[str, Any], line: int | None) -> str:
+    def _weights(self, name: str, event: Mapping[str, Any], line: int | None) -> str | None:
         """The weights a line states; else, for sglang's load lines, the drop in free memory they printed.
 
         sglang's ``mem usage=`` is that drop; older releases printed only the free memory before and after
@@ -320,6 +321,8 @@ class _Run:
         if stated is not None:
             self.weights, self.weights_inferred = stated, False
             return f"weights {byte_figure(stated)}"
+        if name != "weights.load_end" and self.weights is not None:
+            return None  # a summary that states them with other memory (vLLM's consumed memory): they stand
         after = _bytes(event, "avail_bytes") if name == "weights.load_end" else None
         if after is None or self.load_free is None or self.load_free[0] < after:
             return "weights unknown: no line states them"

@@ -36,12 +36,21 @@ DEVICE_TOTAL: Mapping[str, str] = MappingProxyType(
     {
         "memory.profile": "total_bytes",
         "memory.profile_budget": "total_bytes",
+        "memory.startup_summary": "total_bytes",
+        "memory.profile_run": "total_bytes",
     }
 )
 #: each event that states how much device memory its rank has at most, and the field: free memory before
 #: the weights load (nothing of the run is allocated yet) or the device's total. No pool of the rank and
 #: run can hold more; the migration context reads it (``kvlog.migration.context``)
-DEVICE_MEMORY: Mapping[str, str] = MappingProxyType({"weights.load_begin": "avail_bytes", **DEVICE_TOTAL})
+DEVICE_MEMORY: Mapping[str, str] = MappingProxyType(
+    {
+        "weights.load_begin": "avail_bytes",
+        "kv_pool.memory_specified": "initial_free_bytes",
+        "memory.profile_sizing": "initial_free_bytes",
+        **DEVICE_TOTAL,
+    }
+)
 
 
 class ConsumerReading(NamedTuple):
@@ -57,14 +66,25 @@ class ConsumerReading(NamedTuple):
 #: every event that states what a consumer of device memory (not the KV cache: ``KV_SET_ASIDE``) holds,
 #: one row a (consumer, event): a new wording's event joins with one row. Host memory (``kv_host_pool``)
 #: is no consumer of the device; vLLM's ``peak_torch_bytes`` (``memory.profile``) holds the weights and
-#: the activations together, so it is no consumer of its own either
+#: the activations together, so it is no consumer of its own either, and nor is its ``consumed_bytes``
+#: (``memory.startup_summary`` from 0.27, ``memory.profile_result``), the weights and non-torch memory in one
 DEVICE_CONSUMERS: tuple[ConsumerReading, ...] = (
     ConsumerReading("weights", "weights.load_end", ("mem_usage_bytes",)),
     ConsumerReading("weights", "memory.profile_usage", ("weights_bytes",)),
+    ConsumerReading("weights", "memory.profile_result", ("weights_bytes",)),
+    ConsumerReading("weights", "memory.startup_summary", ("weights_bytes",)),
+    ConsumerReading("weights", "memory.profile_run", ("weights_bytes",)),
     ConsumerReading("non_torch", "memory.profile_usage", ("non_torch_bytes",)),
     ConsumerReading("non_torch", "memory.profile", ("non_torch_bytes",)),
+    ConsumerReading("non_torch", "memory.profile_result", ("non_torch_bytes",)),
+    ConsumerReading("non_torch", "memory.startup_summary", ("non_torch_bytes",)),
+    ConsumerReading("non_torch", "memory.profile_run", ("non_torch_bytes",)),
     ConsumerReading("activation_peak", "memory.profile_usage", ("activation_peak_bytes",)),
+    ConsumerReading("activation_peak", "memory.profile_result", ("activation_peak_bytes",)),
+    ConsumerReading("activation_peak", "memory.startup_summary", ("activation_peak_bytes",)),
     ConsumerReading("cuda_graph", "cuda_graph.captured", ("mem_usage_bytes",)),
+    ConsumerReading("cuda_graph", "memory.startup_summary", ("cuda_graph_bytes",)),
+    ConsumerReading("cuda_graph", "cuda_graph.estimated", ("actual_bytes",)),
     ConsumerReading(
         "mamba_pool",
         "mamba_pool.allocation",
@@ -79,10 +99,19 @@ KV_SET_ASIDE: Mapping[str, str] = MappingProxyType(
         "kv_pool.memory_available": "available_bytes",
         "memory.profile_usage": "kv_cache_bytes",
         "memory.profile": "kv_cache_bytes",
+        "kv_pool.memory_specified": "kv_cache_bytes",
+        "memory.profile_sizing": "kv_cache_bytes",
+        "memory.startup_summary": "kv_cache_bytes",
     }
 )
 #: each event that states the device memory the engine may use in all (total times its utilization)
-MEMORY_BUDGET: Mapping[str, str] = MappingProxyType({"memory.profile_budget": "budget_bytes"})
+MEMORY_BUDGET: Mapping[str, str] = MappingProxyType(
+    {
+        "memory.profile_budget": "budget_bytes",
+        "memory.profile_sizing": "budget_bytes",
+        "memory.startup_summary": "budget_bytes",
+    }
+)
 #: the fields that together are a KV pool's size: K and V of an MHA pool, ``kv_bytes`` of an MLA one, a total
 POOL_SIZE_FIELDS: tuple[tuple[str, ...], ...] = (("kv_bytes",), ("k_bytes", "v_bytes"), ("total_bytes",))
 

@@ -9,6 +9,7 @@ two decimals (seconds). Those are sglang's units, kept exactly. vLLM's: ``gib4``
 its own era); ``gib_round2`` is GiB as vLLM's ``format_gib`` prints it (0.14.0 on:
 ``round(bytes / 2**30, 2)`` printed as a Python float, ``61.5``, ``0.0``, ``12.34``): whatever decimals
 the line shows, the figure hides the rounding to two decimals, so its half-width is always 0.005 GiB;
+``mib2`` is MiB with two decimals (vLLM's CUDA-graph estimates, ``%.2f`` of bytes / 2**20);
 ``grouped`` is an integer printed with thousands separators (``f"{n:,}"``, ``1,234,567``; plain digits
 are read too). kvlog's own lines use scaled units
 (``kvlog.text.units``): ``iec`` bytes in B, KiB, ... EiB and ``us`` a duration in microseconds, each
@@ -35,6 +36,7 @@ from typing import Any, Literal
 from kvlog.text.units import BYTES, MICROSECONDS, Scale
 
 GIB = 1 << 30
+MIB = 1 << 20
 KIB = 1 << 10
 GB = 10**9
 
@@ -47,12 +49,13 @@ UNITS: dict[str, tuple[int, int]] = {
     "f2": (1, 2),
     "gib4": (GIB, 4),
     "gib_round2": (GIB, 2),
+    "mib2": (MIB, 2),
     "grouped": (1, 0),
 }
 #: unit name -> the scale it picks its printed unit from (kvlog's own lines)
 SCALED: dict[str, Scale] = {"iec": BYTES, "us": MICROSECONDS}
 #: units whose value is a byte count (an integer); the others print a plain number
-BYTE_UNITS = frozenset({"gib2", "gib1", "kib", "gb2", "iec", "gib4", "gib_round2"})
+BYTE_UNITS = frozenset({"gib2", "gib1", "kib", "gb2", "iec", "gib4", "gib_round2", "mib2"})
 #: ``{n:grouped}``: an integer with thousands separators, read with or without them
 GROUPED = "grouped"
 _GROUPED = "[0-9]{1,3}(?:,[0-9]{3}){1,6}|[0-9]{1,20}"
