@@ -12,6 +12,64 @@ from kvlog.event_base import Event, slot_setters
 
 
 @dataclass(frozen=True, slots=True, kw_only=True, init=False)
+class CudaGraphCaptureProgress(Event):
+    """CUDA-graph capture under way (``cuda_graph.capture_progress`` v1).
+
+    Free device memory while CUDA graphs are captured: sglang's `Capture … begin. … avail mem=X GB`
+    line (before the first graph of that capture) and each update of its progress bar, `Capturing
+    batches (bs=N avail_mem=X GB): 40%|…` (read just before the graph of that batch size or token
+    count is captured; tqdm's, drawn by rank 0 without the line prefix, one record per drawing after
+    a carriage return). A measurement of free memory, not an allocation: what a capture took is
+    cuda_graph.captured's mem_usage_bytes.
+    """
+
+    EVENT: ClassVar[str] = "cuda_graph.capture_progress"
+    VERSION: ClassVar[int] = 1
+
+    stage: Literal["begin", "step"]
+    label: str | None
+    batch_size: int | None
+    num_tokens: int | None
+    avail_bytes: int
+    ext: dict[str, Any] | None = None
+
+    def __init__(
+        self,
+        *,
+        stage: Literal["begin", "step"],
+        label: str | None,
+        batch_size: int | None,
+        num_tokens: int | None,
+        avail_bytes: int,
+        ext: dict[str, Any] | None = None,
+    ) -> None:
+        setters = _SETTERS_CudaGraphCaptureProgress
+        setters[0](self, stage)
+        setters[1](self, label)
+        setters[2](self, batch_size)
+        setters[3](self, num_tokens)
+        setters[4](self, avail_bytes)
+        setters[5](self, ext)
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "event": "cuda_graph.capture_progress",
+            "schema_version": 1,
+            "stage": self.stage,
+            "label": self.label,
+            "batch_size": self.batch_size,
+            "num_tokens": self.num_tokens,
+            "avail_bytes": self.avail_bytes,
+        }
+        if self.ext is not None:
+            out["ext"] = self.ext
+        return out
+
+
+_SETTERS_CudaGraphCaptureProgress = slot_setters(CudaGraphCaptureProgress)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True, init=False)
 class CudaGraphCaptured(Event):
     """CUDA graphs captured (``cuda_graph.captured`` v1).
 
@@ -55,6 +113,50 @@ class CudaGraphCaptured(Event):
 
 
 _SETTERS_CudaGraphCaptured = slot_setters(CudaGraphCaptured)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True, init=False)
+class DistributedInitialized(Event):
+    """Torch distributed initialised (``distributed.initialized`` v1).
+
+    sglang's `Init torch distributed ends. mem usage=X GB`: the drop in free device memory across
+    torch distributed's initialisation (NCCL communicators, custom all-reduce buffers), free memory
+    before it minus free memory after it, rounded to 0.01 GiB. The CUDA context exists before the
+    first measurement, so it is not in the figure. Not the KV cache.
+    """
+
+    EVENT: ClassVar[str] = "distributed.initialized"
+    VERSION: ClassVar[int] = 1
+
+    elapsed_s: float | None
+    mem_usage_bytes: int
+    ext: dict[str, Any] | None = None
+
+    def __init__(
+        self,
+        *,
+        elapsed_s: float | None,
+        mem_usage_bytes: int,
+        ext: dict[str, Any] | None = None,
+    ) -> None:
+        setters = _SETTERS_DistributedInitialized
+        setters[0](self, elapsed_s)
+        setters[1](self, mem_usage_bytes)
+        setters[2](self, ext)
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "event": "distributed.initialized",
+            "schema_version": 1,
+            "elapsed_s": self.elapsed_s,
+            "mem_usage_bytes": self.mem_usage_bytes,
+        }
+        if self.ext is not None:
+            out["ext"] = self.ext
+        return out
+
+
+_SETTERS_DistributedInitialized = slot_setters(DistributedInitialized)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True, init=False)
@@ -1268,6 +1370,46 @@ _SETTERS_MambaPoolAllocation = slot_setters(MambaPoolAllocation)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True, init=False)
+class MemoryBaseline(Event):
+    """Memory baseline taken (``memory.baseline`` v1).
+
+    sglang's `Memory baseline taken. mem usage=X GB` (0.5.21 on, after the parallel groups are set
+    up and before the weights load): the drop in free device memory between the first free-memory
+    reading of the baseline step and the reading the KV cache is later sized against, rounded to
+    0.01 GiB. Not the KV cache.
+    """
+
+    EVENT: ClassVar[str] = "memory.baseline"
+    VERSION: ClassVar[int] = 1
+
+    mem_usage_bytes: int
+    ext: dict[str, Any] | None = None
+
+    def __init__(
+        self,
+        *,
+        mem_usage_bytes: int,
+        ext: dict[str, Any] | None = None,
+    ) -> None:
+        setters = _SETTERS_MemoryBaseline
+        setters[0](self, mem_usage_bytes)
+        setters[1](self, ext)
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "event": "memory.baseline",
+            "schema_version": 1,
+            "mem_usage_bytes": self.mem_usage_bytes,
+        }
+        if self.ext is not None:
+            out["ext"] = self.ext
+        return out
+
+
+_SETTERS_MemoryBaseline = slot_setters(MemoryBaseline)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True, init=False)
 class MemoryProfile(Event):
     """Memory profiling results (``memory.profile`` v1).
 
@@ -1642,7 +1784,9 @@ _SETTERS_WeightsLoadEnd = slot_setters(WeightsLoadEnd)
 
 
 ALL_EVENTS: tuple[type[Event], ...] = (
+    CudaGraphCaptureProgress,
     CudaGraphCaptured,
+    DistributedInitialized,
     KvArenaClosed,
     KvArenaCommit,
     KvArenaDecommit,
@@ -1663,6 +1807,7 @@ ALL_EVENTS: tuple[type[Event], ...] = (
     KvPoolWake,
     KvlogSchemaViolation,
     MambaPoolAllocation,
+    MemoryBaseline,
     MemoryProfile,
     MemoryProfileBudget,
     MemoryProfileUsage,

@@ -64,7 +64,11 @@ DEVICE_CONSUMERS: tuple[ConsumerReading, ...] = (
     ConsumerReading("non_torch", "memory.profile_usage", ("non_torch_bytes",)),
     ConsumerReading("non_torch", "memory.profile", ("non_torch_bytes",)),
     ConsumerReading("activation_peak", "memory.profile_usage", ("activation_peak_bytes",)),
-    ConsumerReading("cuda_graph", "cuda_graph.captured", ("mem_usage_bytes",)),
+    # sglang's start-up steps before the weights: free memory before each minus after it (NCCL, custom all-reduce)
+    ConsumerReading("runtime", "distributed.initialized", ("mem_usage_bytes",), adds=True),
+    ConsumerReading("runtime", "memory.baseline", ("mem_usage_bytes",), adds=True),
+    # each capture (sglang's main, draft, piecewise, prefill and verify graphs, one line each) is a pool of its own
+    ConsumerReading("cuda_graph", "cuda_graph.captured", ("mem_usage_bytes",), adds=True),
     ConsumerReading(
         "mamba_pool",
         "mamba_pool.allocation",
