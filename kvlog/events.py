@@ -1310,6 +1310,58 @@ _SETTERS_KvlogSchemaViolation = slot_setters(KvlogSchemaViolation)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True, init=False)
+class LoraLoaded(Event):
+    """LoRA adapter loaded or unloaded (``lora.loaded`` v1).
+
+    sglang's `LoRA adapter loading starts: <adapter>. avail mem=X GB` and its `completes`,
+    `unloading starts` and `unloading completes` twins (0.4.9 on): free device memory
+    (get_available_gpu_memory, GiB) as the adapter's load or unload begins or ends. The drop between
+    a load's two lines is what the adapter took; a measurement of free memory, not an allocation.
+    """
+
+    EVENT: ClassVar[str] = "lora.loaded"
+    VERSION: ClassVar[int] = 1
+
+    action: Literal["load", "unload"]
+    stage: Literal["begin", "end"]
+    adapter: str | None
+    avail_bytes: int
+    ext: dict[str, Any] | None = None
+
+    def __init__(
+        self,
+        *,
+        action: Literal["load", "unload"],
+        stage: Literal["begin", "end"],
+        adapter: str | None,
+        avail_bytes: int,
+        ext: dict[str, Any] | None = None,
+    ) -> None:
+        setters = _SETTERS_LoraLoaded
+        setters[0](self, action)
+        setters[1](self, stage)
+        setters[2](self, adapter)
+        setters[3](self, avail_bytes)
+        setters[4](self, ext)
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "event": "lora.loaded",
+            "schema_version": 1,
+            "action": self.action,
+            "stage": self.stage,
+            "adapter": self.adapter,
+            "avail_bytes": self.avail_bytes,
+        }
+        if self.ext is not None:
+            out["ext"] = self.ext
+        return out
+
+
+_SETTERS_LoraLoaded = slot_setters(LoraLoaded)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True, init=False)
 class MambaPoolAllocation(Event):
     """Mamba state pool allocation (``mamba_pool.allocation`` v2).
 
@@ -1407,6 +1459,55 @@ class MemoryBaseline(Event):
 
 
 _SETTERS_MemoryBaseline = slot_setters(MemoryBaseline)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True, init=False)
+class MemoryCacheEmptied(Event):
+    """Device cache emptied (``memory.cache_emptied`` v1).
+
+    sglang's `[continue_generation] torch.cuda.empty_cache() called: reserved A MB -> B MB (freed C
+    MB)` (0.5.12 on): memory PyTorch's caching allocator held (`torch.cuda.memory_reserved()`,
+    printed in MiB with one decimal) before and after it gave its unused blocks back to the driver.
+    Reserved memory is held by the process whether or not a tensor uses it; the difference went back
+    to the device's free memory.
+    """
+
+    EVENT: ClassVar[str] = "memory.cache_emptied"
+    VERSION: ClassVar[int] = 1
+
+    reserved_before_bytes: int
+    reserved_after_bytes: int
+    freed_bytes: int | None
+    ext: dict[str, Any] | None = None
+
+    def __init__(
+        self,
+        *,
+        reserved_before_bytes: int,
+        reserved_after_bytes: int,
+        freed_bytes: int | None,
+        ext: dict[str, Any] | None = None,
+    ) -> None:
+        setters = _SETTERS_MemoryCacheEmptied
+        setters[0](self, reserved_before_bytes)
+        setters[1](self, reserved_after_bytes)
+        setters[2](self, freed_bytes)
+        setters[3](self, ext)
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "event": "memory.cache_emptied",
+            "schema_version": 1,
+            "reserved_before_bytes": self.reserved_before_bytes,
+            "reserved_after_bytes": self.reserved_after_bytes,
+            "freed_bytes": self.freed_bytes,
+        }
+        if self.ext is not None:
+            out["ext"] = self.ext
+        return out
+
+
+_SETTERS_MemoryCacheEmptied = slot_setters(MemoryCacheEmptied)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True, init=False)
@@ -1783,6 +1884,54 @@ class WeightsLoadEnd(Event):
 _SETTERS_WeightsLoadEnd = slot_setters(WeightsLoadEnd)
 
 
+@dataclass(frozen=True, slots=True, kw_only=True, init=False)
+class WeightsUpdated(Event):
+    """Model weights update (``weights.updated`` v1).
+
+    sglang's `Update weights begin. avail mem=X GB` (0.2.14 to 0.3.6) and `Update engine weights
+    online from disk begin. avail mem=X GB` (0.4.0 on): free device memory
+    (get_available_gpu_memory, GiB; from 0.5.10 without emptying the cache first) as the server
+    starts replacing its weights in place. A measurement of free memory, not an allocation.
+    """
+
+    EVENT: ClassVar[str] = "weights.updated"
+    VERSION: ClassVar[int] = 1
+
+    stage: Literal["begin"]
+    source: Literal["disk"] | None
+    avail_bytes: int
+    ext: dict[str, Any] | None = None
+
+    def __init__(
+        self,
+        *,
+        stage: Literal["begin"],
+        source: Literal["disk"] | None,
+        avail_bytes: int,
+        ext: dict[str, Any] | None = None,
+    ) -> None:
+        setters = _SETTERS_WeightsUpdated
+        setters[0](self, stage)
+        setters[1](self, source)
+        setters[2](self, avail_bytes)
+        setters[3](self, ext)
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "event": "weights.updated",
+            "schema_version": 1,
+            "stage": self.stage,
+            "source": self.source,
+            "avail_bytes": self.avail_bytes,
+        }
+        if self.ext is not None:
+            out["ext"] = self.ext
+        return out
+
+
+_SETTERS_WeightsUpdated = slot_setters(WeightsUpdated)
+
+
 ALL_EVENTS: tuple[type[Event], ...] = (
     CudaGraphCaptureProgress,
     CudaGraphCaptured,
@@ -1806,8 +1955,10 @@ ALL_EVENTS: tuple[type[Event], ...] = (
     KvPoolUsage,
     KvPoolWake,
     KvlogSchemaViolation,
+    LoraLoaded,
     MambaPoolAllocation,
     MemoryBaseline,
+    MemoryCacheEmptied,
     MemoryProfile,
     MemoryProfileBudget,
     MemoryProfileUsage,
@@ -1815,4 +1966,5 @@ ALL_EVENTS: tuple[type[Event], ...] = (
     SchedulerLimits,
     WeightsLoadBegin,
     WeightsLoadEnd,
+    WeightsUpdated,
 )
