@@ -1462,6 +1462,61 @@ _SETTERS_MemoryBaseline = slot_setters(MemoryBaseline)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True, init=False)
+class MemoryBufferAllocated(Event):
+    """Auxiliary device buffer allocated (``memory.buffer_allocated`` v1).
+
+    A device buffer or pool that is not the KV cache, as sglang states its size: the CUDA-graph pool
+    pre-carved before the graphs are captured (`Graph pool pre-carved: X GB`, 0.5.20 on) and the
+    borrowing pool's pre-carve (`Graph pool borrow pre-carved: X MiB`), both inside the capture's
+    own cost (cuda_graph.captured's mem_usage_bytes); the int8 Mamba checkpoint pool (`int8 mamba
+    checkpoint pool: N slots, X GB (…)`, 0.5.14 on), allocated from the headroom of --mem-fraction-
+    static; a disaggregation staging buffer (`StagingBuffer allocated: X MB on cuda:0, …`,
+    `StagingAllocator (ring+overcommit): X MB on …`, 0.5.10 on, MB being MiB).
+    """
+
+    EVENT: ClassVar[str] = "memory.buffer_allocated"
+    VERSION: ClassVar[int] = 1
+
+    kind: Literal["graph_pool", "graph_pool_borrow", "mamba_checkpoint", "staging"]
+    device: str | None
+    slots: int | None
+    size_bytes: int
+    ext: dict[str, Any] | None = None
+
+    def __init__(
+        self,
+        *,
+        kind: Literal["graph_pool", "graph_pool_borrow", "mamba_checkpoint", "staging"],
+        device: str | None,
+        slots: int | None,
+        size_bytes: int,
+        ext: dict[str, Any] | None = None,
+    ) -> None:
+        setters = _SETTERS_MemoryBufferAllocated
+        setters[0](self, kind)
+        setters[1](self, device)
+        setters[2](self, slots)
+        setters[3](self, size_bytes)
+        setters[4](self, ext)
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "event": "memory.buffer_allocated",
+            "schema_version": 1,
+            "kind": self.kind,
+            "device": self.device,
+            "slots": self.slots,
+            "size_bytes": self.size_bytes,
+        }
+        if self.ext is not None:
+            out["ext"] = self.ext
+        return out
+
+
+_SETTERS_MemoryBufferAllocated = slot_setters(MemoryBufferAllocated)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True, init=False)
 class MemoryCacheEmptied(Event):
     """Device cache emptied (``memory.cache_emptied`` v1).
 
@@ -1958,6 +2013,7 @@ ALL_EVENTS: tuple[type[Event], ...] = (
     LoraLoaded,
     MambaPoolAllocation,
     MemoryBaseline,
+    MemoryBufferAllocated,
     MemoryCacheEmptied,
     MemoryProfile,
     MemoryProfileBudget,

@@ -186,6 +186,28 @@ def test_each_cuda_graph_capture_of_a_rank_adds_to_its_graphs(tmp_path: Path) ->
     assert row["free_bytes"] == gib(15.31)
 
 
+def test_auxiliary_buffers_add_up_by_kind_and_a_graph_pool_is_left_to_its_capture(tmp_path: Path) -> None:
+    """A staging buffer and the Mamba checkpoint pool are buffers of their own; a pre-carved graph pool is
+    allocated within the capture, whose ``mem usage`` already holds it, so it is not counted twice."""
+    path = write(
+        tmp_path,
+        "sglang.log",
+        "[2026-09-02 10:00:00 TP0] Load weight begin. avail mem=70.00 GB\n"
+        "[2026-09-02 10:00:01 TP0] StagingBuffer allocated: 256.0 MB on cuda:0, method=cudaMalloc, ptr=0x7f00\n"
+        "[2026-09-02 10:00:02 TP0] int8 mamba checkpoint pool: 128 slots, 3.25GB (qdata 2.80 + scale 0.05 + "
+        "conv 0.40); active mamba pool 256 slots\n"
+        "[2026-09-02 10:00:03 TP0] Graph pool pre-carved: 1.50 GB\n"
+        "[2026-09-02 10:00:04 TP0] Capture cuda graph end. Time elapsed: 9.00 s. mem usage=1.62 GB. "
+        "avail mem=20.00 GB.\n",
+    )
+    _, table = ledger(path)
+    [row] = table["rows"]
+    assert row["consumers"]["aux_buffers_bytes"] == 256 * (1 << 20) + gib(3.25)
+    assert row["uncertainty_bytes"]["aux_buffers_bytes"] == 52429 + HALF  # 0.05 MiB rounded up, 0.005 GiB
+    assert row["evidence"]["aux_buffers_bytes"] == [f"{path}:2", f"{path}:3"]
+    assert row["consumers"]["cuda_graph_bytes"] == gib(1.62)
+
+
 def test_a_vllm_memory_profile_from_a_thread_adds_up_to_its_budget(tmp_path: Path) -> None:
     status, table = ledger(write(tmp_path, "vllm.log", VLLM_14447))
     assert status == 0
@@ -422,7 +444,15 @@ def test_every_event_and_field_the_consumer_table_names_is_in_the_catalog() -> N
         version = max(int(path.stem[1:]) for path in (SCHEMAS / event).glob("v*.json"))
         properties = json.loads((SCHEMAS / event / f"v{version}.json").read_text())["properties"]
         assert field in properties, (event, field)
-    assert CONSUMERS == ("weights", "non_torch", "activation_peak", "runtime", "cuda_graph", "mamba_pool")
+    assert CONSUMERS == (
+        "weights",
+        "non_torch",
+        "activation_peak",
+        "runtime",
+        "cuda_graph",
+        "aux_buffers",
+        "mamba_pool",
+    )
 
 
 def test_an_arena_s_commits_are_one_figure_resting_on_its_last_commit(tmp_path: Path) -> None:

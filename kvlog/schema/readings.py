@@ -52,6 +52,12 @@ class ConsumerReading(NamedTuple):
     fields: tuple[str, ...]
     #: each event is another allocation (a pool each), so they add up; else a later line restates the figure
     adds: bool = False
+    #: only the events whose ``kind`` is one of these (an event of several kinds of buffer); empty: every event
+    kinds: tuple[str, ...] = ()
+
+    def states(self, event: Mapping[str, object]) -> bool:
+        """Whether ``event`` is one this reading reads (its name, and its kind where the reading names kinds)."""
+        return event.get("event") == self.event and (not self.kinds or event.get("kind") in self.kinds)
 
 
 #: every event that states what a consumer of device memory (not the KV cache: ``KV_SET_ASIDE``) holds,
@@ -69,6 +75,10 @@ DEVICE_CONSUMERS: tuple[ConsumerReading, ...] = (
     ConsumerReading("runtime", "memory.baseline", ("mem_usage_bytes",), adds=True),
     # each capture (sglang's main, draft, piecewise, prefill and verify graphs, one line each) is a pool of its own
     ConsumerReading("cuda_graph", "cuda_graph.captured", ("mem_usage_bytes",), adds=True),
+    # the buffers that are no other consumer's: the graph pools sglang pre-carves are inside a capture's cost
+    ConsumerReading(
+        "aux_buffers", "memory.buffer_allocated", ("size_bytes",), adds=True, kinds=("mamba_checkpoint", "staging")
+    ),
     ConsumerReading(
         "mamba_pool",
         "mamba_pool.allocation",
