@@ -12,6 +12,64 @@ from kvlog.event_base import Event, slot_setters
 
 
 @dataclass(frozen=True, slots=True, kw_only=True, init=False)
+class CudaGraphCaptureProgress(Event):
+    """CUDA-graph capture under way (``cuda_graph.capture_progress`` v1).
+
+    Free device memory while CUDA graphs are captured: sglang's `Capture … begin. … avail mem=X GB`
+    line (before the first graph of that capture) and each update of its progress bar, `Capturing
+    batches (bs=N avail_mem=X GB): 40%|…` (read just before the graph of that batch size or token
+    count is captured; tqdm's, drawn by rank 0 without the line prefix, one record per drawing after
+    a carriage return). A measurement of free memory, not an allocation: what a capture took is
+    cuda_graph.captured's mem_usage_bytes.
+    """
+
+    EVENT: ClassVar[str] = "cuda_graph.capture_progress"
+    VERSION: ClassVar[int] = 1
+
+    stage: Literal["begin", "step"]
+    label: str | None
+    batch_size: int | None
+    num_tokens: int | None
+    avail_bytes: int
+    ext: dict[str, Any] | None = None
+
+    def __init__(
+        self,
+        *,
+        stage: Literal["begin", "step"],
+        label: str | None,
+        batch_size: int | None,
+        num_tokens: int | None,
+        avail_bytes: int,
+        ext: dict[str, Any] | None = None,
+    ) -> None:
+        setters = _SETTERS_CudaGraphCaptureProgress
+        setters[0](self, stage)
+        setters[1](self, label)
+        setters[2](self, batch_size)
+        setters[3](self, num_tokens)
+        setters[4](self, avail_bytes)
+        setters[5](self, ext)
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "event": "cuda_graph.capture_progress",
+            "schema_version": 1,
+            "stage": self.stage,
+            "label": self.label,
+            "batch_size": self.batch_size,
+            "num_tokens": self.num_tokens,
+            "avail_bytes": self.avail_bytes,
+        }
+        if self.ext is not None:
+            out["ext"] = self.ext
+        return out
+
+
+_SETTERS_CudaGraphCaptureProgress = slot_setters(CudaGraphCaptureProgress)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True, init=False)
 class CudaGraphCaptured(Event):
     """CUDA graphs captured (``cuda_graph.captured`` v1).
 
@@ -208,6 +266,50 @@ class DeviceMemoryMeasured(Event):
 
 
 _SETTERS_DeviceMemoryMeasured = slot_setters(DeviceMemoryMeasured)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True, init=False)
+class DistributedInitialized(Event):
+    """Torch distributed initialised (``distributed.initialized`` v1).
+
+    sglang's `Init torch distributed ends. mem usage=X GB`: the drop in free device memory across
+    torch distributed's initialisation (NCCL communicators, custom all-reduce buffers), free memory
+    before it minus free memory after it, rounded to 0.01 GiB. The CUDA context exists before the
+    first measurement, so it is not in the figure. Not the KV cache.
+    """
+
+    EVENT: ClassVar[str] = "distributed.initialized"
+    VERSION: ClassVar[int] = 1
+
+    elapsed_s: float | None
+    mem_usage_bytes: int
+    ext: dict[str, Any] | None = None
+
+    def __init__(
+        self,
+        *,
+        elapsed_s: float | None,
+        mem_usage_bytes: int,
+        ext: dict[str, Any] | None = None,
+    ) -> None:
+        setters = _SETTERS_DistributedInitialized
+        setters[0](self, elapsed_s)
+        setters[1](self, mem_usage_bytes)
+        setters[2](self, ext)
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "event": "distributed.initialized",
+            "schema_version": 1,
+            "elapsed_s": self.elapsed_s,
+            "mem_usage_bytes": self.mem_usage_bytes,
+        }
+        if self.ext is not None:
+            out["ext"] = self.ext
+        return out
+
+
+_SETTERS_DistributedInitialized = slot_setters(DistributedInitialized)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True, init=False)
@@ -1414,6 +1516,58 @@ _SETTERS_KvlogSchemaViolation = slot_setters(KvlogSchemaViolation)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True, init=False)
+class LoraLoaded(Event):
+    """LoRA adapter loaded or unloaded (``lora.loaded`` v1).
+
+    sglang's `LoRA adapter loading starts: <adapter>. avail mem=X GB` and its `completes`,
+    `unloading starts` and `unloading completes` twins (0.4.9 on): free device memory
+    (get_available_gpu_memory, GiB) as the adapter's load or unload begins or ends. The drop between
+    a load's two lines is what the adapter took; a measurement of free memory, not an allocation.
+    """
+
+    EVENT: ClassVar[str] = "lora.loaded"
+    VERSION: ClassVar[int] = 1
+
+    action: Literal["load", "unload"]
+    stage: Literal["begin", "end"]
+    adapter: str | None
+    avail_bytes: int
+    ext: dict[str, Any] | None = None
+
+    def __init__(
+        self,
+        *,
+        action: Literal["load", "unload"],
+        stage: Literal["begin", "end"],
+        adapter: str | None,
+        avail_bytes: int,
+        ext: dict[str, Any] | None = None,
+    ) -> None:
+        setters = _SETTERS_LoraLoaded
+        setters[0](self, action)
+        setters[1](self, stage)
+        setters[2](self, adapter)
+        setters[3](self, avail_bytes)
+        setters[4](self, ext)
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "event": "lora.loaded",
+            "schema_version": 1,
+            "action": self.action,
+            "stage": self.stage,
+            "adapter": self.adapter,
+            "avail_bytes": self.avail_bytes,
+        }
+        if self.ext is not None:
+            out["ext"] = self.ext
+        return out
+
+
+_SETTERS_LoraLoaded = slot_setters(LoraLoaded)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True, init=False)
 class MambaPoolAllocation(Event):
     """Mamba state pool allocation (``mamba_pool.allocation`` v2).
 
@@ -1471,6 +1625,150 @@ class MambaPoolAllocation(Event):
 
 
 _SETTERS_MambaPoolAllocation = slot_setters(MambaPoolAllocation)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True, init=False)
+class MemoryBaseline(Event):
+    """Memory baseline taken (``memory.baseline`` v1).
+
+    sglang's `Memory baseline taken. mem usage=X GB` (0.5.21 on, after the parallel groups are set
+    up and before the weights load): the drop in free device memory between the first free-memory
+    reading of the baseline step and the reading the KV cache is later sized against, rounded to
+    0.01 GiB. Not the KV cache.
+    """
+
+    EVENT: ClassVar[str] = "memory.baseline"
+    VERSION: ClassVar[int] = 1
+
+    mem_usage_bytes: int
+    ext: dict[str, Any] | None = None
+
+    def __init__(
+        self,
+        *,
+        mem_usage_bytes: int,
+        ext: dict[str, Any] | None = None,
+    ) -> None:
+        setters = _SETTERS_MemoryBaseline
+        setters[0](self, mem_usage_bytes)
+        setters[1](self, ext)
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "event": "memory.baseline",
+            "schema_version": 1,
+            "mem_usage_bytes": self.mem_usage_bytes,
+        }
+        if self.ext is not None:
+            out["ext"] = self.ext
+        return out
+
+
+_SETTERS_MemoryBaseline = slot_setters(MemoryBaseline)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True, init=False)
+class MemoryBufferAllocated(Event):
+    """Auxiliary device buffer allocated (``memory.buffer_allocated`` v1).
+
+    A device buffer or pool that is not the KV cache, as sglang states its size: the CUDA-graph pool
+    pre-carved before the graphs are captured (`Graph pool pre-carved: X GB`, 0.5.20 on) and the
+    borrowing pool's pre-carve (`Graph pool borrow pre-carved: X MiB`), both inside the capture's
+    own cost (cuda_graph.captured's mem_usage_bytes); the int8 Mamba checkpoint pool (`int8 mamba
+    checkpoint pool: N slots, X GB (…)`, 0.5.14 on), allocated from the headroom of --mem-fraction-
+    static; a disaggregation staging buffer (`StagingBuffer allocated: X MB on cuda:0, …`,
+    `StagingAllocator (ring+overcommit): X MB on …`, 0.5.10 on, MB being MiB).
+    """
+
+    EVENT: ClassVar[str] = "memory.buffer_allocated"
+    VERSION: ClassVar[int] = 1
+
+    kind: Literal["graph_pool", "graph_pool_borrow", "mamba_checkpoint", "staging"]
+    device: str | None
+    slots: int | None
+    size_bytes: int
+    ext: dict[str, Any] | None = None
+
+    def __init__(
+        self,
+        *,
+        kind: Literal["graph_pool", "graph_pool_borrow", "mamba_checkpoint", "staging"],
+        device: str | None,
+        slots: int | None,
+        size_bytes: int,
+        ext: dict[str, Any] | None = None,
+    ) -> None:
+        setters = _SETTERS_MemoryBufferAllocated
+        setters[0](self, kind)
+        setters[1](self, device)
+        setters[2](self, slots)
+        setters[3](self, size_bytes)
+        setters[4](self, ext)
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "event": "memory.buffer_allocated",
+            "schema_version": 1,
+            "kind": self.kind,
+            "device": self.device,
+            "slots": self.slots,
+            "size_bytes": self.size_bytes,
+        }
+        if self.ext is not None:
+            out["ext"] = self.ext
+        return out
+
+
+_SETTERS_MemoryBufferAllocated = slot_setters(MemoryBufferAllocated)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True, init=False)
+class MemoryCacheEmptied(Event):
+    """Device cache emptied (``memory.cache_emptied`` v1).
+
+    sglang's `[continue_generation] torch.cuda.empty_cache() called: reserved A MB -> B MB (freed C
+    MB)` (0.5.12 on): memory PyTorch's caching allocator held (`torch.cuda.memory_reserved()`,
+    printed in MiB with one decimal) before and after it gave its unused blocks back to the driver.
+    Reserved memory is held by the process whether or not a tensor uses it; the difference went back
+    to the device's free memory.
+    """
+
+    EVENT: ClassVar[str] = "memory.cache_emptied"
+    VERSION: ClassVar[int] = 1
+
+    reserved_before_bytes: int
+    reserved_after_bytes: int
+    freed_bytes: int | None
+    ext: dict[str, Any] | None = None
+
+    def __init__(
+        self,
+        *,
+        reserved_before_bytes: int,
+        reserved_after_bytes: int,
+        freed_bytes: int | None,
+        ext: dict[str, Any] | None = None,
+    ) -> None:
+        setters = _SETTERS_MemoryCacheEmptied
+        setters[0](self, reserved_before_bytes)
+        setters[1](self, reserved_after_bytes)
+        setters[2](self, freed_bytes)
+        setters[3](self, ext)
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "event": "memory.cache_emptied",
+            "schema_version": 1,
+            "reserved_before_bytes": self.reserved_before_bytes,
+            "reserved_after_bytes": self.reserved_after_bytes,
+            "freed_bytes": self.freed_bytes,
+        }
+        if self.ext is not None:
+            out["ext"] = self.ext
+        return out
+
+
+_SETTERS_MemoryCacheEmptied = slot_setters(MemoryCacheEmptied)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True, init=False)
@@ -2164,10 +2462,60 @@ class WeightsLoadEnd(Event):
 _SETTERS_WeightsLoadEnd = slot_setters(WeightsLoadEnd)
 
 
+@dataclass(frozen=True, slots=True, kw_only=True, init=False)
+class WeightsUpdated(Event):
+    """Model weights update (``weights.updated`` v1).
+
+    sglang's `Update weights begin. avail mem=X GB` (0.2.14 to 0.3.6) and `Update engine weights
+    online from disk begin. avail mem=X GB` (0.4.0 on): free device memory
+    (get_available_gpu_memory, GiB; from 0.5.10 without emptying the cache first) as the server
+    starts replacing its weights in place. A measurement of free memory, not an allocation.
+    """
+
+    EVENT: ClassVar[str] = "weights.updated"
+    VERSION: ClassVar[int] = 1
+
+    stage: Literal["begin"]
+    source: Literal["disk"] | None
+    avail_bytes: int
+    ext: dict[str, Any] | None = None
+
+    def __init__(
+        self,
+        *,
+        stage: Literal["begin"],
+        source: Literal["disk"] | None,
+        avail_bytes: int,
+        ext: dict[str, Any] | None = None,
+    ) -> None:
+        setters = _SETTERS_WeightsUpdated
+        setters[0](self, stage)
+        setters[1](self, source)
+        setters[2](self, avail_bytes)
+        setters[3](self, ext)
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "event": "weights.updated",
+            "schema_version": 1,
+            "stage": self.stage,
+            "source": self.source,
+            "avail_bytes": self.avail_bytes,
+        }
+        if self.ext is not None:
+            out["ext"] = self.ext
+        return out
+
+
+_SETTERS_WeightsUpdated = slot_setters(WeightsUpdated)
+
+
 ALL_EVENTS: tuple[type[Event], ...] = (
+    CudaGraphCaptureProgress,
     CudaGraphCaptured,
     CudaGraphEstimated,
     DeviceMemoryMeasured,
+    DistributedInitialized,
     KvArenaClosed,
     KvArenaCommit,
     KvArenaDecommit,
@@ -2188,7 +2536,11 @@ ALL_EVENTS: tuple[type[Event], ...] = (
     KvPoolUsage,
     KvPoolWake,
     KvlogSchemaViolation,
+    LoraLoaded,
     MambaPoolAllocation,
+    MemoryBaseline,
+    MemoryBufferAllocated,
+    MemoryCacheEmptied,
     MemoryProfile,
     MemoryProfileBudget,
     MemoryProfileResult,
@@ -2200,4 +2552,5 @@ ALL_EVENTS: tuple[type[Event], ...] = (
     SchedulerLimits,
     WeightsLoadBegin,
     WeightsLoadEnd,
+    WeightsUpdated,
 )

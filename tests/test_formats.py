@@ -136,3 +136,14 @@ def test_a_wording_built_in_a_variable_is_recognised() -> None:
     )
     assert (events, dead) == ([], [])
     assert sum(companions.values()) == 1
+
+
+def test_a_progress_bar_built_in_a_variable_becomes_its_event() -> None:
+    """sglang's piecewise bar sets its description from a variable: the harvest follows it, the free memory is read."""
+    events, dead, _ = _migrate(
+        "[2025-11-02 10:00:05 TP0] Capturing num tokens (num_tokens=8192 avail_mem=10.23 GB): 100%|##| 58/58"
+    )
+    assert dead == []
+    assert [(e["event"], e["stage"], e["num_tokens"], e["avail_bytes"]) for e in events] == [
+        ("cuda_graph.capture_progress", "step", 8192, round(10.23 * (1 << 30)))
+    ]

@@ -64,6 +64,22 @@ SGLANG_11716 = "".join(
         "[2025-10-16 09:06:22 TP6] Memory pool end. avail mem=11.87 GB\n",
     )
 )
+#: sglang PR #16065 (2025-12-29, LFM2-700M, sglang 0.5.6.post2, one GPU): every start-up step of one rank,
+#: torch distributed, the load, the Mamba state and KV pools, the CUDA-graph capture and its progress bar
+SGLANG_16065 = "".join(
+    (
+        "[2025-12-29 18:33:02 TP0] Init torch distributed ends. mem usage=0.00 GB\n",
+        "[2025-12-29 18:33:03 TP0] Load weight begin. avail mem=15.33 GB\n",
+        "[2025-12-29 18:33:03 TP0] Load weight end. type=Lfm2ForCausalLM, dtype=torch.bfloat16, avail mem=13.81 GB, mem usage=1.52 GB.\n",  # noqa: E501
+        "[2025-12-29 18:33:03 TP0] Mamba Cache is allocated. max_mamba_cache_size: 85292, conv_state size: 4.88GB, ssm_state size: 0.00GB \n",  # noqa: E501
+        "[2025-12-29 18:33:03 TP0] KV Cache is allocated. #tokens: 473854, K size: 2.71 GB, V size: 2.71 GB\n",
+        "[2025-12-29 18:33:03 TP0] Memory pool end. avail mem=2.43 GB\n",
+        "[2025-12-29 18:33:03 TP0] Capture cuda graph begin. This can take up to several minutes. avail mem=2.42 GB\n",
+        "Capturing batches (bs=1 avail_mem=2.39 GB): 100%|\u2588| 4/4 [00:00<00:00,  7.80it/\n",
+        "[2025-12-29 18:33:04 TP0] Capture cuda graph end. Time elapsed: 1.01 s. mem usage=0.03 GB. avail mem=2.39 GB.\n",  # noqa: E501
+        "max_total_num_tokens=473854\n",
+    )
+)
 
 
 def gib(printed: float) -> int:
@@ -117,6 +133,79 @@ def test_an_sglang_start_up_from_a_thread_is_read_figure_by_figure(tmp_path: Pat
     assert row["device_total_bytes"] is None
     assert row["unaccounted_bytes"] is None
     assert row["flags"] == []
+
+
+def test_an_sglang_start_up_with_every_step_from_a_thread_reads_each_step_s_own_cost(tmp_path: Path) -> None:
+    """Issue 33: torch distributed, the weights, the graphs and the Mamba state each from its own line.
+
+    sglang's ``mem usage`` is free memory before the step minus free memory after it, so the steps check
+    against each other by hand: 15.33 - 1.52 = 13.81 (the load's own ``avail mem``), 2.42 - 2.39 = 0.03
+    (the capture's), each within the 0.01 GiB two printed figures hide.
+    """
+    path = write(tmp_path, "sglang.log", SGLANG_16065)
+    status, table = ledger(path)
+    assert status == 0
+    [row] = table["rows"]
+    consumers, uncertainty, evidence = row["consumers"], row["uncertainty_bytes"], row["evidence"]
+    # the run starts at torch distributed's line, before the load: its cost is the run's
+    assert (consumers["runtime_bytes"], uncertainty["runtime_bytes"]) == (0, HALF)  # stated 0.00, never null
+    assert evidence["runtime_bytes"] == [f"{path}:1"]
+    assert consumers["weights_bytes"] == gib(1.52)
+    assert abs(gib(15.33) - gib(1.52) - gib(13.81)) <= 2 * HALF
+    assert consumers["mamba_pool_bytes"] == gib(4.88) + gib(0.00)
+    assert uncertainty["mamba_pool_bytes"] == 2 * HALF
+    assert (consumers["cuda_graph_bytes"], evidence["cuda_graph_bytes"]) == (gib(0.03), [f"{path}:9"])
+    assert abs(gib(2.42) - gib(2.39) - gib(0.03)) <= 2 * HALF
+    assert row["kv_committed_bytes"] == 2 * gib(2.71)
+    # the end of start-up is the capture's line (the bar and bench_one_batch's bare limits say no free memory)
+    assert (row["free_bytes"], evidence["free_bytes"]) == (gib(2.39), [f"{path}:9"])
+    stated = sum(v for v in consumers.values() if v is not None) + row["kv_committed_bytes"] + row["free_bytes"]
+    # 1.09 GiB of what was free before the load no line states (between the load and the pool's end)
+    assert gib(15.33) - stated == gib(15.33) - gib(1.52) - gib(4.88) - 2 * gib(2.71) - gib(0.03) - gib(2.39)
+    assert abs((gib(15.33) - stated) - gib(1.09)) <= 7 * HALF
+    assert row["device_total_bytes"] is None and row["unaccounted_bytes"] is None
+    assert row["flags"] == []
+
+
+def test_each_cuda_graph_capture_of_a_rank_adds_to_its_graphs(tmp_path: Path) -> None:
+    """sglang prints one line per capture (the target's, the draft's): each is a pool of graphs of its own."""
+    path = write(
+        tmp_path,
+        "sglang.log",
+        "[2025-09-05 20:47:00 TP0] Load weight begin. avail mem=60.00 GB\n"
+        "[2025-09-05 20:48:29 TP0] Capture cuda graph end. Time elapsed: 12.11 s. mem usage=0.54 GB. "
+        "avail mem=16.74 GB.\n"
+        "[2025-09-05 20:50:29 TP0] Capture draft cuda graph end. Time elapsed: 62.67 s. mem usage=0.21 GB. "
+        "avail mem=15.31 GB.\n",
+    )
+    _, table = ledger(path)
+    [row] = table["rows"]
+    assert row["consumers"]["cuda_graph_bytes"] == gib(0.54) + gib(0.21)
+    assert row["uncertainty_bytes"]["cuda_graph_bytes"] == 2 * HALF
+    assert row["evidence"]["cuda_graph_bytes"] == [f"{path}:2", f"{path}:3"]
+    assert row["free_bytes"] == gib(15.31)
+
+
+def test_auxiliary_buffers_add_up_by_kind_and_a_graph_pool_is_left_to_its_capture(tmp_path: Path) -> None:
+    """A staging buffer and the Mamba checkpoint pool are buffers of their own; a pre-carved graph pool is
+    allocated within the capture, whose ``mem usage`` already holds it, so it is not counted twice."""
+    path = write(
+        tmp_path,
+        "sglang.log",
+        "[2026-09-02 10:00:00 TP0] Load weight begin. avail mem=70.00 GB\n"
+        "[2026-09-02 10:00:01 TP0] StagingBuffer allocated: 256.0 MB on cuda:0, method=cudaMalloc, ptr=0x7f00\n"
+        "[2026-09-02 10:00:02 TP0] int8 mamba checkpoint pool: 128 slots, 3.25GB (qdata 2.80 + scale 0.05 + "
+        "conv 0.40); active mamba pool 256 slots\n"
+        "[2026-09-02 10:00:03 TP0] Graph pool pre-carved: 1.50 GB\n"
+        "[2026-09-02 10:00:04 TP0] Capture cuda graph end. Time elapsed: 9.00 s. mem usage=1.62 GB. "
+        "avail mem=20.00 GB.\n",
+    )
+    _, table = ledger(path)
+    [row] = table["rows"]
+    assert row["consumers"]["aux_buffers_bytes"] == 256 * (1 << 20) + gib(3.25)
+    assert row["uncertainty_bytes"]["aux_buffers_bytes"] == 52429 + HALF  # 0.05 MiB rounded up, 0.005 GiB
+    assert row["evidence"]["aux_buffers_bytes"] == [f"{path}:2", f"{path}:3"]
+    assert row["consumers"]["cuda_graph_bytes"] == gib(1.62)
 
 
 def test_a_vllm_memory_profile_from_a_thread_adds_up_to_its_budget(tmp_path: Path) -> None:
@@ -355,7 +444,15 @@ def test_every_event_and_field_the_consumer_table_names_is_in_the_catalog() -> N
         version = max(int(path.stem[1:]) for path in (SCHEMAS / event).glob("v*.json"))
         properties = json.loads((SCHEMAS / event / f"v{version}.json").read_text())["properties"]
         assert field in properties, (event, field)
-    assert CONSUMERS == ("weights", "non_torch", "activation_peak", "cuda_graph", "mamba_pool")
+    assert CONSUMERS == (
+        "weights",
+        "non_torch",
+        "activation_peak",
+        "runtime",
+        "cuda_graph",
+        "aux_buffers",
+        "mamba_pool",
+    )
 
 
 def test_an_arena_s_commits_are_one_figure_resting_on_its_last_commit(tmp_path: Path) -> None:

@@ -88,7 +88,7 @@ def test_a_draft_pool_and_its_target_never_share_a_series() -> None:
     # run 1 of the log: TP0's target pool (VA upper bound, 36.88+36.88 GB) then its EAGLE3 draft (0.46+0.46 GB),
     # both pool=null, label=null
     series = MemorySeries()
-    run = migrated("postcapture_before_fix_2026_07.log")[:12]
+    run = migrated("postcapture_before_fix_2026_07.log")[:13]  # through the post-capture line, after the capture
     for event in run:
         series.observe(event, instance="a.log")
     pools = [e for e in run if e["event"] == "kv_pool.allocation" and e["ranks"] == {"tp": 0}]

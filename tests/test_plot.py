@@ -236,7 +236,7 @@ def test_html_is_written_self_contained(tmp_path: Path) -> None:
     out = tmp_path / "memory.html"
     result = kvlog_plot(POSTCAPTURE, HYBRID, "-o", out)
     assert result.returncode == commands.EXIT_OK, result.stderr
-    assert result.stderr == f"kvlog plot: 45 event(s), 8 run(s) drawn to {out}\n"
+    assert result.stderr == f"kvlog plot: 46 event(s), 8 run(s) drawn to {out}\n"
     html = out.read_text()
     assert re.search(r"<script[^>]*\bsrc=", html) is None  # nothing to fetch: plotly.js is inline
     assert "Plotly.newPlot" in html and len(html) > 3_000_000

@@ -155,10 +155,10 @@ def _end_sample(samples: tuple[Sample, ...]) -> Sample:
 
 def _consumer(source: str, consumer: str, events: list[Mapping[str, Any]]) -> Figure:
     """What the run's lines state ``consumer`` holds: the last statement, or the sum of each (a pool each)."""
-    readings = {reading.event: reading for reading in DEVICE_CONSUMERS if reading.consumer == consumer}
+    readings = [reading for reading in DEVICE_CONSUMERS if reading.consumer == consumer]
     stated: list[Figure] = []
     for event in events:
-        reading = readings.get(event["event"])
+        reading = next((reading for reading in readings if reading.states(event)), None)
         if reading is None:
             continue
         parts = [_figure(source, event, name) for name in reading.fields]

@@ -7,8 +7,10 @@ event says it is (``allocation_state: allocated``, or ``committed_bytes``); the 
 a band that is plainly not memory. Where the state or the committed bytes were inferred by the
 migration, the sample carries the inference and the line it rests on, so a reader can check it.
 
-A rank's run starts at ``weights.load_begin`` (as in the migration's per-rank context); runs are kept
-apart by input file and ranks (events without a file, kvlog's own JSON already current, by process).
+A rank's run starts at ``weights.load_begin`` (as in the migration's per-rank context), or at the steps
+sglang prints before it (``RUN_START``: torch distributed's initialisation, the memory baseline), whose
+cost is the run's too; runs are kept apart by input file and ranks (events without a file, kvlog's own
+JSON already current, by process).
 A committed size that a later line stated (sglang's post-capture sizing) takes effect at that line,
 not at the pool's: before it, the memory was not committed.
 """
@@ -36,6 +38,9 @@ _WEIGHTS = {reading.event: reading.fields[0] for reading in DEVICE_CONSUMERS if 
 #: the rule of weights worked out from the free memory a load's begin and end lines printed
 WEIGHTS_FROM_FREE_DROP = "load-free-memory-drop"
 _POOLS = ("kv_pool.allocation", "kv_pool.unified_allocation", "kv_pool.swa_summary")
+#: the events a rank's start-up begins with, in the order sglang prints them: each starts a new run, unless
+#: the run holds only the ones printed before it (then it is that run's next step)
+RUN_START = ("distributed.initialized", "memory.baseline", "weights.load_begin")
 #: the label of the speculative draft's post-capture sizing, which names no pool
 _DRAFT = "draft"
 #: an arena's bookkeeping events: each states the committed bytes of the arena so far
@@ -160,7 +165,7 @@ def timelines(
         name = event["event"]
         key = (event_source(event), rank_key(event))
         run = current.get(key)
-        if run is None or name == "weights.load_begin":
+        if run is None or (name in RUN_START and not run.starting_before(name)):
             counts[key] = counts.get(key, 0) + 1
             run = current[key] = _Run(key[0], ranks_label(key[1]), counts[key], lines)
             runs.append(run)
@@ -249,6 +254,11 @@ class _Run:
     events: list[Mapping[str, Any]] = field(default_factory=list)
     usage: float | None = None
     swa_usage: float | None = None
+
+    def starting_before(self, name: str) -> bool:
+        """Whether the run holds only start-up steps printed before ``name`` (``RUN_START``): ``name`` continues it."""
+        step = RUN_START.index(name)
+        return all(event["event"] in RUN_START[:step] for event in self.events)
 
     def add(self, name: str, event: Mapping[str, Any]) -> None:
         """Take ``event`` into the run's state and sample the state it leaves, if it is about memory."""

@@ -61,6 +61,12 @@ class ConsumerReading(NamedTuple):
     fields: tuple[str, ...]
     #: each event is another allocation (a pool each), so they add up; else a later line restates the figure
     adds: bool = False
+    #: only the events whose ``kind`` is one of these (an event of several kinds of buffer); empty: every event
+    kinds: tuple[str, ...] = ()
+
+    def states(self, event: Mapping[str, object]) -> bool:
+        """Whether ``event`` is one this reading reads (its name, and its kind where the reading names kinds)."""
+        return event.get("event") == self.event and (not self.kinds or event.get("kind") in self.kinds)
 
 
 #: every event that states what a consumer of device memory (not the KV cache: ``KV_SET_ASIDE``) holds,
@@ -82,9 +88,17 @@ DEVICE_CONSUMERS: tuple[ConsumerReading, ...] = (
     ConsumerReading("activation_peak", "memory.profile_usage", ("activation_peak_bytes",)),
     ConsumerReading("activation_peak", "memory.profile_result", ("activation_peak_bytes",)),
     ConsumerReading("activation_peak", "memory.startup_summary", ("activation_peak_bytes",)),
-    ConsumerReading("cuda_graph", "cuda_graph.captured", ("mem_usage_bytes",)),
+    # sglang's start-up steps before the weights: free memory before each minus after it (NCCL, custom all-reduce)
+    ConsumerReading("runtime", "distributed.initialized", ("mem_usage_bytes",), adds=True),
+    ConsumerReading("runtime", "memory.baseline", ("mem_usage_bytes",), adds=True),
+    # each capture (sglang's main, draft, piecewise, prefill and verify graphs, one line each) is a pool of its own
+    ConsumerReading("cuda_graph", "cuda_graph.captured", ("mem_usage_bytes",), adds=True),
     ConsumerReading("cuda_graph", "memory.startup_summary", ("cuda_graph_bytes",)),
     ConsumerReading("cuda_graph", "cuda_graph.estimated", ("actual_bytes",)),
+    # the buffers that are no other consumer's: the graph pools sglang pre-carves are inside a capture's cost
+    ConsumerReading(
+        "aux_buffers", "memory.buffer_allocated", ("size_bytes",), adds=True, kinds=("mamba_checkpoint", "staging")
+    ),
     ConsumerReading(
         "mamba_pool",
         "mamba_pool.allocation",
