@@ -460,6 +460,24 @@ def test_forgetting_what_was_read_keeps_memory_bounded_and_changes_nothing(monke
     assert len(migrator.families[0].read) > 0
 
 
+def test_a_message_printed_once_keeps_no_event_and_one_printed_twice_does() -> None:
+    """Keeping an event costs its steps again: only a message seen before pays it, and the third line reuses it.
+
+    On a held-out log no memory message recurs (random figures, many ranks): every line there would have
+    paid the keeping for nothing.
+    """
+    migrator = Migrator(shipped_chain(), MigrateOptions())
+    message = POOL.split("] ", 1)[1]
+    kept = []
+    for second in range(3):
+        line = f"[2026-07-24 08:00:3{second} TP0] {message}\n"
+        migrator.migrate("ctx.log", io.BytesIO(line.encode() * (second + 1)), io.BytesIO())
+        kept.append(sum(len(family.shapes) for family in migrator.families))
+        for family in migrator.families:
+            family.read.clear(), family.shapes.clear(), family.seen.clear()
+    assert kept == [0, 1, 1]
+
+
 def test_every_event_is_written_in_the_written_order_whatever_order_its_keys_came_in() -> None:
     """The order of a key set is remembered: the second event of a set must be ordered like the first."""
     backwards = dict(reversed(list(POOL_V1.items())))

@@ -89,6 +89,8 @@ class Family:
     read: dict[str, Recognised | None] = field(default_factory=dict, repr=False, compare=False)
     #: the newest-version events of the messages in ``read``, by what else of a line they depend on: see ``Shape``
     shapes: dict[Shape, tuple[dict[str, Any], tuple[str, ...]]] = field(default_factory=dict, repr=False, compare=False)
+    #: the shapes one line printed so far: the next line of one is the first whose event is kept (``_event``)
+    seen: set[Shape] = field(default_factory=set, repr=False, compare=False)
 
     @classmethod
     def of(cls, chain: Chain, server: str, *, usage: bool = False) -> Family:
@@ -118,6 +120,7 @@ class Family:
         if len(self.read) >= RECOGNISED_MESSAGES:
             self.read.clear()
             self.shapes.clear()
+            self.seen.clear()
         self.read[message] = found
         return found
 
@@ -641,9 +644,11 @@ class FileRun:
     def _event(self, recognised: Recognised, prefix: LinePrefix) -> tuple[dict[str, Any], bool]:
         """A recognised line's event, and whether it is already at its newest version.
 
-        The event of a message another line of the same ``Shape`` already printed is a copy of that
-        line's at its newest version, given this line's time and ranks. It is the event the steps
-        would build: nothing else of the line reaches it, and nothing the steps do depends on the time
+        The event of a message two lines of the same ``Shape`` already printed is a copy of the second
+        line's at its newest version, given this line's time and ranks (kept from the second: keeping
+        costs the steps once more, which a message printed once, as most of a held-out log's, never
+        repays). It is the event the steps would build: nothing else of the line reaches it, and
+        nothing the steps do depends on the time
         or ranks, or on what the caller adds (the line's file, number and text, the time's provenance
         note, which keeps its place first in ``inferred``), when no operation of the rule or its steps
         names them or the provenance and none is a hook, whose code may read anything. Otherwise (and
@@ -664,7 +669,12 @@ class FileRun:
                 event["ranks"] = dict(prefix.ranks)
             return event, True
         event = recognised.event(prefix)
-        self._keep_shape(family, shape, event, rule.ops)
+        if shape in family.seen:  # printed twice: likely again, so kept (a message printed once never is)
+            self._keep_shape(family, shape, event, rule.ops)
+        else:
+            if len(family.seen) >= RECOGNISED_MESSAGES:
+                family.seen.clear()  # bounded as ``shapes``: a log whose messages never repeat keeps none
+            family.seen.add(shape)
         return event, False
 
     def _keep_shape(self, family: Family, shape: Shape, event: dict[str, Any], rule_ops: tuple[Op, ...]) -> None:
