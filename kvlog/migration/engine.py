@@ -193,6 +193,12 @@ class MigrateOptions:
     year: int | None = None
     #: which periodic usage lines become ``kv_pool.usage`` events (``kvlog.migration.sampling``)
     usage: UsageMode = "none"
+    #: the reference path (``--validate-all``): every event built from its line through its steps and
+    #: validated against its schema. By default an event built from a text rule is valid by construction
+    #: once one of its rule and keys was (``FileRun._record``; ``tests/test_migration_construction.py``
+    #: proves it for every rule and catalog version), and a message seen before reuses its event
+    #: (``FileRun._event``): the output is the same
+    validate_all: bool = False
 
     def __post_init__(self) -> None:
         """An option that chooses what one format writes needs that format: refused here, for every caller."""
@@ -229,6 +235,8 @@ class Migrator:
         self.allowed_unparsed = re.compile("|".join(f"(?:{p})" for p in patterns)) if patterns else None
         self._targets: dict[str, int | None] = {}
         self._in_order: dict[tuple[tuple[str, ...], tuple[str, ...] | None], bool] = {}
+        #: (the id of a text rule, then an event's keys and its provenance's) of events found valid: ``proven``
+        self._proven: set[tuple[int, tuple[str, ...], tuple[str, ...]]] = set()
 
     def written(self, event: dict[str, Any]) -> dict[str, Any]:
         """``ordered(event)``, or ``event`` itself where its keys are already in that order.
@@ -250,6 +258,16 @@ class Migrator:
                 keys[1] is None or tuple(result["migrated"]) == keys[1]
             )
         return result
+
+    def proven(self, rule: object, event: dict[str, Any]) -> bool:
+        """Whether an event ``rule`` built with the keys of ``event`` (and of its provenance) was valid before."""
+        return (id(rule), tuple(event), tuple(event["migrated"])) in self._proven
+
+    def prove(self, rule: object, event: dict[str, Any]) -> None:
+        """``event``, which ``rule`` built, is valid: the next of its rule and keys is (``FileRun._record``)."""
+        if len(self._proven) >= RECOGNISED_MESSAGES:
+            self._proven.clear()
+        self._proven.add((id(rule), tuple(event), tuple(event["migrated"])))
 
     def target(self, event: str) -> int | None:
         """The version of ``event`` that is written (None: it is not in the catalog version asked for)."""
@@ -580,6 +598,7 @@ class FileRun:
                 source_version=recognised.rule.version,
             )
         if held is not None:
+            held.built = recognised.rule if said is None else None  # valid by construction: see ``_record``
             # the wrappers' text, as it was, around the line's own glue: --format text writes them back
             held.glue = (before, after) if wrapped is None else (wrapped.before + before, after + wrapped.after)
             if waits_for_time:  # no line before it told its time: the next one that does will
@@ -656,6 +675,8 @@ class FileRun:
         """
         family, rule = self.family, recognised.rule
         assert family is not None, "_recognise sets the family"
+        if self.migrator.options.validate_all:  # the reference path: every event built through its steps
+            return recognised.event(prefix), False
         level = prefix.level or rule.level
         shape = (prefix.message, prefix.timestamp is None, prefix.exact, level, prefix.pid, bool(prefix.ranks))
         built = family.shapes.get(shape)
@@ -920,18 +941,35 @@ class FileRun:
         self.report.counted_event(record.source_format, record.event)
 
     def _record(self, held: Held) -> Record | None:
-        """The record of an event: validated, at the version asked for, in the written order (None: rejected)."""
+        """The record of an event: validated, at the version asked for, in the written order (None: rejected).
+
+        An event the migrator built from a text rule, off a printed line, at its newest version, is valid
+        by construction once one event of that rule with the same keys was: its values are captured as
+        its schema types them (digits for an integer, an enum's values, a sign only where the schema
+        allows one), its header's by the server's prefix grammar, so what can still make it invalid is
+        which keys it has (a required field a wording's optional part did not print), and the keys are
+        what ``Migrator.proven`` remembers. Every event is checked with ``validate_all`` (the reference);
+        one taken down to an older catalog version (whose schema may bound what the newest does not: a
+        negative figure), one read from JSON, a log record's (``messages``) or one the context made (a
+        correction) always is. ``tests/test_migration_construction.py`` and
+        ``tests/test_migration_reference.py`` hold the two paths to the same output.
+        """
         event = held.event
         source = held.source or source_format(event)
         if held.keep_raw:
             return Record(event, held.line, held.raw, source, held.source_version, verbatim=True)
+        rule = None if self.migrator.options.validate_all else held.built
         try:
             if self.migrator.options.output_format == "jsonl":
-                event = self._at_target(event)
+                at_target = self._at_target(event)
+                if at_target is not event:  # taken down to an older version: checked, as the reference does
+                    rule, event = None, at_target
+            if rule is None or not self.migrator.proven(rule, event):
                 self._check(event)
+                if rule is not None:
+                    self.migrator.prove(rule, event)
+            if self.migrator.options.output_format == "jsonl":
                 event = self.migrator.written(event)
-            else:  # text and legacy render the newest version
-                self._check(event)
         except MigrationError as exc:
             self._refuse(held, str(exc))
             return None
