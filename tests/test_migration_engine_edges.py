@@ -609,3 +609,17 @@ def test_an_old_event_the_steps_make_invalid_is_rejected_in_every_output_format(
     assert out == f"{line}\n".encode()
     assert (report.rejected, report.events) == (1, 0)
     assert dead[0]["reason"].startswith("the migrated kv_pool.allocation@2 is invalid: $.num_tokens: ")
+
+
+def test_the_written_order_is_planned_per_key_tuple_and_an_event_in_order_is_not_copied() -> None:
+    """Each key tuple is ordered once: an event already in order is itself, another follows its tuple's plan."""
+    migrator = Migrator(shipped_chain(), MigrateOptions())
+    in_order = engine.ordered({**POOL_V1, "migrated": {"source_format": "kvlog-json/v1", "line": 1, "file": "a"}})
+    assert migrator.written(in_order) is in_order
+    backwards = dict(reversed(list(in_order.items())))
+    backwards["migrated"] = dict(reversed(list(in_order["migrated"].items())))
+    expected = engine.ordered(backwards)
+    for _ in range(2):  # planned, then following the plan
+        written = migrator.written(backwards)
+        assert (list(written), list(written["migrated"])) == (list(expected), list(expected["migrated"]))
+        assert written == in_order

@@ -74,6 +74,10 @@ Shape = tuple[str, bool, bool, str, int | None, bool]
 #: the envelope values that differ between lines of one ``Shape``: a reused event is only valid when no
 #: operation of its rule or steps reads, writes or drops them
 _PER_LINE = frozenset({"timestamp", "ranks", "migrated"})
+#: how ``Migrator.written`` orders an event's keys: None (already in order), or the event's keys in the
+#: written order and its provenance's (None: already in order)
+_Plan = tuple[tuple[str, ...], tuple[str, ...] | None] | None
+_UNPLANNED: Any = object()
 
 
 @dataclass(frozen=True)
@@ -234,30 +238,43 @@ class Migrator:
         patterns = options.allowed_unparsed
         self.allowed_unparsed = re.compile("|".join(f"(?:{p})" for p in patterns)) if patterns else None
         self._targets: dict[str, int | None] = {}
-        self._in_order: dict[tuple[tuple[str, ...], tuple[str, ...] | None], bool] = {}
+        #: the written order of each key tuple of an event and its provenance: see ``written``
+        self._plans: dict[tuple[tuple[str, ...], tuple[str, ...] | None], _Plan] = {}
         #: (the id of a text rule, then an event's keys and its provenance's) of events found valid: ``proven``
         self._proven: set[tuple[int, tuple[str, ...], tuple[str, ...]]] = set()
 
     def written(self, event: dict[str, Any]) -> dict[str, Any]:
         """``ordered(event)``, or ``event`` itself where its keys are already in that order.
 
-        Whether they are depends on the keys alone, in their order (the event's and its provenance's;
-        ``ordered`` keeps the values), so the answer is remembered by them: most events are built in
-        the written order, and re-ordering each was a copy of every event.
+        The written order depends on the keys alone, in their order (the event's and its provenance's;
+        ``ordered`` keeps the values), so it is planned once per key tuple: None where they are in order
+        already (most events are built so: no copy), else the keys of the event and of its provenance
+        in the written order, which one comprehension each follows.
         """
         migrated = event.get("migrated")
         keys = (tuple(event), tuple(migrated) if isinstance(migrated, dict) else None)
-        in_order = self._in_order.get(keys)
-        if in_order:
+        plan = self._plans.get(keys, _UNPLANNED)
+        if plan is _UNPLANNED:
+            plan = self._plan(event, keys)
+        if plan is None:
             return event
-        result = ordered(event)
-        if in_order is None:
-            if len(self._in_order) >= RECOGNISED_MESSAGES:
-                self._in_order.clear()
-            self._in_order[keys] = tuple(result) == keys[0] and (
-                keys[1] is None or tuple(result["migrated"]) == keys[1]
-            )
+        top, inner = plan
+        result = {key: event[key] for key in top}
+        if inner is not None:
+            assert isinstance(migrated, dict), "a provenance is planned only where there is one"
+            result["migrated"] = {key: migrated[key] for key in inner}
         return result
+
+    def _plan(self, event: dict[str, Any], keys: tuple[tuple[str, ...], tuple[str, ...] | None]) -> _Plan:
+        """How ``written`` orders the keys of ``event`` (and of every event with the same ``keys``)."""
+        result = ordered(event)
+        migrated = result.get("migrated")
+        inner = tuple(migrated) if isinstance(migrated, dict) and tuple(migrated) != keys[1] else None
+        plan = None if tuple(result) == keys[0] and inner is None else (tuple(result), inner)
+        if len(self._plans) >= RECOGNISED_MESSAGES:
+            self._plans.clear()
+        self._plans[keys] = plan
+        return plan
 
     def proven(self, rule: object, event: dict[str, Any]) -> bool:
         """Whether an event ``rule`` built with the keys of ``event`` (and of its provenance) was valid before."""
