@@ -39,8 +39,15 @@ migrate --usage sampled`` and ``--usage all`` on the dense log (80% of whose lin
 prefill batches, each a usage line) to the same rounds, as ratios to the default (issue 32: the usage lines
 are read only when asked).
 
+The dense log repeats the golden corpus's messages: it measures the path where a message was read
+before. The **miss-path log** (issue 34) is the same log with every figure of its memory lines drawn at
+random and its ranks moved up to TP254, so that no memory message recurs, as on a held-out log; its
+plain twin is the same plain log. ``--corpus FILE`` adds any log (a held-out one) to the same rounds.
+``--baseline`` figures are also given as the baseline's CPU over this tree's, by median and best round.
+
     .venv/bin/python benchmarks/bench_migrate.py [--lines 1000000] [--rounds 3] [--json out.json]
     .venv/bin/python benchmarks/bench_migrate.py --dense-only [--baseline /tmp/kvlog-base] [--rounds 5] [--usage]
+        [--corpus held-out.log]
     .venv/bin/python benchmarks/bench_migrate.py --profile   # cProfile of one pinned kvlog run
 """
 
@@ -92,6 +99,8 @@ DENSE_CORPUS = (
 DENSE_EVERY = 560  # lines between server runs of the dense log, on average: 1.5% of its lines become events
 #: a line's time and ranks (``[2025-06-03 11:20:41 PP1 TP0]``), the parts of its prefix the dense log moves
 DENSE_PREFIX = re.compile(r"^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d((?: [A-Z_]+\d+)*)\]")
+#: a figure ``random_figures`` draws anew: a decimal, or a count of five digits or more
+FIGURE = re.compile(r"(?<![\w.])(\d+)(?:\.(\d+)|(?<=\d{5}))(?![\w.])")
 
 
 def memory_lines(stamp: str, tp: int) -> list[str]:
@@ -177,7 +186,27 @@ def fleet_line(line: str, stamp: str, offset: int) -> str:
     return f"[{stamp}{ranks}]{line[match.end() :]}"
 
 
-def generate_dense(dense: Path, plain: Path, lines: int, seed: int) -> int:
+def random_figures(line: str, rng: random.Random) -> str:
+    """``line`` with each figure of its message drawn at random in the figure's own shape.
+
+    A decimal keeps its count of decimals, a count of five digits or more its count of digits; small
+    integers (a device, an arena's index, a granularity) stay, so that the line still reads. A fleet's
+    figures differ from run to run: no message recurs, which is what every memory line of a held-out
+    log costs (the miss path), where the golden corpus's repeated figures measure the cache.
+    """
+    match = DENSE_PREFIX.match(line)
+    cut = match.end() if match is not None else 0
+
+    def drawn(figure: re.Match[str]) -> str:
+        whole, decimals = figure.group(1), figure.group(2)
+        if decimals is not None:
+            return f"{rng.randint(1, 10 ** len(whole) - 1)}.{rng.randint(0, 10 ** len(decimals) - 1):0{len(decimals)}d}"
+        return str(rng.randint(10 ** (len(whole) - 1), 10 ** len(whole) - 1))
+
+    return line[:cut] + FIGURE.sub(drawn, line[cut:])
+
+
+def generate_dense(dense: Path, plain: Path, lines: int, seed: int, *, miss: bool = False) -> int:
     """Write the dense fleet log and the same log without its server runs; return how many runs it holds.
 
     A fleet's or a CI job's aggregate is many short server runs, each printing a start-up's memory
@@ -186,8 +215,14 @@ def generate_dense(dense: Path, plain: Path, lines: int, seed: int) -> int:
     request traffic. The
     same message text so recurs under many prefixes, as it does in such a log. The plain log is the
     dense one with the runs left out: what the memory lines cost is the difference.
+
+    ``miss``: the **miss-path** log, a held-out log's likeness: every figure of a run's memory lines
+    drawn at random (``random_figures``) and ranks moved by up to 254 (many ranks), so that no memory
+    message recurs. Its request traffic is the same as without ``miss`` (its own generator draws the
+    figures and ranks): the plain log is the same file either way.
     """
     rng = random.Random(seed)
+    figures = random.Random(seed + 1)
     runs = corpus_runs()
     started = 0
     with dense.open("w") as with_runs, plain.open("w") as without:
@@ -198,6 +233,9 @@ def generate_dense(dense: Path, plain: Path, lines: int, seed: int) -> int:
             if rng.random() < 1 / DENSE_EVERY:
                 offset = 2 * rng.randint(0, 7)
                 block = [fleet_line(line, stamp, offset) for line in rng.choice(runs)][: lines - written]
+                if miss:
+                    offset = 2 * figures.randint(0, 127)
+                    block = [random_figures(fleet_line(line, stamp, offset), figures) for line in block]
                 with_runs.write("\n".join(block) + "\n")
                 written += len(block)
                 started += 1
@@ -262,9 +300,13 @@ def dense(args: argparse.Namespace, work: Path, kvlog: list[str]) -> dict[str, A
     share the machine) and by wall time. ``--baseline TREE`` adds kvlog run from another source tree
     (the commit before a change) on both logs, in the same rounds.
     """
-    with_runs, without = work / "dense.log", work / "dense-plain.log"
+    with_runs, without, miss = work / "dense.log", work / "dense-plain.log", work / "dense-miss.log"
     runs = generate_dense(with_runs, without, args.lines, seed=15)
-    lines = {"dense": args.lines, "plain": count_lines(without)}
+    generate_dense(miss, work / "dense-plain-again.log", args.lines, seed=15, miss=True)  # the same plain log
+    logs = {"dense": with_runs, "miss": miss, "plain": without}
+    if args.corpus is not None:
+        logs["corpus"] = args.corpus.resolve()
+    lines = {log: count_lines(path) for log, path in logs.items()}
     bytecode = work / "bytecode"
     trees = {"kvlog": kvlog_env(None, bytecode, work / "kept"), "kvlog_nothing_kept": kvlog_env(None, bytecode, None)}
     if args.baseline:
@@ -272,7 +314,7 @@ def dense(args: argparse.Namespace, work: Path, kvlog: list[str]) -> dict[str, A
     for env in trees.values():  # untimed: writes the bytecode every timed run then reads
         timed([*kvlog, str(with_runs), "-o", str(work / "warm-up.out")], work / "stdout", env)
     commands: dict[str, tuple[list[str], Path, dict[str, str] | None]] = {}
-    for log, path in (("dense", with_runs), ("plain", without)):
+    for log, path in logs.items():
         for name, env in trees.items():
             commands[f"{name}_{log}"] = (
                 [*PIN, *kvlog, str(path), "-o", str(work / f"{name}_{log}.out")],
@@ -295,13 +337,14 @@ def dense(args: argparse.Namespace, work: Path, kvlog: list[str]) -> dict[str, A
             seconds, cpu_seconds = timed(command, output, env)
             wall[name].append(seconds)
             cpu[name].append(cpu_seconds)
-    events = count_events(work / "kvlog_dense.out")
-    for name in trees:
-        if (
-            count_events(work / f"{name}_dense.out") != events
-            or count_lines(work / f"{name}_plain.out") != lines["plain"]
-        ):
-            raise SystemExit(f"{name} wrote other events or lines than kvlog: the figures would compare other work")
+    events_of = {log: count_events(work / f"kvlog_{log}.out") for log in logs}
+    events = events_of["dense"]
+    written = {log: count_lines(work / f"kvlog_{log}.out") for log in logs}
+    for name in trees:  # the same work: the same events and lines (a generated log's lines, each one written)
+        for log, expected in written.items():
+            out = work / f"{name}_{log}.out"
+            if count_events(out) != events_of[log] or count_lines(out) != expected or expected < lines[log]:
+                raise SystemExit(f"{name} wrote other events or lines on the {log} log: it would compare other work")
     median_wall = {name: statistics.median(runs) for name, runs in wall.items()}
     median_cpu = {name: statistics.median(runs) for name, runs in cpu.items()}
     ratios = {
@@ -322,17 +365,33 @@ def dense(args: argparse.Namespace, work: Path, kvlog: list[str]) -> dict[str, A
     }
     # what the memory lines cost: the dense log's CPU beyond that of the same log without its runs
     per_event_us = {name: (median_cpu[f"{name}_dense"] - median_cpu[f"{name}_plain"]) / events * 1e6 for name in trees}
+    per_miss_us = {
+        name: (median_cpu[f"{name}_miss"] - median_cpu[f"{name}_plain"]) / events_of["miss"] * 1e6 for name in trees
+    }
+    best_cpu = {name: min(runs) for name, runs in cpu.items()}
+    over_baseline = {  # each log's CPU seconds of the baseline tree over this tree's, in the same rounds
+        log: {
+            "median": median_cpu[f"kvlog_baseline_{log}"] / median_cpu[f"kvlog_{log}"],
+            "best": best_cpu[f"kvlog_baseline_{log}"] / best_cpu[f"kvlog_{log}"],
+        }
+        for log in logs
+        if "kvlog_baseline" in trees
+    }
     return {
         "lines": lines,
         "runs": runs,
         "events": events,
+        "events_of": events_of,
         "load_average": (load_before, os.getloadavg()[0]),
         "seconds": wall,
         "cpu_seconds": cpu,
         "median_wall": median_wall,
         "median_cpu": median_cpu,
+        "best_cpu": best_cpu,
         "ratios": ratios,
         "per_event_us": per_event_us,
+        "per_miss_us": per_miss_us,
+        "over_baseline": over_baseline,
         "usage": usage,
     }
 
@@ -351,8 +410,21 @@ def report_dense(figures: dict[str, Any], rounds: int) -> None:
     for name, ratio in figures["ratios"].items():
         verdict = "met" if ratio["cpu"] >= 1.0 else "MISSED"
         print(f"{name:<34} {ratio['cpu']:5.2f}x by CPU, {ratio['wall']:5.2f}x by wall  (goal >= 1.0x: {verdict})")
+    print(
+        "miss-path log: the dense log with every memory figure random and ranks up to TP254, "
+        f"{figures['events_of']['miss']} events"
+    )
+    if "corpus" in figures["events_of"]:
+        print(f"corpus log: {lines['corpus']} lines, {figures['events_of']['corpus']} events")
     for name, micros in figures["per_event_us"].items():
         print(f"{name}: {micros:.1f} us of CPU per memory line (event) beyond the plain log  (goal <= 5 us)")
+    for name, micros in figures["per_miss_us"].items():
+        print(f"{name}: {micros:.1f} us of CPU per memory line of the miss-path log beyond the plain log")
+    for log, ratio in figures["over_baseline"].items():
+        print(
+            f"{log} log: {ratio['median']:5.2f}x the baseline tree's speed by median CPU, "
+            f"{ratio['best']:5.2f}x by best CPU (baseline CPU / this tree's)"
+        )
     for name, ratio in figures["usage"].items():
         print(f"{name:<34} {ratio['cpu']:5.2f}x the CPU, {ratio['wall']:5.2f}x the wall time, {ratio['events']} events")
 
@@ -376,6 +448,7 @@ def main() -> None:
     parser.add_argument("--profile", action="store_true", help="profile one pinned kvlog run with cProfile and stop")
     parser.add_argument("--dense-only", action="store_true", help="time only the dense fleet log against sed")
     parser.add_argument("--baseline", type=Path, help="also time kvlog from this source tree on the dense logs")
+    parser.add_argument("--corpus", type=Path, help="also time kvlog and sed on this log, beside the generated ones")
     parser.add_argument(
         "--usage", action="store_true", help="also time --usage sampled and all on the dense log, against the default"
     )

@@ -460,6 +460,24 @@ def test_forgetting_what_was_read_keeps_memory_bounded_and_changes_nothing(monke
     assert len(migrator.families[0].read) > 0
 
 
+def test_a_message_printed_once_keeps_no_event_and_one_printed_twice_does() -> None:
+    """Keeping an event costs its steps again: only a message seen before pays it, and the third line reuses it.
+
+    On a held-out log no memory message recurs (random figures, many ranks): every line there would have
+    paid the keeping for nothing.
+    """
+    migrator = Migrator(shipped_chain(), MigrateOptions())
+    message = POOL.split("] ", 1)[1]
+    kept = []
+    for second in range(3):
+        line = f"[2026-07-24 08:00:3{second} TP0] {message}\n"
+        migrator.migrate("ctx.log", io.BytesIO(line.encode() * (second + 1)), io.BytesIO())
+        kept.append(sum(len(family.shapes) for family in migrator.families))
+        for family in migrator.families:
+            family.read.clear(), family.shapes.clear(), family.seen.clear()
+    assert kept == [0, 1, 1]
+
+
 def test_every_event_is_written_in_the_written_order_whatever_order_its_keys_came_in() -> None:
     """The order of a key set is remembered: the second event of a set must be ordered like the first."""
     backwards = dict(reversed(list(POOL_V1.items())))
@@ -591,3 +609,17 @@ def test_an_old_event_the_steps_make_invalid_is_rejected_in_every_output_format(
     assert out == f"{line}\n".encode()
     assert (report.rejected, report.events) == (1, 0)
     assert dead[0]["reason"].startswith("the migrated kv_pool.allocation@2 is invalid: $.num_tokens: ")
+
+
+def test_the_written_order_is_planned_per_key_tuple_and_an_event_in_order_is_not_copied() -> None:
+    """Each key tuple is ordered once: an event already in order is itself, another follows its tuple's plan."""
+    migrator = Migrator(shipped_chain(), MigrateOptions())
+    in_order = engine.ordered({**POOL_V1, "migrated": {"source_format": "kvlog-json/v1", "line": 1, "file": "a"}})
+    assert migrator.written(in_order) is in_order
+    backwards = dict(reversed(list(in_order.items())))
+    backwards["migrated"] = dict(reversed(list(in_order["migrated"].items())))
+    expected = engine.ordered(backwards)
+    for _ in range(2):  # planned, then following the plan
+        written = migrator.written(backwards)
+        assert (list(written), list(written["migrated"])) == (list(expected), list(expected["migrated"]))
+        assert written == in_order

@@ -12,6 +12,8 @@ from typing import Any
 
 from cli_harness import kvlog
 
+from kvlog.migration.report import MigrationReport
+
 CORPUS = Path(__file__).parent / "corpus"
 
 
@@ -58,3 +60,11 @@ def test_the_report_of_many_logs_adds_up_their_own_for_any_number_of_jobs(tmp_pa
         assert {key: value for key, value in whole.items() if key != "unparsed_sample"} == expected, jobs
         samples = [line for report in each for line in report["unparsed_sample"]]
         assert whole["unparsed_sample"] == samples[: len(whole["unparsed_sample"])], jobs
+
+
+def test_versions_python_finds_equal_are_counted_apart_as_they_were_written() -> None:
+    """The report's keys are formatted once per value and type: 1 and 1.0 count as 1, true (== 1) as itself."""
+    report = MigrationReport()
+    for version in (1, 1.0, True, 1):
+        report.counted_event("kvlog-json", {"event": "kv_pool.allocation", "schema_version": version})
+    assert report.by_event == {"kv_pool.allocation@1": 3, "kv_pool.allocation@true": 1}

@@ -42,6 +42,12 @@ from kvlog.errors import KvlogError
 @click.option("--only-events", is_flag=True, help="Write only the events, dropping every other line.")
 @click.option("--keep-original", is_flag=True, help="Keep each migrated line in migrated.original.")
 @click.option(
+    "--validate-all",
+    is_flag=True,
+    help="Build every event from its line and validate it against its schema (the reference path; slower). "
+    "By default an event built from a wording is valid by construction and not checked again; the output is the same.",
+)
+@click.option(
     "--legacy-generation",
     metavar="ID",
     help="With --format legacy: the old wording to write (e.g. sglang-text/2025-06).",

@@ -106,6 +106,7 @@ def migrate(
     source: str | None = None,
     year: int | None = None,
     usage: UsageMode = "none",
+    validate_all: bool = False,
     in_place: bool = False,
     backup_suffix: str = ".orig",
     dry_run: bool = False,
@@ -137,6 +138,8 @@ def migrate(
     ``year`` is the year of the lines that print none (vLLM's; default: worked out, ``kvlog.migration.dating``).
     ``usage`` says which of the servers' periodic usage lines become ``kv_pool.usage`` events: ``none``
     (they pass through as they were), ``sampled`` or ``all`` (``kvlog.migration.sampling``).
+    ``validate_all`` takes the reference path: every event built from its line and validated (the same
+    output, slower; ``MigrateOptions.validate_all``).
     ``engine`` runs the files: ``local`` (``jobs`` worker processes of this machine) or ``ray`` (the
     Ray cluster at ``ray_address``, default the one this machine runs, else a new local one; the
     inputs, outputs and ``migrations`` must then be paths every node sees, or store URIs: ``s3://``,
@@ -164,6 +167,7 @@ def migrate(
         source=source,
         year=year,
         usage=usage,
+        validate_all=validate_all,
         allowed_unparsed=allowed_unparsed(tuple(allow_unparsed), tuple(map(str, allow_unparsed_from))),
     )
     if jobs < 1:

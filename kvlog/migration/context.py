@@ -92,6 +92,9 @@ class Held:
     source_version: int | None = None
     #: no time on its line nor on any before it: it waits for the next line that has one (``kvlog.migration.dating``)
     waits_for_time: bool = False
+    #: the text rule (``kvlog.migration.grammar.Rule``) the migrator built it from, off a printed line: valid by
+    #: construction once one event of that rule with its keys was (``kvlog.migration.engine.FileRun._record``)
+    built: object = None
 
     @property
     def ready(self) -> bool:

@@ -74,6 +74,10 @@ Shape = tuple[str, bool, bool, str, int | None, bool]
 #: the envelope values that differ between lines of one ``Shape``: a reused event is only valid when no
 #: operation of its rule or steps reads, writes or drops them
 _PER_LINE = frozenset({"timestamp", "ranks", "migrated"})
+#: how ``Migrator.written`` orders an event's keys: None (already in order), or the event's keys in the
+#: written order and its provenance's (None: already in order)
+_Plan = tuple[tuple[str, ...], tuple[str, ...] | None] | None
+_UNPLANNED: Any = object()
 
 
 @dataclass(frozen=True)
@@ -89,6 +93,8 @@ class Family:
     read: dict[str, Recognised | None] = field(default_factory=dict, repr=False, compare=False)
     #: the newest-version events of the messages in ``read``, by what else of a line they depend on: see ``Shape``
     shapes: dict[Shape, tuple[dict[str, Any], tuple[str, ...]]] = field(default_factory=dict, repr=False, compare=False)
+    #: the shapes one line printed so far: the next line of one is the first whose event is kept (``_event``)
+    seen: set[Shape] = field(default_factory=set, repr=False, compare=False)
 
     @classmethod
     def of(cls, chain: Chain, server: str, *, usage: bool = False) -> Family:
@@ -118,6 +124,7 @@ class Family:
         if len(self.read) >= RECOGNISED_MESSAGES:
             self.read.clear()
             self.shapes.clear()
+            self.seen.clear()
         self.read[message] = found
         return found
 
@@ -190,6 +197,12 @@ class MigrateOptions:
     year: int | None = None
     #: which periodic usage lines become ``kv_pool.usage`` events (``kvlog.migration.sampling``)
     usage: UsageMode = "none"
+    #: the reference path (``--validate-all``): every event built from its line through its steps and
+    #: validated against its schema. By default an event built from a text rule is valid by construction
+    #: once one of its rule and keys was (``FileRun._record``; ``tests/test_migration_construction.py``
+    #: proves it for every rule and catalog version), and a message seen before reuses its event
+    #: (``FileRun._event``): the output is the same
+    validate_all: bool = False
 
     def __post_init__(self) -> None:
         """An option that chooses what one format writes needs that format: refused here, for every caller."""
@@ -225,28 +238,53 @@ class Migrator:
         patterns = options.allowed_unparsed
         self.allowed_unparsed = re.compile("|".join(f"(?:{p})" for p in patterns)) if patterns else None
         self._targets: dict[str, int | None] = {}
-        self._in_order: dict[tuple[tuple[str, ...], tuple[str, ...] | None], bool] = {}
+        #: the written order of each key tuple of an event and its provenance: see ``written``
+        self._plans: dict[tuple[tuple[str, ...], tuple[str, ...] | None], _Plan] = {}
+        #: (the id of a text rule, then an event's keys and its provenance's) of events found valid: ``proven``
+        self._proven: set[tuple[int, tuple[str, ...], tuple[str, ...]]] = set()
 
     def written(self, event: dict[str, Any]) -> dict[str, Any]:
         """``ordered(event)``, or ``event`` itself where its keys are already in that order.
 
-        Whether they are depends on the keys alone, in their order (the event's and its provenance's;
-        ``ordered`` keeps the values), so the answer is remembered by them: most events are built in
-        the written order, and re-ordering each was a copy of every event.
+        The written order depends on the keys alone, in their order (the event's and its provenance's;
+        ``ordered`` keeps the values), so it is planned once per key tuple: None where they are in order
+        already (most events are built so: no copy), else the keys of the event and of its provenance
+        in the written order, which one comprehension each follows.
         """
         migrated = event.get("migrated")
         keys = (tuple(event), tuple(migrated) if isinstance(migrated, dict) else None)
-        in_order = self._in_order.get(keys)
-        if in_order:
+        plan = self._plans.get(keys, _UNPLANNED)
+        if plan is _UNPLANNED:
+            plan = self._plan(event, keys)
+        if plan is None:
             return event
-        result = ordered(event)
-        if in_order is None:
-            if len(self._in_order) >= RECOGNISED_MESSAGES:
-                self._in_order.clear()
-            self._in_order[keys] = tuple(result) == keys[0] and (
-                keys[1] is None or tuple(result["migrated"]) == keys[1]
-            )
+        top, inner = plan
+        result = {key: event[key] for key in top}
+        if inner is not None:
+            assert isinstance(migrated, dict), "a provenance is planned only where there is one"
+            result["migrated"] = {key: migrated[key] for key in inner}
         return result
+
+    def _plan(self, event: dict[str, Any], keys: tuple[tuple[str, ...], tuple[str, ...] | None]) -> _Plan:
+        """How ``written`` orders the keys of ``event`` (and of every event with the same ``keys``)."""
+        result = ordered(event)
+        migrated = result.get("migrated")
+        inner = tuple(migrated) if isinstance(migrated, dict) and tuple(migrated) != keys[1] else None
+        plan = None if tuple(result) == keys[0] and inner is None else (tuple(result), inner)
+        if len(self._plans) >= RECOGNISED_MESSAGES:
+            self._plans.clear()
+        self._plans[keys] = plan
+        return plan
+
+    def proven(self, rule: object, event: dict[str, Any]) -> bool:
+        """Whether an event ``rule`` built with the keys of ``event`` (and of its provenance) was valid before."""
+        return (id(rule), tuple(event), tuple(event["migrated"])) in self._proven
+
+    def prove(self, rule: object, event: dict[str, Any]) -> None:
+        """``event``, which ``rule`` built, is valid: the next of its rule and keys is (``FileRun._record``)."""
+        if len(self._proven) >= RECOGNISED_MESSAGES:
+            self._proven.clear()
+        self._proven.add((id(rule), tuple(event), tuple(event["migrated"])))
 
     def target(self, event: str) -> int | None:
         """The version of ``event`` that is written (None: it is not in the catalog version asked for)."""
@@ -577,6 +615,7 @@ class FileRun:
                 source_version=recognised.rule.version,
             )
         if held is not None:
+            held.built = recognised.rule if said is None else None  # valid by construction: see ``_record``
             # the wrappers' text, as it was, around the line's own glue: --format text writes them back
             held.glue = (before, after) if wrapped is None else (wrapped.before + before, after + wrapped.after)
             if waits_for_time:  # no line before it told its time: the next one that does will
@@ -641,9 +680,11 @@ class FileRun:
     def _event(self, recognised: Recognised, prefix: LinePrefix) -> tuple[dict[str, Any], bool]:
         """A recognised line's event, and whether it is already at its newest version.
 
-        The event of a message another line of the same ``Shape`` already printed is a copy of that
-        line's at its newest version, given this line's time and ranks. It is the event the steps
-        would build: nothing else of the line reaches it, and nothing the steps do depends on the time
+        The event of a message two lines of the same ``Shape`` already printed is a copy of the second
+        line's at its newest version, given this line's time and ranks (kept from the second: keeping
+        costs the steps once more, which a message printed once, as most of a held-out log's, never
+        repays). It is the event the steps would build: nothing else of the line reaches it, and
+        nothing the steps do depends on the time
         or ranks, or on what the caller adds (the line's file, number and text, the time's provenance
         note, which keeps its place first in ``inferred``), when no operation of the rule or its steps
         names them or the provenance and none is a hook, whose code may read anything. Otherwise (and
@@ -651,6 +692,8 @@ class FileRun:
         """
         family, rule = self.family, recognised.rule
         assert family is not None, "_recognise sets the family"
+        if self.migrator.options.validate_all:  # the reference path: every event built through its steps
+            return recognised.event(prefix), False
         level = prefix.level or rule.level
         shape = (prefix.message, prefix.timestamp is None, prefix.exact, level, prefix.pid, bool(prefix.ranks))
         built = family.shapes.get(shape)
@@ -664,7 +707,12 @@ class FileRun:
                 event["ranks"] = dict(prefix.ranks)
             return event, True
         event = recognised.event(prefix)
-        self._keep_shape(family, shape, event, rule.ops)
+        if shape in family.seen:  # printed twice: likely again, so kept (a message printed once never is)
+            self._keep_shape(family, shape, event, rule.ops)
+        else:
+            if len(family.seen) >= RECOGNISED_MESSAGES:
+                family.seen.clear()  # bounded as ``shapes``: a log whose messages never repeat keeps none
+            family.seen.add(shape)
         return event, False
 
     def _keep_shape(self, family: Family, shape: Shape, event: dict[str, Any], rule_ops: tuple[Op, ...]) -> None:
@@ -910,18 +958,35 @@ class FileRun:
         self.report.counted_event(record.source_format, record.event)
 
     def _record(self, held: Held) -> Record | None:
-        """The record of an event: validated, at the version asked for, in the written order (None: rejected)."""
+        """The record of an event: validated, at the version asked for, in the written order (None: rejected).
+
+        An event the migrator built from a text rule, off a printed line, at its newest version, is valid
+        by construction once one event of that rule with the same keys was: its values are captured as
+        its schema types them (digits for an integer, an enum's values, a sign only where the schema
+        allows one), its header's by the server's prefix grammar, so what can still make it invalid is
+        which keys it has (a required field a wording's optional part did not print), and the keys are
+        what ``Migrator.proven`` remembers. Every event is checked with ``validate_all`` (the reference);
+        one taken down to an older catalog version (whose schema may bound what the newest does not: a
+        negative figure), one read from JSON, a log record's (``messages``) or one the context made (a
+        correction) always is. ``tests/test_migration_construction.py`` and
+        ``tests/test_migration_reference.py`` hold the two paths to the same output.
+        """
         event = held.event
         source = held.source or source_format(event)
         if held.keep_raw:
             return Record(event, held.line, held.raw, source, held.source_version, verbatim=True)
+        rule = None if self.migrator.options.validate_all else held.built
         try:
             if self.migrator.options.output_format == "jsonl":
-                event = self._at_target(event)
+                at_target = self._at_target(event)
+                if at_target is not event:  # taken down to an older version: checked, as the reference does
+                    rule, event = None, at_target
+            if rule is None or not self.migrator.proven(rule, event):
                 self._check(event)
+                if rule is not None:
+                    self.migrator.prove(rule, event)
+            if self.migrator.options.output_format == "jsonl":
                 event = self.migrator.written(event)
-            else:  # text and legacy render the newest version
-                self._check(event)
         except MigrationError as exc:
             self._refuse(held, str(exc))
             return None

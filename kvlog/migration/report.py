@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -40,14 +40,12 @@ class MigrationReport:
     unparsed_sample: list[dict[str, Any]] = field(default_factory=list)
 
     def counted_event(self, source: str, event: dict[str, Any]) -> None:
-        """Count one event written, with the fields it carries as inferred."""
+        """Count one event written, with the fields it carries as inferred (each key formatted once: ``_named``)."""
         self.events += 1
         self.by_source[source] += 1
-        written = event["schema_version"]
-        version = catalog_version(written)  # 2.0 counts with 2, as the schema reads it
-        self.by_event[f"{event['event']}@{json_text(written) if version is None else version}"] += 1
+        self.by_event[_named(_event_key, event["event"], event["schema_version"])] += 1
         for name, note in inferred(event).items():
-            self.inferred[f"{name}: {note.get('rule') if isinstance(note, dict) else None}"] += 1
+            self.inferred[_named(_inferred_key, name, note.get("rule") if isinstance(note, dict) else None)] += 1
 
     def unparsed(self, file: str | None, line: int, reason: str, text: str) -> None:
         """Count a line that looks like a memory line but matched no rule, keeping the first few."""
@@ -91,3 +89,31 @@ class MigrationReport:
             + (f" ({self.overlong_lines} too long to read)" if self.overlong_lines else "")
             + (f" (and {self.allowed_unparsed_lines} allowed by {allowing})" if self.allowed_unparsed_lines else "")
         )
+
+
+def _event_key(name: object, written: object) -> str:
+    version = catalog_version(written)  # 2.0 counts with 2, as the schema reads it
+    return f"{name}@{json_text(written) if version is None else version}"
+
+
+def _inferred_key(name: object, rule: object) -> str:
+    return f"{name}: {rule}"
+
+
+#: the report's keys by what they are formatted from: thousands of events count under a few dozen keys
+_NAMED: dict[tuple[object, ...], str] = {}
+_NAMED_MOST = 4096
+
+
+def _named(key: Callable[[object, object], str], first: object, second: object) -> str:
+    """``key(first, second)``, formatted once per kind and values (their types too: 1, 1.0 and True differ)."""
+    cached = (key, type(first), first, type(second), second)
+    try:
+        return _NAMED[cached]
+    except KeyError:
+        if len(_NAMED) >= _NAMED_MOST:
+            _NAMED.clear()
+        text = _NAMED[cached] = key(first, second)
+        return text
+    except TypeError:  # a value JSON can hold that cannot be a key (a list): formatted each time
+        return key(first, second)

@@ -30,11 +30,10 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from decimal import ROUND_CEILING, ROUND_HALF_EVEN, Decimal
 from functools import cache, cached_property
 from typing import Any, Literal
 
-from kvlog.text.units import BYTES, MICROSECONDS, Scale
+from kvlog.text.units import BYTES, MICROSECONDS, Scale, half_width, whole_units
 
 GIB = 1 << 30
 MIB = 1 << 20
@@ -666,16 +665,13 @@ def read_figure(text: str, unit: str) -> tuple[int | float, int]:
         return SCALED[unit].read(text)
     if unit == GROUPED:
         return int(text.replace(",", "")), 0
-    per_unit = UNITS[unit][0]
-    number = Decimal(text)
     if unit not in BYTE_UNITS:
-        return float(number), 0
-    value = int((number * per_unit).to_integral_value(ROUND_HALF_EVEN))
-    decimals = UNITS[unit][1] if unit == GIB_ROUND2 else -int(number.as_tuple().exponent)
+        return float(text), 0
+    per_unit = UNITS[unit][0]
+    value, decimals = whole_units(text, per_unit)
     if unit == "kib":
         return value, 0
-    spread = (Decimal(per_unit) / 2 / Decimal(10) ** decimals).to_integral_value(ROUND_CEILING)
-    return value, int(spread)
+    return value, half_width(per_unit, UNITS[unit][1] if unit == GIB_ROUND2 else decimals)
 
 
 def _read_plain(text: str, syntax: FieldSyntax) -> Any:

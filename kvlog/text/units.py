@@ -16,7 +16,43 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
-from decimal import ROUND_CEILING, ROUND_HALF_EVEN, Decimal
+from decimal import Decimal
+
+#: the significant digits of ``decimal``'s default context, in which the figures were read before: a product
+#: longer than that was rounded to it first (half to even), then to a whole number, and still is
+_DECIMAL_DIGITS = 28
+
+
+def _half_even(numerator: int, denominator: int) -> int:
+    """``numerator / denominator`` (non-negative) rounded to a whole number, half to even."""
+    quotient, remainder = divmod(numerator, denominator)
+    twice = 2 * remainder
+    return quotient + (twice > denominator or (twice == denominator and quotient & 1))
+
+
+def whole_units(text: str, factor: int) -> tuple[int, int]:
+    """A printed decimal (``-?digits[.digits]``) times ``factor``, rounded half to even; and its count of decimals.
+
+    Integer arithmetic, with what ``Decimal(text) * factor`` then ``to_integral_value(ROUND_HALF_EVEN)``
+    gave in the default context: the product rounded to 28 significant digits (half to even) before
+    it is rounded to a whole number. Every figure of a memory line is read here: a ``Decimal`` costs
+    several times as much (``tests/test_text_figures.py`` holds the two to the same answer).
+    """
+    negative = text.startswith("-")
+    whole, _, decimals = text.removeprefix("-").partition(".")
+    product = int(whole + decimals) * factor
+    exponent = -len(decimals)
+    excess = len(str(product)) - _DECIMAL_DIGITS if product >= 10**_DECIMAL_DIGITS else 0
+    if excess > 0:
+        product, exponent = _half_even(product, 10**excess), exponent + excess
+    value = product * 10**exponent if exponent >= 0 else _half_even(product, 10**-exponent)
+    return (-value if negative else value), len(decimals)
+
+
+def half_width(factor: int, decimals: int) -> int:
+    """The bytes a figure with ``decimals`` decimals of a ``factor``-byte unit may hide: half its last digit, up."""
+    last_digit: int = 10**decimals
+    return -(-factor // (2 * last_digit))
 
 
 @dataclass(frozen=True)
@@ -55,14 +91,10 @@ class Scale:
         """
         number_text, suffix = text.rsplit(" ", 1)
         factor = dict(self.steps)[suffix]
-        number = Decimal(number_text)
         if not self.whole:
-            return float(number * factor), 0
-        value = int((number * factor).to_integral_value(ROUND_HALF_EVEN))
-        decimals = max(0, -int(number.as_tuple().exponent))
-        if factor == 1:
-            return value, 0
-        return value, int((factor / 2 / Decimal(10) ** decimals).to_integral_value(ROUND_CEILING))
+            return float(Decimal(number_text) * factor), 0
+        value, decimals = whole_units(number_text, int(factor))
+        return value, 0 if factor == 1 else half_width(int(factor), decimals)
 
 
 def significant(x: float) -> str:
