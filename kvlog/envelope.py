@@ -38,6 +38,7 @@ class InferenceRule(StrEnum):
     DATE_NOT_ON_LINE = "date-not-on-line"
     NEXT_LINE_TIMESTAMP = "next-line-timestamp"
     RELEASE_LINE = "release-line"
+    WORDING_RELEASE = "wording-release"
     YEAR_OPTION = "year-option"
     KV_CACHE_DTYPE_LINE = "kv-cache-dtype-line"
     ARENA_BEFORE_POOL = "arena-before-pool"

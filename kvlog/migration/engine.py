@@ -36,10 +36,10 @@ from kvlog.io.errors import InputError, LineError
 from kvlog.io.inputs import OverlongLine
 from kvlog.migration.candidates import JSON_EVENT, MAX_LINE_BYTES, Readable, carries_memory_figure, segments
 from kvlog.migration.context import Context, Held
-from kvlog.migration.dating import DateContext, complete, follows, release, undated
+from kvlog.migration.dating import DateContext, complete, follows, printed, release, undated
 from kvlog.migration.encoders import Encoder, Legacy, Written, jsonl, text
 from kvlog.migration.errors import MigrationError, PlanError, UnknownCatalogVersion
-from kvlog.migration.grammar import MARKED, Generation, Recognised
+from kvlog.migration.grammar import MARKED, Generation, Recognised, Window
 from kvlog.migration.legacy import LegacyRenderer
 from kvlog.migration.ops import Op, mark_inferred, provenance, source_format
 from kvlog.migration.records import Downstream, Record
@@ -331,6 +331,8 @@ class FileRun:
         #: a line that ended inside a known wording, until the next line completes it or not (``_continued``)
         self._open: Open | None = None
         self._usage = migrator.options.usage
+        #: the window of releases of the last wording read (``dating.printed``): a repeated one tells nothing new
+        self._window: Window | None = None
         self._sampler = UsageSampler()
 
     def take(self, pieces: Iterable[tuple[bool | None, bytes, int, int]]) -> None:
@@ -549,6 +551,10 @@ class FileRun:
             self._unparsed(text, f"looks like a memory line but matches no known {servers} wording", said=said)
             return None
         recognised, prefix, before, wrapped = found
+        window = recognised.rule.window
+        if window is not None and window is not self._window:  # its releases bound the year of lines that print none
+            self._window = window
+            self.dates.printed = printed(self.dates.printed, recognised.generation.server, window, self.number)
         if recognised.rule.template.event == USAGE_EVENT and not self._keeps_usage(recognised, prefix):
             return None  # a usage line not asked for: passed through as it was, as any request line
         timestamp, ranks, after = prefix.timestamp, prefix.ranks, recognised.parsed.rest
