@@ -51,6 +51,7 @@ class InferenceRule(StrEnum):
     MARKED_INFERRED = "marked-inferred"
     WRAPPER_TIMESTAMP = "wrapper-timestamp"
     CONTINUATION_LINE = "continuation-line"
+    CUT_START = "cut-start"
 
 
 class Wrapper(StrEnum):
@@ -104,6 +105,8 @@ EVIDENCE: Final[Mapping[InferenceRule, str]] = {
 }
 #: where ``migrated.inferred`` records the last line of a record the input split over lines (``CONTINUATION_LINE``)
 LAST_LINE: Final = "last_line"
+#: where ``migrated.inferred`` records what of a wording a line's cut start lost, put back (``CUT_START``)
+WORDING: Final = "wording"
 #: rules under which the timestamp was not on the line: writing the line back must not invent one
 TIMESTAMP_NOT_ON_LINE: Final = frozenset(
     {InferenceRule.NO_TIMESTAMP, InferenceRule.PREVIOUS_LINE_TIMESTAMP, InferenceRule.NEXT_LINE_TIMESTAMP}

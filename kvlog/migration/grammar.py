@@ -154,6 +154,28 @@ class Generation:
                 return rule
         return None
 
+    def cut_starts(self, message: str) -> list[tuple[Rule, str]]:
+        """Each rule of which ``message`` is a line whose start was cut (``# GPU blocks: …`` less ``# ``), and the cut.
+
+        Only on a line no rule read: ``message`` begins inside the first words of a wording, and with
+        them restored reads whole. Asked through its first characters, one lookup.
+        """
+        return [
+            (rule, lost)
+            for rule, lost, kept in self._cut_heads.get(message[:_CUT_HEAD], ())
+            if message.startswith(kept) and rule.parser.parse(lost + message, whole=rule.whole) is not None
+        ]
+
+    @cached_property
+    def _cut_heads(self) -> dict[str, list[tuple[Rule, str, str]]]:
+        """``cut_start``'s index: (rule, the words cut, the words left) by the first characters left."""
+        heads: dict[str, list[tuple[Rule, str, str]]] = {}
+        for rule in self.rules:
+            for begins in rule.parser.starts:
+                for cut in range(1, len(begins) - _CUT_HEAD + 1):
+                    heads.setdefault(begins[cut : cut + _CUT_HEAD], []).append((rule, begins[:cut], begins[cut:]))
+        return heads
+
     @cached_property
     def _cut_starts(self) -> tuple[tuple[str, ...], dict[str, list[str]], tuple[tuple[Rule, tuple[str, ...]], ...]]:
         """What ``cut`` gates on: the wordings' own first words, them by their first characters, each rule's own."""

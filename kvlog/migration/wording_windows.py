@@ -63,6 +63,11 @@ WORDING_WINDOWS: Final[Mapping[str, Mapping[str, tuple[str, str, str | None]]]] 
             None,
         ),
         "Memory pool end. avail mem={avail_bytes:gib2} GB": ("0.1.16", "2024-05-14", None),
+        "Rank {_}: max_total_num_token={max_total_num_tokens}, max_prefill_num_token={max_prefill_tokens}, context_len={context_len},{_}": (
+            "0.1.12",
+            "2024-02-11",
+            "2024-06-08",
+        ),
         "SWAKVPool mem usage: {mem_usage_bytes:gib2} GB, swa size: {swa_tokens}, full size: {full_tokens}": (
             "0.5.3.post2",
             "2025-10-15",
