@@ -240,3 +240,18 @@ def test_an_indented_memory_line_is_no_tracebacks_source_line(line: str) -> None
     """Markdown indents pasted logs by four spaces, as Python indents a frame's source: the wording decides."""
     out, _, dead = migrated(f"{line}\n".encode())
     assert dead == [] and len(events(out)) == 1
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        # myoceane's vLLM 0.11 start-up (tests/wild/vllm/myoceane-banner.log): Hugging Face's downloads
+        "config.json: 1.81kB [00:00, 5.73MB/s]",
+        "model.safetensors.index.json: 36.4kB [00:00, 80.0MB/s]",
+        "model-00001-of-00002.safetensors: 100%|##########| 4.98G/4.98G [00:20<00:00, 243MB/s]",
+    ],
+)
+def test_a_downloads_progress_bar_passes_untouched_and_unreported(line: str) -> None:
+    data = f"{line}\n".encode()
+    out, _, dead = migrated(data)
+    assert (out, dead) == (data, [])

@@ -52,6 +52,7 @@ from kvlog.schema.event_validator import EventValidator
 from kvlog.text.prefix import SERVERS, LinePrefix, ServerPrefix
 from kvlog.text.printable import log_text, name_text
 from kvlog.text.tracebacks import traceback_line
+from kvlog.text.transfers import transfer_bar
 from kvlog.text.units import INFERRED_FIELDS_READ
 from kvlog.text.wrappers import Peeled, peel
 
@@ -883,7 +884,7 @@ class FileRun:
         message = self._message(read, said)
         if not carries_memory_figure(message) and _MEMORY_WORDING.search(message) is None:
             return
-        if traceback_line(read):  # a frame of the code that raised, which names memory: no record of it
+        if traceback_line(read) or transfer_bar(read):  # the code that raised, a download: no memory held
             return
         if self.migrator.allowed_unparsed is not None and self.migrator.allowed_unparsed.search(read):
             self.report.allowed_unparsed_lines += 1
