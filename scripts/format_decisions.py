@@ -291,7 +291,15 @@ _VLLM_ERAS = (
     ),
     ("0.0.0", "{level} 06-01 10:00:05 llm_engine.py:123] ", "{level} 10-30 23:59:58 worker.py:276] "),
 )
-_VLLM_LEVELS = {"warning": "WARNING", "warn": "WARNING", "error": "ERROR", "exception": "ERROR", "debug": "DEBUG"}
+#: a raised message (level ``raise``) is printed where the engine logs its failure, at ERROR
+_VLLM_LEVELS = {
+    "warning": "WARNING",
+    "warn": "WARNING",
+    "error": "ERROR",
+    "exception": "ERROR",
+    "debug": "DEBUG",
+    "raise": "ERROR",
+}
 
 
 def _prefix(fmt: Format, releases: list[str], variant: int) -> str:
@@ -388,7 +396,17 @@ def known_texts(fmt: Format) -> list[str]:
     Long enough to be specific (``_KNOWN_MIN_LITERAL`` literal characters), cut at the first line break;
     a value chosen between literal alternatives (``{'a' if x else 'b'}``) gives one start per alternative.
     A rank tag that opened old sglang messages (``[gpu_id=N] ``) is the prefix's, not the message's.
+    A raised message (level ``raise``, ``ValueError: …``) is pasted with its exception's name, as the
+    traceback's last line prints it, or without: it starts both ways.
     """
+    starts = _known_starts(fmt)
+    if fmt.level == "raise":
+        unnamed = [text.partition(": ") for text in starts]
+        starts += [rest for _, colon, rest in unnamed if colon and len(rest) >= _KNOWN_MIN_LITERAL]
+    return starts
+
+
+def _known_starts(fmt: Format) -> list[str]:
     texts = [""]
     literal = 0
     captures = 0
@@ -564,7 +582,7 @@ def render_wording_windows() -> str:
             lines.append(f"    {json.dumps(generation)}: {{")
             for text, (before, since, ended) in sorted(texts.items()):
                 values = [json.dumps(before), json.dumps(since), "None" if ended is None else json.dumps(ended)]
-                key = f"        {json.dumps(text, ensure_ascii=False)}: "
+                key = f"        {_python_string(text)}: "
                 one_line = f"{key}({', '.join(values)}),"
                 if len(one_line) <= _LINE_LENGTH:  # as ruff formats it, which the checks hold it to
                     lines.append(one_line)
@@ -573,6 +591,14 @@ def render_wording_windows() -> str:
             lines.append("    },")
     lines.append("}")
     return "\n".join(lines) + "\n"
+
+
+def _python_string(text: str) -> str:
+    """``text`` as a Python literal, quoted as ruff formats it: single quotes where that escapes no double quote."""
+    quoted = json.dumps(text, ensure_ascii=False)
+    if '"' in text and "'" not in text:
+        return "'" + quoted[1:-1].replace('\\"', '"') + "'"
+    return quoted
 
 
 def generated() -> dict[Path, str]:

@@ -49,6 +49,8 @@ _PROBES: tuple[tuple[bytes, int, tuple[bytes, ...]], ...] = (
             b"KV cache capacity",
             b"KV cache to",
             b"KV cache extended",
+            # vLLM's check of the first engine: ``… tokens that can be stored in KV cache (M).`` (no figure of bytes)
+            b"KV cache (",
         ),
     ),
     # not through its V: the other V probe's misses (every ``KV``) would be this one's too
