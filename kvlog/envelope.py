@@ -38,6 +38,7 @@ class InferenceRule(StrEnum):
     DATE_NOT_ON_LINE = "date-not-on-line"
     NEXT_LINE_TIMESTAMP = "next-line-timestamp"
     RELEASE_LINE = "release-line"
+    WORDING_RELEASE = "wording-release"
     YEAR_OPTION = "year-option"
     KV_CACHE_DTYPE_LINE = "kv-cache-dtype-line"
     ARENA_BEFORE_POOL = "arena-before-pool"
@@ -52,6 +53,7 @@ class InferenceRule(StrEnum):
     CONTINUATION_LINE = "continuation-line"
     #: the driver's word: NVML sampled the process when the line was logged (``kvlog.nvml.measured_rule``)
     MEASURED = "measured"
+    CUT_START = "cut-start"
 
 
 class Wrapper(StrEnum):
@@ -105,6 +107,8 @@ EVIDENCE: Final[Mapping[InferenceRule, str]] = {
 }
 #: where ``migrated.inferred`` records the last line of a record the input split over lines (``CONTINUATION_LINE``)
 LAST_LINE: Final = "last_line"
+#: where ``migrated.inferred`` records what of a wording a line's cut start lost, put back (``CUT_START``)
+WORDING: Final = "wording"
 #: rules under which the timestamp was not on the line: writing the line back must not invent one
 TIMESTAMP_NOT_ON_LINE: Final = frozenset(
     {InferenceRule.NO_TIMESTAMP, InferenceRule.PREVIOUS_LINE_TIMESTAMP, InferenceRule.NEXT_LINE_TIMESTAMP}

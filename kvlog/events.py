@@ -933,6 +933,64 @@ _SETTERS_KvPoolExtended = slot_setters(KvPoolExtended)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True, init=False)
+class KvPoolInsufficient(Event):
+    """KV cache too small for one request (``kv_pool.insufficient`` v1).
+
+    The engine refused to start because the KV cache it could size holds less than one request of
+    the model's maximum length (vLLM's `ValueError: The model's max seq len (N) is larger than the
+    maximum number of tokens that can be stored in KV cache (M)` of the first engine, `To serve at
+    least one request with the models's max seq len (N), (X GiB KV cache is needed, which is larger
+    than the available KV cache memory (Y GiB)` of V1). A failure: no pool of that size was
+    allocated.
+    """
+
+    EVENT: ClassVar[str] = "kv_pool.insufficient"
+    VERSION: ClassVar[int] = 1
+
+    max_model_len: int
+    max_tokens: int | None
+    needed_bytes: int | None
+    available_bytes: int | None
+    estimated_max_model_len: int | None
+    ext: dict[str, Any] | None = None
+
+    def __init__(
+        self,
+        *,
+        max_model_len: int,
+        max_tokens: int | None,
+        needed_bytes: int | None,
+        available_bytes: int | None,
+        estimated_max_model_len: int | None,
+        ext: dict[str, Any] | None = None,
+    ) -> None:
+        setters = _SETTERS_KvPoolInsufficient
+        setters[0](self, max_model_len)
+        setters[1](self, max_tokens)
+        setters[2](self, needed_bytes)
+        setters[3](self, available_bytes)
+        setters[4](self, estimated_max_model_len)
+        setters[5](self, ext)
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "event": "kv_pool.insufficient",
+            "schema_version": 1,
+            "max_model_len": self.max_model_len,
+            "max_tokens": self.max_tokens,
+            "needed_bytes": self.needed_bytes,
+            "available_bytes": self.available_bytes,
+            "estimated_max_model_len": self.estimated_max_model_len,
+        }
+        if self.ext is not None:
+            out["ext"] = self.ext
+        return out
+
+
+_SETTERS_KvPoolInsufficient = slot_setters(KvPoolInsufficient)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True, init=False)
 class KvPoolMemoryAvailable(Event):
     """Memory available for the KV cache (``kv_pool.memory_available`` v2).
 
@@ -2526,6 +2584,7 @@ ALL_EVENTS: tuple[type[Event], ...] = (
     KvPoolAllocation,
     KvPoolCapacity,
     KvPoolExtended,
+    KvPoolInsufficient,
     KvPoolMemoryAvailable,
     KvPoolMemorySpecified,
     KvPoolPostCaptureSized,

@@ -41,6 +41,8 @@ SERVERS = ("sglang", "vllm")
 KINDS = ("event", "known", "not_memory")
 #: a placeholder of a known line's template matches one word-like run (its stop character excluded)
 _KNOWN_MIN_LITERAL = 20
+#: the longest line ruff formats on one line (pyproject.toml)
+_LINE_LENGTH = 120
 
 
 @dataclass(frozen=True)
@@ -73,6 +75,7 @@ class Format:
     last: str
     first_index: int
     last_index: int
+    first_date: str = ""
 
 
 @dataclass(frozen=True)
@@ -91,6 +94,8 @@ class Sample:
     line: str
     figures: list[tuple[str, str, int]] = field(default_factory=list)
     exact: list[int] = field(default_factory=list)
+    #: the message's other lines, where it prints several (each behind the prefix of its own, as a logger writes it)
+    more: list[str] = field(default_factory=list)
 
     def expected_bytes(self) -> list[int]:
         """Each figure as the bytes it stands for (rounded half to even, as kvlog reads it)."""
@@ -118,6 +123,7 @@ def load_formats(server: str) -> list[Format]:
             last=f["last"],
             first_index=order[f["first"]],
             last_index=order[f["last"]],
+            first_date=f["first_date"],
         )
         for f in data["formats"]
     ]
@@ -285,7 +291,15 @@ _VLLM_ERAS = (
     ),
     ("0.0.0", "{level} 06-01 10:00:05 llm_engine.py:123] ", "{level} 10-30 23:59:58 worker.py:276] "),
 )
-_VLLM_LEVELS = {"warning": "WARNING", "warn": "WARNING", "error": "ERROR", "exception": "ERROR", "debug": "DEBUG"}
+#: a raised message (level ``raise``) is printed where the engine logs its failure, at ERROR
+_VLLM_LEVELS = {
+    "warning": "WARNING",
+    "warn": "WARNING",
+    "error": "ERROR",
+    "exception": "ERROR",
+    "debug": "DEBUG",
+    "raise": "ERROR",
+}
 
 
 def _prefix(fmt: Format, releases: list[str], variant: int) -> str:
@@ -315,8 +329,9 @@ def _render(prefix: str, fmt: Format, rule: Rule, variant: int) -> Sample:
             sample.figures.append((value, unit, _bytes_per_unit(unit, piece.expression, rule)))
         elif re.match(r" B\)", after) and value.isdigit():
             sample.exact.append(int(value))
-    message = "".join(text).split("\n", 1)[0]
+    message, *more = "".join(text).split("\n")
     sample.line = prefix + message
+    sample.more = [prefix + line for line in more if line.strip()]
     return sample
 
 
@@ -381,7 +396,17 @@ def known_texts(fmt: Format) -> list[str]:
     Long enough to be specific (``_KNOWN_MIN_LITERAL`` literal characters), cut at the first line break;
     a value chosen between literal alternatives (``{'a' if x else 'b'}``) gives one start per alternative.
     A rank tag that opened old sglang messages (``[gpu_id=N] ``) is the prefix's, not the message's.
+    A raised message (level ``raise``, ``ValueError: …``) is pasted with its exception's name, as the
+    traceback's last line prints it, or without: it starts both ways.
     """
+    starts = _known_starts(fmt)
+    if fmt.level == "raise":
+        unnamed = [text.partition(": ") for text in starts]
+        starts += [rest for _, colon, rest in unnamed if colon and len(rest) >= _KNOWN_MIN_LITERAL]
+    return starts
+
+
+def _known_starts(fmt: Format) -> list[str]:
     texts = [""]
     literal = 0
     captures = 0
@@ -491,6 +516,91 @@ def _decision_cell(rule: Rule) -> str:
     return f"{'known' if rule.kind == 'known' else 'not memory'}: {rule.value}"
 
 
+def wording_windows(server: str) -> dict[str, dict[str, tuple[str, str, str | None]]]:
+    """When each template of kvlog's migrations was printed: by generation, by template text, a window.
+
+    A window is (the last release that printed no line the template reads, its date, the date of the first
+    release after it that printed none any more, None while the newest still does): the union of the windows
+    of the harvested formats whose sample lines the template reads, the migrator's own reading deciding
+    which (a known format's lines too: a message printed as several lines may hold events' wordings, and
+    its ``known.toml`` starts read the rest). Its start is the release before the first that prints a
+    wording, since the development builds after it (``0.7.4.dev390+g…``) print it too.
+    """
+    from kvlog.migration import load_chain  # noqa: PLC0415 - the migrator only for this table
+    from kvlog.migration.engine import Family  # noqa: PLC0415
+    from kvlog.migration.release_dates import RELEASE_DATES  # noqa: PLC0415
+
+    data = json.loads((FORMATS / f"{server}.json").read_text(encoding="utf-8"))
+    releases, dates = data["releases"], dict(RELEASE_DATES[server])
+    family = Family.of(load_chain(), server, usage=True)
+    windows: dict[str, dict[str, tuple[str, str, str | None]]] = {}
+    for fmt, rule in decisions(server):
+        if rule is None or rule.kind == "not_memory" or fmt.first_index == 0:
+            continue  # a wording of the first release: nothing before it bounds its lines
+        keys = [(f"{server}-text/known", text) for text in known_texts(fmt) if text] if rule.kind == "known" else []
+        for sample in samples(fmt, rule, releases):  # a known format's other lines may be events' wordings
+            for line in (sample.line, *sample.more):
+                read = family.recognise(family.prefix.split(line).message)
+                if read is not None:
+                    keys.append((read.generation.id, read.rule.template.text))
+        before = releases[fmt.first_index - 1]
+        after = releases[fmt.last_index + 1] if fmt.last_index + 1 < len(releases) else None
+        start = (before, dates.get(before, fmt.first_date))
+        ended = dates.get(after) if after is not None else None
+        for generation, text in keys:
+            seen = windows.setdefault(generation, {}).get(text)
+            window = (*start, ended)
+            if seen is not None:
+                ends = None if seen[2] is None or ended is None else max(ended, seen[2])
+                window = (*min(start, seen[:2], key=lambda pair: pair[1]), ends)
+            windows[generation][text] = window
+    return windows
+
+
+def render_wording_windows() -> str:
+    """``kvlog/migration/wording_windows.py``: ``wording_windows`` of every server, as a Python table."""
+    lines = [
+        '"""When each wording kvlog reads was printed: generated by ``scripts/format_decisions.py``, do not edit.',
+        "",
+        "By generation, by template text: (the last release that printed no line it reads, that release's date,",
+        "the date of the first release after it that prints none any more, or None while the newest still does).",
+        "From the harvest (``formats/<server>.json``): a line is not older than the development builds that",
+        "followed the release before the first whose code prints it (``kvlog.migration.dating``).",
+        '"""',
+        "",
+        "# ruff: noqa: E501 - a wording is one string, however long",
+        "",
+        "from __future__ import annotations",
+        "",
+        "from collections.abc import Mapping",
+        "from typing import Final",
+        "",
+        "WORDING_WINDOWS: Final[Mapping[str, Mapping[str, tuple[str, str, str | None]]]] = {",
+    ]
+    for server in SERVERS:
+        for generation, texts in sorted(wording_windows(server).items()):
+            lines.append(f"    {json.dumps(generation)}: {{")
+            for text, (before, since, ended) in sorted(texts.items()):
+                values = [json.dumps(before), json.dumps(since), "None" if ended is None else json.dumps(ended)]
+                key = f"        {_python_string(text)}: "
+                one_line = f"{key}({', '.join(values)}),"
+                if len(one_line) <= _LINE_LENGTH:  # as ruff formats it, which the checks hold it to
+                    lines.append(one_line)
+                else:
+                    lines += [f"{key}(", *(f"            {value}," for value in values), "        ),"]
+            lines.append("    },")
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
+def _python_string(text: str) -> str:
+    """``text`` as a Python literal, quoted as ruff formats it: single quotes where that escapes no double quote."""
+    quoted = json.dumps(text, ensure_ascii=False)
+    if '"' in text and "'" not in text:
+        return "'" + quoted[1:-1].replace('\\"', '"') + "'"
+    return quoted
+
+
 def generated() -> dict[Path, str]:
     """Every file this tool writes, with its content."""
     out = {TABLE: render_table()}
@@ -498,6 +608,7 @@ def generated() -> dict[Path, str]:
         known = render_known(server)
         if known.count("[[known]]"):
             out[ROOT / "migrations" / f"{server}-text" / "known.toml"] = known
+    out[ROOT / "kvlog" / "migration" / "wording_windows.py"] = render_wording_windows()
     return out
 
 

@@ -88,7 +88,7 @@ LOCAL_SLACK = 512
 RETRIES = 5
 # Part of the member cache's path: bump it when extraction changes, since the cache
 # keeps extracted calls, not sources, and stale ones would otherwise be reused silently.
-EXTRACTOR_VERSION = 3
+EXTRACTOR_VERSION = 4
 
 
 class HarvestError(RuntimeError):
@@ -641,7 +641,11 @@ def extract_calls(source: str) -> Extraction:
         tree = ast.parse(source)
         nodes = list(ast.walk(tree))
         flow = _Flow()
-        if any(_names_a_message(node) for node in nodes if isinstance(node, ast.Call)):
+        if any(_names_a_message(node) for node in nodes if isinstance(node, ast.Call)) or any(
+            substitute(raised[1], _AnyName()) != [raised[1]]
+            for node in nodes
+            if isinstance(node, ast.Raise | ast.Assert) and (raised := _raised(node)) is not None
+        ):
             for node in nodes:
                 if isinstance(node, ast.Module | ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
                     flow.scan(node, node.body)
@@ -654,6 +658,13 @@ def extract_calls(source: str) -> Extraction:
         if isinstance(node, ast.FunctionDef) and node.name in TEXT_METHODS:
             returned = [r.value for r in ast.walk(node) if isinstance(r, ast.Return) and r.value is not None]
             _add(result, found, [("repr", [value]) for value in returned if render_message(value) is not None])
+            continue
+        if isinstance(node, ast.Raise | ast.Assert):
+            raised = _raised(node)
+            if raised is not None:
+                name, message = raised
+                env = flow.env_at.get(id(node.exc if isinstance(node, ast.Raise) else node.test), {})
+                _add(result, found, [("raise", [m]) for m in substitute(message, env)], before=f"{name}: ")
             continue
         if not isinstance(node, ast.Call):
             continue
@@ -685,15 +696,46 @@ def extract_calls(source: str) -> Extraction:
     return result
 
 
+#: what an exception's class is named like: its message is printed behind the name (``ValueError: ...``)
+_EXCEPTION_NAME = re.compile(r"[A-Z]\w*(?:Error|Exception)")
+
+
+def _raised(node: ast.Raise | ast.Assert) -> tuple[str, ast.expr] | None:
+    """The exception class and message of ``raise SomeError(message)`` or ``assert test, message`` (None: no such).
+
+    The traceback's last line is ``SomeError: message``, which the server's logger prints too when it
+    logs the failure (vLLM's engine core: ``ERROR ... [core.py:935] ValueError: ...``). A raise with
+    more than the message (``SomeError(message, code)``) prints a tuple, which no one reads as a wording.
+    """
+    if isinstance(node, ast.Assert):
+        return None if node.msg is None else ("AssertionError", node.msg)
+    call = node.exc
+    if not isinstance(call, ast.Call) or len(call.args) != 1 or call.keywords:
+        return None
+    name = _receiver_name(call.func)
+    if name is None or not _EXCEPTION_NAME.fullmatch(name) or isinstance(call.args[0], ast.Starred):
+        return None
+    return name, call.args[0]
+
+
 def _add(
-    result: Extraction, found: set[tuple[str, str, tuple[str, ...], str]], messages: list[tuple[str, list[ast.expr]]]
+    result: Extraction,
+    found: set[tuple[str, str, tuple[str, ...], str]],
+    messages: list[tuple[str, list[ast.expr]]],
+    before: str = "",
 ) -> None:
-    """Renders each message of one call and adds the new ones; one that is no string is counted as skipped."""
+    """Renders each message of one call and adds the new ones; one that is no string is counted as skipped.
+
+    ``before`` is literal text printed before the message (an exception's name).
+    """
     for level, args in messages:
         rendered = _render_call(level, args)
         if rendered is None:
             result.skipped += 1
             continue
+        if before:
+            text = _escape_braces(before) if rendered.style == "fstring" else before
+            rendered = Rendered(text + rendered.text, rendered.style, rendered.args)
         ident = (rendered.text, rendered.style, rendered.args, level)
         if ident not in found:
             found.add(ident)

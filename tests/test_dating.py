@@ -84,15 +84,54 @@ def test_the_release_that_printed_a_pasted_block_bounds_its_year(
         assert f"{year + 1} would fit too, the year nearest the release is taken" in inferred["evidence"]
 
 
-def test_without_the_release_line_the_same_block_takes_the_files_year(tmp_path: Path) -> None:
-    """What the release line changes: without it the old rule stands, and is a year late here (2024 is true).
+def test_without_the_release_line_the_wordings_releases_bound_the_year(tmp_path: Path) -> None:
+    """Without the version line, the releases that printed the block's wordings tell the year (2024 is true).
 
-    The file changed on 2026-12-07: a 12-16 line is of the year before, 2025.
+    The file changed on 2026-12-07, of which the old rule took 2025 for a 12-16 line. But the
+    wordings are old: no release up to 0.6.2 prints `Maximum concurrency for N tokens per request`, and
+    the releases since 0.7.0 (2025-01-27) print `Loading model weights took X GB` no more: the only
+    12-16 between is 2024's. The evidence names the release and the line whose wording says it.
     """
     without = "".join(line for line in ISSUE_11230.splitlines(keepends=True) if "version" not in line)
     events = _events(tmp_path, without, modified=TODAY)
-    assert {event["timestamp"][:4] for event in events} == {"2025"}
-    assert {event["migrated"]["inferred"]["timestamp"]["rule"] for event in events} == {"date-not-on-line"}
+    assert {event["timestamp"][:4] for event in events} == {"2024"}
+    inferred = [event["migrated"]["inferred"]["timestamp"] for event in events]
+    assert {said["rule"] for said in inferred} == {"wording-release"}
+    last = inferred[-1]
+    assert "no vLLM release up to 0.6.2 (released 2024-09-25) prints the wording of line 3" in last["evidence"]
+    assert "no release since 2025-01-27 prints it" in last["evidence"]
+    assert last["evidence_line"] == 3
+
+
+def test_a_wording_the_newest_release_prints_leaves_the_year_to_the_files_change(tmp_path: Path) -> None:
+    """`Available KV cache memory` is printed by every release since 0.9.1: the window says nothing the
+    file's change (2026-12-07) does not, so the old rule stands for a file; text no file holds has no such
+    change, and takes the first year after the window opens (2025, the thread's), not after today."""
+    without = "".join(line for line in PR_24162.splitlines(keepends=True) if "version" not in line)
+    without = without.replace("Initializing a V1 LLM engine (v0.10.2.dev378+g4d7fe40fc.d20250829) with ", "")
+    [event] = _events(tmp_path, without, modified=TODAY)
+    assert event["timestamp"] == "2026-09-03T16:28:40Z"
+    assert event["migrated"]["inferred"]["timestamp"]["rule"] == "date-not-on-line"
+    done = kvlog("migrate", "--only-events", "-", stdin=without.encode())
+    assert done.returncode == 0, done.stderr
+    piped = json.loads(done.stdout)
+    assert piped["timestamp"] == "2025-09-03T16:28:40Z"
+    inferred = piped["migrated"]["inferred"]["timestamp"]
+    assert inferred["rule"] == "wording-release"
+    assert "no vLLM release up to 0.9.0.1 (released 2025-05-30) prints the wording of line " in inferred["evidence"]
+    assert "2026 would fit too: the year nearest the release is taken" in inferred["evidence"]
+
+
+def test_a_day_no_year_of_the_window_has_is_said_so() -> None:
+    """29 February under a wording whose releases were current from 2024-04-24 to 2025-01-27 (none has one)."""
+    line = "INFO 02-29 10:00:01 model_runner.py:1] Loading model weights took 1.5000 GB\n"
+    done = kvlog("migrate", "--only-events", "-", stdin=line.encode())
+    assert done.returncode == 0, done.stderr
+    event = json.loads(done.stdout)
+    inferred = event["migrated"]["inferred"]["timestamp"]
+    assert inferred["rule"] == "wording-release"
+    assert "no year has the day" in inferred["evidence"]
+    assert event["timestamp"][:4] <= str(datetime.now(UTC).year)  # never a year that has not come
 
 
 def test_a_release_line_with_no_change_date_gives_the_first_fitting_year() -> None:

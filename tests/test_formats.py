@@ -21,6 +21,7 @@ import pytest
 
 from kvlog.migration import load_chain
 from kvlog.migration.engine import MigrateOptions, Migrator
+from kvlog.migration.release_dates import RELEASE_DATES
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -80,6 +81,26 @@ def test_an_event_format_becomes_its_event_with_every_figure_exact(fmt: Any, rul
         for expected in sample.expected_bytes():
             assert expected in figures, f"{sample.line!r}: {expected} bytes not in {sorted(figures)}"
         assert all(spread > 0 for spread in uncertainty.values())
+
+
+FAMILIES = {family.server: family for family in MIGRATOR.families}
+#: formats of a server's first release: nothing before it bounds their lines
+LATER = [(fmt, rule) for fmt, rule in EVENTS if fmt.first_index > 0]
+
+
+@pytest.mark.parametrize(("fmt", "rule"), LATER, ids=[fmt.id for fmt, _ in LATER])
+def test_the_wording_that_reads_a_format_knows_the_releases_that_print_it(fmt: Any, rule: Any) -> None:
+    """Every template that reads a released format bounds its lines' year (issue 32, class 7) by no later
+    a day than the release before the format's first: the development builds after that one print it."""
+    family = FAMILIES[fmt.server]
+    before = RELEASES[fmt.server][fmt.first_index - 1]
+    for sample in TOOL.samples(fmt, rule, RELEASES[fmt.server]):
+        read = family.recognise(family.prefix.split(sample.line).message)
+        assert read is not None, sample.line
+        window = read.rule.window
+        assert window is not None, f"{read.generation.id}: {read.rule.template.text!r} has no window of releases"
+        released = dict(RELEASE_DATES[fmt.server])
+        assert window[1] <= released.get(before, fmt.first_date), (fmt.id, window)
 
 
 @pytest.mark.parametrize(("fmt", "rule"), KNOWN, ids=[fmt.id for fmt, _ in KNOWN])

@@ -488,3 +488,67 @@ def capture(self, draft):
         "Capture target prefill CUDA graph end. mem usage={mem:.2f} GB",
         "Capture {capture_name} CUDA graph end. mem usage={mem:.2f} GB",
     ]
+
+
+def test_an_exceptions_message_is_harvested_behind_its_name() -> None:
+    """vLLM's KV-cache checks raise rather than log: the traceback's last line is ``ValueError: message``."""
+    source = """
+def check_enough_kv_cache_memory(vllm_config, available_memory):
+    if available_memory <= 0:
+        raise ValueError("No available memory for the cache blocks. "
+                         "Try increasing `gpu_memory_utilization` when "
+                         "initializing the engine.")
+    if needed_memory > available_memory:
+        raise ValueError(
+            f"To serve at least one request with the models's max seq len "
+            f"({max_model_len}), ({needed_memory/GiB_bytes:.2f} GiB KV "
+            f"cache is needed, which is larger than the available KV cache "
+            f"memory ({available_memory/GiB_bytes:.2f} GiB).")
+
+
+def profile(self):
+    msg = (f"Error in memory profiling. Initial free memory {GiB(init):.2f} GiB, "
+           f"current free memory {GiB(free):.2f} GiB.")
+    raise AssertionError(msg)
+
+
+def profile_v1(self):
+    assert self.init_snapshot.free_memory >= free_gpu_memory, (
+        "Error in memory profiling. "
+        f"Initial free memory {format_gib(init)} GiB, current free memory {format_gib(free)} GiB.")
+    assert ok
+
+
+def other():
+    raise ValueError("max seq len (%d) is larger than the KV cache (%d)" % (a, b))
+    raise RuntimeError(message, code)  # a tuple: no wording
+    raise
+"""
+    assert sorted((call["format"], call["style"], call["level"]) for call in calls(source)) == [
+        (
+            "AssertionError: Error in memory profiling. Initial free memory {GiB(init):.2f} GiB, "
+            "current free memory {GiB(free):.2f} GiB.",
+            "fstring",
+            "raise",
+        ),
+        (
+            "AssertionError: Error in memory profiling. Initial free memory {format_gib(init)} GiB, "
+            "current free memory {format_gib(free)} GiB.",
+            "fstring",
+            "raise",
+        ),
+        (
+            "ValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utilization` "
+            "when initializing the engine.",
+            "plain",
+            "raise",
+        ),
+        (
+            "ValueError: To serve at least one request with the models's max seq len ({max_model_len}), "
+            "({needed_memory / GiB_bytes:.2f} GiB KV cache is needed, which is larger than the available KV "
+            "cache memory ({available_memory / GiB_bytes:.2f} GiB).",
+            "fstring",
+            "raise",
+        ),
+        ("ValueError: max seq len (%d) is larger than the KV cache (%d)", "percent", "raise"),
+    ]

@@ -172,3 +172,92 @@ def test_the_record_after_a_joined_pair_keeps_its_own_number() -> None:
     out, _, dead = migrated(f"{VLLM[:-4]}\nGiB\n{OTHER[:-3]}\n".encode())
     assert [d["line"] for d in dead] == [3]
     assert io.BytesIO(out).read().endswith(f"{OTHER[:-3]}\n".encode())
+
+
+#: vllm-project/vllm#10517: the paste cut the record's start, `# ` of `# GPU blocks: …`
+CUT_START = "GPU blocks: 1952, # CPU blocks: 2048"
+
+
+@pytest.mark.parametrize("line", [CUT_START, f"INFO 12-13 19:54:18 worker.py:243] {CUT_START}"])
+def test_a_record_whose_start_lost_no_letter_is_read_saying_what_was_put_back(line: str) -> None:
+    out, _, dead = migrated(f"{line}\n{REQUEST}\n".encode())
+    assert dead == []
+    (event,) = events(out)
+    assert (event["event"], event["num_gpu_blocks"], event["num_cpu_blocks"]) == ("kv_pool.capacity", 1952, 2048)
+    assert event["migrated"]["original"] == line
+    said = event["migrated"]["inferred"]["wording"]
+    assert said["rule"] == "cut-start" and "'# ' put back" in said["evidence"]
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "PU blocks: 1952, # CPU blocks: 2048",  # GPU, TPU, HPU, XPU or NPU: the device is lost
+        "INFO 12-13 19:54:18 worker.py:243] blocks: 1952, # CPU blocks: 2048",  # the device's word is lost
+        "vailable KV cache memory: 12.57 GiB",  # a letter of the words lost
+    ],
+)
+def test_a_record_whose_start_lost_a_word_is_dead_lettered_as_cut_never_silent(line: str) -> None:
+    data = f"{line}\n{REQUEST}\n".encode()
+    out, _, dead = migrated(data)
+    assert out == data  # byte for byte
+    (letter,) = dead
+    assert letter["line"] == 1 and letter["reason"].startswith("cut record: the line begins inside the wording ")
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        # vllm-project/vllm#27508 and vllm-ascend#5707: the frames of a failed KV-cache check, each behind a prefix
+        '(EngineCore_DP0 pid=223840) ERROR 10-25 13:08:43 [core.py:708]   File "/opt/conda/envs/vllm_env/lib/'
+        'python3.13/site-packages/vllm/v1/core/kv_cache_utils.py", line 699, in check_enough_kv_cache_memory',
+        '(EngineCore_DP0 pid=1102)   File "/vllm-workspace/vllm/vllm/v1/core/kv_cache_utils.py", line 699, in '
+        "check_enough_kv_cache_memory",
+        '(EngineCore_DP0 pid=223840) ERROR 10-25 13:08:43 [core.py:708]     raise ValueError("No available memory '
+        'for the cache blocks. "',
+        '(EngineCore_DP0 pid=1102)     raise ValueError("No available memory for the cache blocks. "',
+        '        "Try increasing `gpu_memory_utilization` when initializing the engine (KV cache memory)."',
+        # vllm-project/vllm#27508, a later comment: Python 3.13's source lines, markers and elisions
+        "(EngineCore_DP0 pid=6880)     kv_cache_configs = get_kv_cache_configs(vllm_config, kv_cache_specs,",
+        "(EngineCore_DP0 pid=6880)                                             available_gpu_memory)",
+        "(EngineCore_DP0 pid=6880)     check_enough_kv_cache_memory(vllm_config, kv_cache_spec_one_worker,",
+        "(EngineCore_DP0 pid=6880)     ~~~~~~~~~~~~~~~~~~~~~~~~~~~~^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^",
+        "(EngineCore_DP0 pid=6880)                                  available_memory_one_worker)",
+        "(EngineCore_DP0 pid=6880)     ...<6 lines>...",
+    ],
+)
+def test_a_tracebacks_frames_pass_through_untouched_and_unreported(line: str) -> None:
+    data = f"{line}\n".encode()
+    out, _, dead = migrated(data)
+    assert (out, dead) == (data, [])
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        # sgl-project/sglang#29575's figures, as the bare message of 2024's logs
+        "    max_total_num_tokens=2086558, chunked_prefill_size=8192, max_prefill_tokens=16384, "
+        "max_running_requests=33, context_len=256000, available_gpu_mem=17.22 GB",
+        "    [2025-10-16 09:06:23 TP5] Memory pool end. avail mem=11.87 GB",
+        "    INFO 12-16 02:38:41 gpu_executor.py:113] # GPU blocks: 80, # CPU blocks: 819",
+    ],
+)
+def test_an_indented_memory_line_is_no_tracebacks_source_line(line: str) -> None:
+    """Markdown indents pasted logs by four spaces, as Python indents a frame's source: the wording decides."""
+    out, _, dead = migrated(f"{line}\n".encode())
+    assert dead == [] and len(events(out)) == 1
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        # myoceane's vLLM 0.11 start-up (tests/wild/vllm/myoceane-banner.log): Hugging Face's downloads
+        "config.json: 1.81kB [00:00, 5.73MB/s]",
+        "model.safetensors.index.json: 36.4kB [00:00, 80.0MB/s]",
+        "model-00001-of-00002.safetensors: 100%|##########| 4.98G/4.98G [00:20<00:00, 243MB/s]",
+    ],
+)
+def test_a_downloads_progress_bar_passes_untouched_and_unreported(line: str) -> None:
+    data = f"{line}\n".encode()
+    out, _, dead = migrated(data)
+    assert (out, dead) == (data, [])

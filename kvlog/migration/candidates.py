@@ -49,6 +49,8 @@ _PROBES: tuple[tuple[bytes, int, tuple[bytes, ...]], ...] = (
             b"KV cache capacity",
             b"KV cache to",
             b"KV cache extended",
+            # vLLM's check of the first engine: ``… tokens that can be stored in KV cache (M).`` (no figure of bytes)
+            b"KV cache (",
         ),
     ),
     # not through its V: the other V probe's misses (every ``KV``) would be this one's too
@@ -63,7 +65,7 @@ _PROBES: tuple[tuple[bytes, int, tuple[bytes, ...]], ...] = (
     (b"m", 6, (b"Sleep mode",)),  # not through its S: every uvicorn line's POST has one
     # and vLLM's version lines (``vLLM API server version``, ``… LLM engine (v0.10.1) with config``)
     (b"L", 0, (b"Load weight", b"LLM API server version", b"LLM server version", b"LLM engine (v")),
-    (b"_", 3, (b"max_total_num_tokens",)),
+    (b"_", 3, (b"max_total_num_token",)),
     (b"_", 6, (b"server_args=",)),
     (b"C", 2, (b"HiCache",)),
     # the server's ready line, which ends every rank's start-up (``!`` is rare in request logs)

@@ -15,9 +15,18 @@ tells it, in this order, and ``migrated.inferred.timestamp`` names the rule and 
    while their release is current; vLLM releases every few weeks), and the evidence names the others.
    A development build (``0.10.2.dev378+g…``) is newer than the release before it and, when its
    version says the day it was built (``.d20250829``), than that day.
-4. The year the file last changed in, or the year before for a date later than that change
+4. The releases that printed the wordings read so far (``wording-release``): each wording kvlog reads
+   was printed by a window of releases, from the first whose code prints it to the last before one that
+   no longer does (``wording_windows``, from the harvest). A line is not older than the release before
+   the first that prints its wording (the development builds after that one print it too), nor than
+   those of the wordings its file printed before it, nor after the file last changed (or today, for
+   text no file holds). Of the years whose month and day fit, the first after the release and before
+   the window closes (a log is pasted while its release is current); the evidence names the others. A
+   file whose wordings the newest release still prints, and whose last change is known, takes its year
+   from that change (rule 5), which the window does not contradict.
+5. The year the file last changed in, or the year before for a date later than that change
    (``date-not-on-line``).
-5. Nothing: 1970 stands for it, and the evidence says so.
+6. Nothing: 1970 stands for it, and the evidence says so.
 
 A line printing no time at all takes the timestamp of the nearest line before it that has one
 (``previous-line-timestamp``, saying so where that one's year was itself inferred), else of the nearest
@@ -32,7 +41,7 @@ from __future__ import annotations
 import re
 from bisect import bisect_right
 from dataclasses import dataclass
-from datetime import date
+from datetime import UTC, date, datetime
 from typing import Any
 
 from kvlog.envelope import EVIDENCE, InferenceRule
@@ -115,6 +124,37 @@ def release(server: str, version: str, line: int) -> Release | None:
     return Release(since, line, said)
 
 
+@dataclass(frozen=True)
+class Printed:
+    """When the releases that printed a file's wordings were current, as the wordings read so far say."""
+
+    #: ``YYYY-MM-DD``: no line is older than the release before the first that printed its wording
+    since: str
+    #: the line whose wording says it
+    line: int
+    #: what the evidence says of it (``no vLLM release up to 0.7.3 (released 2025-02-20) prints the wording of line 4``)
+    said: str
+    #: ``YYYY-MM-DD``: the first release that printed none of the wordings any more; None: the newest does
+    until: str | None
+
+
+def printed(known: Printed | None, server: str, window: tuple[str, str, str | None], line: int) -> Printed:
+    """What a file's wordings say once ``line``'s, printed by the releases of ``window``, is read too.
+
+    Every window holds the release that printed the file: the latest start and the earliest end bound
+    it. An end before the start (a file of two runs, of two releases) says nothing of the end.
+    """
+    before, since, until = window
+    if known is not None and known.since >= since:
+        since, line, said = known.since, known.line, known.said
+    else:
+        name = "vLLM" if server == "vllm" else server
+        said = f"no {name} release up to {before} (released {since}) prints the wording of line {line}"
+    if known is not None and known.until is not None and (until is None or known.until < until):
+        until = known.until
+    return Printed(since, line, said, until if until is None or until > since else None)
+
+
 @dataclass
 class DateContext:
     """What one input tells of dates.
@@ -130,6 +170,8 @@ class DateContext:
     release: Release | None = None
     #: the last event's timestamp, wherever it came from: (timestamp, line number, whether it was inferred)
     last_stamped: tuple[str, int, bool] | None = None
+    #: the releases that printed the wordings read so far
+    printed: Printed | None = None
 
     def dated(self, timestamp: str, line: int) -> None:
         """``line`` printed a whole date: it tells the year of the lines after it, and the time of bare lines."""
@@ -187,6 +229,11 @@ def _year(partial: str, context: DateContext) -> tuple[int, InferenceRule, str, 
     if context.release is not None:
         year, evidence = _after_release(partial[:5], context.release, context.file_modified)
         return year, InferenceRule.RELEASE_LINE, evidence, context.release.line
+    if context.printed is not None:
+        found = _printed_year(partial[:5], context.printed, context.file_modified)
+        if found is not None:
+            year, evidence = found
+            return year, InferenceRule.WORDING_RELEASE, evidence, context.printed.line
     if context.file_modified is not None:
         year = int(context.file_modified[:4])
         if partial > context.file_modified[5:]:
@@ -221,6 +268,36 @@ def _after_release(month_day: str, printed_by: Release, file_modified: str | Non
             evidence += f", nor after the file's last change ({changed})"
             return bounded[0], evidence
     return fitting[0], evidence + f": the first {month_day} since {since}"
+
+
+def _printed_year(month_day: str, by: Printed, file_modified: str | None) -> tuple[int, str] | None:
+    """The year of a line whose wordings ``by`` dates (None: the file's last change tells it, rule 5).
+
+    Of the years that fit the releases' window, the first: a log is pasted while its release is current.
+    """
+    first = int(by.since[:4])
+    fitting = [year for year in range(first, first + _HORIZON + 1) if _exists(year, month_day)]
+    fitting = [year for year in fitting if f"{year:04d}-{month_day}" >= by.since]
+    if file_modified is not None:
+        changed, what = file_modified[:10], "the file's last change"
+    else:
+        changed, what = datetime.now(UTC).date().isoformat(), "today"  # no line is written in the future
+    fitting = [year for year in fitting if f"{year:04d}-{month_day}" <= changed]
+    if by.until is None and fitting and file_modified is not None:
+        return None  # a wording the newest release still prints: the file's change is nearer the truth
+    evidence = f"the line prints no year; {by.said}, only the builds after it, so the line is not older"
+    evidence += f", nor after {what} ({changed})"
+    if not fitting:  # no year has that day between them: the release's year, said so
+        return first, evidence + f"; no year has the day {month_day} between them: {first} stands for it"
+    current = [year for year in fitting if by.until is None or f"{year:04d}-{month_day}" < by.until]
+    if by.until is not None:
+        evidence += f"; no release since {by.until} prints it"
+    if not current:
+        return fitting[0], evidence + f"; no year has the day before then: {fitting[0]}, the first after"
+    if len(current) > 1:
+        others = ", ".join(str(year) for year in current[1:])
+        evidence += f"; {others} would fit too: the year nearest the release is taken"
+    return current[0], evidence
 
 
 def _exists(year: int, month_day: str) -> bool:

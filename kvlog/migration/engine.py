@@ -30,27 +30,29 @@ from typing import IO, Any, Literal
 
 import orjson
 
-from kvlog.envelope import EVIDENCE, LAST_LINE, InferenceRule, Wrapper, ordered
+from kvlog.envelope import EVIDENCE, LAST_LINE, WORDING, InferenceRule, Wrapper, ordered
 from kvlog.io import jsonline
 from kvlog.io.errors import InputError, LineError
 from kvlog.io.inputs import OverlongLine
 from kvlog.migration.candidates import JSON_EVENT, MAX_LINE_BYTES, Readable, carries_memory_figure, segments
 from kvlog.migration.context import Context, Held
-from kvlog.migration.dating import DateContext, complete, follows, release, undated
+from kvlog.migration.dating import DateContext, complete, follows, printed, release, undated
 from kvlog.migration.encoders import Encoder, Legacy, Written, jsonl, text
 from kvlog.migration.errors import MigrationError, PlanError, UnknownCatalogVersion
-from kvlog.migration.grammar import MARKED, Generation, Recognised
+from kvlog.migration.grammar import MARKED, Generation, Recognised, Window
 from kvlog.migration.legacy import LegacyRenderer
 from kvlog.migration.ops import Op, mark_inferred, provenance, source_format
 from kvlog.migration.records import Downstream, Record
 from kvlog.migration.report import MigrationReport
 from kvlog.migration.sampling import USAGE_EVENT, USAGE_MODES, UsageMode, UsageSampler
 from kvlog.migration.steps import Chain
-from kvlog.migration.transit import CUT_MIN_CHARACTERS, Open, cut_reason, joined, unglued
+from kvlog.migration.transit import CUT_MIN_CHARACTERS, Open, cut_reason, cut_start_reason, joined, unglued
 from kvlog.schema.catalog import catalog_version
 from kvlog.schema.event_validator import EventValidator
 from kvlog.text.prefix import SERVERS, LinePrefix, ServerPrefix
 from kvlog.text.printable import log_text, name_text
+from kvlog.text.tracebacks import traceback_line
+from kvlog.text.transfers import transfer_bar
 from kvlog.text.units import INFERRED_FIELDS_READ
 from kvlog.text.wrappers import Peeled, peel
 
@@ -127,6 +129,10 @@ class Family:
             self.seen.clear()
         self.read[message] = found
         return found
+
+    def cut_starts(self, message: str) -> list[tuple[str, str]]:
+        """The wordings ``message`` is the rest of, its start cut, with what was cut, for a line no wording read."""
+        return [(rule.template.text, lost) for each in self.generations for rule, lost in each.cut_starts(message)]
 
     def cut(self, message: str) -> str | None:
         """The wording ``message`` is a beginning of, ended early (None: none), for a line no wording read."""
@@ -369,6 +375,8 @@ class FileRun:
         #: a line that ended inside a known wording, until the next line completes it or not (``_continued``)
         self._open: Open | None = None
         self._usage = migrator.options.usage
+        #: the window of releases of the last wording read (``dating.printed``): a repeated one tells nothing new
+        self._window: Window | None = None
         self._sampler = UsageSampler()
 
     def take(self, pieces: Iterable[tuple[bool | None, bytes, int, int]]) -> None:
@@ -583,10 +591,26 @@ class FileRun:
             if wording is not None:  # it may go on on the next line: ``_continued``
                 self._open = Open(raw, self.number, text, wording)
                 return None
+            started = self._cut_start(text) if said is None else None
+            if isinstance(started, str):
+                self._dead(text, cut_start_reason(started))
+                return None
+            if started is not None:  # one wording, its first words cut at a word's start: read with them put back
+                found = self._recognise(started[0])
+                if found is not None:
+                    return self._read_line(raw, text, found, started[1])
             servers = self.family.server if self.family else " or ".join(f.server for f in self.migrator.families)
             self._unparsed(text, f"looks like a memory line but matches no known {servers} wording", said=said)
             return None
+        return self._read_line(raw, text, found)
+
+    def _read_line(self, raw: bytes, text: str, found: Found, restored: str | None = None) -> Held | None:
+        """The event of a line read as ``found``; ``restored``: the words its start lost, put back to read it."""
         recognised, prefix, before, wrapped = found
+        window = recognised.rule.window
+        if window is not None and window is not self._window:  # its releases bound the year of lines that print none
+            self._window = window
+            self.dates.printed = printed(self.dates.printed, recognised.generation.server, window, self.number)
         if recognised.rule.template.event == USAGE_EVENT and not self._keeps_usage(recognised, prefix):
             return None  # a usage line not asked for: passed through as it was, as any request line
         timestamp, ranks, after = prefix.timestamp, prefix.ranks, recognised.parsed.rest
@@ -601,8 +625,11 @@ class FileRun:
         migrated["file"], migrated["line"] = self.file, self.number
         if wrapped is not None:  # peeled before the wording read the line: the first steps
             migrated["steps"][0:0] = [kind.step for kind in wrapped.kinds]
-        if self.migrator.options.keep_original or before or after:
+        if self.migrator.options.keep_original or before or after or restored is not None:
             migrated["original"] = text
+        if restored is not None:
+            evidence = f"the line's start was cut: {restored!r} put back, the one known wording that reads the rest"
+            mark_inferred(event, WORDING, InferenceRule.CUT_START, evidence)
         if not upgraded:
             held = self._upgrade(event, raw, recognised.generation.id)
         else:
@@ -805,6 +832,28 @@ class FileRun:
                     return recognised, prefix, before
         return None
 
+    def _cut_start(self, text: str) -> str | tuple[str, str] | None:
+        """What a line no wording read is, if its start was cut (None: it is no such line).
+
+        The line with what was lost put back, and that, where one wording reads it so and the cut took
+        no letter or digit (``# `` of ``# GPU blocks``: nothing that names a device or a pool, nor part
+        of a figure); else the wording it may be the rest of, which the caller dead-letters.
+        """
+        stripped = text.rstrip(" \t\r")
+        for family in self.migrator.families:
+            message = family.prefix.split(stripped).message
+            if len(message) < CUT_MIN_CHARACTERS:
+                continue
+            found = family.cut_starts(message)
+            if not found:
+                continue
+            restorations = {lost for _, lost in found}
+            lost = next(iter(restorations))
+            if len(restorations) == 1 and not any(character.isalnum() for character in lost):
+                return stripped[: len(stripped) - len(message)] + lost + message, lost
+            return found[0][0]
+        return None
+
     def _cut(self, text: str) -> str | None:
         """The wording a line that no wording read begins, ended early (None: it is no such line).
 
@@ -883,7 +932,18 @@ class FileRun:
         message = self._message(read, said)
         if not carries_memory_figure(message) and _MEMORY_WORDING.search(message) is None:
             return
+        if traceback_line(read) or transfer_bar(read):  # the code that raised, a download: no memory held
+            return
         if self.migrator.allowed_unparsed is not None and self.migrator.allowed_unparsed.search(read):
+            self.report.allowed_unparsed_lines += 1
+            return
+        self.report.unparsed(self.file, self.number, reason, text)
+        if self.dead is not None:
+            self.dead({"file": self.file, "line": self.number, "reason": reason, "text": text})
+
+    def _dead(self, text: str, reason: str) -> None:
+        """Dead-letter this line for ``reason``, whatever its words: a record known to be damaged."""
+        if self.migrator.allowed_unparsed is not None and self.migrator.allowed_unparsed.search(text):
             self.report.allowed_unparsed_lines += 1
             return
         self.report.unparsed(self.file, self.number, reason, text)

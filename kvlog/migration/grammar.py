@@ -22,6 +22,7 @@ from kvlog.envelope import EVIDENCE, InferenceRule, envelope
 from kvlog.migration.errors import GrammarError, OpError
 from kvlog.migration.ops import Op, compile_op, mark_inferred, provenance, value_of
 from kvlog.migration.sampling import USAGE_EVENT
+from kvlog.migration.wording_windows import WORDING_WINDOWS
 from kvlog.schema.catalog import Catalog
 from kvlog.schema.errors import DerefError
 from kvlog.schema.fields import Facts
@@ -40,6 +41,8 @@ MARKED = "_marked"
 _CUT_HEAD = 8
 #: the timestamp of a line that has none and follows none that had one
 _NO_TIME = "1970-01-01T00:00:00Z"
+#: (the first release printing a wording, its date, the date of the first release printing it no more, or None)
+Window = tuple[str, str, str | None]
 
 
 @dataclass(frozen=True)
@@ -53,6 +56,8 @@ class Rule:
     level: str
     ops: tuple[Op, ...] = ()
     whole: bool = True
+    #: when the releases printed its lines (``kvlog.migration.wording_windows``); None: no harvested format says
+    window: Window | None = None
 
 
 @dataclass(frozen=True)
@@ -149,6 +154,28 @@ class Generation:
                 return rule
         return None
 
+    def cut_starts(self, message: str) -> list[tuple[Rule, str]]:
+        """Each rule of which ``message`` is a line whose start was cut (``# GPU blocks: …`` less ``# ``), and the cut.
+
+        Only on a line no rule read: ``message`` begins inside the first words of a wording, and with
+        them restored reads whole. Asked through its first characters, one lookup.
+        """
+        return [
+            (rule, lost)
+            for rule, lost, kept in self._cut_heads.get(message[:_CUT_HEAD], ())
+            if message.startswith(kept) and rule.parser.parse(lost + message, whole=rule.whole) is not None
+        ]
+
+    @cached_property
+    def _cut_heads(self) -> dict[str, list[tuple[Rule, str, str]]]:
+        """``cut_start``'s index: (rule, the words cut, the words left) by the first characters left."""
+        heads: dict[str, list[tuple[Rule, str, str]]] = {}
+        for rule in self.rules:
+            for begins in rule.parser.starts:
+                for cut in range(1, len(begins) - _CUT_HEAD + 1):
+                    heads.setdefault(begins[cut : cut + _CUT_HEAD], []).append((rule, begins[:cut], begins[cut:]))
+        return heads
+
     @cached_property
     def _cut_starts(self) -> tuple[tuple[str, ...], dict[str, list[str]], tuple[tuple[Rule, tuple[str, ...]], ...]]:
         """What ``cut`` gates on: the wordings' own first words, them by their first characters, each rule's own."""
@@ -214,7 +241,7 @@ def build_generation(generation_id: str, document: Mapping[str, Any], catalog: C
     unused = set(ops_by_event) - {r.template.event for r in rules}
     if unused:
         raise GrammarError(f"[[ops]] for events this generation does not write: {', '.join(sorted(unused))}")
-    return Generation(generation_id, catalog_version, tuple(rules), catalog)
+    return Generation(generation_id, catalog_version, _windowed(generation_id, rules), catalog)
 
 
 def build_known(generation_id: str, document: Mapping[str, Any], catalog: Catalog) -> Generation:
@@ -233,7 +260,15 @@ def build_known(generation_id: str, document: Mapping[str, Any], catalog: Catalo
         if not isinstance(texts, list) or not texts or not all(isinstance(text, str) and text for text in texts):
             raise GrammarError(f"a [[known]] group lists the starts of its lines in 'texts': {reason!r}")
         rules += [_companion_rule({"role": "known", "text": text, "match": "prefix"}) for text in texts]
-    return Generation(generation_id, catalog.newest_release(), tuple(rules), catalog)
+    return Generation(generation_id, catalog.newest_release(), _windowed(generation_id, rules), catalog)
+
+
+def _windowed(generation_id: str, rules: list[Rule]) -> tuple[Rule, ...]:
+    """``rules``, each with the window of releases that printed its lines, where the harvest knows it."""
+    windows = WORDING_WINDOWS.get(generation_id, {})
+    return tuple(
+        rule if (window := windows.get(rule.template.text)) is None else replace(rule, window=window) for rule in rules
+    )
 
 
 def _tables(document: Mapping[str, Any], key: str) -> list[Mapping[str, Any]]:

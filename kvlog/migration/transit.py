@@ -8,8 +8,13 @@ lost digits (``12.0`` of ``12.02 GiB``). So the engine holds it for one input li
 together read as a known wording, one event is made of both (``migrated.line`` names the first, and
 ``migrated.inferred.last_line``, under the rule ``continuation-line``, the second as its evidence
 line; a rejected one passes both through byte for byte); otherwise
-the first line is dead-lettered as a cut record, and copied through as it was. One mechanism for
-every server: it asks only the wordings and the prefixes the engine already has.
+the first line is dead-lettered as a cut record, and copied through as it was. A line whose start was
+cut (``GPU blocks: 1952, # CPU blocks: 2048``, the ``# `` lost) may read whole as a wording once what
+was lost is put back: it is read so where one wording reads it and the cut took no letter or digit
+(``migrated.inferred.wording``, the rule ``cut-start``, says what was put back), else dead-lettered as a
+cut record (``cut_start_reason``), since the words lost may have named another device (``# TPU
+blocks``) or pool. One mechanism for every
+server: it asks only the wordings and the prefixes the engine already has.
 
 A tqdm bar redraws itself with ``\r``, and the server's next line is printed after the last drawing;
 a paste often loses the ``\r`` (``… 0/13 [00:00<?, ?it/s][2025-03-08 12:29:21 TP1] Capture cuda graph
@@ -57,6 +62,14 @@ def cut_reason(opened: Open) -> str:
     return (
         f"cut record: the line ends inside the wording {opened.wording!r}, and the line after it does "
         "not complete it; not read, since its last figure may have lost digits or its unit"
+    )
+
+
+def cut_start_reason(wording: str) -> str:
+    """The dead letter's reason for a line that begins inside a wording: what was cut before it is unknown."""
+    return (
+        f"cut record: the line begins inside the wording {wording!r}, its start cut; not read, since what "
+        "was cut may have named another device or pool"
     )
 
 
