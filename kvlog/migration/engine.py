@@ -598,14 +598,17 @@ class FileRun:
             if started is not None:  # one wording, its first words cut at a word's start: read with them put back
                 found = self._recognise(started[0])
                 if found is not None:
-                    return self._read_line(raw, text, found, started[1])
+                    return self._read_line(raw, text, found, said, started[1])
             servers = self.family.server if self.family else " or ".join(f.server for f in self.migrator.families)
             self._unparsed(text, f"looks like a memory line but matches no known {servers} wording", said=said)
             return None
-        return self._read_line(raw, text, found)
+        return self._read_line(raw, text, found, said)
 
-    def _read_line(self, raw: bytes, text: str, found: Found, restored: str | None = None) -> Held | None:
-        """The event of a line read as ``found``; ``restored``: the words its start lost, put back to read it."""
+    def _read_line(
+        self, raw: bytes, text: str, found: Found, said: LinePrefix | None, restored: str | None = None
+    ) -> Held | None:
+        """The event of a line read as ``found``; ``said``: a record's own header (``_text``'s);
+        ``restored``: the words its start lost, put back to read it."""
         recognised, prefix, before, wrapped = found
         window = recognised.rule.window
         if window is not None and window is not self._window:  # its releases bound the year of lines that print none
