@@ -607,8 +607,10 @@ class FileRun:
     def _read_line(
         self, raw: bytes, text: str, found: Found, said: LinePrefix | None, restored: str | None = None
     ) -> Held | None:
-        """The event of a line read as ``found``; ``said``: a record's own header (``_text``'s);
-        ``restored``: the words its start lost, put back to read it."""
+        """The event of a line read as ``found``.
+
+        ``said``: a record's own header (``_text``'s); ``restored``: the words its start lost, put back to read it.
+        """
         recognised, prefix, before, wrapped = found
         window = recognised.rule.window
         if window is not None and window is not self._window:  # its releases bound the year of lines that print none
