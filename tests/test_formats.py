@@ -150,15 +150,6 @@ def test_a_vllm_wording_built_in_a_variable_is_read_into_its_event(
     assert {name: events[0][name] for name in figures} == figures
 
 
-def test_a_wording_built_in_a_variable_is_recognised() -> None:
-    """Wordings the harvest found only by following data flow are decided, not reported as unread."""
-    events, dead, companions = _migrate(
-        "[2025-11-02 10:00:05 TP0] Capturing num tokens (num_tokens=8192 avail_mem=10.23 GB): 100%|##| 58/58"
-    )
-    assert (events, dead) == ([], [])
-    assert sum(companions.values()) == 1
-
-
 def test_a_progress_bar_built_in_a_variable_becomes_its_event() -> None:
     """sglang's piecewise bar sets its description from a variable: the harvest follows it, the free memory is read."""
     events, dead, _ = _migrate(
