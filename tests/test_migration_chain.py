@@ -90,8 +90,11 @@ def test_text_formats_are_ordered_oldest_first() -> None:
     sglang = [source for source in CHAIN.text_formats() if source.startswith("sglang-text/")]
     assert sglang == [
         "sglang-text/2024-01-usage",
+        "sglang-text/2024-08-updates",
         "sglang-text/2025-01",
+        "sglang-text/2025-03-graphs",
         "sglang-text/2025-06",
+        "sglang-text/2025-10-buffers",
         "sglang-text/2026-04-host-pools",
         "sglang-text/2026-06",
         "sglang-text/2026-07-postcapture",

@@ -167,7 +167,7 @@ def test_png_and_svg_are_rendered_as_the_figure_is_laid_out(tmp_path: Path) -> N
     for out in (png, svg):
         result = kvlog_plot(POSTCAPTURE, HYBRID, "-o", out, process=True)
         assert result.returncode == commands.EXIT_OK, result.stderr
-        assert result.stderr == f"kvlog plot: 45 event(s), 8 run(s) drawn to {out}\n"  # the browser stays quiet
+        assert result.stderr == f"kvlog plot: 46 event(s), 8 run(s) drawn to {out}\n"  # the browser stays quiet
     assert png_size(png.read_bytes()) == (layout.width, layout.height)
     text = svg.read_text()
     assert text.startswith("<svg") and 'class="main-svg"' in text and "<pattern" in text  # the hatching
@@ -227,8 +227,6 @@ class Drawn:
 @pytest.fixture(scope="module")
 def every_subset(chromium: str, tmp_path_factory: pytest.TempPathFactory) -> Drawn:
     """One log per subset, each on a day of its own (no two runs share a time axis), drawn once in one figure."""
-    from PIL import Image  # noqa: PLC0415 - the pixels of a screenshot, for these tests only
-
     folder = tmp_path_factory.mktemp("subsets")
     logs = []
     for day, subset in enumerate(SUBSETS):
@@ -246,6 +244,18 @@ def every_subset(chromium: str, tmp_path_factory: pytest.TempPathFactory) -> Dra
     html, png = folder / "memory.html", folder / "memory.png"
     for out in (html, png):
         assert plot(logs, output=out).exit_status == commands.EXIT_OK
+    pixels = screen_and_png(chromium, figure, html, png, folder)
+    assert all(drawn.size == (figure.layout.width, figure.layout.height) for drawn in pixels.values())
+    return Drawn(figure, pixels)
+
+
+def screen_and_png(chromium: str, figure: Any, html: Path, png: Path, folder: Path) -> dict[str, Any]:
+    """The figure's pixels as Chromium shows ``html`` (its body margin cut off) and as Kaleido wrote ``png``.
+
+    The page must load with a silent console: an error there is a figure the user does not see.
+    """
+    from PIL import Image  # noqa: PLC0415 - the pixels of a screenshot, for these tests only
+
     shot = folder / "screenshot.png"
     width, height = figure.layout.width + 2 * BODY_MARGIN, figure.layout.height + 2 * BODY_MARGIN
     result = headless(
@@ -256,12 +266,10 @@ def every_subset(chromium: str, tmp_path_factory: pytest.TempPathFactory) -> Dra
     pixels = {}
     for medium, image, margin in (("html", shot, BODY_MARGIN), ("png", png, 0)):
         with Image.open(image) as opened:
-            drawn = opened.convert("RGB").crop(
+            pixels[medium] = opened.convert("RGB").crop(
                 (margin, margin, margin + figure.layout.width, margin + figure.layout.height)
             )
-        assert drawn.size == (figure.layout.width, figure.layout.height)
-        pixels[medium] = drawn
-    return Drawn(figure, pixels)
+    return pixels
 
 
 def colour_of(trace: Any) -> tuple[int, int, int]:

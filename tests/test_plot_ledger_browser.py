@@ -17,10 +17,10 @@ from typing import Any
 
 import pytest
 from test_ledger import current, own_events
-from test_plot_browser import BODY_MARGIN, chromium, console, drawn, headless, painted, png_size
+from test_plot_browser import chromium, console, drawn, headless, painted, png_size, screen_and_png
 
 from kvlog import commands
-from kvlog.ledger import LedgerRow
+from kvlog.ledger import CONSUMERS, LedgerRow
 from kvlog.plot import figure as timeline_names
 from kvlog.plot import ledger_figure as names
 from kvlog.plot.ledger_figure import STACK_OFFSET, STACK_WIDTH, VA_OFFSET, VA_WIDTH, ledger_figure, panels_of
@@ -94,8 +94,6 @@ def tp8_by_dp2(folder: Path) -> Path:
 
 @pytest.fixture(scope="module")
 def ledger_drawn(chromium: str, tmp_path_factory: pytest.TempPathFactory) -> Drawn:
-    from PIL import Image  # noqa: PLC0415 - the pixels of a screenshot, for these tests only
-
     folder = tmp_path_factory.mktemp("ledger")
     lines = [line.replace('"tp": 0', f'"tp": {rank}') for rank, events in RANKS.items() for line in [BUDGET, *events]]
     inputs = [own_events(folder, *lines), tp8_by_dp2(folder)]
@@ -105,21 +103,8 @@ def ledger_drawn(chromium: str, tmp_path_factory: pytest.TempPathFactory) -> Dra
     for out in (html, png):
         drawn = commands.plot(inputs, output=out, view="ledger", unaccounted_threshold=THRESHOLD)
         assert drawn.exit_status == commands.EXIT_OK
-    shot = folder / "screenshot.png"
-    width, height = figure.layout.width + 2 * BODY_MARGIN, figure.layout.height + 2 * BODY_MARGIN
-    result = headless(
-        chromium, html.as_uri(), f"--screenshot={shot}", f"--window-size={width},{height}", profile=folder / "profile"
-    )
-    assert result.returncode == 0, result.stderr[-2000:]
-    assert console(result.stderr) == []
     assert png_size(png.read_bytes()) == (figure.layout.width, figure.layout.height)
-    pixels = {}
-    for medium, image, margin in (("html", shot, BODY_MARGIN), ("png", png, 0)):
-        with Image.open(image) as opened:
-            pixels[medium] = opened.convert("RGB").crop(
-                (margin, margin, margin + figure.layout.width, margin + figure.layout.height)
-            )
-    return Drawn(figure, rows, pixels, html)
+    return Drawn(figure, rows, screen_and_png(chromium, figure, html, png, folder), html)
 
 
 def rgb(colour: str) -> tuple[int, int, int]:
@@ -205,7 +190,7 @@ def test_a_consumer_no_line_states_paints_nothing(ledger_drawn: Drawn, medium: s
     axes = Axes(figure, "")
     assert not any(near(seen, names.CONSUMER_COLOURS[0]) for seen in column(image, axes, 1 + STACK))
     assert sum(near(seen, names.CONSUMER_COLOURS[0]) for seen in column(image, axes, STACK)) >= 20
-    cuda_graph = names.CONSUMER_COLOURS[3]  # cuda_graph is the table's fourth consumer
+    cuda_graph = names.CONSUMER_COLOURS[CONSUMERS.index("cuda_graph")]  # in the table's order
     assert near(image.getpixel((axes.x(1 + STACK), axes.y(4))), cuda_graph)
 
 
