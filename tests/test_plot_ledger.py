@@ -137,7 +137,8 @@ def test_a_consumer_no_line_states_is_absent_not_zero(tmp_path: Path) -> None:
     figure = ledger_figure(rows_of(three_ranks(tmp_path)))
     [weights] = [trace for trace in figure.data if trace.name == "weights"]
     assert weights.y == (15, None, 15)  # rank 1 states no weights: no segment, not a 0 GiB one
-    assert "no line states: weights, non torch, activation peak, runtime, cuda graph, aux buffers, mamba pool" in weights.hovertext[1]
+    unstated = "no line states: weights, non torch, activation peak, runtime, cuda graph, aux buffers, mamba pool"
+    assert unstated in weights.hovertext[1]
     # a consumer no rank of the panel states has no trace at all
     drawn = {trace.name for trace in figure.data}
     assert drawn.isdisjoint({"non torch", "activation peak", "mamba pool"})
