@@ -100,7 +100,8 @@ def memory_records(server: str, release: str) -> list[tuple[str, str, str, list[
         if rule is None or rule.kind != "event" or not fmt.first_index <= index <= fmt.last_index:
             continue
         logger = fmt.files[0].removesuffix(".py").replace("/", ".")
-        level = {"warn": "WARNING", "warning": "WARNING", "error": "ERROR"}.get(fmt.level.removesuffix("_once"), "INFO")
+        levels = {"warn": "WARNING", "warning": "WARNING", "error": "ERROR", "raise": "ERROR"}  # raised: an ERROR line
+        level = levels.get(fmt.level.removesuffix("_once"), "INFO")
         if rule.samples:
             records += [(logger, level, message, []) for message in rule.samples]
         elif fmt.style == "percent":
