@@ -87,14 +87,16 @@ def test_the_three_line_memory_profile_of_vllm_0_6_5_to_0_10(tmp_path: Path) -> 
     assert (usage["weights_bytes"], usage["kv_cache_bytes"]) == (round(14.99 * GIB), round(54.95 * GIB))
 
 
-def test_with_nothing_to_tell_the_year_it_is_1970_and_said_so() -> None:
+def test_with_no_file_date_the_wordings_release_window_tells_the_year_and_says_so() -> None:
+    """Issue 32: a stdin line with no file date takes the first year its wording's releases printed it in."""
     line = b"INFO 06-01 10:00:05 [gpu_worker.py:123] Available KV cache memory: 61.5 GiB\n"
     done = kvlog("migrate", "--only-events", "-", stdin=line)
     assert done.returncode == 0, done.stderr
     event = json.loads(done.stdout)
-    assert event["timestamp"] == "1970-06-01T10:00:05Z"
-    assert event["migrated"]["inferred"]["timestamp"]["rule"] == "date-not-on-line"
-    assert "1970" in event["migrated"]["inferred"]["timestamp"]["evidence"]
+    assert event["timestamp"] == "2025-06-01T10:00:05Z"  # first printed after 0.9.0.1 (2025-05-30)
+    inferred = event["migrated"]["inferred"]["timestamp"]
+    assert inferred["rule"] == "wording-release"
+    assert "2025-05-30" in inferred["evidence"]
     assert b"(none 1)" not in done.stderr and b"vllm 1" in done.stderr  # the server, named in the summary
 
 

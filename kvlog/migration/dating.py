@@ -23,7 +23,8 @@ tells it, in this order, and ``migrated.inferred.timestamp`` names the rule and 
    text no file holds). Of the years whose month and day fit, the first after the release and before
    the window closes (a log is pasted while its release is current); the evidence names the others. A
    file whose wordings the newest release still prints, and whose last change is known, takes its year
-   from that change (rule 5), which the window does not contradict.
+   from that change (rule 5), which the window does not contradict; so does a file whose last change
+   leaves no year of the window (the change is hard evidence, the window soft).
 5. The year the file last changed in, or the year before for a date later than that change
    (``date-not-on-line``).
 6. Nothing: 1970 stands for it, and the evidence says so.
@@ -287,6 +288,8 @@ def _printed_year(month_day: str, by: Printed, file_modified: str | None) -> tup
         return None  # a wording the newest release still prints: the file's change is nearer the truth
     evidence = f"the line prints no year; {by.said}, only the builds after it, so the line is not older"
     evidence += f", nor after {what} ({changed})"
+    if not fitting and file_modified is not None:
+        return None  # the window and the file's change conflict: the change is hard evidence, it wins (rule 5)
     if not fitting:  # no year has that day between them: the release's year, said so
         return first, evidence + f"; no year has the day {month_day} between them: {first} stands for it"
     current = [year for year in fitting if by.until is None or f"{year:04d}-{month_day}" < by.until]

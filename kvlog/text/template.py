@@ -410,6 +410,8 @@ class Parsed:
 _DIGITS = "[0-9]{1,20}"
 _DECIMAL = "[0-9]{1,15}(?:[.][0-9]{1,20})?"
 _NUMBER = "-?[0-9]{1,20}(?:[.][0-9]{1,20})?(?:e[-+]?[0-9]{1,3})?"
+#: a number the schema keeps non-negative (a utilization, a duration): no sign is read, as none is printed
+_UNSIGNED_NUMBER = _NUMBER[2:]
 _TEXT_LIMIT = 1024
 #: the longest message ``TemplateParser.cut`` looks at (a memory line is a few hundred characters)
 _CUT_LIMIT = 4096
@@ -639,7 +641,7 @@ class TemplateParser:
         elif syntax.kind == "integer":
             body = f"-?{_DIGITS}" if syntax.signed else _DIGITS
         elif syntax.kind == "number":
-            body = _NUMBER
+            body = _NUMBER if syntax.signed else _UNSIGNED_NUMBER
         elif place in self._phrases:
             body = _phrase(self._phrases[place])
         else:
