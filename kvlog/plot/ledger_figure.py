@@ -262,8 +262,9 @@ def _places(panels: Sequence[Panel], columns: int) -> list[tuple[int, int]]:
 def _titles(panels: Sequence[Panel], places: list[tuple[int, int]], columns: int) -> list[str]:
     """``make_subplots``' titles, cell by cell (row-major): an empty cell's is empty."""
     cells = [""] * (max((row for row, _ in places), default=1) * columns)
+    width = _panel_width(panels)  # every panel's: worked out once, not once a panel over all of them
     for panel, (row, col) in zip(panels, places, strict=True):
-        cells[(row - 1) * columns + col - 1] = _heading(panel, _panel_width(panels))
+        cells[(row - 1) * columns + col - 1] = _heading(panel, width)
     return cells
 
 
