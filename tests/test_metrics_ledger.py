@@ -11,16 +11,15 @@ from __future__ import annotations
 import io
 import json
 import re
-import urllib.request
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
 from follow_helpers import following, wait_for
-from prometheus_client.parser import text_string_to_metric_families
 from test_integrate_handler import START_UP, attached
 from test_ledger import GIB, SGLANG_18263, VLLM_14447, current, own_events
+from test_monitoring_prometheus import scraped
 
 from kvlog import commands
 from kvlog.ledger import CONSUMERS
@@ -299,16 +298,6 @@ def test_an_ordinal_the_live_process_names_is_the_host_s_index_its_environment_s
     assert found == {"remapped": "2", "unknowable": None, "all": "1"}
 
 
-def scraped(url: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
-    with urllib.request.urlopen(url, timeout=10) as response:
-        text = response.read().decode()
-    return {
-        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
-        for family in text_string_to_metric_families(text)
-        for sample in family.samples
-    }
-
-
 def test_kvlog_follow_serves_the_ledger_of_the_log_it_follows(tmp_path: Path) -> None:
     log = tmp_path / "server.log"
     log.write_text(SGLANG_18263)
@@ -317,8 +306,10 @@ def test_kvlog_follow_serves_the_ledger_of_the_log_it_follows(tmp_path: Path) ->
         wait_for(lambda: any("serving metrics at" in notice for notice in running.notices))
         url = next(n for n in running.notices if "serving metrics at" in n).split("serving metrics at ")[1]
         kv = ("kvlog_device_memory_bytes", "consumer", "kv_committed")  # the pool is held for its look-ahead
-        wait_for(lambda: any(kv[1:] in key[1] for key in scraped(url) if key[0] == kv[0]), what="the ledger's KV")
-        found = scraped(url)
+        wait_for(
+            lambda: any(kv[1:] in key[1] for key in scraped(url, timeout=10) if key[0] == kv[0]), what="the ledger's KV"
+        )
+        found = scraped(url, timeout=10)
     held = {
         dict(labels)["consumer"]: value
         for (metric, labels), value in found.items()
@@ -340,8 +331,10 @@ def test_kvlog_integrate_serves_the_ledger_labelled_with_the_device_the_process_
         served = re.search(r"serving metrics of pid [0-9]+ at (http://\S+/metrics)", capsys.readouterr().err)
         assert served is not None
         name, kv = "kvlog_device_memory_bytes", ("consumer", "kv_committed")
-        wait_for(lambda: any(kv in key[1] for key in scraped(served.group(1)) if key[0] == name), what="the KV")
-        found = scraped(served.group(1))
+        wait_for(
+            lambda: any(kv in key[1] for key in scraped(served.group(1), timeout=10) if key[0] == name), what="the KV"
+        )
+        found = scraped(served.group(1), timeout=10)
     finally:
         handler.close()
     [row] = ledger_rows(events)  # the events the handler wrote: the same rows the gauges show

@@ -73,8 +73,9 @@ def first_run() -> None:
     kvlog.emit(pool(DRAFT, "allocated"))
 
 
-def scraped(url: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
-    with urllib.request.urlopen(url, timeout=5) as response:
+def scraped(url: str, timeout: float = 5) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    """Each sample an endpoint serves, by metric name and sorted labels."""
+    with urllib.request.urlopen(url, timeout=timeout) as response:
         text = response.read().decode()
     return {
         (sample.name, tuple(sorted(sample.labels.items()))): sample.value
