@@ -10,6 +10,7 @@ imported only when the demo runs, so ``kvlog --help`` and the log commands stay 
 
 from __future__ import annotations
 
+import contextvars
 import io
 from importlib.util import find_spec
 from typing import IO, TYPE_CHECKING
@@ -57,6 +58,11 @@ def memory_runtime_tour(backend: BackendName) -> None:
 def run_demo(output: Output, stream: IO[str]) -> int:
     """Run the demo with validation that raises, events on ``stream``; return how many were emitted."""
     configure(output=output, validation="raise", stream=stream)
+    # in a copy of the caller's context, so the demo's rank does not tag the caller's later events
+    return contextvars.copy_context().run(_tour_as_rank_0)
+
+
+def _tour_as_rank_0() -> int:
     bind_ranks(tp=0)
     with capture_events() as captured:
         memory_runtime_tour(demo_backend())

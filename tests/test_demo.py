@@ -13,7 +13,9 @@ from pathlib import Path
 from cli_harness import PYTHON_M_KVLOG, kvlog_text
 
 from kvlog.demo import run_demo
-from kvlog.emission import get_config, restore
+from kvlog.emission import emit, get_config, restore
+from kvlog.events import KvArenaClosed
+from kvlog.testing import capture_events
 
 KVLOG = PYTHON_M_KVLOG
 
@@ -92,3 +94,15 @@ def test_run_demo_returns_how_many_events_it_wrote() -> None:
     assert count == len(lines) > 20
     assert any(" commit: ranges=" in line for line in lines), "a pool commits its buffers in one batch, one event"
     assert any(" decommit: ranges=" in line for line in lines), "a sleep gives back every run in one batch, one event"
+
+
+def test_the_demo_leaves_the_callers_ranks_as_they_were() -> None:
+    saved = get_config()
+    try:
+        run_demo("console", io.StringIO())
+        with capture_events() as captured:
+            emit(KvArenaClosed(arena_id="4242_0", released_bytes=2097152))
+    finally:
+        restore(saved)
+    (event,) = captured
+    assert "ranks" not in event, "the demo's tp=0 belongs to its own events, not to the caller's next one"

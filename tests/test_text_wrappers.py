@@ -229,6 +229,16 @@ def test_sglang_rank_tags_of_every_release(line: str, timestamp: str | None, ran
     assert (split.timestamp, split.ranks, split.message) == (timestamp, ranks, SGLANG_POOL)
 
 
+def test_docker_stamp_before_a_rank_line_is_not_read_as_a_host_and_a_program() -> None:
+    # ``Rank 0: `` has the shape of syslog's ``host program: `` but a program's name starts with a letter
+    line = "Rank 3: max_total_num_token=812345, max_prefill_num_token=16384, context_len=4096, model_mode=[]"
+    out, dead = _migrate(f"2025-09-03T00:40:53.123456789Z {line}\n")
+    assert dead == []
+    (event,) = _events(out)
+    assert (event["event"], event["max_total_num_tokens"]) == ("scheduler.limits", 812345)
+    assert _wrappers(event) == ["timestamp"]
+
+
 @pytest.mark.parametrize(
     ("line", "kinds"),
     [

@@ -628,7 +628,7 @@ class TemplateParser:
         if unit == WORDS:
             return f"{_WORDS}|None" if self._syntax[name].nullable else _WORDS
         if unit in SCALED:
-            return SCALED[unit].pattern
+            return ("-?" if self._syntax[name].signed else "") + SCALED[unit].pattern
         if unit == GROUPED:
             return _GROUPED
         if unit == "gib4":

@@ -62,7 +62,8 @@ class Scale:
     steps: tuple[tuple[str, Decimal], ...]
     #: values are whole base units (bytes): those below the second unit are printed exactly
     whole: bool
-    #: a regular expression for a printed figure, bounded (parsers must stay linear)
+    #: a regular expression for a printed figure, unsigned and bounded (parsers must stay linear); a
+    #: parser reads a sign only where the field's schema lets it be negative
     pattern: str
 
     def format(self, value: float) -> str:
@@ -133,7 +134,7 @@ _DURATION_STEPS = (
 )
 
 #: bytes, in B, KiB, MiB, ... EiB
-BYTES = Scale(_IEC_STEPS, whole=True, pattern=f"-?[0-9]{{1,20}}(?:[.][0-9]{{1,9}})? (?:{_alternatives(_IEC_STEPS)})")
+BYTES = Scale(_IEC_STEPS, whole=True, pattern=f"[0-9]{{1,20}}(?:[.][0-9]{{1,9}})? (?:{_alternatives(_IEC_STEPS)})")
 #: a duration stored in microseconds, in ns, us, ms, s, min, h, d
 MICROSECONDS = Scale(
     _DURATION_STEPS,

@@ -43,14 +43,16 @@ _OPENERS: tuple[tuple[Wrapper, re.Pattern[str]], ...] = (
     (Wrapper.CARRIAGE_RETURN, re.compile(r"\r+")),
     # Buildkite's timestamp, as its raw log holds it (an APC escape, its ESC and BEL perhaps lost in a paste)
     (Wrapper.TIMESTAMP, re.compile(r"\x1b?_bk;t=(?P<epoch_ms>[0-9]{10,16})\x07?")),
-    # journald and syslog: ``Dec 07 10:00:00 host vllm[123]: ``; journalctl -o short-iso's dated one
+    # journald and syslog: ``Dec 07 10:00:00 host vllm[123]: ``; journalctl -o short-iso's dated one;
     (
         Wrapper.SYSLOG,
         re.compile(
             r"(?:(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) [ 0-9][0-9] "
             r"[0-9]{2}:[0-9]{2}:[0-9]{2}(?:\.[0-9]{1,6})?"
             f"|{_INSTANT}) "
-            r"[^\s:\[\]]{1,255} [\w.@/-]{1,64}(?:\[[0-9]{1,10}\])?: "
+            # the program's name starts with a letter: ``Rank 0: max_total_num_token=`` behind docker's stamp is
+            # sglang's line, not a host ``Rank`` and a program ``0``
+            r"[^\s:\[\]]{1,255} [A-Za-z_][\w.@/-]{0,63}(?:\[[0-9]{1,10}\])?: "
         ),
     ),
     # docker logs --timestamps, kubectl logs --timestamps, GitHub Actions (RFC 3339), a CRI log file's stream and
