@@ -334,7 +334,13 @@ def test_ranks_of_one_run_that_differ_beyond_their_rounding_are_flagged(tmp_path
         "[2025-10-16 09:06:22 TP6] Memory pool end. avail mem=11.85 GB",
     )
     _, table = ledger(write(tmp_path, "tp8.log", differing))
-    assert all(row["flags"] == ["ranks_differ: free"] for row in table["rows"])
+    flags = {row["ranks"]: row["flags"] for row in table["rows"]}
+    # three ranks agree: only the one that holds less free memory is named, the rank to look at
+    assert flags == {"TP1": [], "TP3": [], "TP5": [], "TP6": ["ranks_differ: free"]}
+    two = "".join(line for line in differing.splitlines(keepends=True) if "TP5" in line or "TP6" in line)
+    _, table = ledger(write(tmp_path, "tp2.log", two))
+    # two ranks that differ: neither is the odd one out, both are named
+    assert [row["flags"] for row in table["rows"]] == [["ranks_differ: free"]] * 2
     within = SGLANG_11716.replace(
         "[2025-10-16 09:06:22 TP6] Memory pool end. avail mem=11.87 GB",
         "[2025-10-16 09:06:22 TP6] Memory pool end. avail mem=11.86 GB",

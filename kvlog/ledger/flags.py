@@ -34,8 +34,9 @@ def flagged(rows: Iterable[LedgerRow], unaccounted_threshold: int = DEFAULT_UNAC
     for index, row in enumerate(rows):  # the ranks of one server run: one file, one run, the same kinds of rank
         groups.setdefault((row.source, row.run, "".join(filter(str.isalpha, row.ranks))), []).append(index)
     for members in groups.values():
+        odd = {name: _odd_ones(rows, members, name) for name in {n for i in members for n in _figures(rows[i])}}
         for index in members:
-            differ = [name for name in _figures(rows[index]) if _differs(rows, members, index, name)]
+            differ = [name for name in _figures(rows[index]) if index in odd[name]]
             if differ:
                 found[index].append(f"ranks_differ: {', '.join(differ)}")
     return [dataclasses.replace(row, flags=tuple(found[index])) for index, row in enumerate(rows)]
@@ -74,14 +75,26 @@ def _figure(row: LedgerRow, name: str) -> Figure:
     return getattr(row, name) if name in _COMPARED else row.consumer(name)
 
 
-def _differs(rows: list[LedgerRow], members: list[int], index: int, name: str) -> bool:
-    """Whether rank ``index``'s figure ``name`` differs from another rank's of the run beyond both roundings."""
-    own = _figure(rows[index], name)
-    if own.value is None:
-        return False
-    for other in members:
-        theirs = _figure(rows[other], name)
-        apart = other != index and rows[other].ranks != rows[index].ranks and theirs.value is not None
-        if apart and abs(own.value - (theirs.value or 0)) > own.uncertainty + theirs.uncertainty:
-            return True
-    return False
+def _odd_ones(rows: list[LedgerRow], members: list[int], name: str) -> set[int]:
+    """The ranks of a run whose figure ``name`` is not what most of its ranks hold (beyond both roundings).
+
+    Where most ranks agree with one another (TP7 of TP0-TP7 holds less free memory), only the others are
+    named, so an operator sees the rank to look at; where no figure is held by most (two ranks that
+    differ, four against four), every rank that differs from another is.
+    """
+    known = [index for index in members if _figure(rows[index], name).value is not None]
+    agreeing = {index: [other for other in known if _agree(rows, index, other, name)] for index in known}
+    if not known:
+        return set()
+    typical = max(known, key=lambda index: len(agreeing[index]))
+    if 2 * len(agreeing[typical]) > len(known):
+        return set(known) - set(agreeing[typical])
+    return {index for index in known if len(agreeing[index]) < len(known)}
+
+
+def _agree(rows: list[LedgerRow], index: int, other: int, name: str) -> bool:
+    """Whether two ranks' figures ``name`` may be the same bytes (a rank agrees with itself and its repeats)."""
+    own, theirs = _figure(rows[index], name), _figure(rows[other], name)
+    if other == index or rows[other].ranks == rows[index].ranks:
+        return True
+    return abs((own.value or 0) - (theirs.value or 0)) <= own.uncertainty + theirs.uncertainty
