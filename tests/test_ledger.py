@@ -281,6 +281,39 @@ def test_unaccounted_is_the_total_less_consumers_kv_and_free_and_is_flagged_beyo
     assert json.loads(done.stdout)["rows"][0]["flags"] != [] and b"1 run(s) and rank(s) flagged" in done.stderr
 
 
+def test_the_driver_s_word_gives_an_sglang_rank_its_total_and_its_unaccounted_memory(tmp_path: Path) -> None:
+    """sglang states no device total; ``kvlog integrate --nvml`` measures one beside each record."""
+
+    def measured(line: int, free: int) -> str:
+        return current(
+            "device_memory.measured",
+            source="nvml",
+            measured_event="kv_memory.pool_end",
+            measured_line=line,
+            gpu=0,
+            device_total_bytes=80 * GIB,
+            device_free_bytes=free,
+            device_used_bytes=80 * GIB - free,
+            lag_us=120.0,
+        )
+
+    stated = [
+        current("weights.load_begin", avail_bytes=79 * GIB),
+        current("weights.load_end", mem_usage_bytes=15 * GIB),
+        current("kv_pool.allocation", layout="mha", k_bytes=25 * GIB, v_bytes=25 * GIB, allocation_state="allocated"),
+        current("kv_memory.pool_end", avail_bytes=12 * GIB),
+    ]
+    _, table = ledger(own_events(tmp_path, *stated))
+    assert (table["rows"][0]["device_total_bytes"], table["rows"][0]["unaccounted_bytes"]) == (None, None)
+    path = own_events(tmp_path, *stated, measured(4, free=int(11.5 * GIB)))
+    _, table = ledger(path)
+    [row] = table["rows"]
+    # the measured total, and the measured free memory (the driver's, after the line that stated 12 GiB)
+    assert (row["device_total_bytes"], row["free_bytes"]) == (80 * GIB, int(11.5 * GIB))
+    assert row["unaccounted_bytes"] == 80 * GIB - 15 * GIB - 50 * GIB - int(11.5 * GIB)
+    assert row["evidence"]["device_total_bytes"] == ["(events of process 7):device_memory.measured"]
+
+
 def test_unaccounted_at_the_threshold_is_not_flagged_a_byte_beyond_is(tmp_path: Path) -> None:
     for free, flags in ((78 * GIB, []), (78 * GIB - 1, ["unaccounted"])):
         path = own_events(

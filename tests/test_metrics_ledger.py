@@ -251,6 +251,38 @@ def test_the_device_a_line_names_and_the_one_the_live_process_knows_are_dcgm_s_l
     assert (labels["UUID"], "gpu" in labels, value) == (UUID, False, 10 * GIB)
 
 
+def test_the_driver_s_word_names_the_device_and_measures_its_total_and_free_memory() -> None:
+    """``kvlog integrate --nvml``: NVML's index and UUID label the rank's ledger, whatever the environment said."""
+    pool_end = json.loads(current("kv_memory.pool_end", avail_bytes=10 * GIB))
+    measured = json.loads(
+        current(
+            "device_memory.measured",
+            source="nvml",
+            measured_event="kv_memory.pool_end",
+            measured_line=4,
+            gpu=2,
+            uuid=UUID,
+            device_total_bytes=80 * GIB,
+            device_free_bytes=9 * GIB,
+            device_used_bytes=71 * GIB,
+            lag_us=80.0,
+        )
+    )
+    live = MemorySeries(ledger=LedgerFigures())
+    live.add_instance("host:7", device=Device())  # several devices visible: the environment names none
+    fed([pool_end, measured, pool_end], series=live, instance="host:7")
+    found = {
+        metric.name: (labels.get("gpu"), labels.get("UUID"), value)
+        for metric, labels, value in live.samples()
+        if metric.name in ("kvlog_device_free_bytes", "kvlog_device_total_bytes")
+    }
+    # the stated line after the measurement keeps the driver's device; its free memory is the line's again
+    assert found == {
+        "kvlog_device_free_bytes": ("2", UUID, 10 * GIB),
+        "kvlog_device_total_bytes": ("2", UUID, 80 * GIB),
+    }
+
+
 @pytest.mark.parametrize(
     ("environ", "device"),
     [

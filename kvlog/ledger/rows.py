@@ -21,8 +21,8 @@ from typing import Any
 
 from kvlog.plot.timeline import VA, Sample, Timeline
 from kvlog.schema.readings import (
+    BEFORE_LOAD,
     DEVICE_CONSUMERS,
-    DEVICE_MEMORY,
     DEVICE_TOTAL,
     FREE_DEVICE_MEMORY,
     KV_SET_ASIDE,
@@ -111,8 +111,7 @@ def _row(timeline: Timeline) -> LedgerRow:
         parts = [*known, *([kv] if kv.known else []), free]
         value = _value(total) - sum(_value(part) for part in parts)
         unaccounted = Figure(value, total.uncertainty + sum(part.uncertainty for part in parts), _lines(total, *parts))
-    before_load = {name: reading for name, reading in DEVICE_MEMORY.items() if name not in DEVICE_TOTAL}
-    start = _last(source, events, before_load)
+    start = _last(source, events, BEFORE_LOAD)
     return LedgerRow(
         source=source,
         ranks=timeline.ranks,
@@ -140,7 +139,7 @@ def _end_of_start_up(events: list[Mapping[str, Any]]) -> int | None:
         name = event["event"]
         if (
             name in FREE_DEVICE_MEMORY
-            and name not in DEVICE_MEMORY
+            and name not in BEFORE_LOAD
             and json_integer(event.get(FREE_DEVICE_MEMORY[name])) is not None
         ):
             found = index
@@ -149,7 +148,7 @@ def _end_of_start_up(events: list[Mapping[str, Any]]) -> int | None:
 
 def _end_sample(samples: tuple[Sample, ...]) -> Sample:
     """The sample of that event (each free-memory measurement has one), else the run's last."""
-    measured = [sample for sample in samples if sample.free is not None and sample.event not in DEVICE_MEMORY]
+    measured = [sample for sample in samples if sample.free is not None and sample.event not in BEFORE_LOAD]
     return measured[-1] if measured else samples[-1]
 
 

@@ -61,7 +61,8 @@ Mapping (event -> metric; an event not listed only counts in ``kvlog_events_tota
   ``kvlog_kv_va_upper_bound_bytes`` (address space: never a consumer) and
   ``kvlog_device_memory_uncertainty_bytes{figure}``; a figure no line states has no series. They carry
   ``gpu`` and ``UUID`` (DCGM exporter's device labels) where a line names the device (sglang's
-  ``[gpu_id=N]``, an arena's ``device``) or the live process knows it (``add_instance(device=...)``).
+  ``[gpu_id=N]``, an arena's ``device``) or the live process knows it (``add_instance(device=...)``; the
+  device NVML measured a rank's records on, ``device_memory.measured``, outranks both).
 - ``kvlog.schema_violation`` -> ``kvlog_schema_violations_total`` (1 plus its ``suppressed``).
 - every event -> ``kvlog_events_total{event}``.
 
@@ -498,6 +499,16 @@ def _device_ordinal(event: Mapping[str, Any]) -> int | None:
     return gpu if gpu is not None and gpu >= 0 else None
 
 
+def _measured_device(event: Mapping[str, Any]) -> tuple[str, str] | None:
+    """The (gpu, UUID) NVML measured a record on (``kvlog integrate --nvml``); None for any other event."""
+    if event.get("event") != "device_memory.measured":
+        return None
+    gpu, uuid = json_integer(event.get("gpu")), event.get("uuid")
+    if gpu is None or gpu < 0:
+        return None
+    return str(gpu), uuid if isinstance(uuid, str) else ""
+
+
 @dataclass(frozen=True)
 class _Scope:
     """Where one event's series live: its rank, server and server_instance, in label order."""
@@ -536,6 +547,9 @@ class _Run:
     #: the run's labels after the device's (rank, server, server_instance) and its device's (gpu, UUID)
     ledger_scope: _Key = ()
     device: tuple[str, str] = ("", "")
+    #: the device as the driver named it (``device_memory.measured``'s NVML index and UUID): it outranks the
+    #: environment's word and the lines' ordinals from then on
+    measured: bool = False
 
 
 class MemorySeries:
@@ -673,10 +687,14 @@ class MemorySeries:
         if not run.ledger_events and not self._bound.admits(scope.instance, "ranks", scope.rank):
             self._add(FOLDS, ("ranks", scope.instance), 1.0)
             return
-        known = self._devices.get(scope.instance, Device())
-        ordinal = _device_ordinal(event)
-        named = known.index_of(ordinal) if ordinal is not None else run.device[0]
-        run.device = (known.gpu or named, known.uuid)
+        measured = _measured_device(event)
+        if measured is not None:
+            run.device, run.measured = measured, True
+        elif not run.measured:
+            known = self._devices.get(scope.instance, Device())
+            ordinal = _device_ordinal(event)
+            named = known.index_of(ordinal) if ordinal is not None else run.device[0]
+            run.device = (known.gpu or named, known.uuid)
         kept = run.ledger_events
         if kept and self._ledger is not None and self._ledger.supersedes(event, kept[-1]):
             kept[-1] = event  # an arena's commits, one after another: the run keeps what its ledger reads

@@ -28,6 +28,8 @@ FREE_DEVICE_MEMORY: Mapping[str, str] = MappingProxyType(
         "kv_pool.post_capture_sized": "free_bytes",
         "kv_pool.extended": "free_bytes",
         "scheduler.limits": "available_gpu_mem_bytes",
+        # the driver's word beside a record's (``kvlog integrate --nvml``): what the device had free then
+        "device_memory.measured": "device_free_bytes",
     }
 )
 
@@ -38,6 +40,7 @@ DEVICE_TOTAL: Mapping[str, str] = MappingProxyType(
         "memory.profile_budget": "total_bytes",
         "memory.startup_summary": "total_bytes",
         "memory.profile_run": "total_bytes",
+        "device_memory.measured": "device_total_bytes",
     }
 )
 #: each event that states how much device memory its rank has at most, and the field: free memory before
@@ -50,6 +53,11 @@ DEVICE_MEMORY: Mapping[str, str] = MappingProxyType(
         "memory.profile_sizing": "initial_free_bytes",
         **DEVICE_TOTAL,
     }
+)
+#: the events of ``DEVICE_MEMORY`` that state the free memory before the weights load: where a run's
+#: start-up began, so never the free memory at its end
+BEFORE_LOAD: Mapping[str, str] = MappingProxyType(
+    {name: field for name, field in DEVICE_MEMORY.items() if name not in DEVICE_TOTAL}
 )
 
 
