@@ -87,15 +87,25 @@ def cluster_store(cluster: Cluster) -> S3:
     return _RAY_NODES.s3
 
 
+#: fixtures costly enough to set up once for the whole run: the tests using each go to one worker
+_SHARED_FIXTURES = {
+    # two clusters on one loopback would also compete for Ray's fixed ports
+    "cluster": "ray-cluster",
+    # the mutation tool's whole run over a tiny project: a minute or more of both cores, per worker set up
+    "tiny_run": "mutation-tiny-run",
+}
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The tests of the shared Ray cluster go to one pytest-xdist worker, one after another.
+    """The tests of a costly shared fixture (the Ray cluster) go to one pytest-xdist worker, one after another.
 
     ``scripts/test`` runs the suite on several workers (``--dist loadgroup``): one group keeps a single
-    cluster for them all (two clusters on one loopback would also compete for Ray's fixed ports).
+    set-up of each such fixture for all its tests, where each worker would set up its own.
     """
     for item in items:
-        if "cluster" in item.fixturenames:
-            item.add_marker(pytest.mark.xdist_group("ray-cluster"))
+        for fixture, group in _SHARED_FIXTURES.items():
+            if fixture in item.fixturenames:
+                item.add_marker(pytest.mark.xdist_group(group))
 
 
 @pytest.hookimpl(trylast=True)
