@@ -4,6 +4,7 @@ A template is text with ``{field:unit}`` placeholders and ``{[...]}`` sections t
 only when every field inside them is set. Units say how a byte count is printed, and so how precise a
 figure read back from such a line is: ``gib2`` is GiB with two decimals, ``gib1`` one decimal,
 ``kib`` whole KiB, ``mib1`` MiB with one decimal (sglang's ``MB`` of ``memory_reserved() / (1024 * 1024)``),
+``mib0`` whole MiB rounded to nearest (sglang's ``%.0f MiB``),
 ``gb2`` decimal GB (host memory) with two decimals; ``f2`` is a plain number with two decimals (seconds).
 Those are sglang's units, kept exactly. vLLM's: ``gib4`` is GiB printed with ``%.4f`` (exactly four
 decimals are read, so that a later release's figure of the same wording falls to its own era);
@@ -47,6 +48,7 @@ UNITS: dict[str, tuple[int, int]] = {
     "gib1": (GIB, 1),
     "kib": (KIB, 0),
     "mib1": (MIB, 1),
+    "mib0": (MIB, 0),
     "gb2": (GB, 2),
     "f2": (1, 2),
     "gib4": (GIB, 4),
@@ -57,7 +59,7 @@ UNITS: dict[str, tuple[int, int]] = {
 #: unit name -> the scale it picks its printed unit from (kvlog's own lines)
 SCALED: dict[str, Scale] = {"iec": BYTES, "us": MICROSECONDS}
 #: units whose value is a byte count (an integer); the others print a plain number
-BYTE_UNITS = frozenset({"gib2", "gib1", "kib", "mib1", "gb2", "iec", "gib4", "gib_round2", "mib2"})
+BYTE_UNITS = frozenset({"gib2", "gib1", "kib", "mib1", "mib0", "gb2", "iec", "gib4", "gib_round2", "mib2"})
 #: ``{n:grouped}``: an integer with thousands separators, read with or without them
 GROUPED = "grouped"
 _GROUPED = "[0-9]{1,3}(?:,[0-9]{3}){1,6}|[0-9]{1,20}"
