@@ -1725,6 +1725,20 @@ class MemoryBaseline(Event):
 _SETTERS_MemoryBaseline = slot_setters(MemoryBaseline)
 
 
+_MemoryBufferAllocatedKind = Literal[
+    "embedding_pool",
+    "graph_pool",
+    "graph_pool_borrow",
+    "graph_workspace",
+    "mamba_checkpoint",
+    "multimodal_pool",
+    "staging",
+    "state_capture",
+    "symmetric_memory",
+    "workspace",
+]
+
+
 @dataclass(frozen=True, slots=True, kw_only=True, init=False)
 class MemoryBufferAllocated(Event):
     """Auxiliary device buffer allocated (``memory.buffer_allocated`` v2).
@@ -1758,7 +1772,7 @@ class MemoryBufferAllocated(Event):
     EVENT: ClassVar[str] = "memory.buffer_allocated"
     VERSION: ClassVar[int] = 2
 
-    kind: Literal["embedding_pool", "graph_pool", "graph_pool_borrow", "graph_workspace", "mamba_checkpoint", "multimodal_pool", "staging", "state_capture", "symmetric_memory", "workspace"]
+    kind: _MemoryBufferAllocatedKind
     name: str | None
     device: str | None
     slots: int | None
@@ -1768,7 +1782,7 @@ class MemoryBufferAllocated(Event):
     def __init__(
         self,
         *,
-        kind: Literal["embedding_pool", "graph_pool", "graph_pool_borrow", "graph_workspace", "mamba_checkpoint", "multimodal_pool", "staging", "state_capture", "symmetric_memory", "workspace"],
+        kind: _MemoryBufferAllocatedKind,
         name: str | None,
         device: str | None,
         slots: int | None,
