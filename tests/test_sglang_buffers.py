@@ -143,6 +143,17 @@ def _consumers(event: dict[str, Any]) -> list[str]:
             ["aux_buffers"],
         ),
         (
+            "[2026-12-01 10:00:02 TP0] Page-interleave KV sharding enabled: shard_rank=0 shard_size=4 page_size=64 "
+            "prefix_tokens=131072 chunk_tokens=8192 scratch_rows=2048 x2 (301.50 MiB per rank, charged against the "
+            "KV budget), NCCL symmetric scratch=True. Batch admission is limited by this scratch capacity",
+            "workspace",
+            None,
+            None,
+            round(301.5 * MIB),
+            5243,
+            ["aux_buffers"],
+        ),
+        (
             "[2026-06-01 10:00:02 TP0] Full-CG prefill workspace: 384 MB (max bucket 8192 tokens, 16 request slots)",
             "graph_workspace",
             None,

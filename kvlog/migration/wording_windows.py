@@ -235,6 +235,11 @@ WORDING_WINDOWS: Final[Mapping[str, Mapping[str, tuple[str, str, str | None]]]] 
             "2026-05-23",
             "2026-09-04",
         ),
+        "Page-interleave KV sharding enabled: shard_rank={_} shard_size={_} page_size={_} prefix_tokens={_} chunk_tokens={_} scratch_rows={_} x2 ({size_bytes:mib2} MiB per rank, charged against the KV budget){_}": (
+            "0.5.20",
+            "2026-09-18",
+            None,
+        ),
         "Pre-allocating symmetric memory pool with {size_bytes:gib2} GiB": ("0.5.8.post1", "2026-02-05", None),
         "Preallocated {size_bytes:mib1}MB GPU buffer": ("0.5.6", "2025-12-03", None),
         "Routing experts device buffer allocated. #shape: {_}, size: {size_bytes:mib1} MB": (
@@ -352,6 +357,18 @@ WORDING_WINDOWS: Final[Mapping[str, Mapping[str, tuple[str, str, str | None]]]] 
         "{[{label:words} ]}KV Cache VA upper bound. {[dtype: {dtype}, ]}{[#tokens: {num_tokens}, ]}KV size: {kv_bytes:gib2} GB": (
             "0.5.17",
             "2026-08-08",
+            None,
+        ),
+    },
+    "sglang-text/2026-10-steps": {
+        "EPLB default-group P2P warmup completed in {elapsed_s}s (world_size={_}, free memory delta={mem_usage_bytes:mib2} MiB)": (
+            "0.5.21",
+            "2026-10-01",
+            None,
+        ),
+        "{_}: captured {_} rows ({_} segments) in {elapsed_s:f2} s, {mem_usage_bytes:gib3} GiB; {_} graphs, {_} s, {_} GiB": (
+            "0.5.22",
+            "2026-10-16",
             None,
         ),
     },
@@ -624,7 +641,6 @@ WORDING_WINDOWS: Final[Mapping[str, Mapping[str, tuple[str, str, str | None]]]] 
         ),
         "Disabling auto-selected prefill CUDA graph: only": ("0.5.15.post1", "2026-07-14", "2026-08-21"),
         "Disabling component offload for": ("0.5.11", "2026-05-05", None),
-        "EPLB default-group P2P warmup completed in": ("0.5.21", "2026-10-01", None),
         "EmbeddingPool alloc timed out after": ("0.5.18", "2026-08-21", None),
         "EmbeddingPool cannot fit": ("0.5.18", "2026-08-21", None),
         "EmbeddingPool full: {v0}/": ("0.5.18", "2026-08-21", None),
@@ -848,7 +864,6 @@ WORDING_WINDOWS: Final[Mapping[str, Mapping[str, tuple[str, str, str | None]]]] 
         ),
         "PLE table: trimmed resident set": ("0.5.19", "2026-09-04", None),
         "PPConsensusStore dropped a malformed message (": ("0.5.21", "2026-10-01", None),
-        "Page-interleave KV sharding enabled: shard_rank=": ("0.5.20", "2026-09-18", None),
         "PageMajorMHATokenToKVPool: the strided 4-D envelope views were removed; the static-pool page-major layout is temporarily unsupported (ServerArgs rejects it at startup). --enable-unified-memory provides the page-major layout with per-layer views.": (
             "0.5.18",
             "2026-08-21",
@@ -1634,7 +1649,6 @@ WORDING_WINDOWS: Final[Mapping[str, Mapping[str, tuple[str, str, str | None]]]] 
             "2026-09-18",
         ),
         "{v0} must decode to 32 bytes": ("0.5.18", "2026-08-21", None),
-        "{v0}: captured {v1} rows ({v2} segments) in": ("0.5.22", "2026-10-16", None),
     },
     "vllm-text/2023-06": {
         "# GPU blocks: {num_gpu_blocks}, # CPU blocks: {num_cpu_blocks}": ("0.4.1", "2024-04-24", "2025-01-27"),

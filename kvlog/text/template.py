@@ -11,7 +11,8 @@ decimals are read, so that a later release's figure of the same wording falls to
 ``gib_round2`` is GiB as vLLM's ``format_gib`` prints it (0.14.0 on: ``round(bytes / 2**30, 2)`` printed
 as a Python float, ``61.5``, ``0.0``, ``12.34``): whatever decimals the line shows, the figure hides the
 rounding to two decimals, so its half-width is always 0.005 GiB;
-``mib2`` is MiB with two decimals (vLLM's CUDA-graph estimates, ``%.2f`` of bytes / 2**20);
+``mib2`` is MiB with two decimals (vLLM's CUDA-graph estimates, ``%.2f`` of bytes / 2**20; sglang's ``%.2f MiB``);
+``gib3`` is GiB with three decimals (sglang's ``%.3f GiB``);
 ``grouped`` is an integer printed with thousands separators (``f"{n:,}"``, ``1,234,567``; plain digits
 are read too). kvlog's own lines use scaled units
 (``kvlog.text.units``): ``iec`` bytes in B, KiB, ... EiB and ``us`` a duration in microseconds, each
@@ -54,12 +55,13 @@ UNITS: dict[str, tuple[int, int]] = {
     "gib4": (GIB, 4),
     "gib_round2": (GIB, 2),
     "mib2": (MIB, 2),
+    "gib3": (GIB, 3),
     "grouped": (1, 0),
 }
 #: unit name -> the scale it picks its printed unit from (kvlog's own lines)
 SCALED: dict[str, Scale] = {"iec": BYTES, "us": MICROSECONDS}
 #: units whose value is a byte count (an integer); the others print a plain number
-BYTE_UNITS = frozenset({"gib2", "gib1", "kib", "mib1", "mib0", "gb2", "iec", "gib4", "gib_round2", "mib2"})
+BYTE_UNITS = frozenset({"gib2", "gib1", "kib", "mib1", "mib0", "gb2", "iec", "gib4", "gib_round2", "mib2", "gib3"})
 #: ``{n:grouped}``: an integer with thousands separators, read with or without them
 GROUPED = "grouped"
 _GROUPED = "[0-9]{1,3}(?:,[0-9]{3}){1,6}|[0-9]{1,20}"
