@@ -1755,18 +1755,19 @@ class MemoryBufferAllocated(Event):
     staging, `HiCache staging prepared before KV sizing: X MiB, N layers`, 0.5.21 on); the NCCL
     symmetric-memory pool pre-allocated after capture (`Pre-allocating symmetric memory pool with N
     GiB`, 0.5.9 on, N the integer SGLANG_SYMM_MEM_PREALLOC_GB_SIZE, held by the pool once the tensor
-    is freed); the device side of a state capturer (`Routing experts device buffer allocated. …
-    size: X MB`, 0.5.7 to 0.5.11; `DeviceCache[name] allocated: … size=X MB`, 0.5.12 on); the
-    encoder-disaggregation embedding pool (`MooncakeEmbeddingPool registered: gpu=N, size=XMB, …`,
-    0.5.13 to 0.5.18; `EmbeddingPool allocated: gpu=N, size=XMB, …`, 0.5.19 on); a multimodal
-    feature pool of a tokenizer worker on the base GPU, one line a worker (`MmItemMemoryPool size
-    per tokenizer worker: X MiB (…)`, 0.5.11 to 0.5.15.post1; `CUDA IPC multimodal feature pools
-    reserve T MiB total on GPU N (X MiB per tokenizer worker × W; …)`, 0.5.16 on, X being the
-    worker's pool; `Creating a X MiB CUDA IPC pool on GPU N for GPU-resident embedding overrides`,
-    0.5.22 on) and the scheduler's multimodal feature buffer (`Preallocated XMB GPU buffer`,
-    0.5.6.post1 on); a kernel's workspace allocated before the KV cache is sized (`gfx950 fused DSA
-    indexer: workspace preallocated (max_cols=N, X MiB) before pool sizing`, 0.5.22 on). v2 adds the
-    kinds after staging and the buffer's name.
+    is freed) and the K3 all-reduce fusion's symmetric buffers (`K3 symm buffer 'name': R rows x W,
+    X MB (…)`, 0.5.17 on, allocated when first used); the device side of a state capturer (`Routing
+    experts device buffer allocated. … size: X MB`, 0.5.7 to 0.5.11; `DeviceCache[name] allocated: …
+    size=X MB`, 0.5.12 on); the encoder-disaggregation embedding pool (`MooncakeEmbeddingPool
+    registered: gpu=N, size=XMB, …`, 0.5.13 to 0.5.18; `EmbeddingPool allocated: gpu=N, size=XMB,
+    …`, 0.5.19 on); a multimodal feature pool of a tokenizer worker on the base GPU, one line a
+    worker (`MmItemMemoryPool size per tokenizer worker: X MiB (…)`, 0.5.11 to 0.5.15.post1; `CUDA
+    IPC multimodal feature pools reserve T MiB total on GPU N (X MiB per tokenizer worker × W; …)`,
+    0.5.16 on, X being the worker's pool; `Creating a X MiB CUDA IPC pool on GPU N for GPU-resident
+    embedding overrides`, 0.5.22 on) and the scheduler's multimodal feature buffer (`Preallocated
+    XMB GPU buffer`, 0.5.6.post1 on); a kernel's workspace allocated before the KV cache is sized
+    (`gfx950 fused DSA indexer: workspace preallocated (max_cols=N, X MiB) before pool sizing`,
+    0.5.22 on). v2 adds the kinds after staging and the buffer's name.
     """
 
     EVENT: ClassVar[str] = "memory.buffer_allocated"

@@ -154,6 +154,16 @@ def _consumers(event: dict[str, Any]) -> list[str]:
             ["aux_buffers"],
         ),
         (
+            "[2026-10-01 10:00:02 TP2] K3 symm buffer 'moe_out': 8192 rows x 7168, 112.0 MB (rendezvoused once on "
+            "first use; no per-forward symmetric allocation)",
+            "symmetric_memory",
+            None,
+            None,
+            112 * MIB,
+            52429,
+            ["aux_buffers"],
+        ),
+        (
             "[2026-06-01 10:00:02 TP0] Full-CG prefill workspace: 384 MB (max bucket 8192 tokens, 16 request slots)",
             "graph_workspace",
             None,

@@ -225,6 +225,11 @@ WORDING_WINDOWS: Final[Mapping[str, Mapping[str, tuple[str, str, str | None]]]] 
         "EmbeddingPool allocated: gpu={device}, size={size_bytes:mib1}MB, base={_}": ("0.5.18", "2026-08-21", None),
         "Full-CG prefill workspace: {size_bytes:mib0} MB (max bucket {_}": ("0.5.14", "2026-06-26", None),
         "HiCache staging prepared before KV sizing: {size_bytes:mib1} MiB, {_} layers": ("0.5.20", "2026-09-18", None),
+        "K3 symm buffer {_}: {_} rows x {_}, {size_bytes:mib1} MB (rendezvoused once on first use; no per-forward symmetric allocation)": (
+            "0.5.16",
+            "2026-07-25",
+            None,
+        ),
         "MmItemMemoryPool size per tokenizer worker: {size_bytes:mib0} MiB (budget {_}": (
             "0.5.10.post1",
             "2026-04-08",
@@ -731,7 +736,6 @@ WORDING_WINDOWS: Final[Mapping[str, Mapping[str, tuple[str, str, str | None]]]] 
         "Invalid denominator=": ("0.5.8.post1", "2026-02-05", "2026-05-05"),
         "K must be even to pack into int4 bytes": ("0.5.18", "2026-08-21", None),
         "K3 all-reduce fusion auto-probe: skipping (enable_symm_mem=": ("0.5.16", "2026-07-25", None),
-        "K3 symm buffer {v0}: {v1} rows x": ("0.5.16", "2026-07-25", None),
         "KV Cache skipped (no-op pool). Logical #tokens:": ("0.5.11", "2026-05-05", None),
         "KV cache is full! Bug in memory estimation. available=": ("0.5.10.post1", "2026-04-08", None),
         "KV pool holds {v0} tokens, fewer than --context-length": ("0.5.22", "2026-10-16", None),
