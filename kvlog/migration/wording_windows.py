@@ -296,6 +296,18 @@ WORDING_WINDOWS: Final[Mapping[str, Mapping[str, tuple[str, str, str | None]]]] 
             None,
         ),
     },
+    "sglang-text/2026-07-steps": {
+        "EPLB default-group P2P warmup completed in {elapsed_s}s (world_size={_}, free memory delta={mem_usage_bytes:mib2} MiB)": (
+            "0.5.21",
+            "2026-10-01",
+            None,
+        ),
+        "{_}: captured {_} rows ({_} segments) in {elapsed_s:f2} s, {mem_usage_bytes:gib3} GiB; {_} graphs, {_} s, {_} GiB": (
+            "0.5.22",
+            "2026-10-16",
+            None,
+        ),
+    },
     "sglang-text/2026-08": {
         "Allocating {[{label} ]}hierarchical KV host pool: {[{num_tokens} tokens, ]}{host_bytes:gb2} GB host memory{[, packed MTP KV layers: target_layers={mtp_target_layers}, draft_layers={mtp_draft_layers}, total_layers={mtp_total_layers}]}.": (
             "0.5.16",
@@ -362,18 +374,6 @@ WORDING_WINDOWS: Final[Mapping[str, Mapping[str, tuple[str, str, str | None]]]] 
         "{[{label:words} ]}KV Cache VA upper bound. {[dtype: {dtype}, ]}{[#tokens: {num_tokens}, ]}KV size: {kv_bytes:gib2} GB": (
             "0.5.17",
             "2026-08-08",
-            None,
-        ),
-    },
-    "sglang-text/2026-10-steps": {
-        "EPLB default-group P2P warmup completed in {elapsed_s}s (world_size={_}, free memory delta={mem_usage_bytes:mib2} MiB)": (
-            "0.5.21",
-            "2026-10-01",
-            None,
-        ),
-        "{_}: captured {_} rows ({_} segments) in {elapsed_s:f2} s, {mem_usage_bytes:gib3} GiB; {_} graphs, {_} s, {_} GiB": (
-            "0.5.22",
-            "2026-10-16",
             None,
         ),
     },

@@ -142,7 +142,7 @@ def formatter(unit: str | None) -> Callable[[Any], str]:
     if unit == GIB_ROUND2:
         return lambda value: str(round(value / GIB, 2))
     per_unit, decimals = UNITS[unit]
-    if decimals == 0:
+    if unit == "kib":  # whole KiB are exact (granularities); ``mib0`` is rounded to nearest, as ``%.0f`` prints it
         return lambda value: str(value // per_unit)
     spec = f".{decimals}f"
     return lambda value: format(value / per_unit, spec)
