@@ -1725,23 +1725,56 @@ class MemoryBaseline(Event):
 _SETTERS_MemoryBaseline = slot_setters(MemoryBaseline)
 
 
+_MemoryBufferAllocatedKind = Literal[
+    "embedding_pool",
+    "graph_pool",
+    "graph_pool_borrow",
+    "graph_workspace",
+    "mamba_checkpoint",
+    "multimodal_pool",
+    "staging",
+    "state_capture",
+    "symmetric_memory",
+    "workspace",
+]
+
+
 @dataclass(frozen=True, slots=True, kw_only=True, init=False)
 class MemoryBufferAllocated(Event):
-    """Auxiliary device buffer allocated (``memory.buffer_allocated`` v1).
+    """Auxiliary device buffer allocated (``memory.buffer_allocated`` v2).
 
-    A device buffer or pool that is not the KV cache, as sglang states its size: the CUDA-graph pool
-    pre-carved before the graphs are captured (`Graph pool pre-carved: X GB`, 0.5.20 on) and the
-    borrowing pool's pre-carve (`Graph pool borrow pre-carved: X MiB`), both inside the capture's
-    own cost (cuda_graph.captured's mem_usage_bytes); the int8 Mamba checkpoint pool (`int8 mamba
-    checkpoint pool: N slots, X GB (…)`, 0.5.14 on), allocated from the headroom of --mem-fraction-
-    static; a disaggregation staging buffer (`StagingBuffer allocated: X MB on cuda:0, …`,
-    `StagingAllocator (ring+overcommit): X MB on …`, 0.5.10 on, MB being MiB).
+    A device buffer or pool that is not the KV cache, as sglang states its size. Within a CUDA-graph
+    capture (inside cuda_graph.captured's mem_usage_bytes, so no consumer of its own): the graph
+    pool pre-carved before the graphs are captured (`Graph pool pre-carved: X GB`, 0.5.20 on) and
+    the borrowing pool's pre-carve (`Graph pool borrow pre-carved: X MiB`); the full-CUDA-graph
+    prefill workspace FlashInfer allocates while the prefill graph is captured (`Full-CG prefill
+    workspace: X MB (…)`, 0.5.15 on). Buffers of their own: the int8 Mamba checkpoint pool (`int8
+    mamba checkpoint pool: N slots, X GB (…)`, 0.5.14 on), allocated from the headroom of --mem-
+    fraction-static; a transfer staging buffer (`StagingBuffer allocated: X MB on cuda:0, …`,
+    `StagingAllocator (ring+overcommit): X MB on …`, 0.5.10 on, MB being MiB; HiCache's write-back
+    staging, `HiCache staging prepared before KV sizing: X MiB, N layers`, 0.5.21 on); the NCCL
+    symmetric-memory pool pre-allocated after capture (`Pre-allocating symmetric memory pool with N
+    GiB`, 0.5.9 on, N the integer SGLANG_SYMM_MEM_PREALLOC_GB_SIZE, held by the pool once the tensor
+    is freed) and the K3 all-reduce fusion's symmetric buffers (`K3 symm buffer 'name': R rows x W,
+    X MB (…)`, 0.5.17 on, allocated when first used); the device side of a state capturer (`Routing
+    experts device buffer allocated. … size: X MB`, 0.5.7 to 0.5.11; `DeviceCache[name] allocated: …
+    size=X MB`, 0.5.12 on); the encoder-disaggregation embedding pool (`MooncakeEmbeddingPool
+    registered: gpu=N, size=XMB, …`, 0.5.13 to 0.5.18; `EmbeddingPool allocated: gpu=N, size=XMB,
+    …`, 0.5.19 on); a multimodal feature pool of a tokenizer worker on the base GPU, one line a
+    worker (`MmItemMemoryPool size per tokenizer worker: X MiB (…)`, 0.5.11 to 0.5.15.post1; `CUDA
+    IPC multimodal feature pools reserve T MiB total on GPU N (X MiB per tokenizer worker × W; …)`,
+    0.5.16 on, X being the worker's pool; `Creating a X MiB CUDA IPC pool on GPU N for GPU-resident
+    embedding overrides`, 0.5.22 on) and the scheduler's multimodal feature buffer (`Preallocated
+    XMB GPU buffer`, 0.5.6.post1 on); a kernel's workspace allocated before the KV cache is sized
+    (`gfx950 fused DSA indexer: workspace preallocated (max_cols=N, X MiB) before pool sizing`,
+    0.5.22 on). v2 adds the kinds after staging and the buffer's name.
     """
 
     EVENT: ClassVar[str] = "memory.buffer_allocated"
-    VERSION: ClassVar[int] = 1
+    VERSION: ClassVar[int] = 2
 
-    kind: Literal["graph_pool", "graph_pool_borrow", "mamba_checkpoint", "staging"]
+    kind: _MemoryBufferAllocatedKind
+    name: str | None
     device: str | None
     slots: int | None
     size_bytes: int
@@ -1750,7 +1783,8 @@ class MemoryBufferAllocated(Event):
     def __init__(
         self,
         *,
-        kind: Literal["graph_pool", "graph_pool_borrow", "mamba_checkpoint", "staging"],
+        kind: _MemoryBufferAllocatedKind,
+        name: str | None,
         device: str | None,
         slots: int | None,
         size_bytes: int,
@@ -1758,16 +1792,18 @@ class MemoryBufferAllocated(Event):
     ) -> None:
         setters = _SETTERS_MemoryBufferAllocated
         setters[0](self, kind)
-        setters[1](self, device)
-        setters[2](self, slots)
-        setters[3](self, size_bytes)
-        setters[4](self, ext)
+        setters[1](self, name)
+        setters[2](self, device)
+        setters[3](self, slots)
+        setters[4](self, size_bytes)
+        setters[5](self, ext)
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
             "event": "memory.buffer_allocated",
-            "schema_version": 1,
+            "schema_version": 2,
             "kind": self.kind,
+            "name": self.name,
             "device": self.device,
             "slots": self.slots,
             "size_bytes": self.size_bytes,

@@ -208,6 +208,54 @@ def test_auxiliary_buffers_add_up_by_kind_and_a_graph_pool_is_left_to_its_captur
     assert row["consumers"]["cuda_graph_bytes"] == gib(1.62)
 
 
+def test_buffers_of_v2s_kinds_add_up_and_a_workspace_captured_with_a_graph_is_left_to_it(tmp_path: Path) -> None:
+    """A state capturer's device buffer (the line of sglang issue #26860), the symmetric-memory pool and a
+    tokenizer worker's multimodal pool are buffers of their own; FlashInfer's full-CUDA-graph prefill workspace
+    is allocated while the prefill graph is captured, inside the capture's ``mem usage``."""
+    path = write(
+        tmp_path,
+        "sglang.log",
+        "[2026-06-01 10:00:00 TP0] Load weight begin. avail mem=70.00 GB\n"
+        "[2026-06-01 10:00:01 TP0] DeviceCache[routed_experts] allocated: shape=(2048, 48, 8), size=3.00 MB\n"
+        "[2026-06-01 10:00:02 TP0] Full-CG prefill workspace: 384 MB (max bucket 8192 tokens, 16 request slots)\n"
+        "[2026-06-01 10:00:03 TP0] Capture cuda graph end. Time elapsed: 9.00 s. mem usage=1.62 GB. "
+        "avail mem=20.00 GB.\n"
+        "[2026-06-01 10:00:04 TP0] Pre-allocating symmetric memory pool with 4 GiB\n",
+    )
+    _, table = ledger(path)
+    [row] = table["rows"]
+    assert row["consumers"]["aux_buffers_bytes"] == 3 * (1 << 20) + 4 * (1 << 30)
+    # 0.005 MiB rounded up; a whole GiB as printed, half a GiB (the setting is an integer, the line does not say so)
+    assert row["uncertainty_bytes"]["aux_buffers_bytes"] == 5243 + (1 << 29)
+    assert row["evidence"]["aux_buffers_bytes"] == [f"{path}:2", f"{path}:5"]
+    assert row["consumers"]["cuda_graph_bytes"] == gib(1.62)
+
+
+def test_eplbs_warmup_is_runtime_and_each_row_bucket_graph_adds_to_the_graphs(tmp_path: Path) -> None:
+    """EPLB's P2P warmup measures the NCCL transports it leaves (free before minus after): runtime. A row-bucket
+    graph line states its own capture and the running total: the graph's own figure adds, the total does not."""
+    path = write(
+        tmp_path,
+        "sglang.log",
+        "[2026-12-01 10:00:00 TP0] EPLB default-group P2P warmup completed in 1.234s (world_size=8, "
+        "free memory delta=612.00 MiB)\n"
+        "[2026-12-01 10:00:01 TP0] Load weight begin. avail mem=70.00 GB\n"
+        "[2026-12-01 10:00:02 TP0] Capture cuda graph end. Time elapsed: 9.00 s. mem usage=1.62 GB. "
+        "avail mem=20.00 GB.\n"
+        "[2026-12-01 10:00:03 TP0] DecoderReplayTail: captured 256 rows (3 segments) in 0.42 s, 0.125 GiB; "
+        "1 graphs, 0.42 s, 0.125 GiB\n"
+        "[2026-12-01 10:00:04 TP0] DecoderReplayTail: captured 512 rows (3 segments) in 0.40 s, 0.250 GiB; "
+        "2 graphs, 0.82 s, 0.375 GiB\n",
+    )
+    _, table = ledger(path)
+    [row] = table["rows"]
+    assert row["consumers"]["runtime_bytes"] == 612 * (1 << 20)
+    assert row["evidence"]["runtime_bytes"] == [f"{path}:1"]
+    assert row["consumers"]["cuda_graph_bytes"] == gib(1.62) + (1 << 27) + (1 << 28)
+    assert row["uncertainty_bytes"]["cuda_graph_bytes"] == HALF + 2 * 536871  # 0.005 GiB, 0.0005 GiB twice
+    assert row["evidence"]["cuda_graph_bytes"] == [f"{path}:3", f"{path}:4", f"{path}:5"]
+
+
 def test_a_vllm_memory_profile_from_a_thread_adds_up_to_its_budget(tmp_path: Path) -> None:
     status, table = ledger(write(tmp_path, "vllm.log", VLLM_14447))
     assert status == 0

@@ -95,9 +95,11 @@ def test_text_formats_are_ordered_oldest_first() -> None:
         "sglang-text/2025-03-graphs",
         "sglang-text/2025-06",
         "sglang-text/2025-10-buffers",
+        "sglang-text/2025-11-aux-buffers",
         "sglang-text/2026-04-host-pools",
         "sglang-text/2026-06",
         "sglang-text/2026-07-postcapture",
+        "sglang-text/2026-07-steps",
         "sglang-text/2026-08",
         "sglang-text/2026-08-05",
     ]

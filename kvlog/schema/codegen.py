@@ -17,6 +17,8 @@ from kvlog import envelope
 from kvlog.schema.catalog import Catalog, default_catalog
 from kvlog.schema.fields import JSON_TYPES, Facts
 
+#: the longest line ruff formats (pyproject.toml)
+_LINE_LENGTH = 120
 _SCALARS = {"integer": "int", "number": "float", "string": "str", "boolean": "bool", "object": "dict[str, Any]"}
 
 
@@ -71,7 +73,10 @@ def render_module(catalog: Catalog) -> str:
         props = {k: f for k, f in catalog.fields(event, version).items() if k not in envelope.FIELDS}
         mandatory = [k for k, f in props.items() if f.required]
         optional = [k for k, f in props.items() if not f.required]
-        out += ["", "", "@dataclass(frozen=True, slots=True, kw_only=True, init=False)", f"class {name}(Event):"]
+        aliases: list[str] = []
+        annotations = {key: _annotation(name, key, props[key].facts, aliases) for key in props}
+        out += ["", "", *aliases, *(["", ""] if aliases else [])]
+        out += ["@dataclass(frozen=True, slots=True, kw_only=True, init=False)", f"class {name}(Event):"]
         doc = textwrap.wrap(schema["description"], 96)
         out += [
             f'    """{schema["title"]} (``{event}`` v{version}).',
@@ -81,9 +86,9 @@ def render_module(catalog: Catalog) -> str:
             "",
         ]
         out += [f"    EVENT: ClassVar[str] = {_quote(event)}", f"    VERSION: ClassVar[int] = {version}", ""]
-        declared = [f"{_attr(key)}: {python_type(props[key].facts)}" for key in mandatory]
+        declared = [f"{_attr(key)}: {annotations[key]}" for key in mandatory]
         for key in optional:
-            annotation = python_type(props[key].facts)
+            annotation = annotations[key]
             declared.append(f"{_attr(key)}: {annotation}{'' if annotation.endswith('None') else ' | None'} = None")
         declared.append("ext: dict[str, Any] | None = None")
         out += [f"    {line}" for line in declared]
@@ -101,6 +106,20 @@ def render_module(catalog: Catalog) -> str:
         out += ["", "", f"_SETTERS_{name} = slot_setters({name})"]
     out += ["", "", "ALL_EVENTS: tuple[type[Event], ...] = (", *(f"    {name}," for name in names), ")", ""]
     return "\n".join(out)
+
+
+def _annotation(name: str, key: str, facts: Facts, aliases: list[str]) -> str:
+    """A field's annotation; a choice of values too long for a line of ``__init__`` is named once before its class.
+
+    ruff formats the module at 120 columns and the generated text must already be formatted (a test compares the
+    two), so a long ``Literal`` is written one value a line under a private name, not on the field's line.
+    """
+    annotation = python_type(facts)
+    if not facts.choices or len(f"        {_attr(key)}: {annotation},") <= _LINE_LENGTH:
+        return annotation
+    alias = f"_{name}{class_name(key)}"
+    aliases += [f"{alias} = Literal[", *(f"    {_quote(value)}," for value in facts.choices), "]"]
+    return f"{alias} | None" if facts.nullable else alias
 
 
 def _quote(text: str) -> str:

@@ -103,9 +103,22 @@ DEVICE_CONSUMERS: tuple[ConsumerReading, ...] = (
     ConsumerReading("cuda_graph", "cuda_graph.captured", ("mem_usage_bytes",), adds=True),
     ConsumerReading("cuda_graph", "memory.startup_summary", ("cuda_graph_bytes",)),
     ConsumerReading("cuda_graph", "cuda_graph.estimated", ("actual_bytes",)),
-    # the buffers that are no other consumer's: the graph pools sglang pre-carves are inside a capture's cost
+    # the buffers that are no other consumer's: the graph pools sglang pre-carves, and the workspace FlashInfer
+    # allocates while the prefill graph is captured, are inside a capture's cost
     ConsumerReading(
-        "aux_buffers", "memory.buffer_allocated", ("size_bytes",), adds=True, kinds=("mamba_checkpoint", "staging")
+        "aux_buffers",
+        "memory.buffer_allocated",
+        ("size_bytes",),
+        adds=True,
+        kinds=(
+            "embedding_pool",
+            "mamba_checkpoint",
+            "multimodal_pool",
+            "staging",
+            "state_capture",
+            "symmetric_memory",
+            "workspace",
+        ),
     ),
     ConsumerReading(
         "mamba_pool",

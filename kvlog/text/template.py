@@ -4,13 +4,15 @@ A template is text with ``{field:unit}`` placeholders and ``{[...]}`` sections t
 only when every field inside them is set. Units say how a byte count is printed, and so how precise a
 figure read back from such a line is: ``gib2`` is GiB with two decimals, ``gib1`` one decimal,
 ``kib`` whole KiB, ``mib1`` MiB with one decimal (sglang's ``MB`` of ``memory_reserved() / (1024 * 1024)``),
+``mib0`` whole MiB rounded to nearest (sglang's ``%.0f MiB``),
 ``gb2`` decimal GB (host memory) with two decimals; ``f2`` is a plain number with two decimals (seconds).
 Those are sglang's units, kept exactly. vLLM's: ``gib4`` is GiB printed with ``%.4f`` (exactly four
 decimals are read, so that a later release's figure of the same wording falls to its own era);
 ``gib_round2`` is GiB as vLLM's ``format_gib`` prints it (0.14.0 on: ``round(bytes / 2**30, 2)`` printed
 as a Python float, ``61.5``, ``0.0``, ``12.34``): whatever decimals the line shows, the figure hides the
 rounding to two decimals, so its half-width is always 0.005 GiB;
-``mib2`` is MiB with two decimals (vLLM's CUDA-graph estimates, ``%.2f`` of bytes / 2**20);
+``mib2`` is MiB with two decimals (vLLM's CUDA-graph estimates, ``%.2f`` of bytes / 2**20; sglang's ``%.2f MiB``);
+``gib3`` is GiB with three decimals (sglang's ``%.3f GiB``);
 ``grouped`` is an integer printed with thousands separators (``f"{n:,}"``, ``1,234,567``; plain digits
 are read too). kvlog's own lines use scaled units
 (``kvlog.text.units``): ``iec`` bytes in B, KiB, ... EiB and ``us`` a duration in microseconds, each
@@ -47,17 +49,19 @@ UNITS: dict[str, tuple[int, int]] = {
     "gib1": (GIB, 1),
     "kib": (KIB, 0),
     "mib1": (MIB, 1),
+    "mib0": (MIB, 0),
     "gb2": (GB, 2),
     "f2": (1, 2),
     "gib4": (GIB, 4),
     "gib_round2": (GIB, 2),
     "mib2": (MIB, 2),
+    "gib3": (GIB, 3),
     "grouped": (1, 0),
 }
 #: unit name -> the scale it picks its printed unit from (kvlog's own lines)
 SCALED: dict[str, Scale] = {"iec": BYTES, "us": MICROSECONDS}
 #: units whose value is a byte count (an integer); the others print a plain number
-BYTE_UNITS = frozenset({"gib2", "gib1", "kib", "mib1", "gb2", "iec", "gib4", "gib_round2", "mib2"})
+BYTE_UNITS = frozenset({"gib2", "gib1", "kib", "mib1", "mib0", "gb2", "iec", "gib4", "gib_round2", "mib2", "gib3"})
 #: ``{n:grouped}``: an integer with thousands separators, read with or without them
 GROUPED = "grouped"
 _GROUPED = "[0-9]{1,3}(?:,[0-9]{3}){1,6}|[0-9]{1,20}"
@@ -138,7 +142,7 @@ def formatter(unit: str | None) -> Callable[[Any], str]:
     if unit == GIB_ROUND2:
         return lambda value: str(round(value / GIB, 2))
     per_unit, decimals = UNITS[unit]
-    if decimals == 0:
+    if unit == "kib":  # whole KiB are exact (granularities); ``mib0`` is rounded to nearest, as ``%.0f`` prints it
         return lambda value: str(value // per_unit)
     spec = f".{decimals}f"
     return lambda value: format(value / per_unit, spec)
