@@ -1727,33 +1727,46 @@ _SETTERS_MemoryBaseline = slot_setters(MemoryBaseline)
 
 @dataclass(frozen=True, slots=True, kw_only=True, init=False)
 class MemoryBufferAllocated(Event):
-    """Auxiliary device buffer allocated (``memory.buffer_allocated`` v1).
+    """Auxiliary device buffer allocated (``memory.buffer_allocated`` v2).
 
-    A device buffer or pool that is not the KV cache, as sglang states its size: the CUDA-graph pool
-    pre-carved before the graphs are captured (`Graph pool pre-carved: X GB`, 0.5.20 on) and the
-    borrowing pool's pre-carve (`Graph pool borrow pre-carved: X MiB`), both inside the capture's
-    own cost (cuda_graph.captured's mem_usage_bytes); the int8 Mamba checkpoint pool (`int8 mamba
-    checkpoint pool: N slots, X GB (…)`, 0.5.14 on), allocated from the headroom of --mem-fraction-
-    static; a disaggregation staging buffer (`StagingBuffer allocated: X MB on cuda:0, …`,
-    `StagingAllocator (ring+overcommit): X MB on …`, 0.5.10 on, MB being MiB).
+    A device buffer or pool that is not the KV cache, as the server states its size. sglang: the
+    CUDA-graph pool pre-carved before the graphs are captured (`Graph pool pre-carved: X GB`, 0.5.20
+    on) and the borrowing pool's pre-carve (`Graph pool borrow pre-carved: X MiB`), both inside the
+    capture's own cost (cuda_graph.captured's mem_usage_bytes); the int8 Mamba checkpoint pool
+    (`int8 mamba checkpoint pool: N slots, X GB (…)`, 0.5.14 on), allocated from the headroom of
+    --mem-fraction-static; a disaggregation staging buffer (`StagingBuffer allocated: X MB on
+    cuda:0, …`, `StagingAllocator (ring+overcommit): X MB on …`, 0.5.10 on, MB being MiB). vLLM
+    (v2): the worker's workspace as each resize leaves it (`[WORKSPACE DEBUG] Resized workspace from
+    '…': A MB -> B MB (ubatch U, lane L)`, 0.13 on with VLLM_DEBUG_WORKSPACE, MB being MiB; 0.13 to
+    0.19 print the total of every ubatch's); the MoE routed-experts capture buffer (`Routing experts
+    device buffer allocated. … size=X MB`, 0.21); the FlyDSL ROCm decode buffer pools, one shape's
+    (`… VRAM = X MiB / shape.`, 0.28 on); a model's device-resident verify records and CP candidate
+    buffers (Kimi K3's KDA RecoverSSM records, MiniMax M3's indexer candidate buffer, 0.33 on). v2
+    adds these kinds, the workspace's ubatch and lane, and a slot's size (v1: none of them).
     """
 
     EVENT: ClassVar[str] = "memory.buffer_allocated"
-    VERSION: ClassVar[int] = 1
+    VERSION: ClassVar[int] = 2
 
-    kind: Literal["graph_pool", "graph_pool_borrow", "mamba_checkpoint", "staging"]
+    kind: Literal["graph_pool", "graph_pool_borrow", "mamba_checkpoint", "staging", "workspace", "routed_experts", "decode_buffer_pool", "verify_records", "candidate_buffer"]
     device: str | None
     slots: int | None
     size_bytes: int
+    ubatch: int | None
+    lane: int | None
+    slot_bytes: int | None
     ext: dict[str, Any] | None = None
 
     def __init__(
         self,
         *,
-        kind: Literal["graph_pool", "graph_pool_borrow", "mamba_checkpoint", "staging"],
+        kind: Literal["graph_pool", "graph_pool_borrow", "mamba_checkpoint", "staging", "workspace", "routed_experts", "decode_buffer_pool", "verify_records", "candidate_buffer"],
         device: str | None,
         slots: int | None,
         size_bytes: int,
+        ubatch: int | None,
+        lane: int | None,
+        slot_bytes: int | None,
         ext: dict[str, Any] | None = None,
     ) -> None:
         setters = _SETTERS_MemoryBufferAllocated
@@ -1761,16 +1774,22 @@ class MemoryBufferAllocated(Event):
         setters[1](self, device)
         setters[2](self, slots)
         setters[3](self, size_bytes)
-        setters[4](self, ext)
+        setters[4](self, ubatch)
+        setters[5](self, lane)
+        setters[6](self, slot_bytes)
+        setters[7](self, ext)
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
             "event": "memory.buffer_allocated",
-            "schema_version": 1,
+            "schema_version": 2,
             "kind": self.kind,
             "device": self.device,
             "slots": self.slots,
             "size_bytes": self.size_bytes,
+            "ubatch": self.ubatch,
+            "lane": self.lane,
+            "slot_bytes": self.slot_bytes,
         }
         if self.ext is not None:
             out["ext"] = self.ext
