@@ -1741,32 +1741,37 @@ class MemoryBufferAllocated(Event):
     0.19 print the total of every ubatch's); the MoE routed-experts capture buffer (`Routing experts
     device buffer allocated. … size=X MB`, 0.21); the FlyDSL ROCm decode buffer pools, one shape's
     (`… VRAM = X MiB / shape.`, 0.28 on); a model's device-resident verify records and CP candidate
-    buffers (Kimi K3's KDA RecoverSSM records, MiniMax M3's indexer candidate buffer, 0.33 on). v2
-    adds these kinds, the workspace's ubatch and lane, and a slot's size (v1: none of them).
+    buffers (Kimi K3's KDA RecoverSSM records, MiniMax M3's indexer candidate buffer, 0.33 on); the
+    prefetch offloader's static buffer pool (`[PrefetchOffloader] Initialized N modules. Total GPU
+    memory saved: X GB, Static buffer pool: Y GB (…)`, 0.17 on, GB being 10**9). v2 adds these
+    kinds, the workspace's ubatch and lane, a slot's size and the weights an offloader keeps off the
+    device (v1: none of them).
     """
 
     EVENT: ClassVar[str] = "memory.buffer_allocated"
     VERSION: ClassVar[int] = 2
 
-    kind: Literal["graph_pool", "graph_pool_borrow", "mamba_checkpoint", "staging", "workspace", "routed_experts", "decode_buffer_pool", "verify_records", "candidate_buffer"]
+    kind: Literal["graph_pool", "graph_pool_borrow", "mamba_checkpoint", "staging", "workspace", "routed_experts", "decode_buffer_pool", "verify_records", "candidate_buffer", "prefetch_pool"]
     device: str | None
     slots: int | None
     size_bytes: int
     ubatch: int | None
     lane: int | None
     slot_bytes: int | None
+    offloaded_bytes: int | None
     ext: dict[str, Any] | None = None
 
     def __init__(
         self,
         *,
-        kind: Literal["graph_pool", "graph_pool_borrow", "mamba_checkpoint", "staging", "workspace", "routed_experts", "decode_buffer_pool", "verify_records", "candidate_buffer"],
+        kind: Literal["graph_pool", "graph_pool_borrow", "mamba_checkpoint", "staging", "workspace", "routed_experts", "decode_buffer_pool", "verify_records", "candidate_buffer", "prefetch_pool"],
         device: str | None,
         slots: int | None,
         size_bytes: int,
         ubatch: int | None,
         lane: int | None,
         slot_bytes: int | None,
+        offloaded_bytes: int | None,
         ext: dict[str, Any] | None = None,
     ) -> None:
         setters = _SETTERS_MemoryBufferAllocated
@@ -1777,7 +1782,8 @@ class MemoryBufferAllocated(Event):
         setters[4](self, ubatch)
         setters[5](self, lane)
         setters[6](self, slot_bytes)
-        setters[7](self, ext)
+        setters[7](self, offloaded_bytes)
+        setters[8](self, ext)
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -1790,6 +1796,7 @@ class MemoryBufferAllocated(Event):
             "ubatch": self.ubatch,
             "lane": self.lane,
             "slot_bytes": self.slot_bytes,
+            "offloaded_bytes": self.offloaded_bytes,
         }
         if self.ext is not None:
             out["ext"] = self.ext

@@ -1863,6 +1863,11 @@ WORDING_WINDOWS: Final[Mapping[str, Mapping[str, tuple[str, str, str | None]]]] 
             "2026-05-10",
             "2026-05-29",
         ),
+        "[PrefetchOffloader] Initialized {_} modules. Total GPU memory saved: {offloaded_bytes:gb2} GB, Static buffer pool: {size_bytes:gb2} GB (group_size={_}": (
+            "0.16.0",
+            "2026-02-26",
+            None,
+        ),
         "[WORKSPACE DEBUG] Resized workspace from '{_}': {_} MB -> {_} MB ({_} ubatches, total memory {size_bytes:mib2} MB)": (
             "0.12.0",
             "2025-12-03",
@@ -2528,7 +2533,6 @@ WORDING_WINDOWS: Final[Mapping[str, Mapping[str, tuple[str, str, str | None]]]] 
             None,
         ),
         "ZmqTransport {v0}: ROUTER recv from": ("0.24.0", "2026-06-30", None),
-        "[PrefetchOffloader] Initialized": ("0.16.0", "2026-02-26", None),
         "[RDT-PLAN] pre-registered": ("0.28.0", "2026-08-26", None),
         "[StaticBufferPool] Allocated": ("0.16.0", "2026-02-26", None),
         "[Warmup][{v0}][{v1}/{v2}] batch_size:": ("0.6.3.post1", "2024-10-17", "2025-07-25"),

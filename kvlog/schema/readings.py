@@ -99,11 +99,14 @@ DEVICE_CONSUMERS: tuple[ConsumerReading, ...] = (
     ConsumerReading(
         "aux_buffers", "memory.buffer_allocated", ("size_bytes",), adds=True, kinds=("mamba_checkpoint", "staging")
     ),
-    # vLLM's routed-experts capture buffer is allocated after the KV cache is sized and before the capture's
-    # measurement starts: no other figure holds it. Its other buffers are inside figures the ledger has: the
-    # workspace and the decode buffer pools grow in the profile run and the capture (activation_peak,
-    # cuda_graph), the verify records and candidate buffers are allocated with the model (weights)
-    ConsumerReading("aux_buffers", "memory.buffer_allocated", ("size_bytes",), adds=True, kinds=("routed_experts",)),
+    # vLLM's buffers that no other figure holds: the prefetch offloader's pool, allocated after the load is
+    # measured, and the routed-experts capture buffer, after the KV cache is sized and before the capture is.
+    # Its other buffers are inside figures the ledger has: the workspace and the decode buffer pools grow in
+    # the profile run and the capture (activation_peak, cuda_graph), the verify records and candidate buffers
+    # are allocated with the model (weights)
+    ConsumerReading(
+        "aux_buffers", "memory.buffer_allocated", ("size_bytes",), adds=True, kinds=("prefetch_pool", "routed_experts")
+    ),
     ConsumerReading(
         "mamba_pool",
         "mamba_pool.allocation",
