@@ -1751,7 +1751,18 @@ class MemoryBufferAllocated(Event):
     EVENT: ClassVar[str] = "memory.buffer_allocated"
     VERSION: ClassVar[int] = 2
 
-    kind: Literal["graph_pool", "graph_pool_borrow", "mamba_checkpoint", "staging", "workspace", "routed_experts", "decode_buffer_pool", "verify_records", "candidate_buffer", "prefetch_pool"]
+    kind: Literal[
+        "graph_pool",
+        "graph_pool_borrow",
+        "mamba_checkpoint",
+        "staging",
+        "workspace",
+        "routed_experts",
+        "decode_buffer_pool",
+        "verify_records",
+        "candidate_buffer",
+        "prefetch_pool",
+    ]
     device: str | None
     slots: int | None
     size_bytes: int
@@ -1764,7 +1775,18 @@ class MemoryBufferAllocated(Event):
     def __init__(
         self,
         *,
-        kind: Literal["graph_pool", "graph_pool_borrow", "mamba_checkpoint", "staging", "workspace", "routed_experts", "decode_buffer_pool", "verify_records", "candidate_buffer", "prefetch_pool"],
+        kind: Literal[
+            "graph_pool",
+            "graph_pool_borrow",
+            "mamba_checkpoint",
+            "staging",
+            "workspace",
+            "routed_experts",
+            "decode_buffer_pool",
+            "verify_records",
+            "candidate_buffer",
+            "prefetch_pool",
+        ],
         device: str | None,
         slots: int | None,
         size_bytes: int,
@@ -1808,28 +1830,31 @@ _SETTERS_MemoryBufferAllocated = slot_setters(MemoryBufferAllocated)
 
 @dataclass(frozen=True, slots=True, kw_only=True, init=False)
 class MemoryCacheEmptied(Event):
-    """Device cache emptied (``memory.cache_emptied`` v1).
+    """Device cache emptied (``memory.cache_emptied`` v2).
 
     sglang's `[continue_generation] torch.cuda.empty_cache() called: reserved A MB -> B MB (freed C
     MB)` (0.5.12 on): memory PyTorch's caching allocator held (`torch.cuda.memory_reserved()`,
     printed in MiB with one decimal) before and after it gave its unused blocks back to the driver.
     Reserved memory is held by the process whether or not a tensor uses it; the difference went back
-    to the device's free memory.
+    to the device's free memory. vLLM (v2, 0.24 on, DEBUG): on an integrated (UMA) GPU under host
+    memory pressure, `Released XGiB of cached device memory under memory pressure` (format_gib of
+    reserved minus allocated memory before emptying the cache): what went back, the reserved memory
+    before and after unprinted. v2 lets the reserved figures be unknown (v1: always printed).
     """
 
     EVENT: ClassVar[str] = "memory.cache_emptied"
-    VERSION: ClassVar[int] = 1
+    VERSION: ClassVar[int] = 2
 
-    reserved_before_bytes: int
-    reserved_after_bytes: int
+    reserved_before_bytes: int | None
+    reserved_after_bytes: int | None
     freed_bytes: int | None
     ext: dict[str, Any] | None = None
 
     def __init__(
         self,
         *,
-        reserved_before_bytes: int,
-        reserved_after_bytes: int,
+        reserved_before_bytes: int | None,
+        reserved_after_bytes: int | None,
         freed_bytes: int | None,
         ext: dict[str, Any] | None = None,
     ) -> None:
@@ -1842,7 +1867,7 @@ class MemoryCacheEmptied(Event):
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
             "event": "memory.cache_emptied",
-            "schema_version": 1,
+            "schema_version": 2,
             "reserved_before_bytes": self.reserved_before_bytes,
             "reserved_after_bytes": self.reserved_after_bytes,
             "freed_bytes": self.freed_bytes,

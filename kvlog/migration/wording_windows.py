@@ -1957,6 +1957,13 @@ WORDING_WINDOWS: Final[Mapping[str, Mapping[str, tuple[str, str, str | None]]]] 
             "2026-11-16",
         ),
     },
+    "vllm-text/2026-06-cache-release": {
+        "Released {freed_bytes:gib_round2}GiB of cached device memory under memory pressure": (
+            "0.23.0",
+            "2026-06-13",
+            None,
+        ),
+    },
     "vllm-text/2026-11-extensible": {
         "Committed {num_blocks} of {_} KV cache blocks ({committed_bytes:gib2} GiB physical).": (
             "0.33.0",
@@ -2256,7 +2263,6 @@ WORDING_WINDOWS: Final[Mapping[str, Mapping[str, tuple[str, str, str | None]]]] 
         "Registering full CPU offload region rank=": ("0.32.0", "2026-10-18", None),
         "Registering remote agent (": ("0.13.0", "2025-12-19", None),
         "Released {v0} GiB of checkpoint page cache in": ("0.32.0", "2026-10-18", None),
-        "Released {v0}GiB of cached device memory under memory pressure": ("0.23.0", "2026-06-13", None),
         "Request decoded media exceeds VLLM_MAX_MEDIA_REQUEST_DECODE_BYTES=": ("0.32.0", "2026-10-18", None),
         "Request media downloads exceed VLLM_MAX_MEDIA_REQUEST_DOWNLOAD_SIZE_MB=": ("0.32.0", "2026-10-18", None),
         "RoutedExpertsManager CPU buffer:": ("0.21.0", "2026-05-15", "2026-10-05"),

@@ -17,6 +17,8 @@ from kvlog import envelope
 from kvlog.schema.catalog import Catalog, default_catalog
 from kvlog.schema.fields import JSON_TYPES, Facts
 
+#: the longest line ruff formats on one line (pyproject.toml)
+_LINE_LENGTH = 120
 _SCALARS = {"integer": "int", "number": "float", "string": "str", "boolean": "bool", "object": "dict[str, Any]"}
 
 
@@ -81,14 +83,19 @@ def render_module(catalog: Catalog) -> str:
             "",
         ]
         out += [f"    EVENT: ClassVar[str] = {_quote(event)}", f"    VERSION: ClassVar[int] = {version}", ""]
-        declared = [f"{_attr(key)}: {python_type(props[key].facts)}" for key in mandatory]
+        declared = [(_attr(key), python_type(props[key].facts), "") for key in mandatory]
         for key in optional:
             annotation = python_type(props[key].facts)
-            declared.append(f"{_attr(key)}: {annotation}{'' if annotation.endswith('None') else ' | None'} = None")
-        declared.append("ext: dict[str, Any] | None = None")
-        out += [f"    {line}" for line in declared]
+            declared.append((_attr(key), annotation + ("" if annotation.endswith("None") else " | None"), " = None"))
+        declared.append(("ext", "dict[str, Any] | None", " = None"))
+        out += [line for attr, annotation, default in declared for line in _declared("    ", attr, annotation, default)]
         attrs = [*(_attr(key) for key in mandatory), *(_attr(key) for key in optional), "ext"]
-        out += ["", "    def __init__(", "        self,", "        *,", *(f"        {line}," for line in declared)]
+        out += ["", "    def __init__(", "        self,", "        *,"]
+        out += [
+            line
+            for attr, annotation, default in declared
+            for line in _declared("        ", attr, annotation, default + ",")
+        ]
         out += ["    ) -> None:", f"        setters = _SETTERS_{name}"]
         out += [f"        setters[{i}](self, {a})" for i, a in enumerate(attrs)]
         out += ["", "    def to_dict(self) -> dict[str, Any]:", "        out: dict[str, Any] = {"]
@@ -101,6 +108,22 @@ def render_module(catalog: Catalog) -> str:
         out += ["", "", f"_SETTERS_{name} = slot_setters({name})"]
     out += ["", "", "ALL_EVENTS: tuple[type[Event], ...] = (", *(f"    {name}," for name in names), ")", ""]
     return "\n".join(out)
+
+
+def _declared(indent: str, attr: str, annotation: str, tail: str) -> list[str]:
+    """``attr: annotation`` and its tail on one line; a ``Literal`` too long for one, a value a line, as ruff writes it.
+
+    The generated module is checked by ``ruff format --check`` like the rest, so it is written formatted.
+    """
+    line = f"{indent}{attr}: {annotation}{tail}"
+    if len(line) <= _LINE_LENGTH or not annotation.startswith("Literal["):
+        return [line]
+    values, rest = annotation[len("Literal[") :].split("]", 1)
+    return [
+        f"{indent}{attr}: Literal[",
+        *(f"{indent}    {value}," for value in values.split(", ")),
+        f"{indent}]{rest}{tail}",
+    ]
 
 
 def _quote(text: str) -> str:
