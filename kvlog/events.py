@@ -1726,15 +1726,20 @@ _SETTERS_MemoryBaseline = slot_setters(MemoryBaseline)
 
 
 _MemoryBufferAllocatedKind = Literal[
+    "candidate_buffer",
+    "decode_buffer_pool",
     "embedding_pool",
     "graph_pool",
     "graph_pool_borrow",
     "graph_workspace",
+    "kernel_workspace",
     "mamba_checkpoint",
     "multimodal_pool",
+    "prefetch_pool",
     "staging",
     "state_capture",
     "symmetric_memory",
+    "verify_records",
     "workspace",
 ]
 
@@ -1743,14 +1748,14 @@ _MemoryBufferAllocatedKind = Literal[
 class MemoryBufferAllocated(Event):
     """Auxiliary device buffer allocated (``memory.buffer_allocated`` v2).
 
-    A device buffer or pool that is not the KV cache, as sglang states its size. Within a CUDA-graph
-    capture (inside cuda_graph.captured's mem_usage_bytes, so no consumer of its own): the graph
-    pool pre-carved before the graphs are captured (`Graph pool pre-carved: X GB`, 0.5.20 on) and
-    the borrowing pool's pre-carve (`Graph pool borrow pre-carved: X MiB`); the full-CUDA-graph
-    prefill workspace FlashInfer allocates while the prefill graph is captured (`Full-CG prefill
-    workspace: X MB (…)`, 0.5.15 on). Buffers of their own: the int8 Mamba checkpoint pool (`int8
-    mamba checkpoint pool: N slots, X GB (…)`, 0.5.14 on), allocated from the headroom of --mem-
-    fraction-static; a transfer staging buffer (`StagingBuffer allocated: X MB on cuda:0, …`,
+    A device buffer or pool that is not the KV cache, as the server states its size. sglang: Within
+    a CUDA-graph capture (inside cuda_graph.captured's mem_usage_bytes, so no consumer of its own):
+    the graph pool pre-carved before the graphs are captured (`Graph pool pre-carved: X GB`, 0.5.20
+    on) and the borrowing pool's pre-carve (`Graph pool borrow pre-carved: X MiB`); the full-CUDA-
+    graph prefill workspace FlashInfer allocates while the prefill graph is captured (`Full-CG
+    prefill workspace: X MB (…)`, 0.5.15 on). Buffers of their own: the int8 Mamba checkpoint pool
+    (`int8 mamba checkpoint pool: N slots, X GB (…)`, 0.5.14 on), allocated from the headroom of
+    --mem-fraction-static; a transfer staging buffer (`StagingBuffer allocated: X MB on cuda:0, …`,
     `StagingAllocator (ring+overcommit): X MB on …`, 0.5.10 on, MB being MiB; HiCache's write-back
     staging, `HiCache staging prepared before KV sizing: X MiB, N layers`, 0.5.21 on); the NCCL
     symmetric-memory pool pre-allocated after capture (`Pre-allocating symmetric memory pool with N
@@ -1765,9 +1770,19 @@ class MemoryBufferAllocated(Event):
     IPC multimodal feature pools reserve T MiB total on GPU N (X MiB per tokenizer worker × W; …)`,
     0.5.16 on, X being the worker's pool; `Creating a X MiB CUDA IPC pool on GPU N for GPU-resident
     embedding overrides`, 0.5.22 on) and the scheduler's multimodal feature buffer (`Preallocated
-    XMB GPU buffer`, 0.5.6.post1 on); a kernel's workspace allocated before the KV cache is sized
-    (`gfx950 fused DSA indexer: workspace preallocated (max_cols=N, X MiB) before pool sizing`,
-    0.5.22 on). v2 adds the kinds after staging and the buffer's name.
+    XMB GPU buffer`, 0.5.6.post1 on); a kernel's workspace (kernel_workspace) allocated before the
+    KV cache is sized (`gfx950 fused DSA indexer: workspace preallocated (max_cols=N, X MiB) before
+    pool sizing`, 0.5.22 on). vLLM (v2): the worker's workspace as each resize leaves it
+    (`[WORKSPACE DEBUG] Resized workspace from '…': A MB -> B MB (ubatch U, lane L)`, 0.13 on with
+    VLLM_DEBUG_WORKSPACE, MB being MiB; 0.13 to 0.19 print the total of every ubatch's); the MoE
+    routed-experts capture buffer (state_capture, name routed_experts: `Routing experts device
+    buffer allocated. … size=X MB`, 0.21); the FlyDSL ROCm decode buffer pools, one shape's (`… VRAM
+    = X MiB / shape.`, 0.28 on); a model's device-resident verify records and CP candidate buffers
+    (Kimi K3's KDA RecoverSSM records, MiniMax M3's indexer candidate buffer, 0.33 on); the prefetch
+    offloader's static buffer pool (`[PrefetchOffloader] Initialized N modules. Total GPU memory
+    saved: X GB, Static buffer pool: Y GB (…)`, 0.17 on, GB being 10**9). v2 adds the kinds after
+    staging, the buffer's name, the workspace's ubatch and lane, a slot's size and the weights an
+    offloader keeps off the device (v1: none of them).
     """
 
     EVENT: ClassVar[str] = "memory.buffer_allocated"
@@ -1778,6 +1793,10 @@ class MemoryBufferAllocated(Event):
     device: str | None
     slots: int | None
     size_bytes: int
+    ubatch: int | None
+    lane: int | None
+    slot_bytes: int | None
+    offloaded_bytes: int | None
     ext: dict[str, Any] | None = None
 
     def __init__(
@@ -1788,6 +1807,10 @@ class MemoryBufferAllocated(Event):
         device: str | None,
         slots: int | None,
         size_bytes: int,
+        ubatch: int | None,
+        lane: int | None,
+        slot_bytes: int | None,
+        offloaded_bytes: int | None,
         ext: dict[str, Any] | None = None,
     ) -> None:
         setters = _SETTERS_MemoryBufferAllocated
@@ -1796,7 +1819,11 @@ class MemoryBufferAllocated(Event):
         setters[2](self, device)
         setters[3](self, slots)
         setters[4](self, size_bytes)
-        setters[5](self, ext)
+        setters[5](self, ubatch)
+        setters[6](self, lane)
+        setters[7](self, slot_bytes)
+        setters[8](self, offloaded_bytes)
+        setters[9](self, ext)
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -1807,6 +1834,10 @@ class MemoryBufferAllocated(Event):
             "device": self.device,
             "slots": self.slots,
             "size_bytes": self.size_bytes,
+            "ubatch": self.ubatch,
+            "lane": self.lane,
+            "slot_bytes": self.slot_bytes,
+            "offloaded_bytes": self.offloaded_bytes,
         }
         if self.ext is not None:
             out["ext"] = self.ext
@@ -1818,28 +1849,31 @@ _SETTERS_MemoryBufferAllocated = slot_setters(MemoryBufferAllocated)
 
 @dataclass(frozen=True, slots=True, kw_only=True, init=False)
 class MemoryCacheEmptied(Event):
-    """Device cache emptied (``memory.cache_emptied`` v1).
+    """Device cache emptied (``memory.cache_emptied`` v2).
 
     sglang's `[continue_generation] torch.cuda.empty_cache() called: reserved A MB -> B MB (freed C
     MB)` (0.5.12 on): memory PyTorch's caching allocator held (`torch.cuda.memory_reserved()`,
     printed in MiB with one decimal) before and after it gave its unused blocks back to the driver.
     Reserved memory is held by the process whether or not a tensor uses it; the difference went back
-    to the device's free memory.
+    to the device's free memory. vLLM (v2, 0.24 on, DEBUG): on an integrated (UMA) GPU under host
+    memory pressure, `Released XGiB of cached device memory under memory pressure` (format_gib of
+    reserved minus allocated memory before emptying the cache): what went back, the reserved memory
+    before and after unprinted. v2 lets the reserved figures be unknown (v1: always printed).
     """
 
     EVENT: ClassVar[str] = "memory.cache_emptied"
-    VERSION: ClassVar[int] = 1
+    VERSION: ClassVar[int] = 2
 
-    reserved_before_bytes: int
-    reserved_after_bytes: int
+    reserved_before_bytes: int | None
+    reserved_after_bytes: int | None
     freed_bytes: int | None
     ext: dict[str, Any] | None = None
 
     def __init__(
         self,
         *,
-        reserved_before_bytes: int,
-        reserved_after_bytes: int,
+        reserved_before_bytes: int | None,
+        reserved_after_bytes: int | None,
         freed_bytes: int | None,
         ext: dict[str, Any] | None = None,
     ) -> None:
@@ -1852,7 +1886,7 @@ class MemoryCacheEmptied(Event):
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
             "event": "memory.cache_emptied",
-            "schema_version": 1,
+            "schema_version": 2,
             "reserved_before_bytes": self.reserved_before_bytes,
             "reserved_after_bytes": self.reserved_after_bytes,
             "freed_bytes": self.freed_bytes,

@@ -135,7 +135,7 @@ def _consumers(event: dict[str, Any]) -> list[str]:
         (
             "[2026-11-01 10:00:02 TP0] gfx950 fused DSA indexer: workspace preallocated (max_cols=65536, 96 MiB) "
             "before pool sizing",
-            "workspace",
+            "kernel_workspace",
             None,
             None,
             96 * MIB,
@@ -146,7 +146,7 @@ def _consumers(event: dict[str, Any]) -> list[str]:
             "[2026-12-01 10:00:02 TP0] Page-interleave KV sharding enabled: shard_rank=0 shard_size=4 page_size=64 "
             "prefix_tokens=131072 chunk_tokens=8192 scratch_rows=2048 x2 (301.50 MiB per rank, charged against the "
             "KV budget), NCCL symmetric scratch=True. Batch admission is limited by this scratch capacity",
-            "workspace",
+            "kernel_workspace",
             None,
             None,
             round(301.5 * MIB),

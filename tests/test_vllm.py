@@ -221,3 +221,23 @@ def test_the_server_is_detected_per_file_and_source_forces_it(tmp_path: Path) ->
     assert (events, forced.exit_status, forced.report.unparsed_memory_lines) == ([], 1, 1)
     events, forced = _run(tmp_path, vllm_line, source="vllm", strict=True)
     assert [e["event"] for e in events] == ["kv_pool.memory_available"] and forced.exit_status == 0
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        # found by the construction proof: a figure no JSON number holds, and a sign where the schema has none
+        b"INFO 06-01 10:00:05 [loggers.py:123] Engine 000: Avg prompt throughput: 0.0 tokens/s,"
+        b" GPU KV cache usage: 1e400%\n",
+        b"INFO 06-01 10:00:05 [hpu_worker.py:123] Free device memory: 0 KiB, 0 KiB usable (gpu_memory_utilization=0.9),"
+        b" 0 KiB reserved for HPUGraphs (VLLM_GRAPH_RESERVED_MEM=0.1), -1 KiB reserved for KV cache\n",
+    ],
+)
+def test_a_figure_its_schema_cannot_hold_makes_no_event_and_the_line_is_kept(line: bytes, tmp_path: Path) -> None:
+    dead = tmp_path / "dead.jsonl"
+    done = kvlog("migrate", "--usage", "all", "--dead-letter", dead, "-", stdin=line)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == line, "passed through as it was"
+    assert b"1 memory-like lines unparsed" in done.stderr
+    # the wording does not read it: no event was built for the validator to refuse
+    assert "is invalid" not in json.loads(dead.read_text())["reason"]

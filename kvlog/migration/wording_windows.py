@@ -1881,6 +1881,53 @@ WORDING_WINDOWS: Final[Mapping[str, Mapping[str, tuple[str, str, str | None]]]] 
             "2025-10-04",
         ),
     },
+    "vllm-text/2025-12-buffers": {
+        "Allocated the KDA RecoverSSM verify records: {size_bytes:gib2} GiB in total for {slots} requests ({slot_bytes:mib2} MiB per request).": (
+            "0.32.0",
+            "2026-10-18",
+            None,
+        ),
+        "FlyDSL UltraQuant buffer pool allocated shape={_} VRAM = {size_bytes:mib1} MiB / shape.": (
+            "0.31.0",
+            "2026-10-05",
+            None,
+        ),
+        "FlyDSL _SegmBufPool: allocated single-bucket shape={_} VRAM = {size_bytes:mib1} MiB / shape.": (
+            "0.27.1",
+            "2026-08-11",
+            None,
+        ),
+        "MiniMax M3 indexer CP: {size_bytes:kib} KiB candidate buffer per rank mapped over {_} ranks [{_}": (
+            "0.32.0",
+            "2026-10-18",
+            None,
+        ),
+        "Routing experts device buffer allocated. shape={_}, size={size_bytes:mib2} MB": (
+            "0.20.2",
+            "2026-05-10",
+            "2026-05-29",
+        ),
+        "[PrefetchOffloader] Initialized {_} modules. Total GPU memory saved: {offloaded_bytes:gb2} GB, Static buffer pool: {size_bytes:gb2} GB (group_size={_}": (
+            "0.16.0",
+            "2026-02-26",
+            None,
+        ),
+        "[WORKSPACE DEBUG] Resized workspace from '{_}': {_} MB -> {_} MB ({_} ubatches, total memory {size_bytes:mib2} MB)": (
+            "0.12.0",
+            "2025-12-03",
+            "2026-04-27",
+        ),
+        "[WORKSPACE DEBUG] Resized workspace from '{_}': {_} MB -> {size_bytes:mib2} MB (ubatch {ubatch})": (
+            "0.19.1",
+            "2026-04-18",
+            "2026-08-26",
+        ),
+        "[WORKSPACE DEBUG] Resized workspace from '{_}': {_} MB -> {size_bytes:mib2} MB (ubatch {ubatch}, lane {lane})": (
+            "0.27.1",
+            "2026-08-11",
+            None,
+        ),
+    },
     "vllm-text/2026-01": {
         "CuMemAllocator: discarded {discarded_bytes:gib2} GiB for tags {tags:words}.": ("0.27.1", "2026-08-11", None),
         "Model loading took {mem_usage_bytes:gib_round2} GiB and {elapsed_s} seconds": (
@@ -1900,16 +1947,46 @@ WORDING_WINDOWS: Final[Mapping[str, Mapping[str, tuple[str, str, str | None]]]] 
         ),
     },
     "vllm-text/2026-01-autofit": {
+        "Auto-fit max_model_len: full model context length {_} fits in available KV cache memory ({available_bytes:gib_round2} GiB {_})": (
+            "0.31.0",
+            "2026-10-05",
+            None,
+        ),
+        "Auto-fit max_model_len: full model context length {_} fits in available KV cache memory ({available_bytes:gib_round2} GiB {_}); the final length is set after CUDA graph capture and warmup": (
+            "0.31.0",
+            "2026-10-05",
+            None,
+        ),
         "Auto-fit max_model_len: reduced from {_} to {_} to fit in available GPU memory ({available_bytes:gib_round2} GiB available for KV cache)": (
             "0.13.0",
             "2025-12-19",
             "2026-10-18",
+        ),
+        "Auto-fit max_model_len: reduced from {_} to {_} to fit in available KV cache memory ({available_bytes:gib_round2} GiB {_})": (
+            "0.31.0",
+            "2026-10-05",
+            None,
+        ),
+        "Auto-fit max_model_len: reduced from {_} to {_} to fit in available KV cache memory ({available_bytes:gib_round2} GiB {_}); the final length is set after CUDA graph capture and warmup": (
+            "0.31.0",
+            "2026-10-05",
+            None,
+        ),
+        "Auto-fit max_model_len: using max_model_len={_}, which fits in the KV cache memory left after CUDA graph capture and warmup ({available_bytes:gib_round2} GiB {_}).": (
+            "0.33.0",
+            "2026-11-02",
+            None,
         ),
     },
     "vllm-text/2026-03-graph-estimate": {
         "CUDA graph pool memory: {actual_bytes:gib_round2} GiB (actual), {estimated_bytes:gib_round2} GiB (estimated), difference: {difference_bytes:gib_round2} GiB ({_}%).": (
             "0.17.1",
             "2026-03-11",
+            None,
+        ),
+        "Encoder graph capturing finished in {elapsed_s} secs, took {mem_usage_bytes:gib2} GiB ({_} graphs)": (
+            "0.30.0",
+            "2026-09-22",
             None,
         ),
         "Estimated CUDA graph memory: {estimated_bytes:gib2} GiB total": ("0.17.1", "2026-03-11", "2026-11-16"),
@@ -1924,6 +2001,13 @@ WORDING_WINDOWS: Final[Mapping[str, Mapping[str, tuple[str, str, str | None]]]] 
             "2026-11-16",
         ),
     },
+    "vllm-text/2026-06-cache-release": {
+        "Released {freed_bytes:gib_round2}GiB of cached device memory under memory pressure": (
+            "0.23.0",
+            "2026-06-13",
+            None,
+        ),
+    },
     "vllm-text/2026-11-extensible": {
         "Committed {num_blocks} of {_} KV cache blocks ({committed_bytes:gib2} GiB physical).": (
             "0.33.0",
@@ -1936,6 +2020,11 @@ WORDING_WINDOWS: Final[Mapping[str, Mapping[str, tuple[str, str, str | None]]]] 
             "2026-11-02",
             None,
         ),
+        "Releasing the emptied KV cache's memory for a weight update: {avail_bytes:gib_round2} GiB free, about {_} GiB needed.": (
+            "0.33.0",
+            "2026-11-02",
+            None,
+        ),
     },
     "vllm-text/known": {
         "--cpu-offload-gb is enabled with CUDA graphs on WSL2. This combination requires pinned (page-locked) memory allocations. WARNING: Windows (WDDM) enforces a hard system-wide cap of roughly 50%% of physical RAM on pinned memory shared across ALL processes by default (limit can changed via %%USERPROFILE%%\\.wslconfig). Excessive use of page-locked memory can prevent Windows from reclaiming memory under load, which can cause the entire host OS to become unresponsive and may require a hard reboot to recover. Proceed at your own risk. To raise the WSL2 VM memory ceiling, increase the `memory` setting in %%USERPROFILE%%\\.wslconfig and run `wsl --shutdown`.": (
@@ -1944,7 +2033,6 @@ WORDING_WINDOWS: Final[Mapping[str, Mapping[str, tuple[str, str, str | None]]]] 
             None,
         ),
         "Add {v0} padding layers, may waste at most": ("0.9.0.1", "2025-05-30", None),
-        "Allocated the KDA RecoverSSM verify records:": ("0.32.0", "2026-10-18", None),
         "Allocated {v0} bytes for {v1} with address": ("0.10.2", "2025-09-13", None),
         "Allocating {v0} MB of device memory to buffers to load": ("0.20.2", "2026-05-10", None),
         "AssertionError: CPU storage for": ("0.16.0", "2026-02-26", None),
@@ -2004,9 +2092,7 @@ WORDING_WINDOWS: Final[Mapping[str, Mapping[str, tuple[str, str, str | None]]]] 
         "Audio decode exceeded": ("0.27.1", "2026-08-11", None),
         "Audio would allocate": ("0.27.1", "2026-08-11", None),
         "Auto set ({v0}/{v1}) GiB for KV cache on node": ("0.19.1", "2026-04-18", None),
-        "Auto-fit max_model_len: full model context length": ("0.13.0", "2025-12-19", None),
-        "Auto-fit max_model_len: reduced from": ("0.31.0", "2026-10-05", None),
-        "Auto-fit max_model_len: using max_model_len=": ("0.33.0", "2026-11-02", None),
+        "Auto-fit max_model_len: full model context length": ("0.13.0", "2025-12-19", "2026-10-18"),
         "Auto-prefetch is disabled because the filesystem (": ("0.19.1", "2026-04-18", None),
         "Auxiliary output store grows to": ("0.32.0", "2026-10-18", None),
         "Available memory on node": ("0.19.1", "2026-04-18", None),
@@ -2070,7 +2156,6 @@ WORDING_WINDOWS: Final[Mapping[str, Mapping[str, tuple[str, str, str | None]]]] 
         "EC {v0}: {v1} entry ({v2} bytes) took": ("0.28.0", "2026-08-26", None),
         "EC: encoder output exceeds allocated blocks for mm_hash=": ("0.25.1", "2026-07-14", None),
         "Embedded UMBP DRAM capacity:": ("0.33.0", "2026-11-02", None),
-        "Encoder graph capturing finished in": ("0.30.0", "2026-09-22", None),
         "Engram shared-memory creation failed on EDP rank 0:": ("0.29.0", "2026-09-09", None),
         "Engram table offloaded to pinned host memory:": ("0.29.0", "2026-09-09", None),
         "Error in memory profiling. Initial free memory": ("0.5.3.post1", "2024-07-23", None),
@@ -2093,8 +2178,6 @@ WORDING_WINDOWS: Final[Mapping[str, Mapping[str, tuple[str, str, str | None]]]] 
         "FlashInfer symm_mem adapter expects 2D inputs and output": ("0.20.2", "2026-05-10", "2026-10-18"),
         "FlashInfer symm_mem adapter only supports tensor-wise FP8 scales": ("0.20.2", "2026-05-10", "2026-10-18"),
         "Flashinfer max size:": ("0.11.0", "2025-10-04", None),
-        "FlyDSL UltraQuant buffer pool allocated shape=(Hk=": ("0.31.0", "2026-10-05", None),
-        "FlyDSL _SegmBufPool: allocated single-bucket shape=(Hk=": ("0.27.1", "2026-08-11", None),
         "Free memory on device": ("0.13.0", "2025-12-19", None),
         "Free memory on device (": ("0.9.0.1", "2025-05-30", "2026-01-20"),
         "Freed {v0} bytes from the ring buffer, monotonic_id_start:": ("0.10.2", "2025-09-13", None),
@@ -2141,7 +2224,6 @@ WORDING_WINDOWS: Final[Mapping[str, Mapping[str, tuple[str, str, str | None]]]] 
         ),
         "Memory profiling takes": ("0.6.4.post1", "2024-11-15", "2025-10-04"),
         "MemoryError: NUMA node": ("0.33.0", "2026-11-02", None),
-        "MiniMax M3 indexer CP:": ("0.32.0", "2026-10-18", None),
         "Mistral Large 4 specialized decode:": ("0.33.0", "2026-11-02", None),
         "MoRIIO registered {v0} attention layers with": ("0.30.0", "2026-09-22", None),
         "Mooncake EC batch memory unregistration failed:": ("0.29.0", "2026-09-09", None),
@@ -2225,12 +2307,9 @@ WORDING_WINDOWS: Final[Mapping[str, Mapping[str, tuple[str, str, str | None]]]] 
         "Registering full CPU offload region rank=": ("0.32.0", "2026-10-18", None),
         "Registering remote agent (": ("0.13.0", "2025-12-19", None),
         "Released {v0} GiB of checkpoint page cache in": ("0.32.0", "2026-10-18", None),
-        "Released {v0}GiB of cached device memory under memory pressure": ("0.23.0", "2026-06-13", None),
-        "Releasing the emptied KV cache's memory for a weight update:": ("0.33.0", "2026-11-02", None),
         "Request decoded media exceeds VLLM_MAX_MEDIA_REQUEST_DECODE_BYTES=": ("0.32.0", "2026-10-18", None),
         "Request media downloads exceed VLLM_MAX_MEDIA_REQUEST_DOWNLOAD_SIZE_MB=": ("0.32.0", "2026-10-18", None),
         "RoutedExpertsManager CPU buffer:": ("0.21.0", "2026-05-15", "2026-10-05"),
-        "Routing experts device buffer allocated. shape=": ("0.20.2", "2026-05-10", "2026-05-29"),
         "Routing experts pinned staging buffer allocated. shape=": ("0.20.2", "2026-05-10", "2026-05-29"),
         "RuntimeError: CUDA out of memory occurred when warming up pooler (task=": ("0.9.2", "2025-07-08", None),
         "RuntimeError: CUDA out of memory occurred when warming up pooler with": ("0.9.1", "2025-06-10", "2025-07-25"),
@@ -2504,10 +2583,8 @@ WORDING_WINDOWS: Final[Mapping[str, Mapping[str, tuple[str, str, str | None]]]] 
             None,
         ),
         "ZmqTransport {v0}: ROUTER recv from": ("0.24.0", "2026-06-30", None),
-        "[PrefetchOffloader] Initialized": ("0.16.0", "2026-02-26", None),
         "[RDT-PLAN] pre-registered": ("0.28.0", "2026-08-26", None),
         "[StaticBufferPool] Allocated": ("0.16.0", "2026-02-26", None),
-        "[WORKSPACE DEBUG] Resized workspace from '": ("0.12.0", "2025-12-03", None),
         "[Warmup][{v0}][{v1}/{v2}] batch_size:": ("0.6.3.post1", "2024-10-17", "2025-07-25"),
         "[XPU]Scaled mamba_page_size_padded from": ("0.31.0", "2026-10-05", None),
         "[XPU]Setting attention block size to": ("0.19.1", "2026-04-18", "2026-10-18"),

@@ -103,8 +103,11 @@ DEVICE_CONSUMERS: tuple[ConsumerReading, ...] = (
     ConsumerReading("cuda_graph", "cuda_graph.captured", ("mem_usage_bytes",), adds=True),
     ConsumerReading("cuda_graph", "memory.startup_summary", ("cuda_graph_bytes",)),
     ConsumerReading("cuda_graph", "cuda_graph.estimated", ("actual_bytes",)),
-    # the buffers that are no other consumer's: the graph pools sglang pre-carves, and the workspace FlashInfer
-    # allocates while the prefill graph is captured, are inside a capture's cost
+    # the buffers that are no other consumer's. Not these: the graph pools sglang pre-carves and the workspace
+    # FlashInfer allocates while the prefill graph is captured (inside a capture's cost); vLLM's workspace and
+    # decode buffer pools (grown in the profile run and the capture: activation_peak, cuda_graph), its verify
+    # records and candidate buffers (allocated with the model: weights). vLLM's prefetch pool is allocated
+    # after the load is measured, its routed-experts capture buffer after the KV cache is sized
     ConsumerReading(
         "aux_buffers",
         "memory.buffer_allocated",
@@ -112,12 +115,13 @@ DEVICE_CONSUMERS: tuple[ConsumerReading, ...] = (
         adds=True,
         kinds=(
             "embedding_pool",
+            "kernel_workspace",
             "mamba_checkpoint",
             "multimodal_pool",
+            "prefetch_pool",
             "staging",
             "state_capture",
             "symmetric_memory",
-            "workspace",
         ),
     ),
     ConsumerReading(

@@ -29,6 +29,7 @@ are anchored, have no nested quantifiers, and bound every run of digits or text.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -585,6 +586,8 @@ class TemplateParser:
                 value, spread = read_figure(raw, unit)
             else:
                 value, spread = _read_plain(raw, self._syntax[name]), 0
+                if isinstance(value, float) and not math.isfinite(value):
+                    return None  # ``1e400``: no JSON number holds it, so no event of this wording says it
             if name in fields and uncertainty.get(name, 0) <= spread:
                 continue  # printed twice: the more precise figure stands (``(=N B)`` over ``X.XX GB``)
             fields[name] = value
