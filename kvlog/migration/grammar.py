@@ -221,9 +221,13 @@ def build_generation(generation_id: str, document: Mapping[str, Any], catalog: C
         if not isinstance(target, str):
             raise GrammarError("each [[ops]] of a text generation names the 'event' it applies to")
         ops_by_event.setdefault(target, []).append(compile_op({k: v for k, v in spec.items() if k != "event"}))
+    windows = WORDING_WINDOWS.get(generation_id, {})
     rules: list[Rule] = []
     for spec in _tables(document, "templates"):
-        rules.append(_event_rule(_template(spec), spec.get("level", "info"), catalog, catalog_version, ops_by_event))
+        template = _template(spec)
+        level = spec.get("level", "info")
+        window = windows.get(template.text)
+        rules.append(_event_rule(template, level, catalog, catalog_version, ops_by_event, window=window))
     inherited = document.get("current", [])
     if document.get("wording") == "current":
         inherited = sorted({t.event for t in CURRENT})
@@ -235,13 +239,16 @@ def build_generation(generation_id: str, document: Mapping[str, Any], catalog: C
         templates = [t for t in CURRENT if t.event == name]
         if not templates:
             raise GrammarError(f"current: kvlog.text.wording.CURRENT has no wording of {name!r}")
-        rules += [_event_rule(t, "info", catalog, catalog_version, ops_by_event) for t in templates]
+        rules += [
+            _event_rule(each, "info", catalog, catalog_version, ops_by_event, window=windows.get(each.text))
+            for each in templates
+        ]
     for spec in _tables(document, "companions"):
-        rules.append(_companion_rule(spec))
+        rules.append(_companion_rule(spec, windows))
     unused = set(ops_by_event) - {r.template.event for r in rules}
     if unused:
         raise GrammarError(f"[[ops]] for events this generation does not write: {', '.join(sorted(unused))}")
-    return Generation(generation_id, catalog_version, _windowed(generation_id, rules), catalog)
+    return Generation(generation_id, catalog_version, tuple(rules), catalog)
 
 
 def build_known(generation_id: str, document: Mapping[str, Any], catalog: Catalog) -> Generation:
@@ -250,6 +257,7 @@ def build_known(generation_id: str, document: Mapping[str, Any], catalog: Catalo
     They are recognised by how they begin (whatever follows), after every era's wordings were tried,
     so that a known line never hides an event template of the same words.
     """
+    windows = WORDING_WINDOWS.get(generation_id, {})
     rules: list[Rule] = []
     for spec in _tables(document, "known"):
         reason, texts = spec.get("reason"), spec.get("texts")
@@ -259,16 +267,8 @@ def build_known(generation_id: str, document: Mapping[str, Any], catalog: Catalo
             raise GrammarError(f"a [[known]] group says why its lines are no event, in a non-empty 'reason': {texts!r}")
         if not isinstance(texts, list) or not texts or not all(isinstance(text, str) and text for text in texts):
             raise GrammarError(f"a [[known]] group lists the starts of its lines in 'texts': {reason!r}")
-        rules += [_companion_rule({"role": "known", "text": text, "match": "prefix"}) for text in texts]
-    return Generation(generation_id, catalog.newest_release(), _windowed(generation_id, rules), catalog)
-
-
-def _windowed(generation_id: str, rules: list[Rule]) -> tuple[Rule, ...]:
-    """``rules``, each with the window of releases that printed its lines, where the harvest knows it."""
-    windows = WORDING_WINDOWS.get(generation_id, {})
-    return tuple(
-        rule if (window := windows.get(rule.template.text)) is None else replace(rule, window=window) for rule in rules
-    )
+        rules += [_companion_rule({"role": "known", "text": text, "match": "prefix"}, windows) for text in texts]
+    return Generation(generation_id, catalog.newest_release(), tuple(rules), catalog)
 
 
 def _tables(document: Mapping[str, Any], key: str) -> list[Mapping[str, Any]]:
@@ -298,8 +298,15 @@ def _version_at(catalog: Catalog, event: str, catalog_version: int) -> int:
 
 
 def _event_rule(
-    template: Template, level: Any, catalog: Catalog, catalog_version: int, ops: Mapping[str, list[Op]]
+    template: Template,
+    level: Any,
+    catalog: Catalog,
+    catalog_version: int,
+    ops: Mapping[str, list[Op]],
+    *,
+    window: Window | None,
 ) -> Rule:
+    """An event template's rule; ``window``: the releases that printed its lines (``wording_windows``), if known."""
     version = _version_at(catalog, template.event, catalog_version)
     try:
         fields = catalog.fields(template.event, version)
@@ -320,10 +327,11 @@ def _event_rule(
         parser = template.parser(syntax)
     except ValueError as exc:
         raise GrammarError(str(exc)) from None
-    return Rule(template, parser, version, None, level, tuple(ops.get(template.event, ())))
+    return Rule(template, parser, version, None, level, tuple(ops.get(template.event, ())), window=window)
 
 
-def _companion_rule(spec: Mapping[str, Any]) -> Rule:
+def _companion_rule(spec: Mapping[str, Any], windows: Mapping[str, Window]) -> Rule:
+    """A companion line's rule, with the window of releases that printed it where ``windows`` (by text) knows it."""
     role, text, kinds = spec.get("role"), spec.get("text"), spec.get("fields", {})
     if spec.get("match", "whole") not in ("whole", "prefix"):
         raise GrammarError("companion match must be 'whole' or 'prefix'")
@@ -344,7 +352,8 @@ def _companion_rule(spec: Mapping[str, Any]) -> Rule:
         raise
     except ValueError as exc:  # unbalanced sections, an unknown unit: the file is named by the caller
         raise GrammarError(str(exc)) from None
-    return Rule(template, parser, None, str(role), "info", whole=spec.get("match") != "prefix")
+    whole = spec.get("match") != "prefix"
+    return Rule(template, parser, None, str(role), "info", whole=whole, window=windows.get(text))
 
 
 def field_syntax(facts: Facts) -> FieldSyntax:

@@ -119,8 +119,8 @@ class Template:
         return list(_required(self.text))
 
     def fields(self) -> list[str]:
-        """Every field the template prints, in order."""
-        return _fields_in(_sections(self.text))
+        """Every field the template prints, in order (none in a literal wording: a placeholder opens with ``{``)."""
+        return _fields_in(_sections(self.text)) if "{" in self.text else []
 
     def units(self) -> dict[str, str | None]:
         """The unit of each field (None when printed as is; a field printed twice: its last unit)."""
@@ -444,13 +444,19 @@ class TemplateParser:
 
     def __init__(self, template: Template, syntax: Mapping[str, FieldSyntax]) -> None:
         self.template = template
-        self._units = template.units()
-        self._syntax = {name: syntax.get(name, FieldSyntax("string")) for name in self._units}
-        flat = _SECTION_MARK.sub("", template.text)
+        self._placed = 0
         #: a field printed twice (``{total_bytes:gib2} GB (={total_bytes} B)``) gets a capture per place
         self._captures: list[tuple[str, str | None, str]] = []  # (field, unit, the character after it)
         #: the text slots that take a phrase (see ``_PHRASE_FOLLOWS``), by place: the template's words after it
         self._phrases: dict[int, str] = {}
+        if "{" not in template.text:  # a literal wording (most of known.toml's): no slot, no section, one start
+            self._units: dict[str, str | None] = {}
+            self._syntax: dict[str, FieldSyntax] = {}
+            self.starts: tuple[str, ...] = (template.text,)
+            return
+        self._units = template.units()
+        self._syntax = {name: syntax.get(name, FieldSyntax("string")) for name in self._units}
+        flat = _SECTION_MARK.sub("", template.text)
         skipped_to = -1  # where the last ``{_}`` ended: a slot right after one takes a word, the skip the rest
         for m in PLACEHOLDER.finditer(flat):
             unit = m.group(2)
@@ -464,7 +470,6 @@ class TemplateParser:
                 following = PLACEHOLDER.search(flat, m.end())
                 self._phrases[len(self._captures)] = flat[m.end() : following.start() if following else len(flat)]
             self._captures.append((m.group(1), unit, flat[m.end()] if m.end() < len(flat) else ""))
-        self._placed = 0
         #: every way a matching message can begin ("" when any start is possible): a cheap first test
         self.starts = tuple(sorted(self._starts(_sections(template.text))))
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import cache
 from typing import Any
 
 from kvlog.text.template import Layout, Template, compiled_fits, kind_of, layout
@@ -292,13 +293,16 @@ def _by_event(templates: Sequence[Template]) -> dict[str, _Wordings]:
     return {name: _Wordings(tuple(wordings)) for name, wordings in index.items()}
 
 
-_CURRENT = _by_event(CURRENT)
+@cache
+def _current() -> dict[str, _Wordings]:
+    """Today's wordings by event, compiled on first use: ``kvlog migrate --format jsonl`` renders none."""
+    return _by_event(CURRENT)
 
 
 def printed_fields(event: Mapping[str, Any]) -> frozenset[str]:
     """The fields today's line of ``event`` says (its wording's fields and the values it is chosen on)."""
     try:
-        wordings = _CURRENT.get(event.get("event"))  # type: ignore[arg-type]
+        wordings = _current().get(event.get("event"))  # type: ignore[arg-type]
     except TypeError:
         return frozenset()
     chosen = None if wordings is None else wordings.choose(event)
@@ -313,7 +317,7 @@ def render_message(event: Mapping[str, Any], templates: Sequence[Template] = CUR
     Wordings are listed most specific first (sglang's wording for a case before kvlog's general one);
     a wording that would leave out a set field another fitting wording prints is passed over.
     """
-    index = _CURRENT if templates is CURRENT else _by_event(templates)
+    index = _current() if templates is CURRENT else _by_event(templates)
     try:
         wordings = index.get(event.get("event"))  # type: ignore[arg-type]
     except TypeError:  # a name that is not a string (a caller's list) has no wording
