@@ -591,8 +591,8 @@ class TemplateParser:
                 value, spread = read_figure(raw, unit)
             else:
                 value, spread = _read_plain(raw, self._syntax[name]), 0
-                if isinstance(value, float) and not math.isfinite(value):
-                    return None  # ``1e400``: no JSON number holds it, so no event of this wording says it
+            if isinstance(value, float) and not math.isfinite(value):
+                return None  # ``1e400``, ``2e603 ms``: no JSON number holds it, so no event of this wording says it
             if name in fields and uncertainty.get(name, 0) <= spread:
                 continue  # printed twice: the more precise figure stands (``(=N B)`` over ``X.XX GB``)
             fields[name] = value
