@@ -12,7 +12,7 @@ import os
 from functools import cache
 from types import ModuleType
 
-#: ``0``: run the Python engine even where ``kvlog._native`` is built
+#: ``0``: run the Python engine even where ``kvlog._native`` is built (``1``: the differential tests must find it)
 ENV = "KVLOG_NATIVE"
 
 
