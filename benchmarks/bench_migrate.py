@@ -43,6 +43,8 @@ The dense log repeats the golden corpus's messages: it measures the path where a
 before. The **miss-path log** (issue 34) is the same log with every figure of its memory lines drawn at
 random and its ranks moved up to TP254, so that no memory message recurs, as on a held-out log; its
 plain twin is the same plain log. ``--corpus FILE`` adds any log (a held-out one) to the same rounds.
+``kvlog_python`` is the same kvlog with ``KVLOG_NATIVE=0``: its Python prefilter where the native core
+(``kvlog._native``) is built, so that both engines are timed in the same rounds (issue 34).
 ``--baseline`` figures are also given as the baseline's CPU over this tree's, by median and best round.
 
     .venv/bin/python benchmarks/bench_migrate.py [--lines 1000000] [--rounds 3] [--json out.json]
@@ -82,6 +84,8 @@ SED_RENAMES = [
     r"s/KV Cache is allocated\./KV Cache VA upper bound./",
 ]
 PIN = ["taskset", "-c", "0"]
+#: ``0`` runs kvlog's Python engine where the native core is built (``kvlog.native.ENV``)
+NATIVE_ENV = "KVLOG_NATIVE"
 #: two seds at once, as a control of how much parallelism the machine gives right now
 SED_PAIR = " ".join(["sed -E", *(f"'{a}'" for a in SED_RENAMES), '"$1" > "$3/a.out" &'])
 SED_PAIR += " " + " ".join(["sed -E", *(f"'{a}'" for a in SED_RENAMES), '"$2" > "$3/b.out"; wait'])
@@ -287,6 +291,7 @@ def kvlog_env(tree: Path | None, bytecode: Path, kept: Path | None) -> dict[str,
     env = {key: value for key, value in os.environ.items() if key != "PYTHONDONTWRITEBYTECODE"}
     env |= {"PYTHONPYCACHEPREFIX": str(bytecode / (tree.name if tree else "installed")), "PYTHONSAFEPATH": "1"}
     env["KVLOG_CACHE_DIR"] = str(kept) if kept is not None else ""
+    env.pop(NATIVE_ENV, None)  # the engine a user gets; ``kvlog_python`` sets it
     if tree is not None:
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(tree), os.environ.get("PYTHONPATH")]))
     return env
@@ -309,10 +314,15 @@ def dense(args: argparse.Namespace, work: Path, kvlog: list[str]) -> dict[str, A
     lines = {log: count_lines(path) for log, path in logs.items()}
     bytecode = work / "bytecode"
     trees = {"kvlog": kvlog_env(None, bytecode, work / "kept"), "kvlog_nothing_kept": kvlog_env(None, bytecode, None)}
+    # the same kvlog on its Python prefilter (kvlog.native), where the native core is built: the reference's cost
+    trees["kvlog_python"] = trees["kvlog"] | {NATIVE_ENV: "0"}
     if args.baseline:
         trees["kvlog_baseline"] = kvlog_env(args.baseline.resolve(), bytecode, work / "kept-baseline")
-    for env in trees.values():  # untimed: writes the bytecode every timed run then reads
+    engines = {}
+    for name, env in trees.items():  # untimed: writes the bytecode every timed run then reads
         timed([*kvlog, str(with_runs), "-o", str(work / "warm-up.out")], work / "stdout", env)
+        said = subprocess.run([*kvlog[:3], "--version"], env=env, capture_output=True, text=True, check=True).stdout
+        engines[name] = said.partition("hot paths: ")[2].strip() or "Python (a tree without kvlog.native)"
     commands: dict[str, tuple[list[str], Path, dict[str, str] | None]] = {}
     for log, path in logs.items():
         for name, env in trees.items():
@@ -384,6 +394,7 @@ def dense(args: argparse.Namespace, work: Path, kvlog: list[str]) -> dict[str, A
         if "kvlog_baseline" in trees
     }
     return {
+        "engines": engines,
         "lines": lines,
         "runs": runs,
         "events": events,
@@ -411,6 +422,11 @@ def report_dense(figures: dict[str, Any], rounds: int) -> None:
         f"({events / lines['dense']:.1%} of its lines); plain: the same without the runs, {lines['plain']} lines. "
         f"Median of {rounds} rounds, load average {load[0]:.2f} -> {load[1]:.2f}"
     )
+    for name, engine in figures["engines"].items():
+        print(f"{name}: hot paths {engine}")
+    for log in lines:
+        native_over_python = figures["median_cpu"][f"kvlog_python_{log}"] / figures["median_cpu"][f"kvlog_{log}"]
+        print(f"{log} log: kvlog {native_over_python:5.2f}x the speed of kvlog_python by median CPU")
     print(f"{'variant':<26} {'CPU s':>8} {'wall s':>8}")
     for name in figures["median_cpu"]:
         print(f"{name:<26} {figures['median_cpu'][name]:>8.3f} {figures['median_wall'][name]:>8.3f}")

@@ -82,6 +82,14 @@ class _LazyGroup(click.Group):
         return super().get_command(ctx, cmd_name)
 
 
+def _version(ctx: click.Context) -> None:
+    """``kvlog --version``: the version, and whether the native core runs (``kvlog.native``), asked only here."""
+    from kvlog import native  # noqa: PLC0415 - a plain start does not ask
+
+    click.echo(f"kvlog, version {__version__}\nhot paths: {native.engine()}")
+    ctx.exit()
+
+
 @click.group(
     cls=_LazyGroup,
     context_settings={"help_option_names": ["-h", "--help"]},
@@ -92,6 +100,13 @@ class _LazyGroup(click.Group):
         "kvlog COMMAND --help",
     ),
 )
-@click.version_option(__version__, prog_name="kvlog")
+@click.option(
+    "--version",
+    is_flag=True,
+    expose_value=False,
+    is_eager=True,
+    callback=lambda ctx, _, asked: _version(ctx) if asked else None,
+    help="Show the version, and which engine runs the hot paths, and exit.",
+)
 def main() -> None:
     """Truthful KV-cache memory events: validate, migrate and check logs."""

@@ -15,13 +15,22 @@ candidate too, whatever its other words, and the engine reports it when no rule 
 keywords stay, for the lines a rule reads that carry no figure (``server_args=``, the server's ready
 line, ``Mamba Cache`` sizes glued to a word); ``tests/test_migration_parsing.py`` checks that every
 wording is found.
+
+The search itself has two engines (``kvlog.native``): the compiled ``kvlog._native`` where it is built,
+and the Python one below, the reference it is held to (``tests/test_native_differential.py``). This
+module owns the tables either searches with and hands them to the native one as it is built, so that no
+word is listed twice; both give the sorted starts of a block's candidate lines (``Prefilter``), and
+what is made of them (``split``, ``segments``: runs, lines over the cap) is the same code for both.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from functools import cache, partial
 from typing import Protocol
+
+from kvlog import native
 
 BLOCK_BYTES = 1 << 16
 #: longer lines are copied without being parsed (sglang's memory lines are a few hundred bytes)
@@ -84,7 +93,9 @@ _USAGE_PROBES: tuple[tuple[bytes, int, tuple[bytes, ...]], ...] = (
 #: the message. The byte form probes whole lines (a timestamp's digits count there, so it finds more
 #: lines than the message alone would); ``carries_memory_figure`` decides on the message.
 _UNIT = r"[0-9] ?(?:[KMGTP]i?B|kB)\b"
-_WORD = r"(?i:(?<![a-z])(?:memory|mem|bytes)(?![a-z]))"
+#: the words that, standing alone in any case beside a number somewhere in the message, make a figure
+_FIGURE_WORDS = ("memory", "mem", "bytes")
+_WORD = r"(?i:(?<![a-z])(?:" + "|".join(_FIGURE_WORDS) + r")(?![a-z]))"
 _UNIT_TEXT, _WORD_TEXT, _DIGIT_TEXT = re.compile(_UNIT), re.compile(_WORD), re.compile(r"[0-9]")
 _UNIT_BYTES, _WORD_BYTES, _DIGIT_BYTES = re.compile(_UNIT.encode()), re.compile(_WORD.encode()), re.compile(rb"[0-9]")
 #: where a figure can start to be seen, as ``_PROBES``: the B of a unit, and the words through a rare byte
@@ -118,7 +129,7 @@ def segments(stream: Readable, *, usage: bool = False) -> Iterator[tuple[bool | 
     ``(None, head, 0, length)``: its first ``MAX_LINE_BYTES`` bytes and its length, newline included.
     With ``usage``, the periodic usage lines are candidates too (``_USAGE_PROBES``).
     """
-    plans = _USAGE_SCAN_PLANS if usage else _SCAN_PLANS
+    found = chosen(usage=usage)
     pending: list[bytes] = []
     pending_bytes = 0
     streaming: tuple[bytes, int] | None = None  # inside a line over the cap: its head, and its bytes so far
@@ -129,7 +140,7 @@ def segments(stream: Readable, *, usage: bool = False) -> Iterator[tuple[bool | 
                 yield None, streaming[0], 0, streaming[1]
             elif pending:
                 data = b"".join(pending)
-                yield from _joined(data, len(data), len(data), plans)
+                yield from _joined(data, len(data), len(data), found)
             return
         if streaming is not None:
             end = block.find(b"\n") + 1
@@ -154,44 +165,41 @@ def segments(stream: Readable, *, usage: bool = False) -> Iterator[tuple[bool | 
             continue
         if pending:
             data = b"".join([*pending, block[:cut]])
-            yield from _joined(data, len(data), pending_bytes + block.find(b"\n"), plans)
+            yield from _joined(data, len(data), pending_bytes + block.find(b"\n"), found)
         else:
-            yield from split(block, cut, plans=plans)
+            yield from split(block, cut, prefilter=found)
         pending = [block[cut:]] if cut < len(block) else []
         pending_bytes = len(block) - cut
 
 
-def _joined(
-    data: bytes, size: int, first: int, plans: tuple[_Plan, ...]
-) -> Iterator[tuple[bool | None, bytes, int, int]]:
+def _joined(data: bytes, size: int, first: int, found: Prefilter) -> Iterator[tuple[bool | None, bytes, int, int]]:
     """``split`` for lines joined across blocks, whose first line's body is ``first`` bytes long.
 
     Only that line can be longer than a block: when it is over the cap it comes alone as a candidate,
     whatever its words, for the engine to count and report it as a line too long to read.
     """
     if first <= MAX_LINE_BYTES:
-        yield from split(data, size, plans=plans)
+        yield from split(data, size, prefilter=found)
         return
     end = min(first + 1, size)
     yield True, data, 0, end
     if end < size:
-        yield from split(data, size, end, plans=plans)
+        yield from split(data, size, end, prefilter=found)
+
+
+#: The sorted starts of the candidate lines of ``data[begin:size]`` (whole lines), as ``(data, begin, size)``.
+Prefilter = Callable[[bytes, int, int], list[int]]
 
 
 def split(
-    data: bytes, size: int, begin: int = 0, *, plans: tuple[_Plan, ...] | None = None
+    data: bytes, size: int, begin: int = 0, *, prefilter: Prefilter | None = None
 ) -> Iterator[tuple[bool | None, bytes, int, int]]:
     """``data[begin:size]`` (whole lines) as ``segments`` gives it: runs of other lines, and each candidate alone.
 
-    ``plans``: the probes' (``_SCAN_PLANS`` by default, ``_USAGE_SCAN_PLANS`` when usage lines are read).
+    ``prefilter``: the one in use, without the usage lines, by default (``chosen()``).
     """
-    starts: set[int] = set()
-    for plan in _SCAN_PLANS if plans is None else plans:
-        position = data.find(plan[0], begin, size)
-        if position != -1:  # most probe bytes never occur in a block of request lines: no call for them
-            _scan(data, size, plan, starts, position)
     position = begin
-    for start in sorted(starts):
+    for start in (prefilter or chosen())(data, begin, size):
         if start > position:
             yield False, data, position, start
         end = data.find(b"\n", start, size)
@@ -245,9 +253,43 @@ def _plans(scans: tuple[_Scan, ...]) -> tuple[_Plan, ...]:
     )
 
 
-_SCAN_PLANS = _plans(_scans(_PROBES))
+_SCANS = _scans(_PROBES)
 #: the same with the usage lines' words: ``segments(..., usage=True)``
-_USAGE_SCAN_PLANS = _plans(_scans((*_PROBES, *_USAGE_PROBES)))
+_USAGE_SCANS = _scans((*_PROBES, *_USAGE_PROBES))
+
+
+def chosen(*, usage: bool = False) -> Prefilter:
+    """The prefilter a run uses: the native one where ``kvlog._native`` is built and not ruled out (``kvlog.native``).
+
+    Asked at each ``segments`` call, not at import, so that ``KVLOG_NATIVE`` set in-process (a test) is obeyed.
+    """
+    return (native_prefilter(usage=usage) if native.selected() is not None else None) or python_prefilter(usage=usage)
+
+
+@cache
+def python_prefilter(*, usage: bool = False) -> Prefilter:
+    """The reference prefilter, in Python: each probe byte's ``_scan`` over the block."""
+    return partial(_python_starts, _plans(_USAGE_SCANS if usage else _SCANS))
+
+
+@cache
+def native_prefilter(*, usage: bool = False) -> Prefilter | None:
+    """The same search compiled (``kvlog._native.Prefilter``, over this module's tables), or None where not built."""
+    compiled = native.compiled()
+    if compiled is None:
+        return None
+    scans = _USAGE_SCANS if usage else _SCANS
+    starts: Prefilter = compiled.Prefilter(scans, JSON_EVENT, _FIGURE_WORDS, _PROBE_MISSES).starts
+    return starts
+
+
+def _python_starts(plans: tuple[_Plan, ...], data: bytes, begin: int, size: int) -> list[int]:
+    starts: set[int] = set()
+    for plan in plans:
+        position = data.find(plan[0], begin, size)
+        if position != -1:  # most probe bytes never occur in a block of request lines: no call for them
+            _scan(data, size, plan, starts, position)
+    return sorted(starts)
 
 
 def _scan(
