@@ -90,6 +90,16 @@ def test_a_cut_record_is_dead_lettered_as_cut_and_copied_through(cut: str) -> No
     assert report.unparsed_memory_lines == 1
 
 
+def test_a_line_that_only_begins_as_a_wording_before_a_skipped_value_is_no_cut_of_it() -> None:
+    """``Engine {_}: vllm cache_config_info …``: a skipped value takes any text, so ``Engine 000: <any line>``
+    is not that wording cut short (it was, for every vLLM engine line no wording reads)."""
+    line = "(EngineCore_DP0 pid=15098) INFO 02-12 08:34:25 [core.py:90] Engine 000: moved 3 GiB of weights to host"
+    out, _, dead = migrated(f"{line}\n".encode())
+    assert out == f"{line}\n".encode()
+    unread = "looks like a memory line but matches no known sglang or vllm wording"
+    assert [letter["reason"] for letter in dead] == [unread]
+
+
 def test_a_cut_record_at_the_end_of_the_input_is_never_read() -> None:
     data = VLLM.removesuffix("7 GiB").encode()  # no newline: the file stops inside the figure
     out, _, dead = migrated(data)

@@ -535,7 +535,7 @@ class TemplateParser:
         A beginning holds some of the wording's own words (``entered``): one that ends inside a slot
         the wording begins with (``{label:words} KV Cache …``) would be every line. Nor does one end
         right after a phrase (``after_phrase``): a phrase takes any text, so that would be every line
-        that begins as the wording does.
+        that begins as the wording does; nor right after a skipped value, which takes any text too.
         """
         if not items:
             return ""
@@ -546,9 +546,9 @@ class TemplateParser:
             going_on = f"{re.escape(value)}{self._beginnings(rest, True)}"
             return f"(?:{ends}|{going_on})" if ends else f"(?:{going_on})"
         if kind == "slot":
-            going_on = (
-                f"(?:{self._capture(value)}){self._beginnings(rest, entered, after_phrase=value in self._phrases)}"
-            )
+            # a skipped value (``{_}``) takes any text, as a phrase does
+            loose = value in self._phrases or self._captures[value][0] == SKIP
+            going_on = f"(?:{self._capture(value)}){self._beginnings(rest, entered, after_phrase=loose)}"
             beginning = self._slot_beginning(value) if entered else None
             return f"(?:{beginning}|{going_on})" if beginning is not None else f"(?:{going_on})"
         inside = self._beginnings(value, entered)
@@ -558,10 +558,11 @@ class TemplateParser:
     def _slot_beginning(self, place: int) -> str | None:
         """What the beginning of a slot's value may look like: a figure's digits so far, a word's letters.
 
-        None for a phrase: any text begins one, so a line ending inside it is not told from any other.
+        None for a phrase or a skipped value: any text begins one, so a line ending inside it is not told
+        from any other.
         """
         name, unit, stop = self._captures[place]
-        if unit == WORDS or place in self._phrases:
+        if unit == WORDS or place in self._phrases or name == SKIP:
             return None
         if unit in SCALED:
             return "[0-9.]{0,40}(?: ?[A-Za-z]{0,3})?"
