@@ -64,6 +64,7 @@ from kvlog.integrate.budget import MAX_HELD_BYTES, Budget, cost, readable
 from kvlog.integrate.servers import LIVE_SERVERS, LiveServer, configuring
 from kvlog.metrics.errors import MetricsEndpointError
 from kvlog.migration import load_chain
+from kvlog.migration.candidates import chosen as chosen_prefilter
 from kvlog.migration.candidates import might_be_read
 from kvlog.migration.engine import FileRun, MigrateOptions, Migrator
 from kvlog.migration.ops import inferred, mark_inferred
@@ -679,6 +680,7 @@ def _ready(handler: EventHandler) -> tuple[Migrator | None, Exception | None]:
                 validator.fast_check(name, version)
         validator.violations({"event": next(iter(validator.catalog.schemas)), "schema_version": 1})
         validator.provenance_problem({})
+        chosen_prefilter(usage=handler.usage)  # the native module, where built, imported here and not by the worker
     except Exception as exc:  # noqa: BLE001 - broken migrations: the server runs on, its records are dropped
         return None, exc
     if handler.nvml:
