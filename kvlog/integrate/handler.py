@@ -680,7 +680,8 @@ def _ready(handler: EventHandler) -> tuple[Migrator | None, Exception | None]:
                 validator.fast_check(name, version)
         validator.violations({"event": next(iter(validator.catalog.schemas)), "schema_version": 1})
         validator.provenance_problem({})
-        chosen_prefilter(usage=handler.usage)  # the native module, where built, imported here and not by the worker
+        # the native module, where built, imported here and not by the worker
+        chosen_prefilter(usage=handler.usage != "none")
     except Exception as exc:  # noqa: BLE001 - broken migrations: the server runs on, its records are dropped
         return None, exc
     if handler.nvml:
