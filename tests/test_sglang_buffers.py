@@ -172,13 +172,140 @@ def _consumers(event: dict[str, Any]) -> list[str]:
             MIB // 2,
             [],
         ),
+        # held inside another figure or for a while: an event, no consumer of its own
+        (
+            "[2026-08-01 10:00:00 TP0] All Reduce config: symmetric_memory = 72.06 MB, local_buffer = 0.03 MB, "
+            "multicast = True, pull = False",
+            "allreduce_buffers",
+            None,
+            None,
+            round(72.06 * MIB) + round(0.03 * MIB),
+            2 * 5243,
+            [],
+        ),
+        (
+            "[2026-07-20 10:00:00 TP0] All Reduce config: symmetric_memory = 16.00 MB, local_buffer = 0.01 MB, "
+            "multicast = False",
+            "allreduce_buffers",
+            None,
+            None,
+            16 * MIB + round(0.01 * MIB),
+            2 * 5243,
+            [],
+        ),
+        (
+            "[2026-09-01 10:00:05 TP1] Initialized DeepEP v2 ElasticBuffer: world_size=8 hidden_size=7168 num_topk=8 "
+            "max_dispatch_tokens_per_rank=256 use_fp8_dispatch=True allow_hybrid_mode=False num_bytes=2147483648",
+            "dispatch_buffer",
+            None,
+            None,
+            2147483648,
+            None,
+            [],
+        ),
+        (
+            "[2026-11-01 10:00:03 TP0] engram peer shards layer 3: 8 ranks over POSIX fd, 1.25 GiB local, "
+            "mapped in 0.4 s",
+            "weights_buffer",
+            "layer 3",
+            None,
+            round(1.25 * GIB),
+            5368710,
+            [],
+        ),
+        (
+            "[2026-11-01 10:00:03 TP0] monokernel qwen3_moe on gfx950: widths [1, 2] built in 12.3 s, 512.5 MiB; "
+            "wait deadline 600 s (a failed wait stops every rank with a GPU fault at address 0x0); weight copies: none",
+            "weights_buffer",
+            "qwen3_moe",
+            None,
+            round(512.5 * MIB),
+            52429,
+            [],
+        ),
+        (
+            "[2026-11-01 10:00:03 TP0] Muse nvfp4xnvfp4 MegaMoE shares TRT weights; extra metadata 0.012 GiB",
+            "weights_buffer",
+            None,
+            None,
+            round(0.012 * GIB),
+            536871,
+            [],
+        ),
+        (
+            "[2026-09-01 10:00:03 TP0] Expert pack ready: entries=60 resident_experts=0 dense_bytes=external "
+            "staged_bytes=4194304 cache_capacity_experts=128 cache_capacity_bytes=536870912",
+            "weights_buffer",
+            None,
+            None,
+            536870912,
+            None,
+            [],
+        ),
+        (
+            "[2026-06-01 10:00:09] Pre-allocating GPU buffer for mooncake RDMA: req_id=7f3c2a1b9e, size=25165824 bytes",
+            "request_buffer",
+            None,
+            None,
+            25165824,
+            None,
+            [],
+        ),
+        # built after the weights are measured and before the KV cache is sized: an aux buffer
+        (
+            "[2026-11-01 10:00:04 TP0] NVIDIA megakernel: active (k3_decode: 61 layers; widths [1, 2, 4]; fp8 "
+            "numerics; built in 30.1 s, 812.4 MiB; wait deadline 600 s)",
+            "kernel_workspace",
+            "k3_decode",
+            None,
+            round(812.4 * MIB),
+            52429,
+            ["aux_buffers"],
+        ),
+        # the Mamba pool's ring buffers, beside the states `Mamba Cache is allocated` states: each part's rounding adds
+        (
+            "[2026-07-01 10:00:02 TP0] GDN ReplaySSM ring buffers allocated (L=16): d=1.250GB, k=0.625GB, g=0.010GB ",
+            "ssm_replay_ring",
+            None,
+            None,
+            round(1.25 * GIB) + round(0.625 * GIB) + round(0.01 * GIB),
+            3 * 536871,
+            ["mamba_pool"],
+        ),
+        (
+            "[2026-10-01 10:00:02 TP0] GDN ReplaySSM ring buffers allocated (record_len=16, fold=True): d=1.250GB, "
+            "k=0.625GB, g=0.010GB rawv=0.500GB, rawk=0.250GB, beta=0.002GB ",
+            "ssm_replay_ring",
+            None,
+            None,
+            sum(round(x * GIB) for x in (1.25, 0.625, 0.01, 0.5, 0.25, 0.002)),
+            6 * 536871,
+            ["mamba_pool"],
+        ),
+        (
+            "[2026-10-01 10:00:02 TP0] GDN ReplaySSM ring buffers allocated (record_len=4, fold=False): d=0.000GB, "
+            "k=0.000GB, g=0.010GB rawv=0.500GB, rawk=0.250GB, ",
+            "ssm_replay_ring",
+            None,
+            None,
+            sum(round(x * GIB) for x in (0.01, 0.5, 0.25)),
+            5 * 536871,
+            ["mamba_pool"],
+        ),
     ],
 )
 def test_each_wording_reads_its_buffer_and_its_consumer(
-    line: str, kind: str, name: str | None, device: str | None, size_bytes: int, spread: int, consumers: list[str]
+    line: str,
+    kind: str,
+    name: str | None,
+    device: str | None,
+    size_bytes: int,
+    spread: int | None,
+    consumers: list[str],
 ) -> None:
     event = _event(line)
     assert (event["event"], event["schema_version"]) == ("memory.buffer_allocated", 2)
     assert (event["kind"], event["name"], event["device"], event["size_bytes"]) == (kind, name, device, size_bytes)
-    assert event["migrated"]["uncertainty_bytes"] == {"size_bytes": spread}
+    # whole bytes (``num_bytes=N``) hide no rounding
+    assert event["migrated"].get("uncertainty_bytes") == (None if spread is None else {"size_bytes": spread})
     assert _consumers(event) == consumers
