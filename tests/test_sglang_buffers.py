@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import io
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from kvlog import commands
 from kvlog.migration import load_chain
 from kvlog.migration.engine import MigrateOptions, Migrator
 from kvlog.schema.readings import DEVICE_CONSUMERS
@@ -309,3 +311,35 @@ def test_each_wording_reads_its_buffer_and_its_consumer(
     # whole bytes (``num_bytes=N``) hide no rounding
     assert event["migrated"].get("uncertainty_bytes") == (None if spread is None else {"size_bytes": spread})
     assert _consumers(event) == consumers
+
+
+def test_the_ledger_adds_the_replayssm_rings_to_their_mamba_pool_and_no_buffer_held_inside_another_figure(
+    tmp_path: Path,
+) -> None:
+    """The rings are the Mamba pool's, beside the states its own line states; the all-reduce's buffers (printed
+    while torch distributed initialises, inside its cost; rank 0's line alone) and the weights' load's own
+    buffers are not added again."""
+    log = tmp_path / "sglang.log"
+    log.write_text(
+        "[2026-07-01 10:00:00 TP0] All Reduce config: symmetric_memory = 72.06 MB, local_buffer = 0.03 MB, "
+        "multicast = True\n"
+        "[2026-07-01 10:00:00 TP0] Init torch distributed ends. elapsed=1.20 s, mem usage=0.50 GB\n"
+        "[2026-07-01 10:00:01 TP0] Load weight begin. avail mem=78.00 GB\n"
+        "[2026-07-01 10:00:02 TP0] engram peer shards layer 0: 8 ranks over FABRIC, 1.25 GiB local, mapped in 0.4 s\n"
+        "[2026-07-01 10:00:03 TP0] Load weight end. elapsed=2.00 s, type=Qwen3NextForCausalLM, "
+        "dtype=torch.bfloat16, avail mem=60.00 GB, mem usage=18.00 GB.\n"
+        "[2026-07-01 10:00:04 TP0] Mamba Cache is allocated. max_mamba_cache_size: 512, conv_state size: 0.50GB, "
+        "ssm_state size: 4.00GB \n"
+        "[2026-07-01 10:00:04 TP0] GDN ReplaySSM ring buffers allocated (L=16): d=1.250GB, k=0.625GB, g=0.010GB \n"
+        "[2026-07-01 10:00:05 TP0] Memory pool end. avail mem=20.00 GB\n"
+    )
+    out = io.BytesIO()
+    assert commands.ledger([str(log)], output_format="json", stdout=out).exit_status == 0
+    [row] = json.loads(out.getvalue())["rows"]
+    figures = (0.5, 4.0, 1.25, 0.625, 0.01)
+    assert row["consumers"]["mamba_pool_bytes"] == sum(round(x * GIB) for x in figures)
+    assert row["uncertainty_bytes"]["mamba_pool_bytes"] == 2 * 5368710 + 3 * 536871
+    assert row["evidence"]["mamba_pool_bytes"] == [f"{log}:6", f"{log}:7"]
+    assert row["consumers"]["runtime_bytes"] == round(0.5 * GIB)
+    assert row["consumers"]["weights_bytes"] == 18 * GIB
+    assert row["consumers"]["aux_buffers_bytes"] is None

@@ -108,9 +108,7 @@ class Template:
         next wording that fits says what the source said in that case.
         """
         return (
-            not self.sums
-            and self.matches(event)
-            and all(event.get(name) is not None for name in _required(self.text))
+            not self.sums and self.matches(event) and all(event.get(name) is not None for name in _required(self.text))
         )
 
     def render(self, event: Mapping[str, Any]) -> str:
