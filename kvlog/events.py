@@ -1726,8 +1726,10 @@ _SETTERS_MemoryBaseline = slot_setters(MemoryBaseline)
 
 
 _MemoryBufferAllocatedKind = Literal[
+    "allreduce_buffers",
     "candidate_buffer",
     "decode_buffer_pool",
+    "dispatch_buffer",
     "embedding_pool",
     "graph_pool",
     "graph_pool_borrow",
@@ -1736,10 +1738,13 @@ _MemoryBufferAllocatedKind = Literal[
     "mamba_checkpoint",
     "multimodal_pool",
     "prefetch_pool",
+    "request_buffer",
+    "ssm_replay_ring",
     "staging",
     "state_capture",
     "symmetric_memory",
     "verify_records",
+    "weights_buffer",
     "workspace",
 ]
 
@@ -1772,7 +1777,19 @@ class MemoryBufferAllocated(Event):
     embedding overrides`, 0.5.22 on) and the scheduler's multimodal feature buffer (`Preallocated
     XMB GPU buffer`, 0.5.6.post1 on); a kernel's workspace (kernel_workspace) allocated before the
     KV cache is sized (`gfx950 fused DSA indexer: workspace preallocated (max_cols=N, X MiB) before
-    pool sizing`, 0.5.22 on). vLLM (v2): the worker's workspace as each resize leaves it
+    pool sizing`, 0.5.22 on). Held inside another figure or for a while: the custom all-reduce's
+    symmetric and local buffers (`All Reduce config: symmetric_memory = X MB, local_buffer = Y MB,
+    …`, 0.5.16 on, rank 0 only, their sum), DeepEP v2's ElasticBuffer (`Initialized DeepEP v2
+    ElasticBuffer: … num_bytes=N`, 0.5.19 on), an engram table's local peer shard (`engram peer
+    shards …, X GiB local, …`, 0.5.23), the AMD monokernel's build (`monokernel … built in T s, X
+    MiB; …`, 0.5.23), Muse MegaMoE's metadata (`Muse … MegaMoE shares TRT weights; extra metadata X
+    GiB`, 0.5.23, one line a layer), an expert pack's device cache (`Expert pack ready: …
+    cache_capacity_experts=N cache_capacity_bytes=B`, 0.5.19 on), a request's mooncake RDMA receive
+    buffer (`Pre-allocating GPU buffer for mooncake RDMA: req_id=…, size=N bytes`, 0.5.13 to
+    0.5.18). Of the Mamba pool: GDN ReplaySSM's ring buffers (`GDN ReplaySSM ring buffers allocated
+    (…): d=XGB, k=XGB, g=XGB[ rawv=…, rawk=…, beta=…]`, 0.5.15 on, their sum). The NVIDIA
+    megakernel's build before the KV cache is sized (kernel_workspace: `NVIDIA megakernel: active (…
+    built in T s, X MiB; …)`, 0.5.23). vLLM (v2): the worker's workspace as each resize leaves it
     (`[WORKSPACE DEBUG] Resized workspace from '…': A MB -> B MB (ubatch U, lane L)`, 0.13 on with
     VLLM_DEBUG_WORKSPACE, MB being MiB; 0.13 to 0.19 print the total of every ubatch's); the MoE
     routed-experts capture buffer (state_capture, name routed_experts: `Routing experts device

@@ -280,10 +280,13 @@ def _tables(document: Mapping[str, Any], key: str) -> list[Mapping[str, Any]]:
 
 def _template(spec: Mapping[str, Any]) -> Template:
     event, text, when = spec.get("event"), spec.get("text"), spec.get("when", {})
+    sums = spec.get("sums", [])
     if not isinstance(event, str) or not isinstance(text, str) or not isinstance(when, dict):
         raise GrammarError(f"a template needs a string 'event' and 'text' (and a table 'when'): {dict(spec)!r}")
+    if not isinstance(sums, list) or not all(isinstance(name, str) for name in sums):
+        raise GrammarError(f"a template's 'sums' is a list of the field names it prints in parts: {dict(spec)!r}")
     try:
-        return Template(event, text, {k: value_of(v) for k, v in when.items()})
+        return Template(event, text, {k: value_of(v) for k, v in when.items()}, frozenset(sums))
     except OpError as exc:
         raise GrammarError(str(exc)) from None
 

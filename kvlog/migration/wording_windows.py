@@ -211,6 +211,11 @@ WORDING_WINDOWS: Final[Mapping[str, Mapping[str, tuple[str, str, str | None]]]] 
         ),
     },
     "sglang-text/2025-11-aux-buffers": {
+        "All Reduce config: symmetric_memory = {size_bytes:mib2} MB, local_buffer = {size_bytes:mib2} MB, multicast = {_}": (
+            "0.5.15.post1",
+            "2026-07-14",
+            None,
+        ),
         "CUDA IPC multimodal feature pools reserve {_} MiB total on GPU {device} ({size_bytes:mib0} MiB per tokenizer worker × {_}": (
             "0.5.15.post1",
             "2026-07-14",
@@ -223,8 +228,23 @@ WORDING_WINDOWS: Final[Mapping[str, Mapping[str, tuple[str, str, str | None]]]] 
         ),
         "DeviceCache[{name}] allocated: shape={_}, size={size_bytes:mib1} MB": ("0.5.11", "2026-05-05", None),
         "EmbeddingPool allocated: gpu={device}, size={size_bytes:mib1}MB, base={_}": ("0.5.18", "2026-08-21", None),
+        "Expert pack ready: entries={_} resident_experts=0 dense_bytes=external staged_bytes={_} cache_capacity_experts={slots} cache_capacity_bytes={size_bytes}": (
+            "0.5.18",
+            "2026-08-21",
+            None,
+        ),
         "Full-CG prefill workspace: {size_bytes:mib0} MB (max bucket {_}": ("0.5.14", "2026-06-26", None),
+        "GDN ReplaySSM ring buffers allocated ({_}): d={size_bytes:gib3}GB, k={size_bytes:gib3}GB, g={size_bytes:gib3}GB{[ rawv={size_bytes:gib3}GB, rawk={size_bytes:gib3}GB,]}{[ beta={size_bytes:gib3}GB]}{_}": (
+            "0.5.14",
+            "2026-06-26",
+            None,
+        ),
         "HiCache staging prepared before KV sizing: {size_bytes:mib1} MiB, {_} layers": ("0.5.20", "2026-09-18", None),
+        "Initialized DeepEP v2 ElasticBuffer: world_size={_} hidden_size={_} num_topk={_} max_dispatch_tokens_per_rank={_} use_fp8_dispatch={_} allow_hybrid_mode={_} num_bytes={size_bytes}": (
+            "0.5.18",
+            "2026-08-21",
+            None,
+        ),
         "K3 symm buffer {_}: {_} rows x {_}, {size_bytes:mib1} MB (rendezvoused once on first use; no per-forward symmetric allocation)": (
             "0.5.16",
             "2026-07-25",
@@ -240,10 +260,21 @@ WORDING_WINDOWS: Final[Mapping[str, Mapping[str, tuple[str, str, str | None]]]] 
             "2026-05-23",
             "2026-09-04",
         ),
+        "Muse {_} MegaMoE shares TRT weights; extra metadata {size_bytes:gib3} GiB": ("0.5.22", "2026-10-16", None),
+        "NVIDIA megakernel: active ({name:words}: {_}; widths {_}; {_} numerics; built in {_} s, {size_bytes:mib1} MiB; wait deadline {_}": (
+            "0.5.22",
+            "2026-10-16",
+            None,
+        ),
         "Page-interleave KV sharding enabled: shard_rank={_} shard_size={_} page_size={_} prefix_tokens={_} chunk_tokens={_} scratch_rows={_} x2 ({size_bytes:mib2} MiB per rank, charged against the KV budget){_}": (
             "0.5.20",
             "2026-09-18",
             None,
+        ),
+        "Pre-allocating GPU buffer for mooncake RDMA: req_id={_}, size={size_bytes} bytes": (
+            "0.5.12.post1",
+            "2026-05-23",
+            "2026-09-04",
         ),
         "Pre-allocating symmetric memory pool with {size_bytes:gib2} GiB": ("0.5.8.post1", "2026-02-05", None),
         "Preallocated {size_bytes:mib1}MB GPU buffer": ("0.5.6", "2025-12-03", None),
@@ -252,9 +283,19 @@ WORDING_WINDOWS: Final[Mapping[str, Mapping[str, tuple[str, str, str | None]]]] 
             "2025-12-11",
             "2026-05-16",
         ),
+        "engram peer shards {name:words}: {_} ranks over {_}, {size_bytes:gib2} GiB local, mapped in {_}": (
+            "0.5.22",
+            "2026-10-16",
+            None,
+        ),
         "gfx950 fused DSA indexer: workspace preallocated (max_cols={_}, {size_bytes:mib0} MiB) before pool sizing": (
             "0.5.21",
             "2026-10-01",
+            None,
+        ),
+        "monokernel {name:words} on {_}: widths {_} built in {_} s, {size_bytes:mib1} MiB; wait deadline {_}": (
+            "0.5.22",
+            "2026-10-16",
             None,
         ),
     },
@@ -487,7 +528,6 @@ WORDING_WINDOWS: Final[Mapping[str, Mapping[str, tuple[str, str, str | None]]]] 
             "2026-09-04",
             None,
         ),
-        "All Reduce config: symmetric_memory =": ("0.5.15.post1", "2026-07-14", None),
         "Applying FlashInfer transport workaround: forcing PosixFD symmetric-memory handle exchange on aarch64 + sm10x to avoid known data corruption with Fabric handle exchange on GB systems. Set SGLANG_FLASHINFER_FORCE_POSIX_FD_TRANSPORT=0 to disable.": (
             "0.5.9",
             "2026-02-23",
@@ -662,7 +702,6 @@ WORDING_WINDOWS: Final[Mapping[str, Mapping[str, tuple[str, str, str | None]]]] 
             "2026-09-04",
         ),
         "Expected base64-encoded bytes": ("0.5.14", "2026-06-26", None),
-        "Expert pack ready: entries=": ("0.5.18", "2026-08-21", None),
         "FP4 KV cache does not yet support --enable-unified-memory: the unified MHA pool does not allocate FP4 block scales or the prefill dequant workspace.": (
             "0.5.20",
             "2026-09-18",
@@ -689,8 +728,6 @@ WORDING_WINDOWS: Final[Mapping[str, Mapping[str, tuple[str, str, str | None]]]] 
         "FlashInfer extend autotune skipped: not enough free memory for a": ("0.5.17", "2026-08-08", None),
         "FlashInfer workspace must be at least 256 MiB of contiguous device uint8": ("0.5.22", "2026-10-16", None),
         "FlashInfer workspace preflight [rank": ("0.5.10.post1", "2026-04-08", None),
-        "GDN ReplaySSM ring buffers allocated (L=": ("0.5.14", "2026-06-26", "2026-08-08"),
-        "GDN ReplaySSM ring buffers allocated (record_len=": ("0.5.16", "2026-07-25", None),
         "GluonPrefillUnavailableError: gluon prefill scratch of": ("0.5.20", "2026-09-18", None),
         "Graph pool borrow capacity:": ("0.5.19", "2026-09-04", None),
         "Graph pool borrow high-water mark:": ("0.5.19", "2026-09-04", None),
@@ -730,7 +767,6 @@ WORDING_WINDOWS: Final[Mapping[str, Mapping[str, tuple[str, str, str | None]]]] 
             None,
         ),
         "Init torch begin. Avail mem=": ("0.1.16", "2024-05-14", "2024-07-04"),
-        "Initialized DeepEP v2 ElasticBuffer: world_size=": ("0.5.18", "2026-08-21", None),
         "Initialized custom memory pool:": ("0.5.5", "2025-11-06", None),
         "Invalid audio format: source=<bytes or base64>, detail=": ("0.5.10.post1", "2026-04-08", None),
         "Invalid denominator=": ("0.5.8.post1", "2026-02-05", "2026-05-05"),
@@ -789,7 +825,6 @@ WORDING_WINDOWS: Final[Mapping[str, Mapping[str, tuple[str, str, str | None]]]] 
         "Multimodal model: Dynamically adjusted --mem-fraction-static from:": ("0.4.9.post2", "2025-07-12", None),
         "Multimodal preprocess cache enabled for": ("0.5.17", "2026-08-08", None),
         "Multimodal preprocessing ran out of GPU memory on": ("0.5.22", "2026-10-16", None),
-        "Muse {v0} MegaMoE shares TRT weights; extra metadata": ("0.5.22", "2026-10-16", None),
         "NCCL version 2.27.3 or higher is required for NCCL symmetric memory": (
             "0.4.10.post1",
             "2025-08-01",
@@ -804,7 +839,6 @@ WORDING_WINDOWS: Final[Mapping[str, Mapping[str, tuple[str, str, str | None]]]] 
         "NIXL memory registration failed for staging buffer (ptr=0x": ("0.5.11", "2026-05-05", None),
         "NIXL prepared dlist transfer length exceeds item stride: xfer_len=": ("0.5.14", "2026-06-26", None),
         "NUMA memory policy not permitted; binding CPUs only to NUMA node": ("0.5.22", "2026-10-16", None),
-        "NVIDIA megakernel: active (": ("0.5.22", "2026-10-16", None),
         "NVLink vocab gather: pull output": ("0.5.20", "2026-09-18", None),
         "NVML error querying memory affinity for GPU": ("0.5.10rc0", "2026-04-05", None),
         "No host memory is left for HiCache after the 10 GiB reserve; set --hicache-ratio or --hicache-size explicitly.": (
@@ -878,7 +912,6 @@ WORDING_WINDOWS: Final[Mapping[str, Mapping[str, tuple[str, str, str | None]]]] 
         "Peak GPU memory: {v0} GB, Remaining GPU memory at peak:": ("0.5.6.post2", "2025-12-11", "2026-02-23"),
         "Pinned host memory allocation of": ("0.5.22", "2026-10-16", None),
         "Post-capture KV sizing: KV-canary per-forward workspace": ("0.5.19", "2026-09-04", None),
-        "Pre-allocating GPU buffer for mooncake RDMA: req_id=": ("0.5.12.post1", "2026-05-23", "2026-09-04"),
         "Prefill staging too small for": ("0.5.10rc0", "2026-04-05", None),
         "Quantization complete in": ("0.5.11", "2026-05-05", None),
         "Qwen4-Exp PLE side states are not supported with --enable-unified-memory": ("0.5.19", "2026-09-04", None),
@@ -1535,7 +1568,6 @@ WORDING_WINDOWS: Final[Mapping[str, Mapping[str, tuple[str, str, str | None]]]] 
         ),
         "engram host table {v0}: layout=": ("0.5.20", "2026-09-18", None),
         "engram host table: dropped the page cache of": ("0.5.20", "2026-09-18", None),
-        "engram peer shards {v0}: {v1} ranks over": ("0.5.22", "2026-10-16", None),
         "expert-pack has unexplained trailing bytes:": ("0.5.18", "2026-08-21", None),
         "ffmpeg RGB24 output must be bytes": ("0.5.16", "2026-07-25", None),
         "ffmpeg returned a partial reference-audio sample frame:": ("0.5.16", "2026-07-25", None),
@@ -1584,7 +1616,6 @@ WORDING_WINDOWS: Final[Mapping[str, Mapping[str, tuple[str, str, str | None]]]] 
         "misaligned mamba spec: anchor_bytes=": ("0.5.14", "2026-06-26", None),
         "misaligned mamba spec: per-slot entry_bytes=": ("0.5.14", "2026-06-26", None),
         "misaligned mamba spec: temporal inner_shape_bytes=": ("0.5.14", "2026-06-26", None),
-        "monokernel {v0} on {v1}: widths": ("0.5.22", "2026-10-16", None),
         "multimodal identity must be": ("0.5.22", "2026-10-16", None),
         "natten has no compiled neighborhood-attention kernel for": ("0.5.22", "2026-10-16", None),
         "numactl rejected hard memory binding (": ("0.5.14", "2026-06-26", None),

@@ -107,7 +107,10 @@ DEVICE_CONSUMERS: tuple[ConsumerReading, ...] = (
     # FlashInfer allocates while the prefill graph is captured (inside a capture's cost); vLLM's workspace and
     # decode buffer pools (grown in the profile run and the capture: activation_peak, cuda_graph), its verify
     # records and candidate buffers (allocated with the model: weights). vLLM's prefetch pool is allocated
-    # after the load is measured, its routed-experts capture buffer after the KV cache is sized
+    # after the load is measured, its routed-experts capture buffer after the KV cache is sized. Nor sglang's
+    # weights_buffer (inside the weights' load), allreduce_buffers (inside torch distributed's cost or the load,
+    # printed by rank 0 alone), dispatch_buffer (DeepEP's, built within a capture before 0.5.22) and
+    # request_buffer (one request's, freed with it)
     ConsumerReading(
         "aux_buffers",
         "memory.buffer_allocated",
@@ -130,6 +133,8 @@ DEVICE_CONSUMERS: tuple[ConsumerReading, ...] = (
         ("conv_state_bytes", "ssm_state_bytes", "intermediate_ssm_state_bytes", "intermediate_conv_window_bytes"),
         adds=True,
     ),
+    # the ring buffers GDN ReplaySSM allocates in the Mamba pool beside the states its allocation line states
+    ConsumerReading("mamba_pool", "memory.buffer_allocated", ("size_bytes",), adds=True, kinds=("ssm_replay_ring",)),
 )
 #: each event that states the device memory set aside for the KV cache, which the engine then allocates
 #: at once (vLLM): the KV memory of a run whose log prints no pool

@@ -93,6 +93,9 @@ class Template:
     event: str
     text: str
     when: Mapping[str, Any] = field(default_factory=dict)
+    #: fields the wording prints in parts (sglang's ``d=…GB, k=…GB, g=…GB`` of one set of ring buffers): each
+    #: place's figure adds to the field, and so does its rounding. Such a wording reads lines, never renders one
+    sums: frozenset[str] = frozenset()
 
     def matches(self, event: Mapping[str, Any]) -> bool:
         """Whether this wording applies to ``event``."""
@@ -104,7 +107,9 @@ class Template:
         A wording is never written with a missing value in it (Python would print ``None``); the
         next wording that fits says what the source said in that case.
         """
-        return self.matches(event) and all(event.get(name) is not None for name in _required(self.text))
+        return (
+            not self.sums and self.matches(event) and all(event.get(name) is not None for name in _required(self.text))
+        )
 
     def render(self, event: Mapping[str, Any]) -> str:
         """The line for ``event``; optional sections whose fields are unset are left out."""
@@ -594,7 +599,9 @@ class TemplateParser:
                 value, spread = _read_plain(raw, self._syntax[name]), 0
             if isinstance(value, float) and not math.isfinite(value):
                 return None  # ``1e400``, ``2e603 ms``: no JSON number holds it, so no event of this wording says it
-            if name in fields and uncertainty.get(name, 0) <= spread:
+            if name in fields and name in self.template.sums:
+                value, spread = fields[name] + value, spread + uncertainty.get(name, 0)  # parts, and their roundings
+            elif name in fields and uncertainty.get(name, 0) <= spread:
                 continue  # printed twice: the more precise figure stands (``(=N B)`` over ``X.XX GB``)
             fields[name] = value
             if spread:
