@@ -86,7 +86,8 @@ def test_the_demos_console_migrates_back_to_valid_events_sleep_and_wake_included
     finally:
         restore(saved)
     letters = tmp_path / "dead.jsonl"
-    done = kvlog_text("migrate", "--only-events", "--validate-all", "--dead-letter", letters, "-", stdin=console.encode())
+    options = ("--only-events", "--validate-all", "--dead-letter", letters)
+    done = kvlog_text("migrate", *options, "-", stdin=console.encode())
     assert done.returncode == 0, done.stderr
     events = [json.loads(line) for line in done.stdout.splitlines()]
     dead = [json.loads(line) for line in letters.read_text().splitlines()]
