@@ -1731,13 +1731,16 @@ _MemoryBufferAllocatedKind = Literal[
     "decode_buffer_pool",
     "dispatch_buffer",
     "embedding_pool",
+    "external_weights",
     "graph_pool",
     "graph_pool_borrow",
     "graph_workspace",
     "kernel_workspace",
+    "load_workspace",
     "mamba_checkpoint",
     "multimodal_pool",
     "prefetch_pool",
+    "repacked_weights",
     "request_buffer",
     "ssm_replay_ring",
     "staging",
@@ -1797,9 +1800,15 @@ class MemoryBufferAllocated(Event):
     = X MiB / shape.`, 0.28 on); a model's device-resident verify records and CP candidate buffers
     (Kimi K3's KDA RecoverSSM records, MiniMax M3's indexer candidate buffer, 0.33 on); the prefetch
     offloader's static buffer pool (`[PrefetchOffloader] Initialized N modules. Total GPU memory
-    saved: X GB, Static buffer pool: Y GB (…)`, 0.17 on, GB being 10**9). v2 adds the kinds after
-    staging, the buffer's name, the workspace's ubatch and lane, a slot's size and the weights an
-    offloader keeps off the device (v1: none of them).
+    saved: X GB, Static buffer pool: Y GB (…)`, 0.17 on, GB being 10**9); 0.34's: Kimi K3's
+    drafter's CAKE workspace (load_workspace, name cake: `Specialized DSpark drafter: … CAKE
+    workspace X MiB, …`, allocated as the drafter loads, inside `Model loading took`), weights a
+    specialized decode repacks after the load is measured (repacked_weights: `Mistral Large 4
+    specialized decode: … X GiB of repacked weights per rank`, `Muse Spark expert TP built: … +X GiB
+    per rank, …`), a weight-cache daemon's weights in its own process (external_weights, name its
+    role: `Weight cache R daemon rank N loaded model (A GiB allocated, X GiB reserved)`, X torch's
+    reserved memory).. v2 adds the kinds after staging, the buffer's name, the workspace's ubatch
+    and lane, a slot's size and the weights an offloader keeps off the device (v1: none of them).
     """
 
     EVENT: ClassVar[str] = "memory.buffer_allocated"

@@ -78,6 +78,27 @@ def test_demo_console_prints_sglang_style_lines_for_people() -> None:
     assert f"kvlog demo: {len(lines)} events emitted, all valid against the catalog" in result.stderr
 
 
+def test_the_demos_console_migrates_back_to_valid_events_sleep_and_wake_included(tmp_path: Path) -> None:
+    """Every line the demo prints for people is an event again (the sleep and wake lines were dead-lettered)."""
+    saved = get_config()
+    try:
+        console = kvlog_text("demo").stdout
+    finally:
+        restore(saved)
+    letters = tmp_path / "dead.jsonl"
+    options = ("--only-events", "--validate-all", "--dead-letter", letters)
+    done = kvlog_text("migrate", *options, "-", stdin=console.encode())
+    assert done.returncode == 0, done.stderr
+    events = [json.loads(line) for line in done.stdout.splitlines()]
+    dead = [json.loads(line) for line in letters.read_text().splitlines()]
+    assert [d for d in dead if not d["text"].startswith("  ")] == []  # only the demo's indented was/now asides
+    assert len(events) == len([line for line in console.splitlines() if line.startswith("[")])
+    sleep, wake = (next(e for e in events if e["event"] == name) for name in ("kv_pool.sleep", "kv_pool.wake"))
+    for event in (sleep, wake):
+        assert event["pool"] == "MHAKVPool" and event["arena_ids"] == []
+        assert event["migrated"]["inferred"]["arena_ids"]["rule"] == "arenas-not-on-line"
+
+
 def test_demo_without_torch_says_which_extra_to_install() -> None:
     code = "import sys; sys.modules['torch'] = None; from kvlog.cli import main; main(['demo'])"
     result = subprocess.run([sys.executable, "-c", code], check=False, capture_output=True, text=True, timeout=60)

@@ -106,11 +106,12 @@ DEVICE_CONSUMERS: tuple[ConsumerReading, ...] = (
     # the buffers that are no other consumer's. Not these: the graph pools sglang pre-carves and the workspace
     # FlashInfer allocates while the prefill graph is captured (inside a capture's cost); vLLM's workspace and
     # decode buffer pools (grown in the profile run and the capture: activation_peak, cuda_graph), its verify
-    # records and candidate buffers (allocated with the model: weights). vLLM's prefetch pool is allocated
-    # after the load is measured, its routed-experts capture buffer after the KV cache is sized. Nor sglang's
-    # weights_buffer (inside the weights' load), allreduce_buffers (inside torch distributed's cost or the load,
-    # printed by rank 0 alone), dispatch_buffer (DeepEP's, built within a capture before 0.5.22) and
-    # request_buffer (one request's, freed with it)
+    # records, candidate buffers and Kimi K3's CAKE workspace (allocated with the model: weights), a weight-cache
+    # daemon's weights (another process's memory: the engine's rank leaves it unaccounted). vLLM's prefetch pool
+    # and specialized decodes' repacked weights are allocated after the load is measured, its routed-experts
+    # capture buffer after the KV cache is sized. Nor sglang's weights_buffer (inside the weights' load),
+    # allreduce_buffers (inside torch distributed's cost or the load, printed by rank 0 alone), dispatch_buffer
+    # (DeepEP's, built within a capture before 0.5.22) and request_buffer (one request's, freed with it)
     ConsumerReading(
         "aux_buffers",
         "memory.buffer_allocated",
@@ -122,6 +123,7 @@ DEVICE_CONSUMERS: tuple[ConsumerReading, ...] = (
             "mamba_checkpoint",
             "multimodal_pool",
             "prefetch_pool",
+            "repacked_weights",
             "staging",
             "state_capture",
             "symmetric_memory",
