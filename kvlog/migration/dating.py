@@ -43,6 +43,7 @@ import re
 from bisect import bisect_right
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
+from functools import cache
 from typing import Any
 
 from kvlog.envelope import EVIDENCE, InferenceRule
@@ -80,12 +81,11 @@ def _version_key(version: str) -> _Key | None:
     return _key(match.group("release"), 0 if rest else 1)
 
 
+@cache
 def _table(server: str) -> tuple[list[_Key], list[tuple[str, str]]]:
+    """``server``'s releases in version order, sorted when a file first names a version (an empty run never does)."""
     dated = sorted((key, pair) for pair in RELEASE_DATES.get(server, ()) if (key := _version_key(pair[0])) is not None)
     return [key for key, _ in dated], [pair for _, pair in dated]
-
-
-_TABLES = {server: _table(server) for server in RELEASE_DATES}
 
 
 @dataclass(frozen=True)
@@ -107,7 +107,7 @@ def release(server: str, version: str, line: int) -> Release | None:
     release before it; one older than every release in the table is not bounded.
     """
     key = _version_key(version)
-    keys, pairs = _TABLES.get(server, ([], []))
+    keys, pairs = _table(server)
     at = bisect_right(keys, key) if key is not None else 0
     if at == 0:
         return None

@@ -110,9 +110,12 @@ class Generation:
     rules: tuple[Rule, ...]
     catalog: Catalog = field(repr=False, compare=False)
 
-    @property
+    @cached_property
     def server(self) -> str:
-        """The server whose lines this generation reads (``sglang-text/2025-01`` -> ``sglang``)."""
+        """The server whose lines this generation reads (``sglang-text/2025-01`` -> ``sglang``).
+
+        Kept once worked out: every event a generation reads dates its line by its server.
+        """
         return self.id.split("/", 1)[0].removesuffix("-text")
 
     def recognise(self, message: str, *, glued: bool = False) -> Recognised | None:

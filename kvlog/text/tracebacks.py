@@ -12,14 +12,15 @@ line (``ValueError: ...``) is the server's message, read as its wording.
 from __future__ import annotations
 
 import re
+from functools import cache
 
 #: ``  File "path", line N, in name`` (Python's frame line), at the end of the line, after any prefix
-_FRAME = re.compile(r'(?:^|\s)File "[^"]*", line [0-9]+, in [\w<>.]+\s*$')
+_FRAME = r'(?:^|\s)File "[^"]*", line [0-9]+, in [\w<>.]+\s*$'
 #: a frame's source line, indented four spaces or more after any prefix: a statement that raises or returns, an
 #: assignment of a call, a call, the arguments a call goes on with (``available_memory_one_worker)``), a string
 #: literal that goes on (the message of a ``raise`` spread over lines), Python 3.11's markers under the code
 #: (``~~~~^^^^``) and the lines it elides (``...<6 lines>...``)
-_SOURCE = re.compile(
+_SOURCE = (
     r"(?:^|[\])] )\s{4,}(?:"
     r"(?:raise|return|assert|yield|await)\s"
     r"|[\w.\[\]]+\s*[-+*/]?=\s*(?:await\s+)?[\w.\[\]]+\("
@@ -32,6 +33,13 @@ _SOURCE = re.compile(
 )
 
 
+@cache
+def _patterns() -> tuple[re.Pattern[str], re.Pattern[str]]:
+    """The two expressions, compiled when the first line not read is asked about: most runs meet none."""
+    return re.compile(_FRAME), re.compile(_SOURCE)
+
+
 def traceback_line(text: str) -> bool:
     """Whether ``text`` is a traceback's frame line or the source line under it."""
-    return _FRAME.search(text) is not None or _SOURCE.search(text) is not None
+    frame, source = _patterns()
+    return frame.search(text) is not None or source.search(text) is not None
