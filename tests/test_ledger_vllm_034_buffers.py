@@ -12,14 +12,9 @@ unaccounted memory, which the event explains). Figures checked by hand in the un
 
 from __future__ import annotations
 
-import io
-import json
-from decimal import Decimal
 from pathlib import Path
-from typing import Any
 
-from kvlog import commands
-from tests.migration_helpers import migrate
+from test_ledger_vllm_buffers import event, in_units, ledger
 
 GIB = 1 << 30
 MIB = 1 << 20
@@ -47,25 +42,6 @@ DAEMON = (
     "(Worker_TP0 pid=2210) INFO 11-20 09:58:01 [daemon.py:318] Weight cache primary daemon rank 0 loaded model "
     "(61.5 GiB allocated, 62.01 GiB reserved)"
 )
-
-
-def event(line: str) -> dict[str, Any]:
-    [out] = migrate(line)
-    assert isinstance(out, dict), out
-    return out
-
-
-def ledger(tmp_path: Path, *lines: str) -> dict[str, Any]:
-    path = tmp_path / "vllm.log"
-    path.write_text("".join(line + "\n" for line in lines))
-    out = io.BytesIO()
-    commands.ledger([str(path)], output_format="json", stdout=out)
-    [row] = json.loads(out.getvalue())["rows"]
-    return dict(row)
-
-
-def in_units(printed: str, per_unit: int) -> int:
-    return int((Decimal(printed) * per_unit).to_integral_value())
 
 
 def test_the_drafters_cake_workspace_is_read_in_whole_mib_and_stays_inside_the_load(tmp_path: Path) -> None:
