@@ -83,9 +83,9 @@ def _odd_ones(rows: list[LedgerRow], members: list[int], name: str) -> set[int]:
     differ, four against four), every rank that differs from another is.
     """
     known = [index for index in members if _figure(rows[index], name).value is not None]
-    agreeing = {index: [other for other in known if _agree(rows, index, other, name)] for index in known}
     if not known:
         return set()
+    agreeing = {index: [other for other in known if _agree(rows, index, other, name)] for index in known}
     typical = max(known, key=lambda index: len(agreeing[index]))
     if 2 * len(agreeing[typical]) > len(known):
         return set(known) - set(agreeing[typical])
