@@ -5,25 +5,36 @@ from __future__ import annotations
 
 import io
 import shutil
+import tempfile
 from functools import cache
 from pathlib import Path
 from typing import Any
 
 import orjson
+import pytest
 
 from kvlog.io import jsonline
 from kvlog.migration import Chain, load_chain
 from kvlog.migration.engine import FileRun, MigrateOptions, Migrator
 from kvlog.migration.records import Record
 from kvlog.migration.report import MigrationReport
+from kvlog.schema import stored
 
 SHIPPED = Path(__file__).resolve().parent.parent / "migrations"
 
 
 @cache
 def shipped_chain() -> Chain:
-    """kvlog's migration chain, loaded once for every test that migrates lines."""
-    return load_chain()
+    """kvlog's migration chain, loaded once for every test that migrates lines, as a user's runs load it.
+
+    A user's second run finds each rule's starts kept (``kvlog.schema.stored``) and compiles a rule only
+    when a line first needs it; the tests keep nothing (``conftest``), so this chain is loaded twice
+    with a private cache, and the tests that migrate lines read them with the lazily compiled rules.
+    """
+    with tempfile.TemporaryDirectory(prefix="kvlog-kept-") as kept, pytest.MonkeyPatch.context() as patch:
+        patch.setenv(stored.ENV, kept)
+        load_chain()  # the first run: every rule compiled, their starts kept
+        return load_chain()
 
 
 def migrated(

@@ -1,12 +1,15 @@
 """Results kept across runs (``kvlog.schema.stored``): a run that reads them back loads the same chain.
 
-``kvlog migrate`` keeps the parsed migration files and every schema's fields (their ``$ref``s resolved)
-so that its next start-up skips that work. What it reads back must be exactly what it would compute,
-an edited file must be read anew, and a cache that cannot be written or was damaged changes nothing.
+``kvlog migrate`` keeps the parsed migration files, every schema's fields (their ``$ref``s resolved) and
+each text rule's starts, so that its next start-up skips that work and compiles a rule only when a line
+first needs it. What it reads back must be exactly what it would compute, it must migrate every log as a
+run that compiled all rules does, an edited file must be read anew (and a broken one refused at load),
+and a cache that cannot be written or was damaged changes nothing.
 """
 
 from __future__ import annotations
 
+import io
 import os
 import shutil
 import subprocess
@@ -17,11 +20,14 @@ from typing import Any
 import pytest
 
 from kvlog.migration import Chain, load_chain
+from kvlog.migration.engine import MigrateOptions, Migrator
+from kvlog.migration.errors import MigrationError
 from kvlog.migration.ops import Op
 from kvlog.schema.catalog import Catalog
 from kvlog.schema.resources import data_dir
 from kvlog.schema.stored import ENV
 
+ROOT = Path(__file__).resolve().parent.parent
 SCHEMAS = data_dir("schemas")
 MIGRATIONS = data_dir("migrations")
 
@@ -61,7 +67,7 @@ def test_a_second_run_reads_back_exactly_what_the_first_computed(
 ) -> None:
     monkeypatch.setenv(ENV, str(tmp_path / "kept"))
     first = _loaded()
-    assert sorted(path.name for path in (tmp_path / "kept").iterdir()) == ["fields.json", "migrations.json"]
+    assert sorted(path.name for path in (tmp_path / "kept").iterdir()) == ["fields.json", "migrations.json", "rules.json"]
     second = _loaded()
     computed = _computed()
     assert _what_is_read(first) == _what_is_read(second) == _what_is_read(computed)
@@ -130,9 +136,62 @@ def test_a_damaged_entry_is_computed_anew(tmp_path: Path, monkeypatch: pytest.Mo
     kept = tmp_path / "kept"
     monkeypatch.setenv(ENV, str(kept))
     _loaded()
-    for name in ("fields.json", "migrations.json"):
+    for name in ("fields.json", "migrations.json", "rules.json"):
         (kept / name).write_bytes(damage((kept / name).read_bytes()))
     chain = _loaded()
     assert _what_is_read(chain) == _what_is_read(_computed())
     assert _fields(chain.catalog) == _fields(_computed().catalog)
     assert _fields(_loaded().catalog) == _fields(chain.catalog)  # and what it kept instead reads back whole
+
+
+def _compiled(chain: Chain) -> int:
+    """How many of the chain's text rules are compiled so far (what the kept starts spare a run)."""
+    generations = [*chain.generations(), *chain.known.values()]
+    return sum(rule is not None for generation in generations for rule in generation._compiled)  # noqa: SLF001
+
+
+def _migrated(chain: Chain, data: bytes) -> tuple[bytes, list[dict[str, Any]], Any]:
+    out, dead = io.BytesIO(), []
+    report = Migrator(chain, MigrateOptions()).migrate("x.log", io.BytesIO(data), out, dead.append)
+    return out.getvalue(), dead, report
+
+
+def test_a_later_run_compiles_only_the_rules_its_lines_need(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(ENV, str(tmp_path / "kept"))
+    first = _loaded()
+    every = _compiled(first)
+    assert every > 1000  # the first run compiled (and so checked) every rule
+    later = _loaded()
+    assert _compiled(later) == 0
+    line = b"[2025-06-01 10:00:00 TP0] KV Cache is allocated. K size: 1.00 GB, V size: 1.00 GB.\n"
+    out, _, _ = _migrated(later, line)
+    assert b'"event":"kv_pool.allocation"' in out
+    assert _migrated(later, line) == _migrated(first, line)
+    assert 0 < _compiled(later) < every // 20
+
+
+def test_a_run_compiling_its_rules_lazily_migrates_every_log_as_one_that_compiled_them_all(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(ENV, str(tmp_path / "kept"))
+    _loaded()
+    lazy, compiled = _loaded(), _computed()
+    logs = sorted({*ROOT.glob("tests/corpus/*.log"), *ROOT.glob("tests/wild/*/*.log"), *ROOT.glob("examples/*.log")})
+    assert len(logs) > 50
+    for log in logs:
+        data = log.read_bytes()
+        assert _migrated(lazy, data) == _migrated(compiled, data), log.name
+
+
+def test_a_migration_file_broken_after_its_rules_were_kept_is_refused_at_load(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(ENV, str(tmp_path / "kept"))
+    root = tmp_path / "migrations"
+    shutil.copytree(MIGRATIONS, root)
+    _loaded(root)
+    broken = root / "sglang-text" / "2025-01.toml"
+    broken.write_text(broken.read_text().replace("K size: {k_bytes:gib2}", "K size: {k_bytes:gib9}", 1))
+    for _ in range(2):  # and nothing kept for the broken files: the next run refuses them too
+        with pytest.raises(MigrationError, match=r"2025-01\.toml: unknown unit 'gib9'"):
+            _loaded(root)

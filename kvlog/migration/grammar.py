@@ -13,9 +13,9 @@ KV-cache dtype of older logs, warnings. They feed the per-rank context or are me
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from functools import cache, cached_property
+from functools import cache, cached_property, partial
 from typing import Any
 
 from kvlog.envelope import EVIDENCE, InferenceRule, envelope
@@ -102,13 +102,53 @@ class Recognised:
 
 
 @dataclass(frozen=True)
+class Draft:
+    """A rule of a generation before it is compiled: what every message is asked of it, and how to compile it.
+
+    A run meets few of a chain's thousand-odd wordings, and compiling them all was most of its start-up;
+    a rule is compiled when a message first begins as its lines do (``starts``, which the chain keeps:
+    ``kvlog.migration.steps``).
+    """
+
+    #: every way a message the rule reads can begin (``TemplateParser.starts``)
+    starts: tuple[str, ...]
+    #: the event its template writes (``companion.<role>`` for a companion line)
+    event: str
+    compile: Callable[[], Rule] = field(repr=False, compare=False)
+
+
+@dataclass(frozen=True)
 class Generation:
     """The wordings of one era of sglang, in the order they are tried."""
 
     id: str
     catalog_version: int
-    rules: tuple[Rule, ...]
+    drafts: tuple[Draft, ...]
     catalog: Catalog = field(repr=False, compare=False)
+    #: each draft's rule once compiled, by place (``rule``)
+    _compiled: list[Rule | None] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_compiled", [None] * len(self.drafts))
+
+    @classmethod
+    def of_rules(cls, generation_id: str, catalog_version: int, rules: Sequence[Rule], catalog: Catalog) -> Generation:
+        """A generation whose rules are compiled already (a chain loaded for the first time checks every rule)."""
+        generation = cls(generation_id, catalog_version, tuple(_compiled_draft(rule) for rule in rules), catalog)
+        generation._compiled[:] = rules
+        return generation
+
+    def rule(self, place: int) -> Rule:
+        """The rule of the draft at ``place``, compiled on first use."""
+        compiled = self._compiled[place]
+        if compiled is None:
+            compiled = self._compiled[place] = self.drafts[place].compile()
+        return compiled
+
+    @property
+    def rules(self) -> tuple[Rule, ...]:
+        """Every rule, compiled (``kvlog check``, rendering in this wording, the tests): a run asks ``rule``."""
+        return tuple(self.rule(place) for place in range(len(self.drafts)))
 
     @cached_property
     def server(self) -> str:
@@ -126,9 +166,10 @@ class Generation:
         """
         if not message.startswith(self.starts):
             return None
-        for rule in self.rules:
-            if not message.startswith(rule.parser.starts):
+        for place, draft in enumerate(self.drafts):
+            if not message.startswith(draft.starts):
                 continue
+            rule = self.rule(place)
             if glued:
                 parsed = rule.parser.parse_glued(message, FOREIGN_START)
             else:
@@ -150,10 +191,10 @@ class Generation:
             s.startswith(message) for s in heads.get(message[:_CUT_HEAD], ())
         ):
             return None
-        for rule, begins in rules:
-            if (message.startswith(begins) or any(start.startswith(message) for start in begins)) and rule.parser.cut(
-                message
-            ):
+        for place, begins in rules:
+            if (message.startswith(begins) or any(start.startswith(message) for start in begins)) and (
+                rule := self.rule(place)
+            ).parser.cut(message):
                 return rule
         return None
 
@@ -165,24 +206,26 @@ class Generation:
         """
         return [
             (rule, lost)
-            for rule, lost, kept in self._cut_heads.get(message[:_CUT_HEAD], ())
-            if message.startswith(kept) and rule.parser.parse(lost + message, whole=rule.whole) is not None
+            for place, lost, kept in self._cut_heads.get(message[:_CUT_HEAD], ())
+            if message.startswith(kept)
+            and (rule := self.rule(place)).parser.parse(lost + message, whole=rule.whole) is not None
         ]
 
     @cached_property
-    def _cut_heads(self) -> dict[str, list[tuple[Rule, str, str]]]:
-        """``cut_start``'s index: (rule, the words cut, the words left) by the first characters left."""
-        heads: dict[str, list[tuple[Rule, str, str]]] = {}
-        for rule in self.rules:
-            for begins in rule.parser.starts:
+    def _cut_heads(self) -> dict[str, list[tuple[int, str, str]]]:
+        """``cut_start``'s index: (a rule's place, the words cut, the words left) by the first characters left."""
+        heads: dict[str, list[tuple[int, str, str]]] = {}
+        for place, draft in enumerate(self.drafts):
+            for begins in draft.starts:
                 for cut in range(1, len(begins) - _CUT_HEAD + 1):
-                    heads.setdefault(begins[cut : cut + _CUT_HEAD], []).append((rule, begins[:cut], begins[cut:]))
+                    heads.setdefault(begins[cut : cut + _CUT_HEAD], []).append((place, begins[:cut], begins[cut:]))
         return heads
 
     @cached_property
-    def _cut_starts(self) -> tuple[tuple[str, ...], dict[str, list[str]], tuple[tuple[Rule, tuple[str, ...]], ...]]:
+    def _cut_starts(self) -> tuple[tuple[str, ...], dict[str, list[str]], tuple[tuple[int, tuple[str, ...]], ...]]:
         """What ``cut`` gates on: the wordings' own first words, them by their first characters, each rule's own."""
-        rules = tuple((rule, begins) for rule in self.rules if (begins := tuple(s for s in rule.parser.starts if s)))
+        drafts = enumerate(self.drafts)
+        rules = tuple((place, begins) for place, draft in drafts if (begins := tuple(s for s in draft.starts if s)))
         starts = tuple(sorted({start for _, begins in rules for start in begins}))
         heads: dict[str, list[str]] = {}
         for start in starts:
@@ -192,24 +235,42 @@ class Generation:
     @cached_property
     def reads_usage_only(self) -> bool:
         """Whether every wording of this generation is a usage line's (read only with ``--usage``)."""
-        return bool(self.rules) and all(rule.template.event == USAGE_EVENT for rule in self.rules)
+        return bool(self.drafts) and all(draft.event == USAGE_EVENT for draft in self.drafts)
 
     @cached_property
     def starts(self) -> tuple[str, ...]:
         """Every way a message this generation reads can begin: most lines are rejected by this alone."""
-        return tuple(sorted({start for rule in self.rules for start in rule.parser.starts}))
+        return tuple(sorted({start for draft in self.drafts for start in draft.starts}))
 
     def templates(self) -> list[tuple[Template, int]]:
         """Event templates with the version of the event they write, for rendering in this wording."""
         return [(r.template, r.version) for r in self.rules if r.version is not None]
+
+    def rule_starts(self) -> list[list[str]]:
+        """Each rule's ``starts``, in order: what a chain keeps so that a later run compiles its rules lazily."""
+        return [list(draft.starts) for draft in self.drafts]
 
     def nullable_required(self, event: str, version: int) -> list[str]:
         """Required fields that may be null: a line that does not print them says nothing, so null."""
         return _nullable_required(self.catalog, event, version)
 
 
-def build_generation(generation_id: str, document: Mapping[str, Any], catalog: Catalog) -> Generation:
-    """Compile a generation file's templates against the catalog."""
+def _compiled_draft(rule: Rule) -> Draft:
+    return Draft(rule.parser.starts, rule.template.event, lambda: rule)
+
+
+#: how to compile one rule of a generation, and the event its template writes
+_Maker = tuple[str, Callable[[], Rule]]
+
+
+def build_generation(
+    generation_id: str, document: Mapping[str, Any], catalog: Catalog, starts: Sequence[Sequence[str]] | None = None
+) -> Generation:
+    """Compile a generation file's templates against the catalog.
+
+    With ``starts`` (each rule's, as ``Generation.rule_starts`` gave them for the same file, catalog and
+    code, every rule of which compiled then) the rules are compiled when first met instead.
+    """
     version_spec = document.get("catalog_version")
     top = catalog.newest_release()
     if version_spec == "latest":
@@ -225,12 +286,10 @@ def build_generation(generation_id: str, document: Mapping[str, Any], catalog: C
             raise GrammarError("each [[ops]] of a text generation names the 'event' it applies to")
         ops_by_event.setdefault(target, []).append(compile_op({k: v for k, v in spec.items() if k != "event"}))
     windows = WORDING_WINDOWS.get(generation_id, {})
-    rules: list[Rule] = []
-    for spec in _tables(document, "templates"):
-        template = _template(spec)
-        level = spec.get("level", "info")
-        window = windows.get(template.text)
-        rules.append(_event_rule(template, level, catalog, catalog_version, ops_by_event, window=window))
+    makers: list[_Maker] = [
+        (str(spec.get("event")), partial(_template_rule, spec, catalog, catalog_version, ops_by_event, windows))
+        for spec in _tables(document, "templates")
+    ]
     inherited = document.get("current", [])
     if document.get("wording") == "current":
         inherited = sorted({t.event for t in CURRENT})
@@ -242,26 +301,28 @@ def build_generation(generation_id: str, document: Mapping[str, Any], catalog: C
         templates = [t for t in CURRENT if t.event == name]
         if not templates:
             raise GrammarError(f"current: kvlog.text.wording.CURRENT has no wording of {name!r}")
-        rules += [
-            _event_rule(each, "info", catalog, catalog_version, ops_by_event, window=windows.get(each.text))
-            for each in templates
-        ]
-    for spec in _tables(document, "companions"):
-        rules.append(_companion_rule(spec, windows))
-    unused = set(ops_by_event) - {r.template.event for r in rules}
+        rule = partial(_event_rule, level="info", catalog=catalog, catalog_version=catalog_version, ops=ops_by_event)
+        makers += [(name, partial(rule, each, window=windows.get(each.text))) for each in templates]
+    makers += [
+        (f"companion.{spec.get('role')}", partial(_companion_rule, spec, windows))
+        for spec in _tables(document, "companions")
+    ]
+    unused = set(ops_by_event) - {event for event, _ in makers}
     if unused:
         raise GrammarError(f"[[ops]] for events this generation does not write: {', '.join(sorted(unused))}")
-    return Generation(generation_id, catalog_version, tuple(rules), catalog)
+    return _generation(generation_id, catalog_version, makers, catalog, starts)
 
 
-def build_known(generation_id: str, document: Mapping[str, Any], catalog: Catalog) -> Generation:
+def build_known(
+    generation_id: str, document: Mapping[str, Any], catalog: Catalog, starts: Sequence[Sequence[str]] | None = None
+) -> Generation:
     """Compile ``known.toml``: memory lines a server prints that are deliberately no event, each with why.
 
     They are recognised by how they begin (whatever follows), after every era's wordings were tried,
-    so that a known line never hides an event template of the same words.
+    so that a known line never hides an event template of the same words. ``starts``: as ``build_generation``.
     """
     windows = WORDING_WINDOWS.get(generation_id, {})
-    rules: list[Rule] = []
+    makers: list[_Maker] = []
     for spec in _tables(document, "known"):
         reason, texts = spec.get("reason"), spec.get("texts")
         if set(spec) - {"texts", "reason"}:
@@ -270,8 +331,25 @@ def build_known(generation_id: str, document: Mapping[str, Any], catalog: Catalo
             raise GrammarError(f"a [[known]] group says why its lines are no event, in a non-empty 'reason': {texts!r}")
         if not isinstance(texts, list) or not texts or not all(isinstance(text, str) and text for text in texts):
             raise GrammarError(f"a [[known]] group lists the starts of its lines in 'texts': {reason!r}")
-        rules += [_companion_rule({"role": "known", "text": text, "match": "prefix"}, windows) for text in texts]
-    return Generation(generation_id, catalog.newest_release(), tuple(rules), catalog)
+        makers += [
+            ("companion.known", partial(_companion_rule, {"role": "known", "text": text, "match": "prefix"}, windows))
+            for text in texts
+        ]
+    return _generation(generation_id, catalog.newest_release(), makers, catalog, starts)
+
+
+def _generation(
+    generation_id: str,
+    catalog_version: int,
+    makers: Sequence[_Maker],
+    catalog: Catalog,
+    starts: Sequence[Sequence[str]] | None,
+) -> Generation:
+    """The generation of ``makers``: compiled now, unless each rule's ``starts`` are known (then when first met)."""
+    if starts is None or len(starts) != len(makers):
+        return Generation.of_rules(generation_id, catalog_version, [make() for _, make in makers], catalog)
+    drafts = tuple(Draft(tuple(begins), event, make) for (event, make), begins in zip(makers, starts, strict=True))
+    return Generation(generation_id, catalog_version, drafts, catalog)
 
 
 def _tables(document: Mapping[str, Any], key: str) -> list[Mapping[str, Any]]:
@@ -292,6 +370,19 @@ def _template(spec: Mapping[str, Any]) -> Template:
         return Template(event, text, {k: value_of(v) for k, v in when.items()}, frozenset(sums))
     except OpError as exc:
         raise GrammarError(str(exc)) from None
+
+
+def _template_rule(
+    spec: Mapping[str, Any],
+    catalog: Catalog,
+    catalog_version: int,
+    ops: Mapping[str, list[Op]],
+    windows: Mapping[str, Window],
+) -> Rule:
+    """The rule of one ``[[templates]]`` table of a generation file."""
+    template = _template(spec)
+    window = windows.get(template.text)
+    return _event_rule(template, spec.get("level", "info"), catalog, catalog_version, ops, window=window)
 
 
 def _version_at(catalog: Catalog, event: str, catalog_version: int) -> int:

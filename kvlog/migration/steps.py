@@ -21,13 +21,15 @@ import orjson
 
 from kvlog.errors import UnknownEventError
 from kvlog.io import jsonline
+from kvlog.migration import grammar, sampling, wording_windows
 from kvlog.migration.dating import DateContext, complete
 from kvlog.migration.errors import ApplyError, GrammarError, MigrationError, OpError
 from kvlog.migration.grammar import Generation, build_generation, build_known
 from kvlog.migration.ops import Op, compile_op, provenance
 from kvlog.schema import stored
-from kvlog.schema.catalog import Catalog, default_catalog
+from kvlog.schema.catalog import Catalog, default_catalog, kept_key
 from kvlog.schema.resources import data_dir
+from kvlog.text import template, units, wording
 from kvlog.text.prefix import SERVERS
 
 #: a server's text generations live in ``<server>-text/`` (``sglang-text``, ``vllm-text``)
@@ -162,6 +164,8 @@ def _load_chain(directory: Path | None, catalog: Catalog | None) -> Chain:
     key = _documents_key(root, paths)
     kept = stored.load("migrations", key) if key is not None else None
     documents: dict[str, Any] = kept if isinstance(kept, dict) else {}
+    rules_key = _rules_key(key, catalog)
+    plans = _plans(stored.load("rules", rules_key)) if rules_key is not None else {}
     for path in paths:
         relative = path.relative_to(root)
         if len(relative.parts) != 2:
@@ -175,10 +179,11 @@ def _load_chain(directory: Path | None, catalog: Catalog | None) -> Chain:
                 raise OpError(f"no server {folder.removesuffix(TEXT_SUFFIX)!r} (kvlog reads {', '.join(SERVERS)})")
             if folder.endswith(TEXT_SUFFIX) and relative.name == KNOWN_FILE:
                 _check_keys(document, {"description", "known"})
-                generation = build_known(f"{folder}/{relative.stem}", document, catalog)
+                generation_id = f"{folder}/{relative.stem}"
+                generation = build_known(generation_id, document, catalog, plans.get(generation_id))
                 known[generation.server] = generation
             elif folder.endswith(TEXT_SUFFIX):
-                steps.append(_text_step(path, relative, document, catalog))
+                steps.append(_text_step(path, relative, document, catalog, plans))
             else:
                 steps.append(_event_step(path, relative, document, catalog))
         except (OpError, GrammarError, UnknownEventError) as exc:
@@ -191,7 +196,43 @@ def _load_chain(directory: Path | None, catalog: Catalog | None) -> Chain:
         seen[step_key] = step.path
     if key is not None and documents is not kept:
         stored.store("migrations", key, documents)
+    if rules_key is not None and not plans:  # every rule compiled, so every one compiles: later runs compile lazily
+        generations = [*(s.generation for s in steps if s.generation is not None), *known.values()]
+        stored.store("rules", rules_key, {generation.id: generation.rule_starts() for generation in generations})
     return Chain(steps, catalog, known)
+
+
+#: the code a generation's rules are compiled by: a change to it is a new ``_rules_key``
+_RULE_SOURCES = (grammar, template, units, wording, wording_windows, sampling)
+
+
+def _rules_key(documents_key: str | None, catalog: Catalog) -> str | None:
+    """The key of each generation's rule starts in ``kvlog.schema.stored``; None where nothing is kept.
+
+    Kept only after every rule of the chain compiled, so a run that finds them for the same step
+    files, catalog and compiling code may compile each rule when a line first needs it: it cannot
+    fail then. Compiling all thousand-odd rules was most of a run's start-up, and a run meets few.
+    """
+    catalog_key = kept_key(catalog)
+    if documents_key is None or catalog_key is None:
+        return None
+    try:
+        code = stored.sources([module.__file__ for module in _RULE_SOURCES if module.__file__ is not None])
+    except OSError:
+        return None
+    return stored.digest([documents_key.encode(), catalog_key.encode(), *code])
+
+
+def _plans(kept: Any) -> dict[str, list[list[str]]]:
+    """Each generation's rule starts as kept (``Generation.rule_starts``); none where the entry is not of that shape."""
+    if not isinstance(kept, dict):
+        return {}
+    for starts in kept.values():
+        if not isinstance(starts, list) or not all(
+            isinstance(begins, list) and all(isinstance(start, str) for start in begins) for begins in starts
+        ):
+            return {}
+    return kept
 
 
 def _documents_key(root: Path, paths: list[Path]) -> str | None:
@@ -325,7 +366,9 @@ def _check_fields(ops: list[Op], catalog: Catalog, event: str, from_version: int
         raise OpError(f"after the ops the event still has {', '.join(wrong)}, which {event}@{to_version} does not")
 
 
-def _text_step(path: Path, relative: Path, document: dict[str, Any], catalog: Catalog) -> Step:
+def _text_step(
+    path: Path, relative: Path, document: dict[str, Any], catalog: Catalog, plans: Mapping[str, list[list[str]]]
+) -> Step:
     _check_keys(
         document,
         {"description", "catalog_version", "wording", "current", "templates", "companions", "ops", "examples"},
@@ -333,7 +376,7 @@ def _text_step(path: Path, relative: Path, document: dict[str, Any], catalog: Ca
     if _GENERATION_FILE.match(relative.name) is None:
         raise OpError("a text generation file is named YYYY-MM[-tag].toml")
     generation_id = f"{relative.parts[0]}/{relative.stem}"
-    generation = build_generation(generation_id, document, catalog)
+    generation = build_generation(generation_id, document, catalog, plans.get(generation_id))
     server_prefix = SERVERS[generation.server]
 
     def run(given: dict[str, Any]) -> dict[str, Any]:

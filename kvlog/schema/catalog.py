@@ -169,15 +169,10 @@ def _kept_fields(catalog: Catalog) -> dict[str, Any] | None:
     event's fields are then read when asked, and the broken one says what is wrong, as before.
     """
     from kvlog.schema import fields as reading  # noqa: PLC0415
-    from kvlog.schema import stored, walk  # noqa: PLC0415
+    from kvlog.schema import stored  # noqa: PLC0415
 
-    if stored.directory() is None:
-        return None
-    documents = [list(catalog.shared.values()), [[e, v, s] for e, vs in catalog.schemas.items() for v, s in vs.items()]]
-    try:
-        code = stored.sources([__file__, reading.__file__, walk.__file__, *_referencing_sources()])
-        key = stored.digest([*code, orjson.dumps(documents)])
-    except (OSError, TypeError):  # a source that cannot be read, a document orjson cannot write: not kept
+    key = kept_key(catalog)
+    if key is None:
         return None
     kept = stored.load("fields", key)
     if isinstance(kept, dict):
@@ -194,6 +189,32 @@ def _kept_fields(catalog: Catalog) -> dict[str, Any] | None:
         return None
     stored.store("fields", key, computed)
     return computed
+
+
+def kept_key(catalog: Catalog) -> str | None:
+    """The key of what ``kvlog.schema.stored`` keeps derived from ``catalog``: its documents, and the code reading them.
+
+    Every document of the catalog, its event names and versions, and the code that reads their fields
+    (this module, ``fields``, ``walk`` and ``referencing``); None where nothing is kept, or a source
+    cannot be read or a document written.
+    """
+    from kvlog.schema import stored  # noqa: PLC0415
+
+    return None if stored.directory() is None else _digest(catalog)
+
+
+@cache
+def _digest(catalog: Catalog) -> str | None:
+    """``kept_key`` worked out once a catalog (a run asks it for the fields and for the migration chain)."""
+    from kvlog.schema import fields as reading  # noqa: PLC0415
+    from kvlog.schema import stored, walk  # noqa: PLC0415
+
+    documents = [list(catalog.shared.values()), [[e, v, s] for e, vs in catalog.schemas.items() for v, s in vs.items()]]
+    try:
+        code = stored.sources([__file__, reading.__file__, walk.__file__, *_referencing_sources()])
+        return stored.digest([*code, orjson.dumps(documents)])
+    except (OSError, TypeError):  # a source that cannot be read, a document orjson cannot write: not kept
+        return None
 
 
 def _referencing_sources() -> list[Path]:
