@@ -23,7 +23,7 @@ import io
 import re
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any, Literal
@@ -157,7 +157,7 @@ def _header(family: Family, line: str, said: LinePrefix | None) -> LinePrefix:
     The one place the two ways in part: everything the engine does with a line's header after this is
     the same for a printed line and a log record's (``FileRun.messages``).
     """
-    return family.prefix.split(line) if said is None else replace(said, message=line)
+    return family.prefix.split(line) if said is None else said._replace(message=line)
 
 
 #: what ``FileRun._recognise`` found: the reading, the header, the text glued before the line, its wrappers
