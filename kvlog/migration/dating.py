@@ -148,9 +148,9 @@ def printed(known: Printed | None, server: str, window: tuple[str, str, str | No
     ``known`` itself, as the fold below would rebuild it (its ``until``, when set, is after its ``since``).
     """
     before, since, until = window
-    if known is not None and known.since >= since and (until is None or (known.until is not None and known.until <= until)):
-        return known
     if known is not None and known.since >= since:
+        if until is None or (known.until is not None and known.until <= until):
+            return known
         since, line, said = known.since, known.line, known.said
     else:
         name = "vLLM" if server == "vllm" else server
