@@ -171,12 +171,13 @@ class Context:
 
     def __init__(self) -> None:
         self._runs: dict[RankKey, _Run] = {}
-        #: ``kv_pool.state_corrected`` events made since the caller last took them (``take_corrections``)
-        self._corrections: list[dict[str, Any]] = []
+        #: ``kv_pool.state_corrected`` events made since the caller last took them (``take_corrections``): the
+        #: caller reads it to skip the call on the lines that made none (nearly all)
+        self.corrections: list[dict[str, Any]] = []
 
     def take_corrections(self) -> list[dict[str, Any]]:
         """The corrections of events already written that the last line made, to be written after its own event."""
-        made, self._corrections = self._corrections, []
+        made, self.corrections = self.corrections, []
         return made
 
     def start_all_runs(self) -> None:
@@ -383,7 +384,7 @@ class Context:
                 if held in run.given_up:
                     stated = committed if held is owner else None
                     when = timestamp or held.event.get("timestamp")
-                    self._corrections.append(_correction(held, line, when, stated))
+                    self.corrections.append(_correction(held, line, when, stated))
                     continue
                 evidence = "a later Post-capture KV sizing line on the same rank and run"
                 _mark_va(held.event, InferenceRule.POST_CAPTURE_AFTER_POOL, evidence, line)

@@ -144,9 +144,13 @@ def printed(known: Printed | None, server: str, window: tuple[str, str, str | No
 
     Every window holds the release that printed the file: the latest start and the earliest end bound
     it. An end before the start (a file of two runs, of two releases) says nothing of the end.
+    A window inside what is known already (the common case: a file's wordings alternate) returns
+    ``known`` itself, as the fold below would rebuild it (its ``until``, when set, is after its ``since``).
     """
     before, since, until = window
     if known is not None and known.since >= since:
+        if until is None or (known.until is not None and known.until <= until):
+            return known
         since, line, said = known.since, known.line, known.said
     else:
         name = "vLLM" if server == "vllm" else server

@@ -23,7 +23,7 @@ import io
 import re
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any, Literal
@@ -157,7 +157,7 @@ def _header(family: Family, line: str, said: LinePrefix | None) -> LinePrefix:
     The one place the two ways in part: everything the engine does with a line's header after this is
     the same for a printed line and a log record's (``FileRun.messages``).
     """
-    return family.prefix.split(line) if said is None else replace(said, message=line)
+    return family.prefix.split(line) if said is None else said._replace(message=line)
 
 
 #: what ``FileRun._recognise`` found: the reading, the header, the text glued before the line, its wrappers
@@ -482,9 +482,10 @@ class FileRun:
 
     def line(self, raw: bytes) -> None:
         self._line(raw)
-        corrections = self.context.take_corrections()
-        if corrections and self.migrator.options.only_events and self.migrator.options.output_format == "jsonl":
-            self._correct(corrections)
+        if self.context.corrections:  # rare: a post-capture line after the look-ahead gave up on a pool
+            corrections = self.context.take_corrections()
+            if self.migrator.options.only_events and self.migrator.options.output_format == "jsonl":
+                self._correct(corrections)
 
     def _line(self, raw: bytes) -> None:
         if self._open is not None and self._continued(raw):
@@ -625,7 +626,9 @@ class FileRun:
             self._companion(recognised.rule.role, recognised, ranks, timestamp)
             return None
         event, upgraded = self._event(recognised, prefix)
-        waits_for_time = self._date(event, prefix, wrapped)
+        # a line that printed its whole date, unwrapped, with no undated event before it: nothing to date
+        dated = wrapped is None and timestamp is not None and prefix.partial is None and not self._undated
+        waits_for_time = False if dated else self._date(event, prefix, wrapped)
         migrated = event["migrated"]
         migrated["file"], migrated["line"] = self.file, self.number
         if wrapped is not None:  # peeled before the wording read the line: the first steps

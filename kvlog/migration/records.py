@@ -10,17 +10,16 @@ itself, so that no consumer parses back the bytes its own process wrote (``docs/
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 
-@dataclass(frozen=True, slots=True)
-class Record:
+class Record(NamedTuple):
     """One event the engine read and validated, with where it came from.
 
     ``event`` is at the version the output asks for (``--to-catalog``'s for JSON lines; the newest,
     which text and legacy wordings render) in the written key order, and carries no key of kvlog's
-    own: what the engine knows of the line travels in the other fields.
+    own: what the engine knows of the line travels in the other fields. A named tuple, immutable as a
+    frozen dataclass is, at a quarter of the cost of building one: every event written builds a record.
     """
 
     event: dict[str, Any]

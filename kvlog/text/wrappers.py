@@ -69,33 +69,28 @@ _BORDER_END = r" *[│┃║] *$"
 _RAY_REPEATED = r" *\[repeated [0-9]{1,9}x across cluster\](?: \(Ray deduplicates logs by default\.[^()]{0,400}\))? *$"
 
 
-@dataclass(frozen=True, slots=True)
-class _Patterns:
-    """The expressions of a line that has a wrapper: compiled on the first such line, as most logs have none.
-
-    Compiling them at import was a tenth of ``kvlog migrate``'s regular-expression work at start-up.
-    """
-
-    escapes: re.Pattern[str]
-    html_tags: re.Pattern[str]
-    colour_start: re.Pattern[str]
-    openers: tuple[tuple[Wrapper, re.Pattern[str]], ...]
-    carets: re.Pattern[str]
-    border_end: re.Pattern[str]
-    ray_repeated: re.Pattern[str]
+#: what each opener's first character can be (``_OPENERS``'s order): an opener is compiled and tried only on
+#: a text that starts so, as a line that starts as a server's does starts no opener but a bracketed timestamp
+_OPENER_STARTS: tuple[str, ...] = (
+    "\r",
+    "\x1b_",
+    "JFMASOND0123456789",
+    "0123456789[",
+    "│┃║",
+    ">",
+    " \t",
+)
 
 
 @cache
-def _patterns() -> _Patterns:
-    return _Patterns(
-        re.compile(_ESCAPE),
-        re.compile(_HTML_TAG, re.IGNORECASE),
-        re.compile(f"{_ESCAPE}|{_HTML_TAG}", re.IGNORECASE),
-        tuple((kind, re.compile(pattern)) for kind, pattern in _OPENERS),
-        re.compile(_CARETS),
-        re.compile(_BORDER_END),
-        re.compile(_RAY_REPEATED),
-    )
+def _compiled(pattern: str, flags: int = 0) -> re.Pattern[str]:
+    """Each expression of a line that has a wrapper, compiled on the first line that needs it: most logs have none.
+
+    Compiling them at import was a tenth of ``kvlog migrate``'s regular-expression work at start-up, and
+    compiling them all on a log's first line with a ``<`` or ``[0`` in it (a progress bar's ``[00:00<00:00``)
+    a tenth of what the dense benchmark's lines cost beyond 1fdc331's.
+    """
+    return re.compile(pattern, flags)
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,9 +118,8 @@ def peel(line: str) -> Peeled | None:
         return None
     # colour is taken out first, wherever it is (vLLM colours its process tag, a terminal anything): it is
     # named outermost where the line opens with it, else innermost
-    patterns = _patterns()
-    uncoloured = patterns.escapes.sub("", line) if "\x1b" in line or "[" in line else line
-    text = patterns.html_tags.sub("", uncoloured) if "<" in uncoloured else uncoloured
+    uncoloured = _compiled(_ESCAPE).sub("", line) if "\x1b" in line or "[" in line else line
+    text = _compiled(_HTML_TAG, re.IGNORECASE).sub("", uncoloured) if "<" in uncoloured else uncoloured
     colours = [
         kind for kind, taken in ((Wrapper.ANSI, uncoloured != line), (Wrapper.HTML, text != uncoloured)) if taken
     ]
@@ -134,13 +128,13 @@ def peel(line: str) -> Peeled | None:
     after: list[str] = []
     instant: str | None = None
     while text:
-        kind, taken, found = _opener(text, patterns.openers)
+        kind, taken, found = _opener(text)
         if kind is not None:
             before.append(text[:taken])
             text = text[taken:]
             instant = found or instant
         else:
-            kind, start = _closer(text, patterns, bordered=Wrapper.BORDER in kinds)
+            kind, start = _closer(text, bordered=Wrapper.BORDER in kinds)
             if kind is None:
                 break
             after.insert(0, text[start:])
@@ -148,32 +142,35 @@ def peel(line: str) -> Peeled | None:
         if not kinds or kinds[-1] is not kind:
             kinds.append(kind)
     if colours:
-        kinds = [*colours, *kinds] if patterns.colour_start.match(line) is not None else [*kinds, *colours]
+        opens = _compiled(f"{_ESCAPE}|{_HTML_TAG}", re.IGNORECASE).match(line) is not None
+        kinds = [*colours, *kinds] if opens else [*kinds, *colours]
     if not kinds:
         return None
     return Peeled(text, tuple(kinds), "".join(before), "".join(after), instant)
 
 
-def _opener(text: str, openers: tuple[tuple[Wrapper, re.Pattern[str]], ...]) -> tuple[Wrapper | None, int, str | None]:
+def _opener(text: str) -> tuple[Wrapper | None, int, str | None]:
     """The wrapper that opens ``text``: its kind, how much of ``text`` it takes, and the instant it names."""
-    for kind, pattern in openers:
-        match = pattern.match(text)
-        if match is not None:
-            return kind, match.end(), _instant(match)
+    first = text[0]
+    for (kind, pattern), starts in zip(_OPENERS, _OPENER_STARTS, strict=True):
+        if first in starts:
+            match = _compiled(pattern).match(text)
+            if match is not None:
+                return kind, match.end(), _instant(match)
     return None, 0, None
 
 
-def _closer(text: str, patterns: _Patterns, *, bordered: bool) -> tuple[Wrapper | None, int]:
+def _closer(text: str, *, bordered: bool) -> tuple[Wrapper | None, int]:
     """The wrapper that closes ``text``: its kind and where it starts (a border's right side where its left was)."""
     if bordered and text.endswith(("│", "┃", "║", " ")):
-        match = patterns.border_end.search(text)
+        match = _compiled(_BORDER_END).search(text)
         if match is not None:
             return Wrapper.BORDER, match.start()
-    carets = patterns.carets.search(text) if text.endswith("^M") else None  # a terminal's carriage return, copied
+    carets = _compiled(_CARETS).search(text) if text.endswith("^M") else None  # a terminal's carriage return, copied
     if carets is not None:
         return Wrapper.CARRIAGE_RETURN, carets.start()
     if text.endswith(("]", ")", " ")) and "[repeated " in text:
-        match = patterns.ray_repeated.search(text)
+        match = _compiled(_RAY_REPEATED).search(text)
         if match is not None:
             return Wrapper.RAY_REPEATED, match.start()
     return None, 0
