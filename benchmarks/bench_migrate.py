@@ -42,14 +42,17 @@ are read only when asked).
 The dense log repeats the golden corpus's messages: it measures the path where a message was read
 before. The **miss-path log** (issue 34) is the same log with every figure of its memory lines drawn at
 random and its ranks moved up to TP254, so that no memory message recurs, as on a held-out log; its
-plain twin is the same plain log. ``--corpus FILE`` adds any log (a held-out one) to the same rounds.
+plain twin is the same plain log. ``--corpus FILE`` adds any log (a held-out one) to the same rounds;
+``--held-out`` adds the **held-out-style plain log** (issue 34, ``generate_held_out``): request traffic only,
+a third of it uvicorn's chat-completions lines, whose probe bytes the other plain log barely holds. Each
+log is also counted by ``grep -c`` (the two lines ``sed`` renames): the least any reading of it costs.
 ``kvlog_python`` is the same kvlog with ``KVLOG_NATIVE=0``: its Python prefilter where the native core
 (``kvlog._native``) is built, so that both engines are timed in the same rounds (issue 34).
 ``--baseline`` figures are also given as the baseline's CPU over this tree's, by median and best round.
 
     .venv/bin/python benchmarks/bench_migrate.py [--lines 1000000] [--rounds 3] [--json out.json]
     .venv/bin/python benchmarks/bench_migrate.py --dense-only [--baseline /tmp/kvlog-base [--baseline-reads-less]]
-        [--rounds 5] [--usage] [--corpus held-out.log]
+        [--rounds 5] [--usage] [--corpus held-out.log] [--held-out]
     .venv/bin/python benchmarks/bench_migrate.py --profile   # cProfile of one pinned kvlog run
 """
 
@@ -83,6 +86,8 @@ SED_RENAMES = [
     "-e",
     r"s/KV Cache is allocated\./KV Cache VA upper bound./",
 ]
+#: ``grep -c`` of the two lines ``sed`` renames: what finding the memory lines of a log costs, without writing it
+GREP_COUNT = ["grep", "-c", "-E", r" reserved=[0-9.]+ GiB|KV Cache is allocated\."]
 PIN = ["taskset", "-c", "0"]
 #: ``0`` runs kvlog's Python engine where the native core is built (``kvlog.native.ENV``)
 NATIVE_ENV = "KVLOG_NATIVE"
@@ -142,6 +147,43 @@ def request_line(rng: random.Random, stamp: str) -> str:
         client = f"10.0.{rng.randint(0, 255)}.{rng.randint(1, 254)}:{rng.randint(30000, 65000)}"
         return f'[{stamp}] INFO:     {client} - "POST /generate HTTP/1.1" 200 OK'
     return f"[{stamp}] KV cache hit rate: {rng.uniform(0, 100):.2f}%"
+
+
+def held_out_line(rng: random.Random, stamp: str) -> str:
+    """One line of a held-out-style log's request traffic (issue 34): chat completions over eight ranks.
+
+    35% uvicorn access lines for ``/v1/chat/completions`` (as uvicorn prints them, without sglang's
+    prefix), 5% ``Cache flushed successfully!``, the rest decode and prefill batches on ranks TP0-TP7:
+    the probe bytes of ``completions`` (``m``) and ``successfully!`` (``y``, ``!``) are common here,
+    where the other plain log barely has them.
+    """
+    kind, prefix = rng.random(), f"[{stamp} TP{rng.randint(0, 7)}]"
+    if kind < 0.35:
+        client = f"10.0.{rng.randint(0, 255)}.{rng.randint(1, 254)}:{rng.randint(30000, 65000)}"
+        return f'INFO:     {client} - "POST /v1/chat/completions HTTP/1.1" 200 OK'
+    if kind < 0.4:
+        return f"{prefix} Cache flushed successfully!"
+    if kind < 0.75:
+        tokens = rng.randint(1000, 900_000)
+        return (
+            f"{prefix} Decode batch. #running-req: {rng.randint(1, 256)}, #token: {tokens}, token usage: "
+            f"{rng.random():.2f}, gen throughput (token/s): {rng.uniform(100, 9000):.2f}, "
+            f"#queue-req: {rng.randint(0, 40)}"
+        )
+    new, cached = rng.randint(1, 16384), rng.randint(0, 65536)
+    return (
+        f"{prefix} Prefill batch. #new-seq: {rng.randint(1, 8)}, #new-token: {new}, #cached-token: {cached}, "
+        f"token usage: {rng.random():.2f}, #running-req: {rng.randint(0, 256)}, #queue-req: {rng.randint(0, 40)}"
+    )
+
+
+def generate_held_out(path: Path, lines: int, seed: int = 34) -> None:
+    """Write the held-out-style plain log: ``held_out_line`` traffic only, 200 lines a second."""
+    rng = random.Random(seed)
+    with path.open("w") as out:
+        for written in range(lines):
+            second = written // 200
+            out.write(held_out_line(rng, f"2026-12-{1 + second // 86400 % 28:02d} {clock(second)}") + "\n")
 
 
 def clock(second: int) -> str:
@@ -251,15 +293,20 @@ def generate_dense(dense: Path, plain: Path, lines: int, seed: int, *, miss: boo
     return started
 
 
-def timed(command: list[str], output: Path, env: dict[str, str] | None = None) -> tuple[float, float]:
-    """Wall and CPU (user + system) seconds of one run of ``command``, its standard output going to ``output``."""
+def timed(
+    command: list[str], output: Path, env: dict[str, str] | None = None, accepted: tuple[int, ...] = (0,)
+) -> tuple[float, float]:
+    """Wall and CPU (user + system) seconds of one run of ``command``, its standard output going to ``output``.
+
+    ``accepted``: the exit statuses that are not failures (``grep -c`` exits 1 where it counts none).
+    """
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     with output.open("wb") as sink:
         start = time.perf_counter()
         result = subprocess.run(command, stdout=sink, stderr=subprocess.PIPE, check=False, env=env)
         elapsed = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    if result.returncode != 0:
+    if result.returncode not in accepted:
         raise SystemExit(f"{' '.join(command)} failed ({result.returncode}): {result.stderr.decode()[-2000:]}")
     return elapsed, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
@@ -311,6 +358,9 @@ def dense(args: argparse.Namespace, work: Path, kvlog: list[str]) -> dict[str, A
     logs = {"dense": with_runs, "miss": miss, "plain": without}
     if args.corpus is not None:
         logs["corpus"] = args.corpus.resolve()
+    if args.held_out:
+        generate_held_out(work / "held-out.log", args.lines)
+        logs["held_out"] = work / "held-out.log"
     lines = {log: count_lines(path) for log, path in logs.items()}
     bytecode = work / "bytecode"
     trees = {"kvlog": kvlog_env(None, bytecode, work / "kept"), "kvlog_nothing_kept": kvlog_env(None, bytecode, None)}
@@ -324,6 +374,7 @@ def dense(args: argparse.Namespace, work: Path, kvlog: list[str]) -> dict[str, A
         said = subprocess.run([*kvlog[:3], "--version"], env=env, capture_output=True, text=True, check=True).stdout
         engines[name] = said.partition("hot paths: ")[2].strip() or "Python (a tree without kvlog.native)"
     commands: dict[str, tuple[list[str], Path, dict[str, str] | None]] = {}
+    counted = {f"grep_{log}" for log in logs}  # grep -c exits 1 where it counts no line
     for log, path in logs.items():
         for name, env in trees.items():
             commands[f"{name}_{log}"] = (
@@ -332,6 +383,7 @@ def dense(args: argparse.Namespace, work: Path, kvlog: list[str]) -> dict[str, A
                 env,
             )
         commands[f"sed_{log}"] = ([*PIN, "sed", "-E", *SED_RENAMES, str(path)], work / f"sed_{log}.out", None)
+        commands[f"grep_{log}"] = ([*PIN, *GREP_COUNT, str(path)], work / f"grep_{log}.out", None)
     for mode in ("sampled", "all") if args.usage else ():  # the usage lines read, on the dense log (80% of its lines)
         commands[f"kvlog_usage_{mode}_dense"] = (
             [*PIN, *kvlog, "--usage", mode, str(with_runs), "-o", str(work / f"kvlog_usage_{mode}.out")],
@@ -344,7 +396,7 @@ def dense(args: argparse.Namespace, work: Path, kvlog: list[str]) -> dict[str, A
     for _ in range(args.rounds):
         for name, (command, output, env) in commands.items():
             wait_for_idle()
-            seconds, cpu_seconds = timed(command, output, env)
+            seconds, cpu_seconds = timed(command, output, env, (0, 1) if name in counted else (0,))
             wall[name].append(seconds)
             cpu[name].append(cpu_seconds)
     events_of = {log: count_events(work / f"kvlog_{log}.out") for log in logs}
@@ -368,6 +420,11 @@ def dense(args: argparse.Namespace, work: Path, kvlog: list[str]) -> dict[str, A
             "cpu": median_cpu[f"sed_{log}"] / median_cpu[f"{name}_{log}"],
             "wall": median_wall[f"sed_{log}"] / median_wall[f"{name}_{log}"],
         }
+        for name in trees
+        for log in lines
+    }
+    over_grep = {
+        f"{name}_{log}_over_grep": median_cpu[f"grep_{log}"] / median_cpu[f"{name}_{log}"]
         for name in trees
         for log in lines
     }
@@ -406,6 +463,7 @@ def dense(args: argparse.Namespace, work: Path, kvlog: list[str]) -> dict[str, A
         "median_cpu": median_cpu,
         "best_cpu": best_cpu,
         "ratios": ratios,
+        "over_grep": over_grep,
         "per_event_us": per_event_us,
         "per_miss_us": per_miss_us,
         "over_baseline": over_baseline,
@@ -433,10 +491,14 @@ def report_dense(figures: dict[str, Any], rounds: int) -> None:
     for name, ratio in figures["ratios"].items():
         verdict = "met" if ratio["cpu"] >= 1.0 else "MISSED"
         print(f"{name:<34} {ratio['cpu']:5.2f}x by CPU, {ratio['wall']:5.2f}x by wall  (goal >= 1.0x: {verdict})")
+    for name, ratio in figures["over_grep"].items():
+        print(f"{name:<34} {ratio:5.2f}x by CPU  (grep -c's CPU over kvlog's)")
     print(
         "miss-path log: the dense log with every memory figure random and ranks up to TP254, "
         f"{figures['events_of']['miss']} events"
     )
+    if "held_out" in figures["events_of"]:
+        print(f"held-out-style plain log: {lines['held_out']} lines, {figures['events_of']['held_out']} events")
     if "corpus" in figures["events_of"]:
         print(f"corpus log: {lines['corpus']} lines, {figures['events_of']['corpus']} events")
     for name, micros in figures["per_event_us"].items():
@@ -479,6 +541,9 @@ def main() -> None:
         help="let the --baseline tree write other events (an older tree reads fewer wordings): both counts are shown",
     )
     parser.add_argument("--corpus", type=Path, help="also time kvlog and sed on this log, beside the generated ones")
+    parser.add_argument(
+        "--held-out", action="store_true", help="also time the held-out-style plain log (issue 34) against sed and grep"
+    )
     parser.add_argument(
         "--usage", action="store_true", help="also time --usage sampled and all on the dense log, against the default"
     )

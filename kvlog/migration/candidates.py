@@ -139,8 +139,7 @@ def segments(stream: Readable, *, usage: bool = False) -> Iterator[tuple[bool | 
             if streaming is not None:
                 yield None, streaming[0], 0, streaming[1]
             elif pending:
-                data = b"".join(pending)
-                yield from _joined(data, len(data), len(data), found)
+                yield from _joined(b"".join(pending), found)
             return
         if streaming is not None:
             end = block.find(b"\n") + 1
@@ -163,28 +162,26 @@ def segments(stream: Readable, *, usage: bool = False) -> Iterator[tuple[bool | 
                 yield False, data, 0, len(data)
                 pending, pending_bytes, streaming = [], 0, (data[:MAX_LINE_BYTES], len(data))
             continue
-        if pending:
-            data = b"".join([*pending, block[:cut]])
-            yield from _joined(data, len(data), pending_bytes + block.find(b"\n"), found)
-        else:
-            yield from split(block, cut, prefilter=found)
+        begin = 0
+        if pending:  # only the line the block cut is joined: the rest is read in place, not copied
+            begin = block.find(b"\n") + 1
+            yield from _joined(b"".join([*pending, block[:begin]]), found)
+        if begin < cut:
+            yield from split(block, cut, begin, prefilter=found)
         pending = [block[cut:]] if cut < len(block) else []
         pending_bytes = len(block) - cut
 
 
-def _joined(data: bytes, size: int, first: int, found: Prefilter) -> Iterator[tuple[bool | None, bytes, int, int]]:
-    """``split`` for lines joined across blocks, whose first line's body is ``first`` bytes long.
+def _joined(line: bytes, found: Prefilter) -> Iterator[tuple[bool | None, bytes, int, int]]:
+    """``split`` for one line joined across blocks, the only kind that can be longer than a block.
 
-    Only that line can be longer than a block: when it is over the cap it comes alone as a candidate,
-    whatever its words, for the engine to count and report it as a line too long to read.
+    One over the cap comes alone as a candidate, whatever its words, for the engine to count and
+    report it as a line too long to read.
     """
-    if first <= MAX_LINE_BYTES:
-        yield from split(data, size, prefilter=found)
-        return
-    end = min(first + 1, size)
-    yield True, data, 0, end
-    if end < size:
-        yield from split(data, size, end, prefilter=found)
+    if len(line) - line.endswith(b"\n") <= MAX_LINE_BYTES:
+        yield from split(line, len(line), prefilter=found)
+    else:
+        yield True, line, 0, len(line)
 
 
 #: The sorted starts of the candidate lines of ``data[begin:size]`` (whole lines), as ``(data, begin, size)``.
@@ -281,6 +278,24 @@ def native_prefilter(*, usage: bool = False) -> Prefilter | None:
     scans = _USAGE_SCANS if usage else _SCANS
     starts: Prefilter = compiled.Prefilter(scans, JSON_EVENT, _FIGURE_WORDS, _PROBE_MISSES).starts
     return starts
+
+
+#: The newlines of ``data[start:end]``, as ``(data, start, end)``: what the passthrough counts its runs' lines with.
+LineCounter = Callable[[bytes, int, int], int]
+
+
+def line_counter() -> LineCounter:
+    """The line count of the passthrough's runs: ``kvlog._native.count_lines`` where it runs, else ``bytes.count``.
+
+    Asked when an input's run starts (``FileRun``), as ``chosen`` is, so that ``KVLOG_NATIVE`` set in-process
+    is obeyed. A run is nearly all of a request log, and ``bytes.count`` looks at one byte at a time.
+    """
+    compiled = native.selected()
+    return _python_count if compiled is None else compiled.count_lines
+
+
+def _python_count(data: bytes, start: int, end: int) -> int:
+    return data.count(b"\n", start, end)
 
 
 def _python_starts(plans: tuple[_Plan, ...], data: bytes, begin: int, size: int) -> list[int]:

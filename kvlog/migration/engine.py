@@ -34,7 +34,14 @@ from kvlog.envelope import EVIDENCE, LAST_LINE, WORDING, InferenceRule, Wrapper,
 from kvlog.io import jsonline
 from kvlog.io.errors import InputError, LineError
 from kvlog.io.inputs import OverlongLine
-from kvlog.migration.candidates import JSON_EVENT, MAX_LINE_BYTES, Readable, carries_memory_figure, segments
+from kvlog.migration.candidates import (
+    JSON_EVENT,
+    MAX_LINE_BYTES,
+    Readable,
+    carries_memory_figure,
+    line_counter,
+    segments,
+)
 from kvlog.migration.context import Context, Held
 from kvlog.migration.dating import DateContext, complete, follows, printed, release, undated
 from kvlog.migration.encoders import Encoder, Legacy, Written, jsonl, text
@@ -357,6 +364,7 @@ class FileRun:
         self.file = None if file is None else name_text(file)
         self.downstream = downstream
         self._passthrough = downstream.passthrough
+        self._newlines = line_counter()
         self.report = report
         self.dead = dead
         self.context = Context()
@@ -467,7 +475,7 @@ class FileRun:
                     return
             self._close()
         ends_open = data[end - 1] != 0x0A
-        lines = data.count(b"\n", start, end) + ends_open - self.open_line
+        lines = self._newlines(data, start, end) + ends_open - self.open_line
         self.open_line = ends_open
         self.number += lines
         if self.migrator.options.only_events:
