@@ -287,9 +287,8 @@ def main() -> None:
     print(f"{events['kvlog']} events per run (with start-up); best and median of {args.repeat}")
     for contender in contenders:
         print(f"  {contender:>8}: {args.records / best[contender]:>10,.0f} records/s best, ", end="")
-        print(
-            f"cost {best[contender] / best['plain'] - 1:+.1%} best, {median[contender] / median['plain'] - 1:+.1%} median"
-        )
+        cost_best, cost_median = best[contender] / best["plain"] - 1, median[contender] / median["plain"] - 1
+        print(f"cost {cost_best:+.1%} best, {cost_median:+.1%} median")
     for contender, (tree, with_kvlog, native) in contenders.items():
         if with_kvlog:
             passing = passing_cost(tree, native)
