@@ -5,7 +5,7 @@
 //! that is no UTF-8: a lone surrogate); `tests/test_native_probe.py` holds the verdicts to
 //! `might_be_read` on every corpus line and fuzzed strings.
 
-use memchr::memmem;
+use memchr::{memchr, memchr2, memchr3, memmem};
 use pyo3::exceptions::{PyException, PyValueError};
 use pyo3::gc::{PyTraverseError, PyVisit};
 use pyo3::prelude::*;
@@ -13,15 +13,21 @@ use pyo3::PyTypeInfo;
 use pyo3::types::{PyString, PyTuple};
 
 /// Whether a message holds one of the probe characters (or, with `usage`, the word `usage`).
-fn probed(table: &[bool; 256], usage: Option<&memmem::Finder<'static>>, message: &[u8]) -> bool {
+/// Three bytes a pass (``memchr3``, vectorised): a few passes over a short message beat a table per byte.
+fn probed(bytes: &[u8], usage: Option<&memmem::Finder<'static>>, message: &[u8]) -> bool {
     // UTF-8 of a character beyond ASCII holds no ASCII byte: the verdict on bytes is the one on characters
-    message.iter().any(|byte| table[*byte as usize]) || usage.map_or(false, |word| word.find(message).is_some())
+    bytes.chunks(3).any(|three| match *three {
+        [a, b, c] => memchr3(a, b, c, message).is_some(),
+        [a, b] => memchr2(a, b, message).is_some(),
+        [a] => memchr(a, message).is_some(),
+        _ => false,
+    }) || usage.map_or(false, |word| word.find(message).is_some())
 }
 
 /// `might_be_read` over the table of characters `kvlog.migration.candidates` hands over.
 #[pyclass(module = "kvlog._native")]
 pub struct Gate {
-    table: [bool; 256],
+    bytes: Vec<u8>,
     usage: Option<memmem::Finder<'static>>,
     /// `handler._candidate(record, message)`: a record that may be read (filters, budget, queue)
     candidate: Option<PyObject>,
@@ -33,20 +39,17 @@ pub struct Gate {
 impl Gate {
     #[new]
     fn new(characters: &str, usage: bool, candidate: PyObject, reference: PyObject) -> PyResult<Self> {
-        let mut table = [false; 256];
-        for byte in characters.bytes() {
-            if !byte.is_ascii() {
-                return Err(PyValueError::new_err("probe characters must be ASCII"));
-            }
-            table[byte as usize] = true;
+        if !characters.is_ascii() {
+            return Err(PyValueError::new_err("probe characters must be ASCII"));
         }
+        let bytes = characters.as_bytes().to_vec();
         let usage = usage.then(|| memmem::Finder::new(b"usage").into_owned());
-        Ok(Gate { table, usage, candidate: Some(candidate), reference: Some(reference) })
+        Ok(Gate { bytes, usage, candidate: Some(candidate), reference: Some(reference) })
     }
 
     /// `might_be_read(message, usage=...)`; None for a message that is no UTF-8 (a lone surrogate).
     fn probe(&self, message: &PyString) -> Option<bool> {
-        message.to_str().ok().map(|text| probed(&self.table, self.usage.as_ref(), text.as_bytes()))
+        message.to_str().ok().map(|text| probed(&self.bytes, self.usage.as_ref(), text.as_bytes()))
     }
 
     /// `EventHandler.handle`: True, never an exception (but what is no `Exception`, as the reference).
