@@ -1,5 +1,8 @@
 # The compiled module's interface (native/src/lib.rs), for mypy: the module itself is optional (kvlog.native).
 
+import logging
+from collections.abc import Callable
+
 class Prefilter:
     """The byte-probe prefilter of ``kvlog.migration.candidates``, over the tables that module hands it."""
 
@@ -16,3 +19,19 @@ class Prefilter:
 
 def count_lines(data: bytes, start: int, end: int, /) -> int:
     r"""``data.count(b"\n", start, end)``, sixteen bytes at a time (the passthrough's line count)."""
+
+class Gate:
+    """The live handler's probe on the server's thread (native/src/probe.rs), ``EventHandler.handle`` its reference."""
+
+    def __init__(
+        self,
+        characters: str,
+        usage: bool,
+        candidate: Callable[[logging.LogRecord, str], None],
+        reference: Callable[[logging.LogRecord], bool],
+        /,
+    ) -> None: ...
+    def probe(self, message: str, /) -> bool | None:
+        """``might_be_read(message, usage=...)``; None for a message that is no UTF-8 (a lone surrogate)."""
+    def handle(self, record: logging.LogRecord, /) -> bool:
+        """True, never an ``Exception``: a candidate to ``candidate``, every record not decided to ``reference``."""

@@ -1,8 +1,9 @@
 """The logging handler a server loads through ``kvlog integrate``: its memory records as typed events, live.
 
-On the server's thread a record costs a few character searches (``might_be_read``) and, for the few
-that pass, a put on a bounded queue; a full queue drops the record and counts it, and so does a full
-byte budget (``kvlog.integrate.budget``: what the queue and the look-ahead hold together, at most
+On the server's thread a record costs a few character searches (``might_be_read``; one compiled scan
+where ``kvlog._native`` is built, ``_gate``) and, for the few that pass, a put on a bounded queue; a
+full queue drops the record and counts it, and so does a full byte budget (``kvlog.integrate.budget``:
+what the queue and the look-ahead hold together, at most
 ``max_held_bytes``). The look-ahead takes at most half of it: past that, the events waiting for a
 later line are written as they stand (the bound in ``migrated.inferred``), so that the records after
 them are read rather than dropped. Everything else
@@ -42,6 +43,7 @@ attached, such as vLLM's when uvicorn configures its own loggers) starts a fresh
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import multiprocessing.util
 import os
@@ -58,14 +60,15 @@ from typing import IO, TYPE_CHECKING, Any, ClassVar, NamedTuple
 import orjson
 
 from kvlog import events as catalog_events
+from kvlog import native
 from kvlog.envelope import InferenceRule, envelope, ordered, utc_timestamp
 from kvlog.follow.holding import HOLD_S, Holding
 from kvlog.integrate.budget import MAX_HELD_BYTES, Budget, cost, readable
 from kvlog.integrate.servers import LIVE_SERVERS, LiveServer, configuring
 from kvlog.metrics.errors import MetricsEndpointError
 from kvlog.migration import load_chain
+from kvlog.migration.candidates import MESSAGE_PROBE_CHARACTERS, might_be_read
 from kvlog.migration.candidates import chosen as chosen_prefilter
-from kvlog.migration.candidates import might_be_read
 from kvlog.migration.engine import FileRun, MigrateOptions, Migrator
 from kvlog.migration.ops import inferred, mark_inferred
 from kvlog.migration.records import Record
@@ -155,6 +158,7 @@ class EventHandler(logging.Handler):
         self._reads_usage = usage != "none"
         self.nvml = nvml
         self._migrator, self._unreadable = _ready(self)
+        _gate(self)
         self._fresh()
         _handlers.add(self)
 
@@ -185,16 +189,26 @@ class EventHandler(logging.Handler):
     # -- the server's thread ------------------------------------------------------------------------
 
     def handle(self, record: logging.LogRecord) -> bool:
-        """Cheap unless the record may be a memory line; never raises, never waits."""
+        """Cheap unless the record may be a memory line; never raises, never waits.
+
+        The reference: where ``kvlog._native`` is selected, the handler's ``handle`` is its ``Gate``
+        (``_gate``), which decides plain records itself and hands this one the others.
+        """
         try:
             message = record.msg
             if record.args or not isinstance(message, str):
                 message = record.__dict__.get("message") or record.getMessage()
-            if might_be_read(message, usage=self._reads_usage) and (not self.filters or self.filter(record)):
-                self._put(record, message)
+            if might_be_read(message, usage=self._reads_usage):
+                self._candidate(record, message)
         except Exception:  # noqa: BLE001 - a record that cannot be formatted is the server's own handler's concern
             return True
         return True
+
+    def _candidate(self, record: logging.LogRecord, message: str) -> None:
+        """A record the probe let by: the handler's filters, then the budget and the queue."""
+        with contextlib.suppress(Exception):  # never into the server
+            if not self.filters or self.filter(record):
+                self._put(record, message)
 
     def emit(self, record: logging.LogRecord) -> None:
         self.handle(record)
@@ -695,6 +709,26 @@ def _ready(handler: EventHandler) -> tuple[Migrator | None, Exception | None]:
             metrics.LedgerFigures()  # the ledger's modules and the catalog's validator: a scrape needs them
             handler.metrics_host.encode("idna")  # as binding the endpoint does: the codec is imported on first use
     return migrator, None
+
+
+def _gate(handler: EventHandler) -> None:
+    """The native probe as the handler's ``handle``, where ``kvlog._native`` is selected (``kvlog.native``).
+
+    Logging calls ``handler.handle(record)`` for every record a server logs: found in the instance, the
+    compiled method is called without the two Python frames of ``EventHandler.handle`` and its ten
+    character searches (``BENCHMARKS.md``, issue 34), and hands that method every record it does not
+    decide. Chosen on the configuring thread, as the rest of what the worker needs.
+    """
+    compiled = native.selected()
+    if compiled is None:
+        return
+    gate = compiled.Gate(
+        MESSAGE_PROBE_CHARACTERS,
+        handler._reads_usage,
+        handler._candidate,
+        functools.partial(EventHandler.handle, handler),
+    )
+    handler.__dict__["handle"] = gate.handle  # an instance's attribute: mypy would not let a method be assigned
 
 
 _handlers: weakref.WeakSet[EventHandler] = weakref.WeakSet()

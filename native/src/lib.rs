@@ -6,6 +6,7 @@
 //! Python one on every corpus log and on generated blocks.
 
 mod passthrough;
+mod probe;
 
 use memchr::{memchr, memchr2, memchr3, memmem, memrchr};
 use pyo3::exceptions::PyValueError;
@@ -280,5 +281,6 @@ fn line(data: &[u8], start: usize, size: usize) -> &[u8] {
 fn _native(_py: Python<'_>, module: &PyModule) -> PyResult<()> {
     module.add_class::<Prefilter>()?;
     module.add_function(wrap_pyfunction!(passthrough::count_lines, module)?)?;
+    module.add_class::<probe::Gate>()?;
     Ok(())
 }
