@@ -5,6 +5,8 @@
 //! is only how fast the same answer is found; `tests/test_native_differential.py` holds it to the
 //! Python one on every corpus log and on generated blocks.
 
+mod validate;
+
 use memchr::{memchr, memmem, memrchr};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
@@ -263,5 +265,6 @@ fn line(data: &[u8], start: usize, size: usize) -> &[u8] {
 #[pymodule]
 fn _native(_py: Python<'_>, module: &PyModule) -> PyResult<()> {
     module.add_class::<Prefilter>()?;
+    module.add_class::<validate::EventDecoders>()?;
     Ok(())
 }
