@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
+from types import ModuleType
 from typing import IO, TYPE_CHECKING
 
 import orjson
@@ -195,12 +196,14 @@ class _NativeLines:
             self.lines += count
 
 
-@cache
-def _decoders(catalog: Catalog) -> EventDecoders | None:
+def native_decoders(catalog: Catalog) -> EventDecoders | None:
     """The compiled validator over ``catalog``'s decoder table, where ``kvlog._native`` is built and selected."""
     compiled = native.selected()
-    if compiled is None:
-        return None
+    return None if compiled is None else _built_decoders(compiled, catalog)
+
+
+@cache
+def _built_decoders(compiled: ModuleType, catalog: Catalog) -> EventDecoders:
     built: EventDecoders = compiled.EventDecoders(decoders.for_catalog(catalog))
     return built
 
@@ -411,7 +414,7 @@ def _validate_chunk(validator: EventValidator, chunk: _Chunk) -> tuple[list[Line
         with Path(chunk.name).open("rb") as stream:
             stream.seek(chunk.start)
             size = chunk.end - chunk.start
-            compiled = _decoders(validator.catalog)
+            compiled = native_decoders(validator.catalog)
             if compiled is None:
                 lines = range_lines(stream, size)  # split at b"\n" only, as a file iterates
                 findings = list(validate_lines(chunk.name, lines, counts, validator, skips=chunk.skips))
