@@ -55,22 +55,40 @@ struct Reject;
 
 type Verdict = Result<bool, Reject>;
 
+/// A hash of a key, eight bytes at a time (the last eight overlapping; a short key gathered in a
+/// register, as a partial store read back whole would stall).
 fn key_hash(key: &[u8]) -> u64 {
     const K: u64 = 0x9E37_79B9_7F4A_7C15;
-    let mut hash = (key.len() as u64).wrapping_mul(K);
-    let mut chunks = key.chunks_exact(8);
-    for chunk in &mut chunks {
+    let mix = |hash: u64, word: u64| (hash ^ word).wrapping_mul(K).rotate_left(31);
+    let load = |at: usize| {
         let mut word = [0u8; 8];
-        word.copy_from_slice(chunk);
-        hash = (hash ^ u64::from_le_bytes(word)).wrapping_mul(K).rotate_left(31);
-    }
-    let rest = chunks.remainder();
-    if !rest.is_empty() {
-        let mut word = [0u8; 8];
-        word[..rest.len()].copy_from_slice(rest);
-        hash = (hash ^ u64::from_le_bytes(word)).wrapping_mul(K).rotate_left(31);
+        word.copy_from_slice(&key[at..at + 8]);
+        u64::from_le_bytes(word)
+    };
+    let length = key.len();
+    let mut hash = (length as u64).wrapping_mul(K);
+    if length >= 8 {
+        let mut at = 0;
+        while at + 8 <= length {
+            hash = mix(hash, load(at));
+            at += 8;
+        }
+        if at < length {
+            hash = mix(hash, load(length - 8));
+        }
+    } else {
+        let mut word = 0u64;
+        for (position, &byte) in key.iter().enumerate() {
+            word |= u64::from(byte) << (8 * position);
+        }
+        hash = mix(hash, word);
     }
     hash ^ (hash >> 29)
+}
+
+/// Whether two short byte strings are equal, compared inline (a call to `memcmp` a key cost more).
+fn same_bytes(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x == y)
 }
 
 /// `key_hash` as a `Hasher`, for the table of event names (SipHash costs more than the rest of a lookup).
@@ -475,19 +493,21 @@ enum Scalar {
 #[derive(Default)]
 struct Keys {
     entries: Vec<(Vec<u8>, Option<usize>, u64)>,
-    slots: Vec<u32>,
+    /// open addressing: each slot the hash of its key and the key's entry (`u32::MAX`: empty)
+    slots: Vec<(u64, u32)>,
 }
 
 impl Keys {
     fn new(entries: Vec<(Vec<u8>, Option<usize>, u64)>) -> Keys {
         let size = (entries.len() * 2).next_power_of_two().max(8);
-        let mut slots = vec![u32::MAX; size];
+        let mut slots = vec![(0, u32::MAX); size];
         for (index, (key, _, _)) in entries.iter().enumerate() {
-            let mut slot = key_hash(key) as usize & (size - 1);
-            while slots[slot] != u32::MAX {
+            let hash = key_hash(key);
+            let mut slot = hash as usize & (size - 1);
+            while slots[slot].1 != u32::MAX {
                 slot = (slot + 1) & (size - 1);
             }
-            slots[slot] = index as u32;
+            slots[slot] = (hash, index as u32);
         }
         Keys { entries, slots }
     }
@@ -499,22 +519,33 @@ impl Keys {
         let mask = self.slots.len() - 1;
         let mut slot = hash as usize & mask;
         loop {
-            let index = self.slots[slot];
+            let (slot_hash, index) = self.slots[slot];
             if index == u32::MAX {
                 return None;
             }
-            let entry = &self.entries[index as usize];
-            if entry.0 == key {
-                return Some(entry);
+            if slot_hash == hash {
+                let entry = &self.entries[index as usize];
+                if same_bytes(&entry.0, key) {
+                    return Some(entry);
+                }
             }
             slot = (slot + 1) & mask;
         }
     }
 }
 
+/// Which of a node's keyword groups it holds, so that a check skips the others at once.
+const HAS_VALUES: u8 = 1;
+const HAS_NUMBER: u8 = 2;
+const HAS_STRING: u8 = 4;
+const HAS_OBJECT: u8 = 8;
+const HAS_ARRAY: u8 = 16;
+const HAS_LOGIC: u8 = 32;
+
 #[derive(Default)]
 struct Node {
     never: bool,
+    groups: u8,
     types: u8,
     constant: Option<Scalar>,
     choices: Option<Vec<Scalar>>,
@@ -574,12 +605,16 @@ impl Pattern {
     }
 
     fn matches(&self, text: &str) -> bool {
+        self.matches_codes(text.chars().map(|char| char as u32))
+    }
+
+    fn matches_codes(&self, codes: impl Iterator<Item = u32>) -> bool {
         let mut state = 0;
         if !self.anchored && self.states[0].0 {
             return true;
         }
-        for char in text.chars() {
-            match self.step(state, char as u32) {
+        for code in codes {
+            match self.step(state, code) {
                 Some(next) => state = next,
                 None => return false,
             }
@@ -760,6 +795,20 @@ fn build_node(value: &Value, count: usize, patterns: usize) -> PyResult<Node> {
             _ => return Err(bad(&format!("an unknown node keyword {key:?}"))),
         }
     }
+    let groups = [
+        (node.constant.is_some() || node.choices.is_some(), HAS_VALUES),
+        (node.minimum.or(node.maximum).or(node.exclusive_minimum).or(node.exclusive_maximum).is_some(), HAS_NUMBER),
+        (node.min_length.is_some() || node.max_length.is_some() || node.pattern.is_some(), HAS_STRING),
+        (!node.keys.entries.is_empty() || node.additional.is_some() || node.names.is_some(), HAS_OBJECT),
+        (node.items.is_some() || node.min_items.is_some() || node.max_items.is_some(), HAS_ARRAY),
+        (
+            !(node.all_of.is_empty() && node.any_of.is_empty() && node.one_of.is_empty())
+                || node.not.is_some()
+                || node.condition.is_some(),
+            HAS_LOGIC,
+        ),
+    ];
+    node.groups = groups.iter().filter(|(held, _)| *held).fold(0, |groups, (_, bit)| groups | bit);
     Ok(node)
 }
 
@@ -843,51 +892,64 @@ impl EventDecoders {
         if node.types != T_ANY && !self.has_type(node.types, line, at)? {
             return Ok(false);
         }
+        if node.groups == 0 {
+            return Ok(true);
+        }
+        if node.groups & HAS_VALUES != 0 && !self.values(node, line, at)? {
+            return Ok(false);
+        }
+        let held = match token.kind {
+            Kind::Int | Kind::Float if node.groups & HAS_NUMBER != 0 => self.bounds(node, line, at)?,
+            Kind::Str if node.groups & HAS_STRING != 0 => self.text(node, line, at),
+            Kind::Object if node.groups & HAS_OBJECT != 0 => self.object(node, line, at)?,
+            Kind::Array if node.groups & HAS_ARRAY != 0 => self.array(node, line, at)?,
+            _ => true,
+        };
+        if !held {
+            return Ok(false);
+        }
+        if node.groups & HAS_LOGIC != 0 {
+            return self.logic(node, line, at);
+        }
+        Ok(true)
+    }
+
+    fn values(&self, node: &Node, line: &mut Line<'_>, at: usize) -> Verdict {
         if let Some(constant) = &node.constant {
             if !self.equals(constant, line, at)? {
                 return Ok(false);
             }
         }
         if let Some(choices) = &node.choices {
-            let mut found = false;
             for choice in choices {
                 if self.equals(choice, line, at)? {
-                    found = true;
-                    break;
+                    return Ok(true);
                 }
             }
-            if !found {
-                return Ok(false);
-            }
+            return Ok(false);
         }
-        match token.kind {
-            Kind::Int | Kind::Float => {
-                if !self.bounds(node, line, at)? {
-                    return Ok(false);
-                }
-            }
-            Kind::Str => {
-                if (node.min_length.is_some() || node.max_length.is_some()) && !self.lengths(node, line, at) {
-                    return Ok(false);
-                }
-                if let Some(pattern) = node.pattern {
-                    if !self.patterns[pattern].matches(line.string(at)) {
-                        return Ok(false);
-                    }
-                }
-            }
-            Kind::Object => {
-                if !self.object(node, line, at)? {
-                    return Ok(false);
-                }
-            }
-            Kind::Array => {
-                if !self.array(node, line, at)? {
-                    return Ok(false);
-                }
-            }
-            _ => {}
+        Ok(true)
+    }
+
+    fn text(&self, node: &Node, line: &mut Line<'_>, at: usize) -> bool {
+        let token = line.tape[at];
+        if (node.min_length.is_some() || node.max_length.is_some()) && !self.lengths(node, line, at) {
+            return false;
         }
+        match node.pattern {
+            Some(pattern) => {
+                let pattern = &self.patterns[pattern];
+                if token.ascii && !token.escaped {
+                    pattern.matches_codes(line.text[token.start..token.end].iter().map(|&byte| u32::from(byte)))
+                } else {
+                    pattern.matches(line.string(at))
+                }
+            }
+            None => true,
+        }
+    }
+
+    fn logic(&self, node: &Node, line: &mut Line<'_>, at: usize) -> Verdict {
         for &sub in &node.all_of {
             if !self.check(sub, line, at)? {
                 return Ok(false);
@@ -959,6 +1021,7 @@ impl EventDecoders {
             (Scalar::Bool(flag), Kind::False) => !*flag,
             (Scalar::Int(number), Kind::Int) => *number == token.int,
             (Scalar::Int(_), Kind::Float) => return Err(Reject), // 1.0 equals 1: Python decides
+            (Scalar::Str(text), Kind::Str) if !token.escaped => same_bytes(text.as_bytes(), &line.text[token.start..token.end]),
             (Scalar::Str(text), Kind::Str) => line.string(at) == text,
             _ => false,
         })
@@ -1063,6 +1126,9 @@ impl EventDecoders {
                 _ => {}
             }
             key = value.next;
+            if name.is_some() && version.is_some() {
+                break;
+            }
         }
         let root = match (name, version) {
             (Some(name), Some(version)) => {
