@@ -18,9 +18,7 @@ class EventDecoders:
     """``kvlog validate``'s native fast path, over a decoder table (``kvlog.schema.decoders.for_catalog``)."""
 
     def __init__(self, table: bytes, /) -> None: ...
-    def rejected(
-        self, data: bytes, begin: int, end: int, max_line: int, /
-    ) -> tuple[int, list[tuple[int, int, int]]]:
+    def rejected(self, data: bytes, begin: int, end: int, max_line: int, /) -> tuple[int, list[tuple[int, int, int]]]:
         """The lines of ``data[begin:end]``: how many, and ``(index, start, stop)`` of each one not accepted."""
     def accepts_line(self, line: bytes, /) -> bool:
         """Whether one line is accepted as a valid event the Python path would find no problem in."""

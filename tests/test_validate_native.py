@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import json
 import os
+from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import jsonschema_rs
 import orjson
@@ -32,6 +33,9 @@ from kvlog.file_validation import Counts, native_decoders, validate_lines
 from kvlog.schema import decoders
 from kvlog.schema.catalog import Catalog, default_catalog
 from kvlog.schema.event_validator import EventValidator
+
+if TYPE_CHECKING:
+    from kvlog._native import EventDecoders
 
 ROOT = Path(__file__).resolve().parent.parent
 CATALOG = default_catalog()
@@ -137,9 +141,24 @@ def _python_accepts(line: bytes) -> bool:
     return not findings and counts.events == 1 and counts.invalid_events == 0 and counts.skipped_lines == 0
 
 
+@cache
+def _compiled() -> EventDecoders:
+    """The native validator whatever ``KVLOG_NATIVE`` says (CI runs these tests with it at 0 too)."""
+    module = native.compiled()
+    assert module is not None, f"kvlog._native is not built, and {native.ENV}=1 says it must be"
+    built: EventDecoders = module.EventDecoders(decoders.for_catalog(CATALOG))
+    return built
+
+
+def test_the_run_builds_its_native_validator_only_where_selected(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(native.ENV, "0")
+    assert native_decoders(CATALOG) is None
+    monkeypatch.setenv(native.ENV, "1")
+    assert (native_decoders(CATALOG) is None) == (native.compiled() is None)
+
+
 def _native_accepts(line: bytes) -> bool:
-    compiled = native_decoders(CATALOG)
-    assert compiled is not None, f"kvlog._native is not built, and {native.ENV}=1 says it must be"
+    compiled = _compiled()
     count, rejected = compiled.rejected(line, 0, len(line), 16 << 20)
     assert count == (line.count(b"\n") + (not line.endswith(b"\n")) if line else 0)
     return not rejected
@@ -229,7 +248,7 @@ _TEXT_EDITS: list[tuple[bytes, bytes]] = [
     (b"}", b"}x"),
     (b"}", b"}\r"),
     (b"}", b"}\n\n"),
-    (b'"ranks":{', b'"ext":' + b'[' * 300 + b']' * 300 + b',"ranks":{'),
+    (b'"ranks":{', b'"ext":' + b"[" * 300 + b"]" * 300 + b',"ranks":{'),
     (b'"ranks":{', b'"ext":{"a":{"a":1,"a":2}},"ranks":{'),
 ]
 
@@ -243,7 +262,9 @@ def fuzzed_lines(draw: st.DrawFn) -> bytes:
     elif mutation == "drop":
         del event[draw(st.sampled_from(sorted(event)))]
     elif mutation == "add":
-        event[draw(st.sampled_from(["extra", "ext", "migrated", "ranks", "Level"]))] = draw(st.sampled_from(_ODD_VALUES))
+        event[draw(st.sampled_from(["extra", "ext", "migrated", "ranks", "Level"]))] = draw(
+            st.sampled_from(_ODD_VALUES)
+        )
     line = json.dumps(event, separators=(",", ":"), ensure_ascii=False).encode() + b"\n"  # 2**64 too
     if mutation == "text":
         old, new = draw(st.sampled_from(_TEXT_EDITS))
@@ -281,4 +302,3 @@ def test_lines_over_the_cap_are_left_to_python(tmp_path: Path, monkeypatch: pyte
     path = tmp_path / "long.jsonl"
     path.write_bytes(b"{}\n" + line * 3)
     _validate_both_ways(path)
-

@@ -133,7 +133,7 @@ def _attr(key: str) -> str:
 
 
 def main() -> None:
-    """Rewrite ``kvlog/events.py`` and the native validator's table (``kvlog.schema.decoders``) from the shipped schemas."""
+    """Rewrite ``kvlog/events.py`` and the native validator's table (``kvlog.schema.decoders``) from the schemas."""
     target = Path(__file__).resolve().parent.parent / "events.py"
     target.write_text(render_module(default_catalog()))
     sys.stdout.write(f"wrote {target}\n")

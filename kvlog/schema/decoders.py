@@ -46,10 +46,10 @@ _SINGLE = {"additionalProperties": "additional", "propertyNames": "names", "item
 _SINGLE |= {"not": "not", "if": "if", "then": "then", "else": "else"}
 #: the types a keyword says something of (it holds of any other value): what lets ``anyOf`` branches fold
 _APPLIES_TO = {
-    **dict.fromkeys(_BOUNDS, {"integer", "number"}),
-    **dict.fromkeys(("minLength", "maxLength", "pattern"), {"string"}),
-    **dict.fromkeys(("minItems", "maxItems", "items"), {"array"}),
-    **dict.fromkeys(("keys", "additional", "names"), {"object"}),
+    **dict.fromkeys(_BOUNDS, frozenset({"integer", "number"})),
+    **dict.fromkeys(("minLength", "maxLength", "pattern"), frozenset({"string"})),
+    **dict.fromkeys(("minItems", "maxItems", "items"), frozenset({"array"})),
+    **dict.fromkeys(("keys", "additional", "names"), frozenset({"object"})),
 }
 #: the most required keys one object node may hold (the native side keeps them in a 64-bit mask)
 _MAX_REQUIRED = 64
@@ -194,7 +194,7 @@ class _Builder:
             for keyword, value in branch.items():
                 if keyword == "types":
                     continue
-                if keyword in merged or not types <= _APPLIES_TO.get(keyword, set()):
+                if keyword in merged or not types <= _APPLIES_TO.get(keyword, frozenset()):
                     return node
                 merged[keyword] = value
         return merged
