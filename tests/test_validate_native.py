@@ -95,6 +95,23 @@ def test_what_the_table_cannot_hold_leaves_the_event_undecided(subschema: dict[s
     assert reason in entry[3]
 
 
+@pytest.mark.parametrize(
+    ("branches", "folded"),
+    [
+        ([{"type": "integer", "minimum": 0}, {"type": "null"}], True),
+        ([{"type": "string", "minLength": 1}, {"type": "integer", "maximum": 3}], True),
+        ([{"type": "integer", "minimum": 0}, {"type": "number", "maximum": 5}], False),  # -1 is a number
+        ([{"type": "integer", "minimum": 0}, {"type": "null", "const": None}], False),
+        ([{"type": "string", "minimum": 0}, {"type": "null"}], False),
+        ([{"minimum": 0}, {"type": "null"}], False),
+    ],
+)
+def test_an_any_of_folds_into_one_node_only_where_that_is_exact(branches: list[Any], folded: bool) -> None:
+    data = decoders.table(_one_event_catalog({"type": "object", "properties": {"x": {"anyOf": branches}}}))
+    [property_node] = [data["nodes"][index] for _, index, _ in data["nodes"][data["events"][0][2]]["keys"]]
+    assert ("anyOf" not in property_node) == folded
+
+
 def _run(automaton: dict[str, Any], text: str) -> bool:
     """The DFA as ``native/src/validate.rs`` runs it."""
     states, state = automaton["states"], 0
