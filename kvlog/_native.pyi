@@ -35,3 +35,12 @@ class Gate:
         """``might_be_read(message, usage=...)``; None for a message that is no UTF-8 (a lone surrogate)."""
     def handle(self, record: logging.LogRecord, /) -> bool:
         """True, never an ``Exception``: a candidate to ``candidate``, every record not decided to ``reference``."""
+
+class EventDecoders:
+    """``kvlog validate``'s native fast path, over a decoder table (``kvlog.schema.decoders.for_catalog``)."""
+
+    def __init__(self, table: bytes, /) -> None: ...
+    def rejected(self, data: bytes, begin: int, end: int, max_line: int, /) -> tuple[int, list[tuple[int, int, int]]]:
+        """The lines of ``data[begin:end]``: how many, and ``(index, start, stop)`` of each one not accepted."""
+    def accepts_line(self, line: bytes, /) -> bool:
+        """Whether one line is accepted as a valid event the Python path would find no problem in."""

@@ -20,21 +20,29 @@ import os
 import signal
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
+from functools import cache
 from pathlib import Path
+from types import ModuleType
+from typing import IO, TYPE_CHECKING
 
 import orjson
 
+from kvlog import native
 from kvlog.io.compression import is_compressed, read_lines
 from kvlog.io.counts import add_counts
 from kvlog.io.errors import InputError, WorkerDied
-from kvlog.io.inputs import MAX_LINE_BYTES, OverlongLine, bounded_lines, file_size, range_lines
+from kvlog.io.inputs import MAX_LINE_BYTES, OverlongLine, bounded_lines, file_size, range_blocks, range_lines
 from kvlog.io.jsonline import problems
 from kvlog.io.progress import InOrder
 from kvlog.io.workers import Engine, in_order
+from kvlog.schema import decoders
 from kvlog.schema.catalog import Catalog
 from kvlog.schema.event_validator import EventValidator, Violation
 from kvlog.schema.readings import json_text
 from kvlog.text.printable import printable, printable_name
+
+if TYPE_CHECKING:
+    from kvlog._native import EventDecoders
 
 #: Below this size a file is validated serially unless ``jobs`` is given: starting workers costs more.
 PARALLEL_MIN_BYTES = 16 << 20
@@ -121,12 +129,27 @@ def validate_lines(
     skips: Skips = _NO_SKIPS,
 ) -> Iterator[LineProblem]:
     """Validate each line of one input, yielding a finding for every problem and counting in ``counts``."""
+    return _judge(name, enumerate(lines, 1), counts, validator, skips, None)
+
+
+def _judge(  # noqa: PLR0917 - validate_lines' state, passed on
+    name: str,
+    numbered: Iterable[tuple[int, bytes]],
+    counts: Counts,
+    validator: EventValidator,
+    skips: Skips,
+    read: _NativeLines | None,
+) -> Iterator[LineProblem]:
+    """``validate_lines`` on numbered lines: every line of an input, or only those ``read`` (the native path) left.
+
+    Every line counted and not judged here is a valid event: with ``read``, its count of lines read.
+    """
     loads, dumps = orjson.loads, orjson.dumps
     checks: _Checks = {}
     number = 0
     accounted = counts.events + counts.skipped_lines + counts.non_json_lines  # lines the slow paths count
     try:
-        for number, line in enumerate(lines, 1):
+        for number, line in numbered:
             try:
                 event = loads(line)
                 check = checks[event["event"]][event["schema_version"]]
@@ -142,8 +165,47 @@ def validate_lines(
     finally:
         # every line is valid, skipped, non-JSON or an event counted by a slow path: the rest were valid
         accounted = counts.events + counts.skipped_lines + counts.non_json_lines - accounted
-        counts.lines += number
-        counts.events += number - accounted
+        total = number if read is None else read.lines
+        counts.lines += total
+        counts.events += total - accounted
+
+
+class _NativeLines:
+    """The lines of a byte range that ``kvlog._native`` does not accept as valid events, numbered from 1.
+
+    Each run of ``range_blocks`` goes to the compiled validator whole; only the lines it cannot vouch
+    for become bytes, for ``_judge`` to look at as the Python path does (an overlong one as its
+    ``OverlongLine``). ``lines`` counts every line read so far, accepted or not.
+    """
+
+    def __init__(self, stream: IO[bytes], size: int, decoders: EventDecoders) -> None:
+        self.stream, self.size, self.decoders = stream, size, decoders
+        self.lines = 0
+
+    def __iter__(self) -> Iterator[tuple[int, bytes]]:
+        cap = MAX_LINE_BYTES
+        for run in range_blocks(self.stream, self.size):
+            if isinstance(run, OverlongLine):
+                self.lines += 1
+                yield self.lines, run
+                continue
+            data, start, end = run
+            count, rejected = self.decoders.rejected(data, start, end, cap)
+            for index, begin, stop in rejected:
+                yield self.lines + index + 1, data[begin:stop] if stop - begin <= cap else OverlongLine.of(stop - begin)
+            self.lines += count
+
+
+def native_decoders(catalog: Catalog) -> EventDecoders | None:
+    """The compiled validator over ``catalog``'s decoder table, where ``kvlog._native`` is built and selected."""
+    compiled = native.selected()
+    return None if compiled is None else _built_decoders(compiled, catalog)
+
+
+@cache
+def _built_decoders(compiled: ModuleType, catalog: Catalog) -> EventDecoders:
+    built: EventDecoders = compiled.EventDecoders(decoders.for_catalog(catalog))
+    return built
 
 
 def _look_closer(  # noqa: PLR0917 - the hot loop's state, passed positionally on purpose: it is called per line
@@ -351,8 +413,14 @@ def _validate_chunk(validator: EventValidator, chunk: _Chunk) -> tuple[list[Line
     try:
         with Path(chunk.name).open("rb") as stream:
             stream.seek(chunk.start)
-            lines = range_lines(stream, chunk.end - chunk.start)  # split at b"\n" only, as a file iterates
-            findings = list(validate_lines(chunk.name, lines, counts, validator, skips=chunk.skips))
+            size = chunk.end - chunk.start
+            compiled = native_decoders(validator.catalog)
+            if compiled is None:
+                lines = range_lines(stream, size)  # split at b"\n" only, as a file iterates
+                findings = list(validate_lines(chunk.name, lines, counts, validator, skips=chunk.skips))
+            else:
+                read = _NativeLines(stream, size, compiled)
+                findings = list(_judge(chunk.name, read, counts, validator, chunk.skips, read))
     except OSError as exc:
         raise InputError(f"{chunk.name}: cannot read: {exc.strerror or exc}") from None
     return findings, counts

@@ -67,7 +67,8 @@ def test_a_second_run_reads_back_exactly_what_the_first_computed(
 ) -> None:
     monkeypatch.setenv(ENV, str(tmp_path / "kept"))
     first = _loaded()
-    assert sorted(path.name for path in (tmp_path / "kept").iterdir()) == ["fields.json", "migrations.json", "rules.json"]
+    kept = sorted(path.name for path in (tmp_path / "kept").iterdir())
+    assert kept == ["fields.json", "migrations.json", "rules.json"]
     second = _loaded()
     computed = _computed()
     assert _what_is_read(first) == _what_is_read(second) == _what_is_read(computed)
@@ -147,7 +148,7 @@ def test_a_damaged_entry_is_computed_anew(tmp_path: Path, monkeypatch: pytest.Mo
 def _compiled(chain: Chain) -> int:
     """How many of the chain's text rules are compiled so far (what the kept starts spare a run)."""
     generations = [*chain.generations(), *chain.known.values()]
-    return sum(rule is not None for generation in generations for rule in generation._compiled)  # noqa: SLF001
+    return sum(rule is not None for generation in generations for rule in generation._compiled)
 
 
 def _migrated(chain: Chain, data: bytes) -> tuple[bytes, list[dict[str, Any]], Any]:

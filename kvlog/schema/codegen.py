@@ -2,7 +2,8 @@
 
 The constructors exist so that mypy catches a wrong field name or type at the call site; generating
 them from the schemas (and testing that the committed module equals a fresh generation) is what
-keeps the two from drifting. Run ``python -m kvlog.schema.codegen`` after editing a schema.
+keeps the two from drifting. Run ``python -m kvlog.schema.codegen`` after editing a schema: it also
+writes ``kvlog/schema/decoders.json``, the table ``kvlog validate``'s native path checks lines by.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import textwrap
 from pathlib import Path
 
 from kvlog import envelope
+from kvlog.schema import decoders
 from kvlog.schema.catalog import Catalog, default_catalog
 from kvlog.schema.fields import JSON_TYPES, Facts
 
@@ -131,10 +133,12 @@ def _attr(key: str) -> str:
 
 
 def main() -> None:
-    """Rewrite ``kvlog/events.py`` from the shipped schemas."""
+    """Rewrite ``kvlog/events.py`` and the native validator's table (``kvlog.schema.decoders``) from the schemas."""
     target = Path(__file__).resolve().parent.parent / "events.py"
     target.write_text(render_module(default_catalog()))
     sys.stdout.write(f"wrote {target}\n")
+    decoders.PATH.write_text(decoders.render(default_catalog()))
+    sys.stdout.write(f"wrote {decoders.PATH}\n")
 
 
 if __name__ == "__main__":

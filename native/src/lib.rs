@@ -7,6 +7,7 @@
 
 mod passthrough;
 mod probe;
+mod validate;
 
 use memchr::{memchr, memchr2, memchr3, memmem, memrchr};
 use pyo3::exceptions::PyValueError;
@@ -282,5 +283,6 @@ fn _native(_py: Python<'_>, module: &PyModule) -> PyResult<()> {
     module.add_class::<Prefilter>()?;
     module.add_function(wrap_pyfunction!(passthrough::count_lines, module)?)?;
     module.add_class::<probe::Gate>()?;
+    module.add_class::<validate::EventDecoders>()?;
     Ok(())
 }
