@@ -16,6 +16,7 @@ import io
 import os
 import signal
 import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -466,3 +467,34 @@ def test_allowed_unparsed_lines_are_counted_apart_and_do_not_fail_strict(tmp_pat
     bad = kvlog(log, "--allow-unparsed", "[")
     assert bad.returncode == 2
     assert bad.stderr.startswith(b"kvlog migrate: --allow-unparsed '[': not a regular expression")
+
+
+def test_a_cluster_worker_killed_outright_leaves_nothing_behind_once_its_files_are_streamed(tmp_path: Path) -> None:
+    """A Ray worker is SIGKILLed when its cluster goes down: no exit hook runs, so it must own no directory."""
+    staging = tmp_path / "tmp"
+    staging.mkdir()
+    log = tmp_path / "app.log"
+    log.write_bytes(b"[2025-06-01 10:00:00 TP0] KV Cache is allocated. K size: 1.00 GB, V size: 1.00 GB.\nhello\n")
+    script = (
+        "import os, signal, sys\n"
+        "from kvlog.migration.batch import _run_in_worker, _start_worker\n"
+        "from kvlog.migration.engine import MigrateOptions\n"
+        "from kvlog.migration.plan import Destination, Task\n"
+        "worker = _start_worker(MigrateOptions(), None, None)\n"
+        "result = _run_in_worker(worker, (Task(sys.argv[1], Destination('stdout')), True))\n"
+        "print(result.staged_output, result.staged_dead, flush=True)\n"
+        "os.kill(os.getpid(), signal.SIGKILL)\n"
+    )
+    process = subprocess.run(
+        [sys.executable, "-c", script, str(log)],
+        capture_output=True,
+        env={**os.environ, "TMPDIR": str(staging)},
+        check=False,
+    )
+    assert process.returncode == -signal.SIGKILL, process.stderr
+    staged = [Path(name) for name in process.stdout.decode().split()]
+    assert [path.parent for path in staged] == [staging, staging]
+    assert b'"event":"kv_pool.allocation"' in staged[0].read_bytes()
+    for path in staged:  # what the engine does once it has streamed a file back to the driver
+        path.unlink()
+    assert list(staging.iterdir()) == []

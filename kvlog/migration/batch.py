@@ -8,7 +8,6 @@ in temporary files and joined in input order, so the engine never changes the re
 
 from __future__ import annotations
 
-import atexit
 import os
 import shutil
 import sys
@@ -130,6 +129,10 @@ def _lost(arguments: tuple[Task, bool], reason: str) -> InputResult:
     return InputResult(task.name, MigrationReport(), f"{task.name}: {reason}")
 
 
+#: the names of the files a worker stages, in a run's staging directory or a cluster machine's temporary one
+STAGED_PREFIX = "kvlog-staged-"
+
+
 @dataclass(frozen=True)
 class _Worker:
     """What a worker process keeps for all its files: its migrator, and where it stages its outputs."""
@@ -142,11 +145,12 @@ def _start_worker(options: MigrateOptions, migrations: Path | None, staging: Pat
     """A worker's migrator; ``staging`` is the driver's directory, or ``None`` on a machine of a cluster.
 
     A local worker removes its temporaries and exits at once on Ctrl-C or SIGTERM; a cluster's worker
-    process is its engine's to stop, and removes its own staging directory when it exits.
+    process is its engine's to stop, often by SIGKILL when the cluster goes down, so it stages its files
+    in the machine's temporary directory itself, each removed once the engine has streamed it back: a
+    directory of its own would outlive every worker so stopped (an exit hook never runs on SIGKILL).
     """
     if staging is None:
-        staging = Path(tempfile.mkdtemp(prefix="kvlog-migrate-"))
-        atexit.register(shutil.rmtree, staging, ignore_errors=True)
+        staging = Path(tempfile.gettempdir())
     else:
         stop_on_signals(worker=True)
     return _Worker(Migrator(load_chain(migrations), options), staging)
@@ -266,9 +270,10 @@ def _staging(directory: Path, kind: str) -> Iterator[IO[bytes]]:
 
     It is kept when the input fails part-way: a run in one process has written those lines already,
     and ``--jobs`` must not change the output (nor lose the input's name to a missing staged file).
-    The staging directory is removed whole when the run ends, however it ends.
+    A local run's staging directory is removed whole when the run ends, however it ends; a cluster
+    worker's files are removed as its engine streams them back (``_start_worker``).
     """
-    with tempfile.NamedTemporaryFile(prefix=f"{kind}-", dir=directory, delete=False) as handle:
+    with tempfile.NamedTemporaryFile(prefix=f"{STAGED_PREFIX}{kind}-", dir=directory, delete=False) as handle:
         yield NamedSink(handle, handle.name)  # type: ignore[misc]
 
 
