@@ -32,7 +32,7 @@ from typing import Any
 import orjson
 
 from kvlog.schema.catalog import Catalog
-from kvlog.schema.errors import DerefError
+from kvlog.schema.errors import DerefError, Undecided
 from kvlog.schema.walk import ANNOTATIONS, declared, dereference
 
 #: the table's layout, which ``native/src/validate.rs`` reads; a change to it is a change there
@@ -61,10 +61,6 @@ _MAX_REPEAT = 64
 _REPEAT = re.compile(r"\{([0-9]+)(,([0-9]*))?\}")
 #: escapes that stand for their punctuation character in ECMA-262 and every engine
 _PUNCTUATION = frozenset("\\/^$.|?*+()[]{}-")
-
-
-class Undecided(Exception):
-    """A schema the native validator cannot hold to the Python one's verdicts: its lines go to Python."""
 
 
 def catalog_digest(catalog: Catalog) -> str:

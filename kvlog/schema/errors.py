@@ -13,4 +13,12 @@ class DerefError(Exception):
         super().__init__(f"$ref {ref!r} at {'/'.join(path) or '(root)'}: {reason}")
 
 
-__all__ = ["DerefError"]
+class Undecided(Exception):
+    """A schema the native validator cannot hold to the Python one's verdicts: its lines go to Python.
+
+    Raised and caught while ``kvlog.schema.decoders`` derives the native table; it names the keyword
+    that made the event undecided, which the table keeps as its reason.
+    """
+
+
+__all__ = ["DerefError", "Undecided"]
