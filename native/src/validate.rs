@@ -135,6 +135,23 @@ impl<'a> Parser<'a> {
         }
     }
 
+    /// After an item of an object or array: past its `,` (false: another item follows) or its `close` (true).
+    fn closed_after_item(&mut self, close: u8) -> Result<bool, Reject> {
+        self.space();
+        match self.text.get(self.at) {
+            Some(b',') => {
+                self.at += 1;
+                self.space();
+                Ok(false)
+            }
+            Some(&byte) if byte == close => {
+                self.at += 1;
+                Ok(true)
+            }
+            _ => Err(Reject),
+        }
+    }
+
     fn push(&mut self, kind: Kind, start: usize, end: usize) -> usize {
         let index = self.tape.len();
         self.tape.push(Token { kind, escaped: false, ascii: true, start, end, next: index + 1, int: 0 });
@@ -193,17 +210,8 @@ impl<'a> Parser<'a> {
                 self.at += 1;
                 self.space();
                 self.value(depth + 1)?;
-                self.space();
-                match self.text.get(self.at) {
-                    Some(b',') => {
-                        self.at += 1;
-                        self.space();
-                    }
-                    Some(b'}') => {
-                        self.at += 1;
-                        break;
-                    }
-                    _ => return Err(Reject),
+                if self.closed_after_item(b'}')? {
+                    break;
                 }
             }
             self.unique_keys(first_key)?;
@@ -249,17 +257,8 @@ impl<'a> Parser<'a> {
         } else {
             loop {
                 self.value(depth + 1)?;
-                self.space();
-                match self.text.get(self.at) {
-                    Some(b',') => {
-                        self.at += 1;
-                        self.space();
-                    }
-                    Some(b']') => {
-                        self.at += 1;
-                        break;
-                    }
-                    _ => return Err(Reject),
+                if self.closed_after_item(b']')? {
+                    break;
                 }
             }
         }
