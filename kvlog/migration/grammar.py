@@ -297,12 +297,12 @@ def build_generation(
         raise GrammarError(f"wording must be 'current', not {document['wording']!r}")
     if not isinstance(inherited, list):
         raise GrammarError("current must be a list of event names")
+    current = partial(_event_rule, level="info", catalog=catalog, catalog_version=catalog_version, ops=ops_by_event)
     for name in inherited:
         templates = [t for t in CURRENT if t.event == name]
         if not templates:
             raise GrammarError(f"current: kvlog.text.wording.CURRENT has no wording of {name!r}")
-        rule = partial(_event_rule, level="info", catalog=catalog, catalog_version=catalog_version, ops=ops_by_event)
-        makers += [(name, partial(rule, each, window=windows.get(each.text))) for each in templates]
+        makers += [(name, partial(current, each, window=windows.get(each.text))) for each in templates]
     makers += [
         (f"companion.{spec.get('role')}", partial(_companion_rule, spec, windows))
         for spec in _tables(document, "companions")
