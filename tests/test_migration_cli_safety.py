@@ -300,6 +300,44 @@ def test_a_signal_mid_run_removes_temporaries_and_exits_128_plus_n(
     assert not (tmp_path / "out.jsonl").exists() and not (tmp_path / "dead.jsonl").exists()
 
 
+@pytest.mark.parametrize("mode", ["-o", "--in-place"])
+def test_a_stop_that_a_finaliser_swallowed_commits_nothing(
+    tmp_path: Path, mode: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ctrl-C landing in a weakref or GC callback is swallowed there; the run must stop before any commit.
+
+    It once went on to the end, committed its output and dead letters, and only then exited 130: what
+    the ``--jobs`` signal test above saw now and then, when the signal reached a finaliser run while
+    the pool forked its workers.
+    """
+    import gc  # noqa: PLC0415
+    import weakref  # noqa: PLC0415
+
+    from kvlog.commands import _migrate  # noqa: PLC0415 - the parent's loop over its tasks
+
+    log = tmp_path / "app.log"
+    log.write_bytes(OLD + MYSTERY)
+    before = snapshot(tmp_path)
+    tasks = _migrate.run_tasks
+
+    def swallowing(*args: Any, **kwargs: Any) -> Any:
+        class Held:
+            pass
+
+        held = Held()
+        weakref.finalize(held, signal.raise_signal, signal.SIGINT)
+        del held
+        gc.collect()  # the finaliser's Stopped is "Exception ignored": the run goes on
+        return tasks(*args, **kwargs)
+
+    monkeypatch.setattr(_migrate, "run_tasks", swallowing)
+    target = ["--in-place", log] if mode == "--in-place" else [log, "-o", tmp_path / "out.jsonl"]
+    done = kvlog(*target, "--dead-letter", tmp_path / "dead.jsonl")
+    assert done.returncode == 130, done.stderr
+    assert b"stopped by SIGINT" in done.stderr and b"Traceback" not in done.stderr
+    assert snapshot(tmp_path) == before and temporaries(tmp_path) == []
+
+
 def test_a_worker_killed_mid_run_is_an_error_not_a_hang(tmp_path: Path) -> None:
     logs = tmp_path / "logs"
     logs.mkdir()

@@ -20,7 +20,7 @@ from kvlog.cli.examples import examples
 from kvlog.cli.stdout import abandon_out
 from kvlog.commands import EXIT_ERROR
 from kvlog.io.errors import ReaderGone, Stopped
-from kvlog.io.stopping import STOP_SIGNALS, remove_leftovers, stop_on_signals, swallowed
+from kvlog.io.stopping import STOP_SIGNALS, remove_leftovers, stop_if_swallowed, stop_on_signals
 
 #: command name -> "module:attribute" of its click command
 COMMANDS = {
@@ -51,9 +51,7 @@ class _LazyGroup(click.Group):
             try:
                 return super().invoke(ctx)
             finally:
-                lost = swallowed()
-                if lost is not None:  # a signal whose Stopped a GC callback swallowed still stops the run
-                    raise Stopped(lost)
+                stop_if_swallowed()  # a signal whose Stopped a GC callback swallowed still stops the run
         except (ReaderGone, BrokenPipeError):  # standard output's reader is gone (`| head`): quiet, as SIGPIPE is
             remove_leftovers()
             abandon_out()

@@ -23,7 +23,7 @@ from typing import IO, Any
 from kvlog.io import store
 from kvlog.io.compression import compressed
 from kvlog.io.errors import OutputError, ReaderGone
-from kvlog.io.stopping import held_back, off_the_books, on_the_books
+from kvlog.io.stopping import held_back, off_the_books, on_the_books, stop_if_swallowed
 from kvlog.io.uris import is_uri
 from kvlog.text.printable import printable_name
 
@@ -136,7 +136,12 @@ class Temporary:
         self.handle = os.fdopen(descriptor, "wb")
 
     def complete(self) -> None:
-        """Put what was written on disk (flush, fsync) and close the file; an OSError (a full disk) if that fails."""
+        """Put what was written on disk (flush, fsync) and close the file; an OSError (a full disk) if that fails.
+
+        A run whose stop signal was swallowed (``stop_if_swallowed``) stops here instead: nothing it wrote
+        takes a target's place.
+        """
+        stop_if_swallowed()
         self.handle.flush()
         os.fsync(self.handle.fileno())
         self.handle.close()

@@ -29,7 +29,7 @@ _held = 0
 _pending: list[int] = []
 _books: dict[Path, int] = {}
 # Signals whose Stopped was raised where Python cannot unwind (a weakref or GC callback prints
-# "Exception ignored" and goes on): the run must still stop, at its end.
+# "Exception ignored" and goes on): the run must still stop, before it commits anything more.
 _swallowed: list[int] = []
 
 
@@ -62,6 +62,17 @@ def _unraisable(unraisable: Any) -> None:
 def swallowed() -> int | None:
     """The stop signal whose ``Stopped`` was swallowed on its way up, if any: the run must stop now."""
     return _swallowed[0] if _swallowed else None
+
+
+def stop_if_swallowed() -> None:
+    """Raise again the ``Stopped`` a callback swallowed, if any: called before anything is committed.
+
+    A run stopped that way goes on until it next asks, so every rename into place asks first
+    (``kvlog.io.outputs.Temporary.complete``): else a Ctrl-C that landed in a finaliser while ``--jobs``
+    forked its workers let the run finish, commit its outputs and dead letters, and only then exit 130.
+    """
+    if _swallowed:
+        raise Stopped(_swallowed[0])
 
 
 def _stop(signum: int, _frame: FrameType | None) -> None:
