@@ -33,8 +33,9 @@ class Gate:
     ) -> None: ...
     def probe(self, message: str, /) -> bool | None:
         """``might_be_read(message, usage=...)``; None for a message that is no UTF-8 (a lone surrogate)."""
-    def handle(self, record: logging.LogRecord, /) -> bool:
-        """True, never an ``Exception``: a candidate to ``candidate``, every record not decided to ``reference``."""
+    @property
+    def handle(self) -> Callable[[logging.LogRecord], bool]:
+        """``handle(record)``: True, never an ``Exception``; a candidate to ``candidate``, the rest to ``reference``."""
 
 class EventDecoders:
     """``kvlog validate``'s native fast path, over a decoder table (``kvlog.schema.decoders.for_catalog``)."""

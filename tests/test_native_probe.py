@@ -127,3 +127,22 @@ def test_the_handler_takes_the_gate_only_where_the_native_module_is_selected(mon
     finally:
         compiled.close()
         reference.close()
+
+
+def test_the_gate_keeps_no_reference_to_what_it_handles() -> None:
+    """Its body counts references by hand (the raw C API, ``native/src/probe.rs``): none gained or lost."""
+    import sys  # noqa: PLC0415 - only this test counts references
+
+    def failing(record: logging.LogRecord, message: str = "") -> None:
+        raise RuntimeError(message)
+
+    records = [_record(m, a) for m, a in (("KV Cache is allocated.", ()), ("Decode", ()), ("%s", ("x",)), (12, ()))]
+    for candidate, reference in ((lambda r, m: None, lambda r: True), (failing, failing)):
+        compiled = native.compiled()
+        assert compiled is not None
+        handle = compiled.Gate(MESSAGE_PROBE_CHARACTERS, False, candidate, reference).handle
+        for record in records:
+            counts = sys.getrefcount(record), sys.getrefcount(record.msg), sys.getrefcount(record.args)
+            for _ in range(100):
+                assert handle(record) is True
+            assert (sys.getrefcount(record), sys.getrefcount(record.msg), sys.getrefcount(record.args)) == counts

@@ -715,9 +715,10 @@ def _gate(handler: EventHandler) -> None:
     """The native probe as the handler's ``handle``, where ``kvlog._native`` is selected (``kvlog.native``).
 
     Logging calls ``handler.handle(record)`` for every record a server logs: found in the instance, the
-    compiled method is called without the two Python frames of ``EventHandler.handle`` and its ten
-    character searches (``BENCHMARKS.md``, issue 34), and hands that method every record it does not
-    decide. Chosen on the configuring thread, as the rest of what the worker needs.
+    compiled builtin (one argument, no argument tuple, no PyO3 object pool) is called without the two
+    Python frames of ``EventHandler.handle`` and its ten character searches (``BENCHMARKS.md``, issue 34),
+    and hands that method every record it does not decide. Chosen on the configuring thread, as the rest
+    of what the worker needs.
     """
     compiled = native.selected()
     if compiled is None:
