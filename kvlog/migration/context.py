@@ -77,7 +77,11 @@ RankKey = tuple[tuple[str, object], ...]
 
 @dataclass(slots=True)
 class Held:
-    """An event on its way out: ``resolved`` is False while it waits for evidence from a later line."""
+    """An event on its way out: ``resolved`` is False while it waits for evidence from a later line.
+
+    It can be written once it is ``resolved`` and no longer ``waits_for_time`` (the engine asks so inline,
+    once per event: no property call).
+    """
 
     event: dict[str, Any]
     line: int
@@ -95,11 +99,6 @@ class Held:
     #: the text rule (``kvlog.migration.grammar.Rule``) the migrator built it from, off a printed line: valid by
     #: construction once one event of that rule with its keys was (``kvlog.migration.engine.FileRun._record``)
     built: object = None
-
-    @property
-    def ready(self) -> bool:
-        """Whether nothing it waits for is still to come: it can be written."""
-        return self.resolved and not self.waits_for_time
 
 
 @dataclass(frozen=True)
@@ -266,8 +265,10 @@ class Context:
     def _beyond_device(self, run: _Run, held: Held) -> bool:
         """Whether the pool of ``held`` exceeds its run's device memory: if so it is told a VA bound here."""
         device, event = run.device, held.event
+        if device is None:  # nearly every run: no line stated the device memory, so no pool is told by it
+            return False
         names = pool_size_fields(event)
-        if device is None or names is None:
+        if names is None:
             return False
         size = sum(json_integer(event[name]) or 0 for name in names)
         if size - _spread(event, names) <= device.bytes + device.spread:
