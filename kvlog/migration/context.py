@@ -147,8 +147,10 @@ def rank_key(event: dict[str, Any]) -> RankKey:
     ranks = event.get("ranks")
     if not isinstance(ranks, dict):
         return ()
-    if any(type(rank) is not int for rank in ranks.values()):  # 1.0 is rank 1; true is no rank, though True == 1
-        ranks = {tag: _rank(rank) for tag, rank in ranks.items()}
+    for rank in ranks.values():  # a loop, not any(): no generator made for each event
+        if type(rank) is not int:  # 1.0 is rank 1; true is no rank, though True == 1
+            ranks = {tag: _rank(rank) for tag, rank in ranks.items()}
+            break
     key = tuple(sorted(ranks.items())) if len(ranks) > 1 else tuple(ranks.items())  # one rank: already in order
     try:
         hash(key)
