@@ -23,7 +23,7 @@ from kvlog.migration.grammar import Rule
 from kvlog.migration.sampling import USAGE_EVENT
 from kvlog.schema.event_validator import EventValidator
 from kvlog.text.prefix import SGLANG, rank_tags
-from kvlog.text.template import PLACEHOLDER, SCALED, SKIP, UNITS, read_figure, split_sections
+from kvlog.text.template import PLACEHOLDER, SCALED, SKIP, UNITS, FieldSyntax, Template, read_figure, split_sections
 
 CHAIN = load_chain()
 MIGRATOR = Migrator(CHAIN, MigrateOptions())
@@ -531,3 +531,17 @@ def test_a_line_that_carries_a_memory_figure_is_never_silent(
     out = io.BytesIO()
     report = MIGRATOR.migrate("any.log", io.BytesIO(f"Decode batch.\n{line}\nDecode batch.\n".encode()), out)
     assert report.events + sum(report.companions.values()) + report.unparsed_memory_lines == 1, line
+
+
+def test_a_wording_without_its_literals_compiles_no_expression() -> None:
+    """A message that lacks a wording's required words fails before its expression is compiled, and only such a one.
+
+    Most wordings a line's start lets through never read a line of a log: compiling each cost more
+    than the lines themselves (``TemplateParser._needles``). The words in an optional section are not required.
+    """
+    template = Template("kv_pool.allocation", "KvVmmArena[{arena_id}] closed: released={released_bytes:iec}{[ note]}")
+    parser = template.parser({"arena_id": FieldSyntax("integer")})
+    assert parser.parse("KvVmmArena[0] ready: backend=host") is None
+    assert "pattern" not in vars(parser)  # the cached expression was never built
+    assert parser.parse("KvVmmArena[3] closed: released=1.00 GiB") is not None
+    assert parser.parse("KvVmmArena[3] closed: released=1.00 GiB note") is not None

@@ -77,7 +77,11 @@ RankKey = tuple[tuple[str, object], ...]
 
 @dataclass(slots=True)
 class Held:
-    """An event on its way out: ``resolved`` is False while it waits for evidence from a later line."""
+    """An event on its way out: ``resolved`` is False while it waits for evidence from a later line.
+
+    It can be written once it is ``resolved`` and no longer ``waits_for_time`` (the engine asks so inline,
+    once per event: no property call).
+    """
 
     event: dict[str, Any]
     line: int
@@ -95,11 +99,6 @@ class Held:
     #: the text rule (``kvlog.migration.grammar.Rule``) the migrator built it from, off a printed line: valid by
     #: construction once one event of that rule with its keys was (``kvlog.migration.engine.FileRun._record``)
     built: object = None
-
-    @property
-    def ready(self) -> bool:
-        """Whether nothing it waits for is still to come: it can be written."""
-        return self.resolved and not self.waits_for_time
 
 
 @dataclass(frozen=True)
@@ -148,8 +147,10 @@ def rank_key(event: dict[str, Any]) -> RankKey:
     ranks = event.get("ranks")
     if not isinstance(ranks, dict):
         return ()
-    if any(type(rank) is not int for rank in ranks.values()):  # 1.0 is rank 1; true is no rank, though True == 1
-        ranks = {tag: _rank(rank) for tag, rank in ranks.items()}
+    for rank in ranks.values():  # a loop, not any(): no generator made for each event
+        if type(rank) is not int:  # 1.0 is rank 1; true is no rank, though True == 1
+            ranks = {tag: _rank(rank) for tag, rank in ranks.items()}
+            break
     key = tuple(sorted(ranks.items())) if len(ranks) > 1 else tuple(ranks.items())  # one rank: already in order
     try:
         hash(key)
@@ -266,8 +267,10 @@ class Context:
     def _beyond_device(self, run: _Run, held: Held) -> bool:
         """Whether the pool of ``held`` exceeds its run's device memory: if so it is told a VA bound here."""
         device, event = run.device, held.event
+        if device is None:  # nearly every run: no line stated the device memory, so no pool is told by it
+            return False
         names = pool_size_fields(event)
-        if device is None or names is None:
+        if names is None:
             return False
         size = sum(json_integer(event[name]) or 0 for name in names)
         if size - _spread(event, names) <= device.bytes + device.spread:

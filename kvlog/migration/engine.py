@@ -254,18 +254,22 @@ class Migrator:
         #: the written order of each key tuple of an event and its provenance: see ``written``
         self._plans: dict[tuple[tuple[str, ...], tuple[str, ...] | None], _Plan] = {}
         #: (the id of a text rule, then an event's keys and its provenance's) of events found valid: ``proven``
-        self._proven: set[tuple[int, tuple[str, ...], tuple[str, ...]]] = set()
+        self._proven: set[tuple[int, tuple[str, ...], tuple[str, ...] | None]] = set()
 
-    def written(self, event: dict[str, Any]) -> dict[str, Any]:
+    def written(
+        self, event: dict[str, Any], keys: tuple[tuple[str, ...], tuple[str, ...] | None] | None = None
+    ) -> dict[str, Any]:
         """``ordered(event)``, or ``event`` itself where its keys are already in that order.
 
         The written order depends on the keys alone, in their order (the event's and its provenance's;
         ``ordered`` keeps the values), so it is planned once per key tuple: None where they are in order
         already (most events are built so: no copy), else the keys of the event and of its provenance
-        in the written order, which one comprehension each follows.
+        in the written order, which one comprehension each follows. ``keys``: those of ``event`` (``keys``),
+        where the caller has them already.
         """
         migrated = event.get("migrated")
-        keys = (tuple(event), tuple(migrated) if isinstance(migrated, dict) else None)
+        if keys is None:
+            keys = self.keys(event)
         plan = self._plans.get(keys, _UNPLANNED)
         if plan is _UNPLANNED:
             plan = self._plan(event, keys)
@@ -289,15 +293,24 @@ class Migrator:
         self._plans[keys] = plan
         return plan
 
-    def proven(self, rule: object, event: dict[str, Any]) -> bool:
-        """Whether an event ``rule`` built with the keys of ``event`` (and of its provenance) was valid before."""
-        return (id(rule), tuple(event), tuple(event["migrated"])) in self._proven
+    @staticmethod
+    def keys(event: dict[str, Any]) -> tuple[tuple[str, ...], tuple[str, ...] | None]:
+        """The keys of ``event`` and of its provenance (None: it has none), in their order.
 
-    def prove(self, rule: object, event: dict[str, Any]) -> None:
-        """``event``, which ``rule`` built, is valid: the next of its rule and keys is (``FileRun._record``)."""
+        What ``written`` plans by and ``proven`` remembers: taken once per event, for both.
+        """
+        migrated = event.get("migrated")
+        return tuple(event), tuple(migrated) if isinstance(migrated, dict) else None
+
+    def proven(self, rule: object, keys: tuple[tuple[str, ...], tuple[str, ...] | None]) -> bool:
+        """Whether an event ``rule`` built with these ``keys`` (the event's and its provenance's) was valid before."""
+        return (id(rule), *keys) in self._proven
+
+    def prove(self, rule: object, keys: tuple[tuple[str, ...], tuple[str, ...] | None]) -> None:
+        """The event ``rule`` built with ``keys`` is valid: the next of its rule and keys is (``FileRun._record``)."""
         if len(self._proven) >= RECOGNISED_MESSAGES:
             self._proven.clear()
-        self._proven.add((id(rule), tuple(event), tuple(event["migrated"])))
+        self._proven.add((id(rule), *keys))
 
     def target(self, event: str) -> int | None:
         """The version of ``event`` that is written (None: it is not in the catalog version asked for)."""
@@ -993,7 +1006,7 @@ class FileRun:
                 self._emit(Held(event, self.number, revisable=False, raw=b"\n"), 0)
 
     def _emit(self, item: bytes | Held, lines: int) -> None:
-        if not self.held and (isinstance(item, bytes) or item.ready):
+        if not self.held and (isinstance(item, bytes) or (item.resolved and not item.waits_for_time)):  # ready
             self._write(item)
             return
         size = len(item) if isinstance(item, bytes) else len(item.raw)
@@ -1012,7 +1025,7 @@ class FileRun:
     def _flush(self) -> None:
         while self.held:
             item, lines, size = self.held[0]
-            if isinstance(item, Held) and not item.ready:
+            if isinstance(item, Held) and (not item.resolved or item.waits_for_time):  # not ready
                 return
             self.held.popleft()
             self.held_lines -= lines
@@ -1057,12 +1070,13 @@ class FileRun:
                 at_target = self._at_target(event)
                 if at_target is not event:  # taken down to an older version: checked, as the reference does
                     rule, event = None, at_target
-            if rule is None or not self.migrator.proven(rule, event):
+            keys = self.migrator.keys(event)
+            if rule is None or not self.migrator.proven(rule, keys):
                 self._check(event)
                 if rule is not None:
-                    self.migrator.prove(rule, event)
+                    self.migrator.prove(rule, keys)
             if self.migrator.options.output_format == "jsonl":
-                event = self.migrator.written(event)
+                event = self.migrator.written(event, keys)
         except MigrationError as exc:
             self._refuse(held, str(exc))
             return None

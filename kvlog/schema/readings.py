@@ -187,6 +187,8 @@ def json_integer(value: object) -> int | None:
     a number, although Python's ``bool`` is an ``int``. Numbers that keep their text
     (``kvlog.io.jsonline.exact``) count by their value.
     """
+    if type(value) is int:  # nearly every value asked about: the rest of the tests are for what is not
+        return value
     if isinstance(value, bool):
         return None
     if isinstance(value, int):

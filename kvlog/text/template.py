@@ -458,6 +458,7 @@ class TemplateParser:
             self._units: dict[str, str | None] = {}
             self._syntax: dict[str, FieldSyntax] = {}
             self.starts: tuple[str, ...] = (template.text,)
+            self._needles: tuple[str, ...] = (template.text,)
             return
         self._units = template.units()
         self._syntax = {name: syntax.get(name, FieldSyntax("string")) for name in self._units}
@@ -477,6 +478,16 @@ class TemplateParser:
             self._captures.append((m.group(1), unit, flat[m.end()] if m.end() < len(flat) else ""))
         #: every way a matching message can begin ("" when any start is possible): a cheap first test
         self.starts = tuple(sorted(self._starts(_sections(template.text))))
+        #: the text every matching message holds: the literal words outside the optional sections, which the
+        #: expression escapes as they are. A message without one of them is no match, and asks for no expression
+        #: to be compiled: most wordings a line's start lets through fail here (a log meets a few of them)
+        self._needles = tuple(
+            literal
+            for part in _sections(template.text)
+            if isinstance(part, str)
+            for literal in PLACEHOLDER.split(part)[:: PLACEHOLDER.groups + 1]
+            if literal
+        )
 
     @cached_property
     def pattern(self) -> re.Pattern[str]:
@@ -489,7 +500,13 @@ class TemplateParser:
 
     def parse(self, message: str, *, whole: bool = True) -> Parsed | None:
         """The fields of ``message`` if it is this template's wording (``whole=False``: if it starts with it)."""
+        if not self._holds_needles(message):
+            return None
         return self._read(self.pattern.fullmatch(message) if whole else self.pattern.match(message))
+
+    def _holds_needles(self, message: str) -> bool:
+        """Whether ``message`` holds every literal the template prints whatever its values (``_needles``)."""
+        return all(needle in message for needle in self._needles)
 
     def cut(self, message: str) -> bool:
         """Whether ``message`` is this wording ended early: a proper beginning of one of its lines, not a whole one.
@@ -579,7 +596,7 @@ class TemplateParser:
 
     def parse_glued(self, message: str, follower: re.Pattern[str]) -> Parsed | None:
         """The fields of ``message`` if it is this template's wording followed by text ``follower`` matches."""
-        match = self.pattern.match(message)
+        match = self.pattern.match(message) if self._holds_needles(message) else None
         if match is None or match.end() == len(message) or follower.match(message, match.end()) is None:
             return None
         parsed = self._read(match)
