@@ -71,8 +71,9 @@ def stop_if_swallowed() -> None:
     (``kvlog.io.outputs.Temporary.complete``): else a Ctrl-C that landed in a finaliser while ``--jobs``
     forked its workers let the run finish, commit its outputs and dead letters, and only then exit 130.
     """
-    if _swallowed:
-        raise Stopped(_swallowed[0])
+    lost = swallowed()
+    if lost is not None:
+        raise Stopped(lost)
 
 
 def _stop(signum: int, _frame: FrameType | None) -> None:

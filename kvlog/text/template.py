@@ -477,13 +477,14 @@ class TemplateParser:
                 self._phrases[len(self._captures)] = flat[m.end() : following.start() if following else len(flat)]
             self._captures.append((m.group(1), unit, flat[m.end()] if m.end() < len(flat) else ""))
         #: every way a matching message can begin ("" when any start is possible): a cheap first test
-        self.starts = tuple(sorted(self._starts(_sections(template.text))))
+        sections = _sections(template.text)
+        self.starts = tuple(sorted(self._starts(sections)))
         #: the text every matching message holds: the literal words outside the optional sections, which the
         #: expression escapes as they are. A message without one of them is no match, and asks for no expression
         #: to be compiled: most wordings a line's start lets through fail here (a log meets a few of them)
         self._needles = tuple(
             literal
-            for part in _sections(template.text)
+            for part in sections
             if isinstance(part, str)
             for literal in PLACEHOLDER.split(part)[:: PLACEHOLDER.groups + 1]
             if literal
